@@ -1,0 +1,87 @@
+// Package cli is the atmost operator command: it parses the command line and runs one command.
+// cmd/atmost only wires the process (signals, exit code) to Run.
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+)
+
+// DefaultDatabaseURL is the ledger used when ATMOST_DATABASE_URL is unset: the local
+// PostgreSQL server's "atmost" database.
+const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/atmost?sslmode=disable"
+
+// Exit codes of Run.
+const (
+	ExitOK    = 0
+	ExitError = 1
+	ExitUsage = 2
+)
+
+// Env looks up an environment variable; os.LookupEnv in production, a map in tests.
+type Env func(name string) (string, bool)
+
+// IO is where a command reads its environment and writes its output.
+type IO struct {
+	Stdout io.Writer
+	Stderr io.Writer
+	Env    Env
+}
+
+// OS is the process's own standard output, standard error and environment.
+func OS() IO { return IO{Stdout: os.Stdout, Stderr: os.Stderr, Env: os.LookupEnv} }
+
+type command struct {
+	summary string
+	run     func(ctx context.Context, io IO, args []string) int
+}
+
+var commands = map[string]command{
+	"migrate": {"apply the ledger schema to ATMOST_DATABASE_URL (migrate status: show it)", runMigrate},
+	"version": {"print the version of this binary and the schema version it expects", runVersion},
+}
+
+// Run runs the command named by args[0] with the rest of args and returns the process exit
+// code: ExitOK, ExitError when the command failed, ExitUsage for a bad command line.
+func Run(ctx context.Context, io IO, args []string) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(io.Stdout)
+		if len(args) == 0 {
+			return ExitUsage
+		}
+		return ExitOK
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(io.Stderr, "atmost: unknown command %q\n\n", args[0])
+		usage(io.Stderr)
+		return ExitUsage
+	}
+	return cmd.run(ctx, io, args[1:])
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "atmost delivers irreversible side effects at most once.")
+	fmt.Fprintln(w, "\nUsage: atmost <command> [flags]   (atmost <command> --help for its flags)\n\nCommands:")
+	names := make([]string, 0, len(commands))
+	for name := range commands {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", name, commands[name].summary)
+	}
+	fmt.Fprintln(w, "\nEnvironment:\n  ATMOST_DATABASE_URL  the ledger (default "+DefaultDatabaseURL+")")
+}
+
+// setting returns the environment variable's value, or def when it is unset or blank.
+func setting(env Env, name, def string) string {
+	if v, ok := env(name); ok && strings.TrimSpace(v) != "" {
+		return v
+	}
+	return def
+}
