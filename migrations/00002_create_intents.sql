@@ -1,7 +1,10 @@
 -- +goose Up
 -- One row per delivery intent, keyed by its content-derived delivery key (32 bytes). The key
--- never changes; state moves only through the guarded transitions of pkg/ledger. The columns
--- attempt_token, epoch, generation and lease_expires_at describe the open attempt, if any.
+-- never changes; state moves only through the guarded transitions of pkg/ledger.
+-- attempt_token, epoch and generation name the intent's latest attempt and stay after it ends
+-- (the reconciler needs them); lease_expires_at is set only while that attempt holds a lease:
+-- pending with a lease is claimed, authorized always has one. attempts_authorized counts the
+-- attempts that reached authorization, which is what the attempt cap limits.
 CREATE TABLE intents (
     delivery_key        BYTEA       NOT NULL,
     account_id          TEXT        NOT NULL,
@@ -20,7 +23,6 @@ CREATE TABLE intents (
     epoch               BIGINT      NULL,
     generation          BIGINT      NULL,
     lease_expires_at    TIMESTAMPTZ NULL,
-    not_before          TIMESTAMPTZ NULL,
     object_id           TEXT        NULL,
     created_at          TIMESTAMPTZ NOT NULL DEFAULT now(),
     updated_at          TIMESTAMPTZ NOT NULL DEFAULT now(),

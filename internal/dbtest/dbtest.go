@@ -261,7 +261,24 @@ func buildTemplate(ctx context.Context, admin *pgxpool.Pool, name string) error 
 		drop()
 		return fmt.Errorf("rename %s to %s: %w", building, name, err)
 	}
+	dropStaleTemplates(ctx, admin, name)
 	return nil
+}
+
+// dropStaleTemplates removes templates of earlier versions of the migrations, so changing a
+// migration does not leave a database behind each time. One still in use is left alone.
+func dropStaleTemplates(ctx context.Context, admin *pgxpool.Pool, current string) {
+	rows, err := admin.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE 'atmost\_tmpl\_%' AND datname <> $1`, current)
+	if err != nil {
+		return
+	}
+	stale, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return
+	}
+	for _, name := range stale {
+		_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize())
+	}
 }
 
 // retryBusy retries op while PostgreSQL reports that a database it needs is still being
