@@ -1,0 +1,255 @@
+package identity
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Limits of the envelope contract (DESIGN section 2a).
+const (
+	// MaxEnvelopeBytes bounds both the message as received and its canonical
+	// form (which can be longer: 1e20 is written out in full, and absent
+	// target and occurrence are written as ""). Bounding both keeps
+	// ParseEnvelope(e.Canonical()) from failing for any accepted e.
+	MaxEnvelopeBytes = 64 << 10
+	// MaxAccountBytes bounds account; it must also be at least 1 byte.
+	MaxAccountBytes = 128
+	// MaxActionBytes bounds action, whose form is [a-z][a-z0-9_]{0,31}.
+	MaxActionBytes = 32
+	// MaxTargetBytes bounds target.
+	MaxTargetBytes = 1024
+	// MaxOccurrenceBytes bounds occurrence.
+	MaxOccurrenceBytes = 128
+	// MaxSourceIDBytes bounds source.id, measured after CanonicalSourceID.
+	MaxSourceIDBytes = 2048
+)
+
+// EnvelopeVersion is the only envelope version ("v") this package accepts.
+const EnvelopeVersion = 1
+
+// Envelope is a validated delivery intent, as a producer published it. Every
+// field is in canonical form: Request is canonical JSON with its top-level
+// "text" normalized, Source.ID is a canonical source id. Only ParseEnvelope
+// and NewEnvelope produce valid Envelopes; the methods are defined for those,
+// not for hand-assembled values.
+type Envelope struct {
+	// V is the envelope version, always EnvelopeVersion.
+	V int
+	// Account is the producer's account id, 1-128 bytes of UTF-8 without
+	// control characters, kept byte for byte (not normalized).
+	Account string
+	// Action is the action kind, [a-z][a-z0-9_]{0,31}.
+	Action string
+	// Target is the target's stable identity, "" when the action has none.
+	// Kept byte for byte: a producer must send a stable spelling.
+	Target string
+	// Request is the canonical request projection (RFC 8785 JSON object),
+	// with the top-level "text" member, if any, replaced by
+	// NormalizeText(text). Only the top-level "text" is normalized; text in
+	// nested members is hashed as sent.
+	Request json.RawMessage
+	// Occurrence distinguishes deliberate repeats of the same request; ""
+	// when absent.
+	Occurrence string
+	// Source, if not nil, names the source version the intent rests on. It
+	// is not part of the delivery key.
+	Source *Source
+}
+
+// Source is the optional source reference of an envelope.
+type Source struct {
+	// ID is the canonical source id (CanonicalSourceID), 1-2048 bytes.
+	ID string
+	// Version is the source version the intent was derived from; never zero.
+	Version SourceVersion
+}
+
+// envelopeFields are the members an envelope may have. Anything else is
+// rejected: a field this version does not understand might have been meant to
+// change what is sent, and guessing is not allowed.
+var envelopeFields = []string{"v", "account", "action", "target", "request", "occurrence", "source"}
+
+var sourceFields = []string{"id", "version"}
+
+// ParseEnvelope validates one intent message and returns it in canonical
+// form. It is strict: the message must be at most MaxEnvelopeBytes of valid
+// UTF-8 holding exactly one JSON object with no duplicate member names (at any
+// depth) and no unknown members (at the top level or in source), where
+//
+//   - v is required and is the number 1;
+//   - account is a required string of 1-128 bytes without control characters;
+//   - action is a required string matching [a-z][a-z0-9_]{0,31};
+//   - target is an optional string of at most 1024 bytes without control
+//     characters ("" and absent mean the same);
+//   - request is a required JSON object; if it has a top-level "text" member,
+//     that member must be a string and is replaced by NormalizeText(text);
+//   - occurrence is an optional string of at most 128 bytes without control
+//     characters ("" and absent mean the same);
+//   - source is an optional object with exactly a non-empty "id" (at most
+//     2048 bytes after CanonicalSourceID, no control characters) and a
+//     "version" that is a valid, non-zero sv1: SourceVersion.
+//
+// Optional members may be absent but not null. Every failure is a
+// *RejectError whose Reason is in AllReasons (never unknown_account, which
+// only ingest can decide). On success ParseEnvelope(e.Canonical()) returns
+// an Envelope equal to e, with the same DeliveryKey.
+func ParseEnvelope(data []byte) (Envelope, error) {
+	if len(data) > MaxEnvelopeBytes {
+		return Envelope{}, reject(ReasonTooLarge, fmt.Sprintf("message is %d bytes; the limit is %d", len(data), MaxEnvelopeBytes))
+	}
+	if i := invalidUTF8At(data); i >= 0 {
+		return Envelope{}, reject(ReasonInvalidUTF8, fmt.Sprintf("byte 0x%02x at byte %d is not valid UTF-8", data[i], i))
+	}
+	root, err := parseJSON(data)
+	if err != nil {
+		return Envelope{}, rejectJSON(err)
+	}
+	if root.kind != kindObject {
+		return Envelope{}, reject(ReasonNotObject, "the message is "+article(root.kind)+", not an object")
+	}
+	return envelopeFromObject(&root)
+}
+
+// NewEnvelope builds and validates an envelope from its parts, with exactly
+// the rules and canonicalization of ParseEnvelope (request is the JSON text of
+// the request object; source may be nil). It is what a Go producer uses
+// instead of assembling JSON by hand. Failures are *RejectError values, as
+// from ParseEnvelope; strings that are not valid UTF-8 are invalid_utf8.
+func NewEnvelope(account, action, target string, request []byte, occurrence string, source *Source) (Envelope, error) {
+	for _, f := range []struct{ name, value string }{
+		{"account", account}, {"action", action}, {"target", target}, {"occurrence", occurrence},
+	} {
+		if !utf8.ValidString(f.value) {
+			return Envelope{}, reject(ReasonInvalidUTF8, f.name+" is not valid UTF-8")
+		}
+	}
+	if source != nil && !utf8.ValidString(source.ID) {
+		return Envelope{}, reject(ReasonInvalidUTF8, "source.id is not valid UTF-8")
+	}
+	// The request sits one level inside the envelope object, and the
+	// envelope's canonical form must itself parse within MaxJSONDepth.
+	req, err := parseJSONAt(request, 1)
+	if err != nil {
+		var je *JSONError
+		if errors.As(err, &je) {
+			err = &JSONError{Err: je.Err, Offset: -1, Path: "$.request" + strings.TrimPrefix(je.Path, "$"), Detail: je.Detail}
+		}
+		return Envelope{}, rejectJSON(err)
+	}
+	str := func(s string) jsonValue { return jsonValue{kind: kindString, str: s, offset: -1} }
+	members := []jsonMember{
+		{key: "account", val: str(account)},
+		{key: "action", val: str(action)},
+		{key: "occurrence", val: str(occurrence)},
+		{key: "request", val: req},
+	}
+	if source != nil {
+		members = append(members, jsonMember{key: "source", val: jsonValue{kind: kindObject, offset: -1, obj: []jsonMember{
+			{key: "id", val: str(source.ID)},
+			{key: "version", val: str(source.Version.String())},
+		}}})
+	}
+	members = append(members,
+		jsonMember{key: "target", val: str(target)},
+		jsonMember{key: "v", val: jsonValue{kind: kindNumber, num: EnvelopeVersion, offset: -1}},
+	)
+	return envelopeFromObject(&jsonValue{kind: kindObject, obj: members, offset: -1})
+}
+
+// invalidUTF8At returns the offset of the first byte that is not part of a
+// valid UTF-8 sequence, or -1.
+func invalidUTF8At(b []byte) int {
+	if utf8.Valid(b) {
+		return -1
+	}
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
+}
+
+// DeliveryKey returns the envelope's delivery key, computed from account,
+// action, target, the canonical request and occurrence; never from source.
+func (e Envelope) DeliveryKey() DeliveryKey {
+	return deliveryKey(e.Account, e.Action, e.Target, e.Request, e.Occurrence)
+}
+
+// Text returns the request's normalized top-level "text" and true, or ""
+// and false when the request has no top-level text.
+func (e Envelope) Text() (string, bool) {
+	req, err := parseJSON(e.Request)
+	if err != nil || req.kind != kindObject {
+		return "", false
+	}
+	t, ok := req.member("text")
+	if !ok || t.kind != kindString {
+		return "", false
+	}
+	return t.str, true
+}
+
+// TextHash returns NewTextHash of the request's top-level text and true, or
+// the zero TextHash and false when there is no text. Empty text is text: it
+// has a hash and reports true; whether it takes part in the duplicate-text
+// window is the caller's policy.
+func (e Envelope) TextHash() (TextHash, bool) {
+	t, ok := e.Text()
+	if !ok {
+		return TextHash{}, false
+	}
+	return NewTextHash(t), true
+}
+
+// Canonical returns the whole envelope as RFC 8785 canonical JSON, with
+// target and occurrence always present (as "" when empty) and source present
+// only when set. ParseEnvelope(e.Canonical()) yields an Envelope equal to e.
+// It is the form to store and to republish.
+func (e Envelope) Canonical() []byte {
+	b := make([]byte, 0, 160+len(e.Account)+len(e.Target)+len(e.Request)+len(e.Occurrence))
+	b = append(b, `{"account":`...)
+	b = appendString(b, e.Account)
+	b = append(b, `,"action":`...)
+	b = appendString(b, e.Action)
+	b = append(b, `,"occurrence":`...)
+	b = appendString(b, e.Occurrence)
+	b = append(b, `,"request":`...)
+	if len(e.Request) == 0 {
+		b = append(b, "{}"...)
+	} else {
+		b = append(b, e.Request...)
+	}
+	if e.Source != nil {
+		b = append(b, `,"source":{"id":`...)
+		b = appendString(b, e.Source.ID)
+		b = append(b, `,"version":`...)
+		b = appendString(b, e.Source.Version.String())
+		b = append(b, '}')
+	}
+	b = append(b, `,"target":`...)
+	b = appendString(b, e.Target)
+	b = append(b, `,"v":`...)
+	b = strconv.AppendInt(b, int64(e.V), 10)
+	return append(b, '}')
+}
+
+// Equal reports whether e and o are the same envelope, field by field
+// (Request by bytes, Source by value).
+func (e Envelope) Equal(o Envelope) bool {
+	if e.V != o.V || e.Account != o.Account || e.Action != o.Action || e.Target != o.Target ||
+		e.Occurrence != o.Occurrence || !bytes.Equal(e.Request, o.Request) {
+		return false
+	}
+	if e.Source == nil || o.Source == nil {
+		return e.Source == nil && o.Source == nil
+	}
+	return *e.Source == *o.Source
+}

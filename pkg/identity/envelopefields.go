@@ -1,0 +1,233 @@
+package identity
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// rejectJSON maps a parse failure to its Reason. Numbers and nesting are a
+// property of the request when they occur in it, and malformed JSON otherwise.
+func rejectJSON(err error) error {
+	var je *JSONError
+	if !errors.As(err, &je) {
+		return reject(ReasonMalformedJSON, err.Error())
+	}
+	detail := je.Detail + " at " + je.Path
+	if je.Offset >= 0 {
+		detail += " (byte " + strconv.Itoa(je.Offset) + ")"
+	}
+	switch {
+	case errors.Is(je, ErrInvalidUTF8):
+		return reject(ReasonInvalidUTF8, detail)
+	case errors.Is(je, ErrDuplicateKey):
+		return reject(ReasonDuplicateField, detail)
+	case (errors.Is(je, ErrInexactNumber) || errors.Is(je, ErrTooDeep)) && inRequest(je.Path):
+		return reject(ReasonInvalidRequest, je.Err.Error()+": "+detail)
+	default:
+		return reject(ReasonMalformedJSON, je.Err.Error()+": "+detail)
+	}
+}
+
+func inRequest(path string) bool {
+	rest, ok := strings.CutPrefix(path, "$.request")
+	return ok && (rest == "" || rest[0] == '.' || rest[0] == '[')
+}
+
+// byteAt renders " at byte N" for values that came from a message, and
+// nothing for values that NewEnvelope assembled.
+func byteAt(offset int) string {
+	if offset < 0 {
+		return ""
+	}
+	return " at byte " + strconv.Itoa(offset)
+}
+
+// firstUnknown returns the member of obj that is not in known and comes first
+// in the message, so the detail names what the producer wrote first.
+func firstUnknown(obj *jsonValue, known []string) *jsonMember {
+	var first *jsonMember
+	for i := range obj.obj {
+		m := &obj.obj[i]
+		isKnown := false
+		for _, k := range known {
+			if m.key == k {
+				isKnown = true
+				break
+			}
+		}
+		if !isKnown && (first == nil || m.offset < first.offset) {
+			first = m
+		}
+	}
+	return first
+}
+
+func envelopeFromObject(root *jsonValue) (Envelope, error) {
+	if m := firstUnknown(root, envelopeFields); m != nil {
+		return Envelope{}, reject(ReasonUnknownField, "unknown field "+quoteShort(m.key)+byteAt(m.offset))
+	}
+	e := Envelope{V: EnvelopeVersion}
+	var err error
+	if err = checkVersion(root); err != nil {
+		return Envelope{}, err
+	}
+	if e.Account, err = stringField(root, "account", true, ReasonInvalidAccount, MaxAccountBytes); err != nil {
+		return Envelope{}, err
+	}
+	if e.Action, err = actionField(root); err != nil {
+		return Envelope{}, err
+	}
+	if e.Target, err = stringField(root, "target", false, ReasonInvalidTarget, MaxTargetBytes); err != nil {
+		return Envelope{}, err
+	}
+	if e.Request, err = requestField(root); err != nil {
+		return Envelope{}, err
+	}
+	if e.Occurrence, err = stringField(root, "occurrence", false, ReasonInvalidOccurrence, MaxOccurrenceBytes); err != nil {
+		return Envelope{}, err
+	}
+	if e.Source, err = sourceField(root); err != nil {
+		return Envelope{}, err
+	}
+	if n := len(e.Canonical()); n > MaxEnvelopeBytes {
+		return Envelope{}, reject(ReasonTooLarge, fmt.Sprintf("canonical form is %d bytes; the limit is %d", n, MaxEnvelopeBytes))
+	}
+	return e, nil
+}
+
+func checkVersion(root *jsonValue) error {
+	v, ok := root.member("v")
+	if !ok {
+		return reject(ReasonMissingField, `missing field "v"`)
+	}
+	if v.kind != kindNumber {
+		return reject(ReasonUnsupportedVersion, "v must be the number 1, got "+article(v.kind)+byteAt(v.offset))
+	}
+	if v.num != EnvelopeVersion {
+		return reject(ReasonUnsupportedVersion, "v is "+string(appendNumber(nil, v.num))+"; only 1 is supported"+byteAt(v.offset))
+	}
+	return nil
+}
+
+// stringField reads a string member: required or optional (absent means ""),
+// at most maxBytes long, without control characters; the empty string is
+// refused only for required members.
+func stringField(root *jsonValue, name string, required bool, reason Reason, maxBytes int) (string, error) {
+	v, ok := root.member(name)
+	if !ok {
+		if required {
+			return "", reject(ReasonMissingField, "missing field "+strconv.Quote(name))
+		}
+		return "", nil
+	}
+	if v.kind != kindString {
+		return "", reject(reason, name+" must be a string, got "+article(v.kind)+byteAt(v.offset))
+	}
+	if required && v.str == "" {
+		return "", reject(reason, name+" is empty"+byteAt(v.offset))
+	}
+	if len(v.str) > maxBytes {
+		return "", reject(reason, fmt.Sprintf("%s is %d bytes; the limit is %d%s", name, len(v.str), maxBytes, byteAt(v.offset)))
+	}
+	if err := checkNoControl(name, v.str, reason); err != nil {
+		return "", err
+	}
+	return v.str, nil
+}
+
+func checkNoControl(name, s string, reason Reason) error {
+	for i, r := range s {
+		if unicode.IsControl(r) {
+			return reject(reason, fmt.Sprintf("%s has control character U+%04X at byte %d of the value", name, r, i))
+		}
+	}
+	return nil
+}
+
+func actionField(root *jsonValue) (string, error) {
+	s, err := stringField(root, "action", true, ReasonInvalidAction, MaxActionBytes)
+	if err != nil {
+		return "", err
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || i > 0 && (c >= '0' && c <= '9' || c == '_') {
+			continue
+		}
+		return "", reject(ReasonInvalidAction, fmt.Sprintf("action %s does not match [a-z][a-z0-9_]{0,31} (byte %d of the value)", quoteShort(s), i))
+	}
+	return s, nil
+}
+
+func requestField(root *jsonValue) (json.RawMessage, error) {
+	v, ok := root.member("request")
+	if !ok {
+		return nil, reject(ReasonMissingField, `missing field "request"`)
+	}
+	if v.kind != kindObject {
+		return nil, reject(ReasonInvalidRequest, "request must be an object, got "+article(v.kind)+byteAt(v.offset))
+	}
+	// Work on a shallow copy so the caller's tree is left as parsed.
+	req := *v
+	req.obj = append([]jsonMember(nil), v.obj...)
+	for i := range req.obj {
+		m := &req.obj[i]
+		if m.key != "text" {
+			continue
+		}
+		if m.val.kind != kindString {
+			return nil, reject(ReasonInvalidRequest, "request.text must be a string, got "+article(m.val.kind)+byteAt(m.val.offset))
+		}
+		m.val.str = NormalizeText(m.val.str)
+	}
+	return appendCanonical(nil, &req), nil
+}
+
+func sourceField(root *jsonValue) (*Source, error) {
+	v, ok := root.member("source")
+	if !ok {
+		return nil, nil
+	}
+	if v.kind != kindObject {
+		return nil, reject(ReasonInvalidSource, "source must be an object, got "+article(v.kind)+byteAt(v.offset))
+	}
+	if m := firstUnknown(v, sourceFields); m != nil {
+		return nil, reject(ReasonUnknownField, "unknown field "+quoteShort(m.key)+" in source"+byteAt(m.offset))
+	}
+	id, ok := v.member("id")
+	if !ok {
+		return nil, reject(ReasonMissingField, `missing field "source.id"`)
+	}
+	if id.kind != kindString {
+		return nil, reject(ReasonInvalidSource, "source.id must be a string, got "+article(id.kind)+byteAt(id.offset))
+	}
+	canonicalID, err := CanonicalSourceID(id.str)
+	if err != nil {
+		return nil, reject(ReasonInvalidSource, "source.id: "+err.Error()+byteAt(id.offset))
+	}
+	if len(canonicalID) > MaxSourceIDBytes {
+		return nil, reject(ReasonInvalidSource, fmt.Sprintf("source.id is %d bytes canonicalized; the limit is %d%s", len(canonicalID), MaxSourceIDBytes, byteAt(id.offset)))
+	}
+	if err := checkNoControl("source.id", canonicalID, ReasonInvalidSource); err != nil {
+		return nil, err
+	}
+	ver, ok := v.member("version")
+	if !ok {
+		return nil, reject(ReasonMissingField, `missing field "source.version"`)
+	}
+	if ver.kind != kindString {
+		return nil, reject(ReasonInvalidSource, "source.version must be a string, got "+article(ver.kind)+byteAt(ver.offset))
+	}
+	version, err := ParseSourceVersion(ver.str)
+	if err != nil {
+		return nil, reject(ReasonInvalidSource, "source.version: "+err.Error()+byteAt(ver.offset))
+	}
+	if version.IsZero() {
+		return nil, reject(ReasonInvalidSource, "source.version is the zero version"+byteAt(ver.offset))
+	}
+	return &Source{ID: canonicalID, Version: version}, nil
+}
