@@ -7,11 +7,12 @@ BIN         ?= bin
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 LDFLAGS     := -X github.com/atmost/atmost/internal/version.Version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+SQLC        := github.com/sqlc-dev/sqlc/cmd/sqlc@v1.31.1
 FUZZTIME    ?= 3m
 ATMOST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/atmost?sslmode=disable
 export ATMOST_DATABASE_URL
 
-.PHONY: help build test lint fmt migrate fuzz demo
+.PHONY: help build test lint fmt generate migrate fuzz demo
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -30,6 +31,9 @@ lint: ## go vet, staticcheck and a gofmt check
 
 fmt: ## format every Go file
 	gofmt -w $$(git ls-files '*.go')
+
+generate: ## regenerate the ledger's query code from pkg/ledger/queries with sqlc
+	$(GO) run $(SQLC) generate
 
 migrate: build ## create and migrate the ledger at ATMOST_DATABASE_URL
 	$(BIN)/atmost migrate --create-database

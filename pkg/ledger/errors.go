@@ -1,0 +1,53 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors a refused operation returns. Each means the operation changed nothing, except
+// ErrFenced from Complete, whose outcome was kept as evidence, and ErrAttemptsExhausted from
+// Begin and Retry, which parked the intent.
+var (
+	// ErrNotFound: no intent has that delivery key.
+	ErrNotFound = errors.New("ledger: no such intent")
+	// ErrInvalidTransition: the operation is not allowed from the intent's state.
+	ErrInvalidTransition = errors.New("ledger: operation not allowed in this state")
+	// ErrClaimed: another worker holds a live claim on the intent.
+	ErrClaimed = errors.New("ledger: intent is claimed by a live attempt")
+	// ErrLeaseLost: the caller's lease expired, or the intent was claimed again since.
+	ErrLeaseLost = errors.New("ledger: lease lost")
+	// ErrFenced: the caller's (epoch, generation) is no longer current.
+	ErrFenced = errors.New("ledger: fenced out by a newer attempt or epoch")
+	// ErrRequestMismatch: the request hash differs from the one the attempt was opened with.
+	ErrRequestMismatch = errors.New("ledger: request hash does not match the attempt")
+	// ErrAttemptsExhausted: the attempt cap is reached; the intent was parked.
+	ErrAttemptsExhausted = errors.New("ledger: attempt cap reached, intent parked")
+	// ErrLeaseLive: parking was refused because an authorized worker's lease is still live.
+	ErrLeaseLive = errors.New("ledger: an authorized worker's lease is live")
+	// ErrAlreadyClaimed: the one reconciliation lookup of this attempt is already claimed.
+	ErrAlreadyClaimed = errors.New("ledger: reconciliation already claimed")
+	// ErrUnknownAccount: the account is not configured.
+	ErrUnknownAccount = errors.New("ledger: unknown account")
+)
+
+// RefusedError is returned for an operation the ledger refused: Err is one of the sentinels
+// above (match it with errors.Is), State the intent's state when it was refused.
+type RefusedError struct {
+	Op    Operation
+	Err   error
+	State State
+}
+
+func (e *RefusedError) Error() string {
+	if e.State == "" {
+		return fmt.Sprintf("%s: %v", e.Op, e.Err)
+	}
+	return fmt.Sprintf("%s: %v (intent is %s)", e.Op, e.Err, e.State)
+}
+
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+func refused(op Operation, err error, state State) error {
+	return &RefusedError{Op: op, Err: err, State: state}
+}

@@ -1,0 +1,161 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"go.uber.org/zap"
+
+	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
+)
+
+// DB is the connection the ledger runs on: a *pgxpool.Pool in production.
+type DB interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
+
+// Config tunes a Ledger. The zero value of every field means its default.
+type Config struct {
+	// Actor is written to history as the author of the transitions this Ledger makes for a
+	// role (ingest, dispatcher, sweeper, ...). Default "atmost".
+	Actor string
+	// Isolation of every transaction. Default pgx.Serializable. The guards are correct at
+	// READ COMMITTED too; the concurrency suite runs at both.
+	Isolation pgx.TxIsoLevel
+	// MaxRetries bounds how often one operation restarts its transaction after a
+	// serialization failure (40001) or a deadlock (40P01). Default 10.
+	MaxRetries int
+	// RetryBackoff is the first pause before a restart; it doubles with each restart, with
+	// full jitter, up to MaxRetryBackoff. Defaults 2ms and 250ms.
+	RetryBackoff    time.Duration
+	MaxRetryBackoff time.Duration
+	// Logger receives a debug line per restart. Nil means no logging.
+	Logger *zap.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Actor == "" {
+		c.Actor = "atmost"
+	}
+	if c.Isolation == "" {
+		c.Isolation = pgx.Serializable
+	}
+	if c.MaxRetries == 0 {
+		c.MaxRetries = 10
+	}
+	if c.RetryBackoff == 0 {
+		c.RetryBackoff = 2 * time.Millisecond
+	}
+	if c.MaxRetryBackoff == 0 {
+		c.MaxRetryBackoff = 250 * time.Millisecond
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch c.Isolation {
+	case pgx.Serializable, pgx.RepeatableRead, pgx.ReadCommitted:
+	default:
+		return fmt.Errorf("ledger: isolation %q is not serializable, repeatable read or read committed", c.Isolation)
+	}
+	if c.MaxRetries < 0 || c.RetryBackoff < 0 || c.MaxRetryBackoff < c.RetryBackoff {
+		return errors.New("ledger: retry settings must be non-negative, and MaxRetryBackoff at least RetryBackoff")
+	}
+	return nil
+}
+
+// Ledger runs the state machine's operations on a database migrated by atmost migrate. It is
+// safe for concurrent use by any number of goroutines and processes.
+type Ledger struct {
+	db      DB
+	cfg     Config
+	log     *zap.Logger
+	retries atomic.Uint64
+
+	// commit ends a transaction; tests replace it to inject failures at COMMIT.
+	commit func(ctx context.Context, tx pgx.Tx) error
+	// now overrides the database clock where a test must stand exactly on an edge; nil
+	// (always, outside tests) means the database's now().
+	now func() *time.Time
+}
+
+func (l *Ledger) clock() *time.Time {
+	if l.now == nil {
+		return nil
+	}
+	return l.now()
+}
+
+// New returns a Ledger on db.
+func New(db DB, cfg Config) (*Ledger, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Ledger{
+		db:     db,
+		cfg:    cfg,
+		log:    cfg.Logger.Named("ledger"),
+		commit: func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) },
+	}, nil
+}
+
+// Retries returns how many times a transaction was restarted after a serialization failure
+// or deadlock since the Ledger was made.
+func (l *Ledger) Retries() uint64 { return l.retries.Load() }
+
+// ErrRetriesExhausted wraps the last serialization failure of an operation that was
+// restarted Config.MaxRetries times without committing.
+var ErrRetriesExhausted = errors.New("ledger: transaction restarted too often")
+
+// inTx runs fn in one transaction and commits it. On a serialization failure or deadlock,
+// from any statement or from COMMIT itself, it rolls back and restarts the WHOLE transaction
+// after a jittered pause: fn must therefore have no effect outside the database (no publish,
+// no ack, no HTTP) and must not keep state between runs.
+func (l *Ledger) inTx(ctx context.Context, op Operation, fn func(q *dbsqlc.Queries) error) error {
+	backoff := l.cfg.RetryBackoff
+	for restart := 0; ; restart++ {
+		err := l.tryTx(ctx, fn)
+		if err == nil || !restartable(err) {
+			return err
+		}
+		if restart >= l.cfg.MaxRetries {
+			return fmt.Errorf("%s: %w after %d restarts: %w", op, ErrRetriesExhausted, restart, err)
+		}
+		l.retries.Add(1)
+		l.log.Debug("transaction restarted", zap.String("op", string(op)), zap.Int("restart", restart+1), zap.Error(err))
+		if err := sleep(ctx, jitter(backoff)); err != nil {
+			return err
+		}
+		backoff = min(2*backoff, l.cfg.MaxRetryBackoff)
+	}
+}
+
+func (l *Ledger) tryTx(ctx context.Context, fn func(q *dbsqlc.Queries) error) error {
+	tx, err := l.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: l.cfg.Isolation})
+	if err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	// A no-op once committed; after a failure it releases the connection cleanly even when
+	// ctx is already cancelled.
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(dbsqlc.New(tx)); err != nil {
+		return err
+	}
+	return l.commit(ctx, tx)
+}
+
+// restartable reports whether err means the transaction lost a race and may simply run again:
+// serialization_failure (40001) or deadlock_detected (40P01).
+func restartable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+}

@@ -1,0 +1,179 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
+)
+
+// Intent is an intent as the ledger holds it.
+type Intent struct {
+	Key        identity.DeliveryKey
+	Account    string
+	Action     string
+	Target     string
+	Request    string // canonical JSON
+	Occurrence string
+	State      State
+	Reason     Reason
+	// Seq is the number of the intent's latest history row.
+	Seq                int64
+	AttemptsAuthorized int
+	// Token, Epoch and Generation name the latest attempt (zero when there was none).
+	Token      identity.AttemptToken
+	Epoch      int64
+	Generation int64
+	// LeaseExpiresAt is set while an attempt holds a lease.
+	LeaseExpiresAt *time.Time
+	ObjectID       string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+// Attempt is one immutable attempt row.
+type Attempt struct {
+	Token             identity.AttemptToken
+	RequestHash       []byte
+	CredentialVersion int64
+	Epoch             int64
+	Generation        int64
+	CreatedAt         time.Time
+}
+
+// Evidence is one report about an attempt.
+type Evidence struct {
+	Token      identity.AttemptToken
+	Epoch      int64
+	Generation int64
+	Result     string // success, not_sent, unknown, abandoned
+	Reason     Reason
+	ObjectID   string
+	Fenced     bool
+	Detail     []byte
+	RecordedAt time.Time
+}
+
+// Transition is one history row.
+type Transition struct {
+	Seq        int64
+	From       State // "" for creation
+	To         State
+	Reason     Reason
+	Token      *identity.AttemptToken
+	Epoch      int64
+	Generation int64
+	Actor      string
+	Detail     []byte
+	At         time.Time
+}
+
+// Record is an intent with everything the ledger knows about it.
+type Record struct {
+	Intent      Intent
+	Attempts    []Attempt
+	Evidence    []Evidence
+	Transitions []Transition
+}
+
+// Get returns one intent, or ErrNotFound.
+func (l *Ledger) Get(ctx context.Context, key identity.DeliveryKey) (Intent, error) {
+	var row dbsqlc.Intent
+	err := l.inTx(ctx, "get", func(q *dbsqlc.Queries) (err error) {
+		row, err = q.IntentGet(ctx, key.Bytes())
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Intent{}, ErrNotFound
+	}
+	if err != nil {
+		return Intent{}, fmt.Errorf("get %s: %w", key, err)
+	}
+	return intentFromRow(row)
+}
+
+// Inspect returns an intent with its attempts, evidence and history, read in one
+// transaction so they agree with each other.
+func (l *Ledger) Inspect(ctx context.Context, key identity.DeliveryKey) (Record, error) {
+	var rec Record
+	err := l.inTx(ctx, "inspect", func(q *dbsqlc.Queries) error {
+		rec = Record{}
+		row, err := q.IntentGet(ctx, key.Bytes())
+		if err != nil {
+			return err
+		}
+		if rec.Intent, err = intentFromRow(row); err != nil {
+			return err
+		}
+		attempts, err := q.AttemptsByIntent(ctx, key.Bytes())
+		if err != nil {
+			return err
+		}
+		for _, a := range attempts {
+			token, err := identity.AttemptTokenFromBytes(a.AttemptToken)
+			if err != nil {
+				return err
+			}
+			rec.Attempts = append(rec.Attempts, Attempt{token, a.RequestHash, a.CredentialVersion, a.Epoch, a.Generation, a.CreatedAt})
+		}
+		evidence, err := q.EvidenceByIntent(ctx, key.Bytes())
+		if err != nil {
+			return err
+		}
+		for _, e := range evidence {
+			token, err := identity.AttemptTokenFromBytes(e.AttemptToken)
+			if err != nil {
+				return err
+			}
+			rec.Evidence = append(rec.Evidence, Evidence{token, e.Epoch, e.Generation, e.Outcome, Reason(e.Reason), e.ObjectID.String, e.Fenced, e.Detail, e.RecordedAt})
+		}
+		history, err := q.HistoryByIntent(ctx, key.Bytes())
+		if err != nil {
+			return err
+		}
+		for _, h := range history {
+			t := Transition{Seq: h.Seq, From: State(h.FromState.String), To: State(h.ToState), Reason: Reason(h.Reason),
+				Epoch: h.Epoch.Int64, Generation: h.Generation.Int64, Actor: h.Actor, Detail: h.Detail, At: h.At}
+			if h.AttemptToken != nil {
+				token, err := identity.AttemptTokenFromBytes(h.AttemptToken)
+				if err != nil {
+					return err
+				}
+				t.Token = &token
+			}
+			rec.Transitions = append(rec.Transitions, t)
+		}
+		return nil
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Record{}, ErrNotFound
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("inspect %s: %w", key, err)
+	}
+	return rec, nil
+}
+
+func intentFromRow(r dbsqlc.Intent) (Intent, error) {
+	key, err := identity.DeliveryKeyFromBytes(r.DeliveryKey)
+	if err != nil {
+		return Intent{}, err
+	}
+	in := Intent{
+		Key: key, Account: r.AccountID, Action: r.Action, Target: r.Target, Request: r.Request,
+		Occurrence: r.Occurrence, State: State(r.State), Reason: Reason(r.Reason), Seq: r.TransitionSeq,
+		AttemptsAuthorized: int(r.AttemptsAuthorized), Epoch: r.Epoch.Int64, Generation: r.Generation.Int64,
+		LeaseExpiresAt: r.LeaseExpiresAt, ObjectID: r.ObjectID.String, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+	if r.AttemptToken != nil {
+		if in.Token, err = identity.AttemptTokenFromBytes(r.AttemptToken); err != nil {
+			return Intent{}, err
+		}
+	}
+	return in, nil
+}

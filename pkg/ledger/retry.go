@@ -1,0 +1,38 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
+)
+
+// Retry reopens a failed intent: it moves back to pending with a dispatch work item, and no
+// attempt row is written (the next Begin writes exactly one, with a new token). It is refused
+// with ErrInvalidTransition from every state but failed: only failed proves nothing was sent.
+// When the attempt cap is reached it parks the intent and returns ErrAttemptsExhausted.
+func (l *Ledger) Retry(ctx context.Context, key identity.DeliveryKey) error {
+	var row dbsqlc.IntentRetryRow
+	err := l.inTx(ctx, OpRetry, func(q *dbsqlc.Queries) (err error) {
+		row, err = q.IntentRetry(ctx, dbsqlc.IntentRetryParams{DeliveryKey: key.Bytes(), Actor: l.cfg.Actor})
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return refused(OpRetry, ErrNotFound, "")
+	}
+	if err != nil {
+		return fmt.Errorf("retry %s: %w", key, err)
+	}
+	prior := State(row.PriorState)
+	switch {
+	case row.Outcome == "exhausted" && row.NewState.String == string(Parked):
+		return refused(OpRetry, ErrAttemptsExhausted, prior)
+	case row.Outcome == "retry" && row.NewState.String == string(Pending):
+		return nil
+	}
+	return refused(OpRetry, ErrInvalidTransition, prior)
+}

@@ -1,0 +1,93 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
+)
+
+// SubmitOutcome says what Submit did with one intent.
+type SubmitOutcome string
+
+const (
+	// Created: the intent is new and now pending, with its history and outbox rows.
+	Created SubmitOutcome = "created"
+	// Duplicate: an intent with this delivery key exists (or came earlier in the same batch);
+	// nothing changed. Redelivery and re-publishing end here.
+	Duplicate SubmitOutcome = "duplicate"
+	// UnknownAccount: the account is not configured; nothing was stored. Ingest rejects the
+	// message with reason unknown_account.
+	UnknownAccount SubmitOutcome = "unknown_account"
+)
+
+// SubmitResult is Submit's answer for one intent of the batch.
+type SubmitResult struct {
+	Key     identity.DeliveryKey
+	Outcome SubmitOutcome
+}
+
+// Submit stores a batch of parsed intents in one transaction and reports, in input order, which
+// were created and which were duplicates. It is idempotent: submitting the same batch again
+// creates nothing. A created intent is pending, with history row 1 (reason submitted) and an
+// outbox row that also asks for dispatch. The first version seen of a source becomes its
+// stored head.
+func (l *Ledger) Submit(ctx context.Context, intents []identity.Envelope) ([]SubmitResult, error) {
+	results := make([]SubmitResult, len(intents))
+	first := make(map[identity.DeliveryKey]int, len(intents))
+	var p dbsqlc.IntentSubmitParams
+	for i, e := range intents {
+		key := e.DeliveryKey()
+		results[i] = SubmitResult{Key: key, Outcome: Duplicate}
+		if _, seen := first[key]; seen {
+			continue // the same intent twice in one batch: the first occurrence decides
+		}
+		first[key] = i
+		p.DeliveryKeys = append(p.DeliveryKeys, key.Bytes())
+		p.AccountIds = append(p.AccountIds, e.Account)
+		p.Actions = append(p.Actions, e.Action)
+		p.Targets = append(p.Targets, e.Target)
+		p.Requests = append(p.Requests, string(e.Request))
+		p.Occurrences = append(p.Occurrences, e.Occurrence)
+		textHash := []byte{}
+		if h, ok := e.TextHash(); ok {
+			textHash = h.Bytes()
+		}
+		p.TextHashes = append(p.TextHashes, textHash)
+		sourceID, sourceVersion := "", []byte{}
+		if e.Source != nil {
+			sourceID, sourceVersion = e.Source.ID, e.Source.Version.Bytes()
+		}
+		p.SourceIds = append(p.SourceIds, sourceID)
+		p.SourceVersions = append(p.SourceVersions, sourceVersion)
+	}
+	if len(first) == 0 {
+		return results, nil
+	}
+	p.Actor = l.cfg.Actor
+
+	var rows []dbsqlc.IntentSubmitRow
+	err := l.inTx(ctx, OpSubmit, func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.IntentSubmit(ctx, p)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("submit %d intents: %w", len(first), err)
+	}
+	if len(rows) != len(first) {
+		return nil, fmt.Errorf("submit: %d answers for %d intents", len(rows), len(first))
+	}
+	for _, row := range rows {
+		key, err := identity.DeliveryKeyFromBytes(row.DeliveryKey)
+		if err != nil {
+			return nil, fmt.Errorf("submit: %w", err)
+		}
+		i, ok := first[key]
+		if !ok {
+			return nil, fmt.Errorf("submit: answer for %s, which was not submitted", key)
+		}
+		results[i].Outcome = SubmitOutcome(row.Outcome)
+	}
+	return results, nil
+}
