@@ -1,0 +1,120 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
+)
+
+// Park stops an intent on an operator's word: it becomes parked, owned by a human. actor names
+// the operator and note says why; both are written to history. Refused with ErrLeaseLive for an
+// authorized intent whose worker's lease is live, and with ErrInvalidTransition for published
+// and parked intents.
+func (l *Ledger) Park(ctx context.Context, key identity.DeliveryKey, actor, note string) error {
+	if strings.TrimSpace(actor) == "" {
+		return errors.New("park: an operator must be named")
+	}
+	detail, err := json.Marshal(map[string]string{"note": note})
+	if err != nil {
+		return err
+	}
+	var row dbsqlc.IntentParkRow
+	err = l.inTx(ctx, OpPark, func(q *dbsqlc.Queries) (err error) {
+		row, err = q.IntentPark(ctx, dbsqlc.IntentParkParams{DeliveryKey: key.Bytes(), Actor: actor, Detail: detail})
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return refused(OpPark, ErrNotFound, "")
+	}
+	if err != nil {
+		return fmt.Errorf("park %s: %w", key, err)
+	}
+	prior := State(row.PriorState)
+	switch {
+	case row.Outcome == "lease_live":
+		return refused(OpPark, ErrLeaseLive, prior)
+	case row.Outcome != "park" || row.ChangedKey == nil:
+		return refused(OpPark, ErrInvalidTransition, prior)
+	}
+	return nil
+}
+
+// Resolve is a human's verdict on a parked intent: Published (objectID names the object found
+// on the platform) or Failed (it was not sent; its text is released). evidence says how the
+// operator knows and is required; actor names the operator.
+func (l *Ledger) Resolve(ctx context.Context, key identity.DeliveryKey, to State, objectID, actor, evidence string) error {
+	var reason Reason
+	switch to {
+	case Published:
+		reason = ReasonOperatorPublished
+	case Failed:
+		reason = ReasonOperatorFailed
+	default:
+		return fmt.Errorf("resolve %s: a parked intent resolves to published or failed, not %q", key, to)
+	}
+	if strings.TrimSpace(actor) == "" || strings.TrimSpace(evidence) == "" {
+		return fmt.Errorf("resolve %s: an operator and evidence are required", key)
+	}
+	detail, err := json.Marshal(map[string]string{"evidence": evidence})
+	if err != nil {
+		return err
+	}
+	var row dbsqlc.IntentResolveRow
+	err = l.inTx(ctx, OpResolve, func(q *dbsqlc.Queries) (err error) {
+		row, err = q.IntentResolve(ctx, dbsqlc.IntentResolveParams{
+			DeliveryKey: key.Bytes(),
+			ToState:     string(to),
+			Reason:      string(reason),
+			ObjectID:    pgtype.Text{String: objectID, Valid: objectID != ""},
+			Actor:       actor,
+			Detail:      detail,
+		})
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return refused(OpResolve, ErrNotFound, "")
+	}
+	if err != nil {
+		return fmt.Errorf("resolve %s: %w", key, err)
+	}
+	if !row.NewState.Valid {
+		return refused(OpResolve, ErrInvalidTransition, State(row.PriorState))
+	}
+	return nil
+}
+
+// BumpEpoch starts the next restore epoch and returns it. Run it after restoring the ledger and
+// before any worker reconnects: every claim and completion of an older epoch is refused from
+// then on (the restore protocol, DESIGN section 4.5).
+func (l *Ledger) BumpEpoch(ctx context.Context, actor, reason string) (int64, error) {
+	if strings.TrimSpace(actor) == "" {
+		return 0, errors.New("bump epoch: an operator must be named")
+	}
+	var epoch int64
+	err := l.inTx(ctx, "epoch bump", func(q *dbsqlc.Queries) (err error) {
+		epoch, err = q.EpochBump(ctx, dbsqlc.EpochBumpParams{Reason: reason, Actor: actor})
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("bump epoch: %w", err)
+	}
+	return epoch, nil
+}
+
+// Epoch returns the current restore epoch.
+func (l *Ledger) Epoch(ctx context.Context) (int64, error) {
+	var epoch int64
+	err := l.inTx(ctx, "epoch", func(q *dbsqlc.Queries) (err error) {
+		epoch, err = q.EpochCurrent(ctx)
+		return err
+	})
+	return epoch, err
+}

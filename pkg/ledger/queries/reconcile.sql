@@ -1,0 +1,126 @@
+-- name: ReconciliationClaim :one
+-- Claims the ONE lookup of the attempt that left the intent indeterminate. The claim is
+-- committed before the lookup is made; the primary key (attempt_token, 'claimed') makes a
+-- second claim impossible, by any reconciler, after any crash. claimed is false when the
+-- lookup was already claimed or the intent is not indeterminate; no row when it does not exist.
+WITH cur AS (
+    SELECT i.delivery_key, i.state, i.attempt_token, i.epoch, i.generation
+    FROM intents i
+    WHERE i.delivery_key = @delivery_key::BYTEA
+    FOR UPDATE
+),
+claimed AS (
+    INSERT INTO reconciliations (attempt_token, step, delivery_key, actor)
+    SELECT cur.attempt_token, 'claimed', cur.delivery_key, @actor::TEXT
+    FROM cur
+    WHERE cur.state = 'indeterminate'
+    ON CONFLICT (attempt_token, step) DO NOTHING
+    RETURNING attempt_token
+)
+SELECT cur.state::TEXT AS state,
+       cur.attempt_token,
+       cur.epoch,
+       cur.generation,
+       EXISTS (SELECT 1 FROM claimed) AS claimed
+FROM cur;
+
+-- name: ReconciliationResolve :one
+-- Records what the one lookup found and moves the intent on: found -> published, proven
+-- not-sent (an idempotency-status lookup) -> failed, anything else -> parked. Only for the
+-- attempt whose lookup was claimed, only once ('resolved' is a primary key too), and only
+-- while the intent is still indeterminate with that attempt.
+WITH cur AS (
+    SELECT i.delivery_key, i.account_id, i.state, i.attempt_token, i.text_hash
+    FROM intents i
+    WHERE i.delivery_key = @delivery_key::BYTEA
+    FOR UPDATE
+),
+resolved AS (
+    INSERT INTO reconciliations (attempt_token, step, delivery_key, result, object_id, actor, detail)
+    SELECT cur.attempt_token, 'resolved', cur.delivery_key, @result::TEXT, sqlc.narg(object_id)::TEXT, @actor::TEXT, @detail::JSONB
+    FROM cur
+    WHERE cur.state = 'indeterminate'
+      AND cur.attempt_token = @attempt_token::BYTEA
+      AND EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = @attempt_token::BYTEA AND r.step = 'claimed')
+    ON CONFLICT (attempt_token, step) DO NOTHING
+    RETURNING attempt_token
+),
+changed AS (
+    UPDATE intents i SET
+        state = @to_state::TEXT,
+        reason = @reason::TEXT,
+        object_id = coalesce(sqlc.narg(object_id)::TEXT, i.object_id),
+        transition_seq = i.transition_seq + 1,
+        updated_at = now()
+    FROM resolved r
+    WHERE i.delivery_key = @delivery_key::BYTEA
+      AND i.state = 'indeterminate'
+      AND i.attempt_token = r.attempt_token
+    RETURNING i.delivery_key, i.account_id, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq, i.text_hash
+),
+released AS (
+    DELETE FROM text_claims t
+    USING changed c
+    WHERE c.state = 'failed'
+      AND t.account_id = c.account_id
+      AND t.text_hash = c.text_hash
+      AND t.delivery_key = c.delivery_key
+    RETURNING t.text_hash
+),
+hist AS (
+    INSERT INTO history (delivery_key, seq, from_state, to_state, reason, attempt_token, epoch, generation, actor, detail)
+    SELECT c.delivery_key, c.transition_seq, 'indeterminate', c.state, c.reason, c.attempt_token, c.epoch, c.generation, @actor::TEXT, @detail::JSONB
+    FROM changed c
+    RETURNING delivery_key, seq
+),
+outbox_rows AS (
+    INSERT INTO outbox (delivery_key, seq, dispatch)
+    SELECT h.delivery_key, h.seq, false FROM hist h
+    RETURNING seq
+)
+SELECT cur.state::TEXT AS prior_state,
+       c.state AS new_state,
+       (SELECT count(*) FROM released)::BIGINT AS released
+FROM cur
+LEFT JOIN changed c ON true;
+
+-- name: IntentResolveFromEvidence :one
+-- An indeterminate intent resolved without a lookup: a worker that was fenced out reported a
+-- success with this object id, and the caller read the object back and confirmed its text.
+WITH cur AS (
+    SELECT i.delivery_key, i.state
+    FROM intents i
+    WHERE i.delivery_key = @delivery_key::BYTEA
+    FOR UPDATE
+),
+changed AS (
+    UPDATE intents i SET
+        state = 'published',
+        reason = 'evidence_found',
+        object_id = @object_id::TEXT,
+        transition_seq = i.transition_seq + 1,
+        updated_at = now()
+    FROM cur
+    WHERE i.delivery_key = cur.delivery_key
+      AND i.state = 'indeterminate'
+      AND EXISTS (
+          SELECT 1 FROM attempt_evidence e
+          WHERE e.delivery_key = i.delivery_key AND e.outcome = 'success' AND e.object_id = @object_id::TEXT
+      )
+    RETURNING i.delivery_key, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq
+),
+hist AS (
+    INSERT INTO history (delivery_key, seq, from_state, to_state, reason, attempt_token, epoch, generation, actor, detail)
+    SELECT c.delivery_key, c.transition_seq, 'indeterminate', c.state, c.reason, c.attempt_token, c.epoch, c.generation, @actor::TEXT,
+           jsonb_build_object('object_id', @object_id::TEXT)
+    FROM changed c
+    RETURNING delivery_key, seq
+),
+outbox_rows AS (
+    INSERT INTO outbox (delivery_key, seq, dispatch)
+    SELECT h.delivery_key, h.seq, false FROM hist h
+    RETURNING seq
+)
+SELECT cur.state::TEXT AS prior_state, c.state AS new_state
+FROM cur
+LEFT JOIN changed c ON true;

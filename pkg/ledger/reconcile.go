@@ -1,0 +1,147 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
+)
+
+// LookupResult is what the one reconciliation lookup found.
+type LookupResult string
+
+const (
+	// Found: the platform holds the object (and the caller read it back and confirmed the
+	// text): published.
+	Found LookupResult = "found"
+	// ProvenNotSent: an idempotency-status lookup keyed by the original request proved the
+	// platform never received it: failed, and the text is released.
+	ProvenNotSent LookupResult = "not_sent"
+	// NotFound: nothing found, which proves nothing on an eventually consistent platform:
+	// parked for a human.
+	NotFound LookupResult = "not_found"
+	// Unavailable: the lookup could not be made: parked for a human. The lookup is spent.
+	Unavailable LookupResult = "unavailable"
+)
+
+var lookupVerdicts = map[LookupResult]struct {
+	state  State
+	reason Reason
+}{
+	Found:         {Published, ReasonReconciledFound},
+	ProvenNotSent: {Failed, ReasonReconciledNotSent},
+	NotFound:      {Parked, ReasonReconcileNotFound},
+	Unavailable:   {Parked, ReasonReconcileUnavailable},
+}
+
+// Reconciliation is a claimed lookup: the attempt whose outcome is unknown.
+type Reconciliation struct {
+	Key        identity.DeliveryKey
+	Token      identity.AttemptToken
+	Epoch      int64
+	Generation int64
+}
+
+// ClaimReconciliation claims the one lookup allowed for the attempt that left an intent
+// indeterminate, durably, before the lookup is made. A second claim, by any reconciler or after
+// a crash, is refused with ErrAlreadyClaimed: a claimed lookup that never resolved is for a
+// human (the sweeper parks it), never for a second lookup. Refused with ErrInvalidTransition
+// unless the intent is indeterminate.
+func (l *Ledger) ClaimReconciliation(ctx context.Context, key identity.DeliveryKey) (Reconciliation, error) {
+	var row dbsqlc.ReconciliationClaimRow
+	err := l.inTx(ctx, OpReconcile, func(q *dbsqlc.Queries) (err error) {
+		row, err = q.ReconciliationClaim(ctx, dbsqlc.ReconciliationClaimParams{DeliveryKey: key.Bytes(), Actor: l.cfg.Actor})
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Reconciliation{}, refused(OpReconcile, ErrNotFound, "")
+	}
+	if err != nil {
+		return Reconciliation{}, fmt.Errorf("claim reconciliation of %s: %w", key, err)
+	}
+	state := State(row.State)
+	if state != Indeterminate {
+		return Reconciliation{}, refused(OpReconcile, ErrInvalidTransition, state)
+	}
+	if !row.Claimed {
+		return Reconciliation{}, refused(OpReconcile, ErrAlreadyClaimed, state)
+	}
+	token, err := identity.AttemptTokenFromBytes(row.AttemptToken)
+	if err != nil {
+		return Reconciliation{}, fmt.Errorf("claim reconciliation of %s: %w", key, err)
+	}
+	return Reconciliation{Key: key, Token: token, Epoch: row.Epoch.Int64, Generation: row.Generation.Int64}, nil
+}
+
+// ResolveReconciliation records the result of the claimed lookup and moves the intent on:
+// Found -> published, ProvenNotSent -> failed, NotFound and Unavailable -> parked. It is
+// refused with ErrInvalidTransition when the lookup was not claimed, was already resolved, or
+// the intent has moved on.
+func (l *Ledger) ResolveReconciliation(ctx context.Context, r Reconciliation, result LookupResult, objectID string, detail map[string]any) (State, error) {
+	verdict, ok := lookupVerdicts[result]
+	if !ok {
+		return "", fmt.Errorf("resolve reconciliation of %s: unknown lookup result %q", r.Key, result)
+	}
+	if result == Found && objectID == "" {
+		return "", fmt.Errorf("resolve reconciliation of %s: found without an object id", r.Key)
+	}
+	raw := []byte("{}")
+	if len(detail) > 0 {
+		var err error
+		if raw, err = json.Marshal(detail); err != nil {
+			return "", fmt.Errorf("resolve reconciliation of %s: detail: %w", r.Key, err)
+		}
+	}
+	var row dbsqlc.ReconciliationResolveRow
+	err := l.inTx(ctx, OpReconcile, func(q *dbsqlc.Queries) (err error) {
+		row, err = q.ReconciliationResolve(ctx, dbsqlc.ReconciliationResolveParams{
+			DeliveryKey:  r.Key.Bytes(),
+			Result:       string(result),
+			ObjectID:     pgtype.Text{String: objectID, Valid: objectID != ""},
+			Actor:        l.cfg.Actor,
+			Detail:       raw,
+			AttemptToken: r.Token.Bytes(),
+			ToState:      string(verdict.state),
+			Reason:       string(verdict.reason),
+		})
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", refused(OpReconcile, ErrNotFound, "")
+	}
+	if err != nil {
+		return "", fmt.Errorf("resolve reconciliation of %s: %w", r.Key, err)
+	}
+	if !row.NewState.Valid {
+		return "", refused(OpReconcile, ErrInvalidTransition, State(row.PriorState))
+	}
+	return State(row.NewState.String), nil
+}
+
+// ResolveFromEvidence publishes an indeterminate intent without a lookup, on the evidence of a
+// fenced-out worker that reported success with objectID; the caller must have read the object
+// back and confirmed its text first. Refused with ErrInvalidTransition when the intent is not
+// indeterminate or no such evidence exists.
+func (l *Ledger) ResolveFromEvidence(ctx context.Context, key identity.DeliveryKey, objectID string) error {
+	var row dbsqlc.IntentResolveFromEvidenceRow
+	err := l.inTx(ctx, OpReconcile, func(q *dbsqlc.Queries) (err error) {
+		row, err = q.IntentResolveFromEvidence(ctx, dbsqlc.IntentResolveFromEvidenceParams{DeliveryKey: key.Bytes(), ObjectID: objectID, Actor: l.cfg.Actor})
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return refused(OpReconcile, ErrNotFound, "")
+	}
+	if err != nil {
+		return fmt.Errorf("resolve %s from evidence: %w", key, err)
+	}
+	if !row.NewState.Valid {
+		return refused(OpReconcile, ErrInvalidTransition, State(row.PriorState))
+	}
+	return nil
+}

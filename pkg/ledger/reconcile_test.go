@@ -1,0 +1,170 @@
+package ledger_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+func (e *env) indeterminate(text string) ledger.Claim {
+	e.t.Helper()
+	c := e.authorized(text)
+	_, err := e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.Unknown})
+	require.NoError(e.t, err)
+	return c
+}
+
+// Reconciliation exactly once: 8 reconcilers race for the one lookup of each of several
+// indeterminate intents; exactly one claims each, and a claim that never resolved (a crash
+// after the claim) never yields a second.
+func TestReconciliationIsClaimedExactlyOnceUnderConcurrentReconcilers(t *testing.T) {
+	t.Parallel()
+	forEachIsolation(t, func(t *testing.T, e *env) {
+		const intents, reconcilers = 5, 8
+		var claims []ledger.Claim
+		for i := 0; i < intents; i++ {
+			claims = append(claims, e.indeterminate(fmt.Sprintf("unknown %d", i)))
+		}
+		var wg sync.WaitGroup
+		won := make(chan ledger.Reconciliation, intents*reconcilers)
+		start := make(chan struct{})
+		for r := 0; r < reconcilers; r++ {
+			l := e.ledgerWith(ledger.Config{Actor: fmt.Sprintf("reconciler-%d", r)})
+			wg.Go(func() {
+				<-start
+				for _, c := range claims {
+					rec, err := l.ClaimReconciliation(e.ctx, c.Key)
+					if err != nil {
+						requireRefused(t, err, ledger.ErrAlreadyClaimed)
+						continue
+					}
+					won <- rec
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(won)
+		perKey := map[string]int{}
+		for rec := range won {
+			perKey[rec.Key.String()]++
+		}
+		require.Len(t, perKey, intents)
+		for key, n := range perKey {
+			require.Equal(t, 1, n, "lookups claimed for %s", key)
+		}
+		// The claimer "crashes" before resolving: every later claim is still refused.
+		_, err := e.l.ClaimReconciliation(e.ctx, claims[0].Key)
+		requireRefused(t, err, ledger.ErrAlreadyClaimed)
+		require.Equal(t, intents, e.count(`SELECT count(*) FROM reconciliations WHERE step = 'claimed'`))
+	})
+}
+
+func TestReconciliationResultsLeadWhereTheTableSays(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for result, want := range map[ledger.LookupResult]ledger.State{
+		ledger.Found:         ledger.Published,
+		ledger.ProvenNotSent: ledger.Failed,
+		ledger.NotFound:      ledger.Parked,
+		ledger.Unavailable:   ledger.Parked,
+	} {
+		c := e.indeterminate("reconcile " + string(result))
+		r, err := e.l.ClaimReconciliation(e.ctx, c.Key)
+		require.NoError(t, err)
+		require.Equal(t, c.Token, r.Token, "the lookup is for the attempt whose outcome is unknown")
+		got, err := e.l.ResolveReconciliation(e.ctx, r, result, "obj-"+string(result), nil)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "%s", result)
+		require.Equal(t, want, e.state(c.Key))
+
+		_, err = e.l.ResolveReconciliation(e.ctx, r, ledger.Found, "obj", nil)
+		requireRefused(t, err, ledger.ErrInvalidTransition)
+	}
+	require.Zero(t, e.count(`SELECT count(*) FROM text_claims WHERE delivery_key IN (SELECT delivery_key FROM intents WHERE state = 'failed')`),
+		"a proven not-sent releases the text")
+}
+
+func TestResolveWithoutAClaimedLookupIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.indeterminate("unclaimed")
+	_, err := e.l.ResolveReconciliation(e.ctx, ledger.Reconciliation{Key: c.Key, Token: c.Token, Epoch: c.Epoch, Generation: c.Generation}, ledger.Found, "obj", nil)
+	requireRefused(t, err, ledger.ErrInvalidTransition)
+	require.Equal(t, ledger.Indeterminate, e.state(c.Key))
+}
+
+func TestClaimReconciliationOutsideIndeterminateIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.authorized("still in flight")
+	_, err := e.l.ClaimReconciliation(e.ctx, c.Key)
+	requireRefused(t, err, ledger.ErrInvalidTransition)
+	require.Zero(t, e.count(`SELECT count(*) FROM reconciliations`))
+}
+
+// A fenced-out worker's late success is evidence enough (after read-back): the intent is
+// published without spending the lookup.
+func TestLateEvidenceResolvesWithoutALookup(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.authorized("slow success")
+	e.expireLease(c.Key)
+	_, err := e.l.ExpireLeases(e.ctx, 10)
+	require.NoError(t, err)
+	_, err = e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.Sent, ObjectID: "obj-late", Confirmed: true})
+	requireRefused(t, err, ledger.ErrFenced)
+
+	requireRefused(t, e.l.ResolveFromEvidence(e.ctx, c.Key, "obj-other"), ledger.ErrInvalidTransition)
+	require.NoError(t, e.l.ResolveFromEvidence(e.ctx, c.Key, "obj-late"))
+	in := e.intent(c.Key)
+	require.Equal(t, ledger.Published, in.State)
+	require.Equal(t, ledger.ReasonEvidenceFound, in.Reason)
+	require.Zero(t, e.count(`SELECT count(*) FROM reconciliations`), "no lookup was spent")
+}
+
+func TestParkIsRefusedWhileAnAuthorizedLeaseIsLive(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.authorized("in flight")
+	requireRefused(t, e.l.Park(e.ctx, c.Key, "operator", "stop it"), ledger.ErrLeaseLive)
+	require.Equal(t, ledger.Authorized, e.state(c.Key))
+	e.expireLease(c.Key)
+	require.NoError(t, e.l.Park(e.ctx, c.Key, "operator", "stop it"))
+	require.Equal(t, ledger.Parked, e.state(c.Key))
+}
+
+func TestOperatorResolutionNeedsEvidenceAndIsRecorded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	key := e.submit("for a human")
+	require.NoError(t, e.l.Park(e.ctx, key, "alice", "looks wrong"))
+	require.Error(t, e.l.Resolve(e.ctx, key, ledger.Published, "obj", "alice", ""))
+	require.Error(t, e.l.Resolve(e.ctx, key, ledger.Pending, "", "alice", "no"))
+	require.NoError(t, e.l.Resolve(e.ctx, key, ledger.Published, "obj-9", "alice", "seen on the profile page"))
+	rec, err := e.l.Inspect(e.ctx, key)
+	require.NoError(t, err)
+	last := rec.Transitions[len(rec.Transitions)-1]
+	require.Equal(t, ledger.Published, last.To)
+	require.Equal(t, "alice", last.Actor)
+	require.Contains(t, string(last.Detail), "seen on the profile page")
+	require.Equal(t, "obj-9", rec.Intent.ObjectID)
+	requireRefused(t, e.l.Resolve(e.ctx, key, ledger.Failed, "", "alice", "changed my mind"), ledger.ErrInvalidTransition)
+}
+
+func TestEpochBumpIsRecordedAndNewClaimsCarryIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	epoch, err := e.l.BumpEpoch(e.ctx, "operator", "restored from backup")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), epoch)
+	current, err := e.l.Epoch(e.ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), current)
+	c := e.claim("after the restore")
+	require.Equal(t, int64(2), c.Epoch)
+}
