@@ -1,0 +1,111 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
+)
+
+// explainer stands in for the database under the generated queries: instead of running a
+// statement it asks PostgreSQL for its plan, with the same arguments.
+type explainer struct {
+	t    *testing.T
+	conn *pgxpool.Conn
+	plan string
+}
+
+var errExplained = errors.New("explained, not run")
+
+func (x *explainer) explain(ctx context.Context, sql string, args ...any) {
+	rows, err := x.conn.Query(ctx, "EXPLAIN "+sql, args...)
+	require.NoError(x.t, err)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(x.t, err)
+	x.plan = strings.Join(lines, "\n")
+}
+
+func (x *explainer) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	x.explain(ctx, sql, args...)
+	return pgconn.CommandTag{}, errExplained
+}
+
+func (x *explainer) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	x.explain(ctx, sql, args...)
+	return nil, errExplained
+}
+
+func (x *explainer) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	x.explain(ctx, sql, args...)
+	return errRow{}
+}
+
+type errRow struct{}
+
+func (errRow) Scan(...any) error { return errExplained }
+
+// TestHotStatementsReachRowsByPrimaryKey asks PostgreSQL for the plan of every statement on the
+// hot path, with sequential scans disabled: a plan that still scans a table sequentially has
+// no index path at all, and every transition must reach its intent by primary key, never
+// through a scan of a shared index (DESIGN section 7: under SERIALIZABLE such scans take
+// predicate locks that make concurrent transitions abort each other).
+func TestHotStatementsReachRowsByPrimaryKey(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	conn, err := e.pool.Acquire(e.ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(e.ctx, `SET enable_seqscan = off`)
+	require.NoError(t, err)
+	x := &explainer{t: t, conn: conn}
+	q := dbsqlc.New(x)
+	key, token, hash := make([]byte, 32), make([]byte, 16), make([]byte, 32)
+	now := time.Now()
+
+	for name, run := range map[string]func() error{
+		"IntentSubmit": func() error {
+			_, err := q.IntentSubmit(e.ctx, dbsqlc.IntentSubmitParams{DeliveryKeys: [][]byte{key}, AccountIds: []string{account},
+				Actions: []string{"post"}, Targets: []string{""}, Requests: []string{"{}"}, Occurrences: []string{""},
+				TextHashes: [][]byte{hash}, SourceIds: []string{""}, SourceVersions: [][]byte{{}}, Actor: "a"})
+			return err
+		},
+		"IntentBegin": func() error {
+			_, err := q.IntentBegin(e.ctx, dbsqlc.IntentBeginParams{DeliveryKey: key, AttemptToken: token, LeaseMs: 1, RequestHash: hash, Actor: "a"})
+			return err
+		},
+		"IntentAuthorize": func() error {
+			_, err := q.IntentAuthorize(e.ctx, dbsqlc.IntentAuthorizeParams{DeliveryKey: key, AttemptToken: token, Epoch: 1, Generation: 1,
+				RequestHash: hash, ContractVersion: "c", FailedReasons: []string{"kill_switch"}, InFlightMs: 1, Now: &now, Actor: "a"})
+			return err
+		},
+		"IntentComplete": func() error {
+			_, err := q.IntentComplete(e.ctx, dbsqlc.IntentCompleteParams{DeliveryKey: key, ToState: "published", Reason: "published",
+				AttemptToken: token, Epoch: 1, Generation: 1, Outcome: "success", Detail: []byte("{}"), Actor: "a"})
+			return err
+		},
+		"IntentRetry": func() error {
+			_, err := q.IntentRetry(e.ctx, dbsqlc.IntentRetryParams{DeliveryKey: key, Actor: "a"})
+			return err
+		},
+		"IntentsExpireLeases": func() error {
+			_, err := q.IntentsExpireLeases(e.ctx, dbsqlc.IntentsExpireLeasesParams{DeliveryKeys: [][]byte{key}, Actor: "a"})
+			return err
+		},
+		"ReconciliationClaim": func() error {
+			_, err := q.ReconciliationClaim(e.ctx, dbsqlc.ReconciliationClaimParams{DeliveryKey: key, Actor: "a"})
+			return err
+		},
+	} {
+		require.ErrorIs(t, run(), errExplained, name)
+		require.NotContains(t, x.plan, "Seq Scan", "%s scans a table:\n%s", name, x.plan)
+		require.Contains(t, x.plan, "intents_pkey", "%s must reach intents by primary key:\n%s", name, x.plan)
+	}
+}

@@ -1,0 +1,125 @@
+package ledger_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+func TestEveryReasonLeadsToOneOfTheSixStates(t *testing.T) {
+	for reason, rule := range ledger.Reasons {
+		require.True(t, rule.State.Valid(), "%s leads to %q", reason, rule.State)
+		switch rule.State {
+		case ledger.Indeterminate:
+			require.Equal(t, ledger.RetryNever, rule.Retry, "%s: an unknown outcome is never retried", reason)
+		case ledger.Parked:
+			require.Equal(t, ledger.Human, rule.Retry, "%s: parked belongs to a human", reason)
+		case ledger.Published:
+			require.Equal(t, ledger.Done, rule.Retry, "%s", reason)
+		}
+		if rule.Retry == ledger.RetryYes || rule.Retry == ledger.RetryByPolicy {
+			require.Equal(t, ledger.Failed, rule.State, "%s: only failed is retryable", reason)
+		}
+	}
+}
+
+// Every Reason constant the package declares is in the table.
+func TestEveryDeclaredReasonIsInTheTable(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "reason.go", nil, 0)
+	require.NoError(t, err)
+	declared := 0
+	ast.Inspect(f, func(n ast.Node) bool {
+		spec, ok := n.(*ast.ValueSpec)
+		if !ok || spec.Type == nil || types(spec.Type) != "Reason" {
+			return true
+		}
+		for _, v := range spec.Values {
+			lit, ok := v.(*ast.BasicLit)
+			require.True(t, ok)
+			s, err := strconv.Unquote(lit.Value)
+			require.NoError(t, err)
+			_, known := ledger.Reason(s).Rule()
+			require.True(t, known, "reason %q is declared but not in ledger.Reasons", s)
+			declared++
+		}
+		return true
+	})
+	require.Equal(t, len(ledger.Reasons), declared, "every reason in the table is declared once")
+}
+
+func types(e ast.Expr) string {
+	if id, ok := e.(*ast.Ident); ok {
+		return id.Name
+	}
+	return ""
+}
+
+// The SQL writes no reason the table does not know: every quoted word in the queries is a
+// state, a reason, or one of the few other words the statements use.
+func TestQueriesWriteOnlyKnownReasons(t *testing.T) {
+	other := map[string]bool{
+		// verdicts and outcomes inside statements
+		"claim": true, "claimed": true, "exhausted": true, "invalid_transition": true, "lease_lost": true,
+		"fenced": true, "request_mismatch": true, "ok": true, "retry": true, "park": true, "lease_live": true,
+		// attempt_evidence outcomes and reconciliation steps and results
+		"success": true, "not_sent": true, "unknown": true, "resolved": true, "found": true,
+		"not_found": true, "unavailable": true, "created": true, "duplicate": true, "unknown_account": true,
+		"object_id": true, "attempt_generation": true, // the sequence and a JSON key
+	}
+	files, err := filepath.Glob("queries/*.sql")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	quoted := regexp.MustCompile(`'([a-z_]+)'`)
+	for _, file := range files {
+		body, err := os.ReadFile(file)
+		require.NoError(t, err)
+		for _, line := range strings.Split(string(body), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "--") {
+				continue
+			}
+			for _, m := range quoted.FindAllStringSubmatch(line, -1) {
+				word := m[1]
+				if ledger.State(word).Valid() || other[word] {
+					continue
+				}
+				_, known := ledger.Reason(word).Rule()
+				require.True(t, known, "%s writes %q, which is neither a state nor a reason in the table", file, word)
+			}
+		}
+	}
+}
+
+// The README's table says exactly what ledger.Reasons says.
+func TestReadmeReasonTableMatchesTheCode(t *testing.T) {
+	body, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	section := string(body)
+	start := strings.Index(section, "## The six states")
+	require.GreaterOrEqual(t, start, 0)
+	section = section[start:]
+	if end := strings.Index(section[3:], "\n## "); end >= 0 {
+		section = section[:end+3]
+	}
+	row := regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\| ([a-z]+) \\| ([a-z ]+) \\|")
+	seen := map[ledger.Reason]bool{}
+	for _, m := range row.FindAllStringSubmatch(section, -1) {
+		reason := ledger.Reason(m[1])
+		rule, ok := reason.Rule()
+		require.True(t, ok, "README lists %s, which the code does not know", reason)
+		require.Equal(t, string(rule.State), m[2], "README: state of %s", reason)
+		require.Equal(t, string(rule.Retry), strings.TrimSpace(m[3]), "README: retryability of %s", reason)
+		require.False(t, seen[reason], "README lists %s twice", reason)
+		seen[reason] = true
+	}
+	require.Len(t, seen, len(ledger.Reasons), "README lists every reason")
+}
