@@ -9,10 +9,11 @@ LDFLAGS     := -X github.com/atmost/atmost/internal/version.Version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 SQLC        := github.com/sqlc-dev/sqlc/cmd/sqlc@v1.31.1
 FUZZTIME    ?= 3m
+BENCHTIME   ?= 3000x
 ATMOST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/atmost?sslmode=disable
 export ATMOST_DATABASE_URL
 
-.PHONY: help build test lint fmt generate migrate fuzz demo
+.PHONY: help build test lint fmt generate migrate fuzz bench demo
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -37,6 +38,10 @@ generate: ## regenerate the ledger's query code from pkg/ledger/queries with sql
 
 migrate: build ## create and migrate the ledger at ATMOST_DATABASE_URL
 	$(BIN)/atmost migrate --create-database
+
+bench: ## ledger benchmarks on the real database, at SERIALIZABLE and READ COMMITTED
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./pkg/ledger/ -args -isolation=serializable
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./pkg/ledger/ -args -isolation=read-committed
 
 fuzz: ## run each fuzz target for FUZZTIME (default 3m)
 	$(GO) test -run '^$$' -fuzz '^FuzzParseEnvelope$$' -fuzztime $(FUZZTIME) -parallel 1 ./pkg/identity/

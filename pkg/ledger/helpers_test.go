@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -189,3 +190,5 @@ func (e *env) setPolicy(column string, value any) {
 	e.t.Helper()
 	e.exec(fmt.Sprintf(`UPDATE policies SET %s = $1 WHERE scope = ''`, pgx.Identifier{column}.Sanitize()), value)
 }
+
+func runtimeProcs() int { return runtime.GOMAXPROCS(0) }

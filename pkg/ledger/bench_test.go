@@ -1,0 +1,194 @@
+package ledger_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/internal/dbtest"
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+// benchEnv is a ledger for a benchmark: the application role, a pool big enough for the
+// clients, no rate limit, and a cap that never parks.
+func benchEnv(b *testing.B, clients int) (*env, *ledger.Ledger) {
+	b.Helper()
+	iso := pgx.Serializable
+	if benchIsolation == "read-committed" {
+		iso = pgx.ReadCommitted
+	}
+	db := dbtest.New(b)
+	e := &env{t: b, ctx: context.Background(), db: db, pool: db.Pool, iso: iso}
+	e.exec(`INSERT INTO accounts (account_id, platform) VALUES ($1, 'sim')`, account)
+	e.setPolicy("rate_per_minute", 0)
+	cfg, err := pgxpool.ParseConfig(db.AppURL())
+	require.NoError(b, err)
+	cfg.MaxConns = int32(clients)
+	app, err := pgxpool.NewWithConfig(e.ctx, cfg)
+	require.NoError(b, err)
+	b.Cleanup(app.Close)
+	e.app = app
+	return e, e.ledgerWith(ledger.Config{Actor: "bench"})
+}
+
+var benchSeq atomic.Int64
+
+// benchIsolation picks the isolation level the benchmarks run at:
+// go test -bench . ./pkg/ledger/ -args -isolation=read-committed
+var benchIsolation = "serializable"
+
+func init() {
+	flag.StringVar(&benchIsolation, "isolation", benchIsolation, "isolation level of the ledger benchmarks: serializable or read-committed")
+}
+
+// batch returns n new distinct post intents.
+func batch(b *testing.B, n int) []identity.Envelope {
+	out := make([]identity.Envelope, n)
+	for i := range out {
+		out[i] = envelope(b, account, fmt.Sprintf("bench %d %d", time.Now().UnixNano(), benchSeq.Add(1)))
+	}
+	return out
+}
+
+func (e *env) commits() int64 {
+	var n int64
+	require.NoError(e.t, e.pool.QueryRow(e.ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&n))
+	return n
+}
+
+func reportCommits(b *testing.B, e *env, before int64, intents int) {
+	// The statistics collector reports with a delay; give it a moment.
+	time.Sleep(600 * time.Millisecond)
+	b.ReportMetric(float64(e.commits()-before)/float64(intents), "commits/intent")
+}
+
+// BenchmarkSubmitBatch100 stores batches of 100 new intents, one transaction each.
+func BenchmarkSubmitBatch100(b *testing.B) {
+	e, l := benchEnv(b, 4)
+	batches := make([][]identity.Envelope, b.N)
+	for i := range batches {
+		batches[i] = batch(b, 100)
+	}
+	before := e.commits()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		_, err := l.Submit(e.ctx, batches[i])
+		require.NoError(b, err)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(100*b.N)/b.Elapsed().Seconds(), "intents/s")
+	reportCommits(b, e, before, 100*b.N)
+}
+
+// BenchmarkBeginAuthorize claims and authorizes submitted intents from 16 clients.
+func BenchmarkBeginAuthorize(b *testing.B) {
+	const clients = 16
+	e, l := benchEnv(b, clients)
+	keys := submitted(b, e, l, b.N)
+	var next atomic.Int64
+	before := e.commits()
+	b.ResetTimer()
+	b.SetParallelism(clients / max(1, runtimeProcs()))
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			key := keys[next.Add(1)-1]
+			c, err := l.Begin(e.ctx, key, requestHash("b"), lease)
+			require.NoError(b, err)
+			a, err := l.Authorize(e.ctx, c, inFlight, contract)
+			require.NoError(b, err)
+			require.True(b, a.Authorized())
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "intents/s")
+	reportCommits(b, e, before, b.N)
+	b.ReportMetric(float64(l.Retries())/float64(b.N), "restarts/intent")
+}
+
+// BenchmarkComplete records published outcomes for authorized intents from 16 clients.
+func BenchmarkComplete(b *testing.B) {
+	const clients = 16
+	e, l := benchEnv(b, clients)
+	keys := submitted(b, e, l, b.N)
+	claims := make([]ledger.Claim, len(keys))
+	for i, key := range keys {
+		c, err := l.Begin(e.ctx, key, requestHash("b"), lease)
+		require.NoError(b, err)
+		_, err = l.Authorize(e.ctx, c, inFlight, contract)
+		require.NoError(b, err)
+		claims[i] = c
+	}
+	var next atomic.Int64
+	before := e.commits()
+	b.ResetTimer()
+	b.SetParallelism(clients / max(1, runtimeProcs()))
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			c := claims[next.Add(1)-1]
+			_, err := l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.Sent, ObjectID: "obj", Confirmed: true})
+			require.NoError(b, err)
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "intents/s")
+	reportCommits(b, e, before, b.N)
+}
+
+// BenchmarkLifecycle is the whole ledger path of an intent from 16 clients: Submit in batches
+// of 100, then Begin, Authorize and Complete for each.
+func BenchmarkLifecycle(b *testing.B) {
+	const clients = 16
+	e, l := benchEnv(b, clients)
+	// Every client may start one batch past b.N.
+	envs := batch(b, ((b.N+99)/100)*100+clients*100)
+	var next atomic.Int64
+	before := e.commits()
+	b.ResetTimer()
+	b.SetParallelism(clients / max(1, runtimeProcs()))
+	b.RunParallel(func(pb *testing.PB) {
+		var queue []identity.DeliveryKey
+		for pb.Next() {
+			if len(queue) == 0 {
+				start := int(next.Add(100) - 100)
+				res, err := l.Submit(e.ctx, envs[start:start+100])
+				require.NoError(b, err)
+				for _, r := range res {
+					queue = append(queue, r.Key)
+				}
+			}
+			key := queue[0]
+			queue = queue[1:]
+			c, err := l.Begin(e.ctx, key, requestHash("b"), lease)
+			require.NoError(b, err)
+			_, err = l.Authorize(e.ctx, c, inFlight, contract)
+			require.NoError(b, err)
+			_, err = l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.Sent, ObjectID: "obj", Confirmed: true})
+			require.NoError(b, err)
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "intents/s")
+	reportCommits(b, e, before, b.N)
+	b.ReportMetric(float64(l.Retries())/float64(b.N), "restarts/intent")
+}
+
+func submitted(b *testing.B, e *env, l *ledger.Ledger, n int) []identity.DeliveryKey {
+	b.Helper()
+	var keys []identity.DeliveryKey
+	for len(keys) < n {
+		res, err := l.Submit(e.ctx, batch(b, min(100, n-len(keys))))
+		require.NoError(b, err)
+		for _, r := range res {
+			keys = append(keys, r.Key)
+		}
+	}
+	return keys
+}
