@@ -31,8 +31,9 @@ type SubmitResult struct {
 // Submit stores a batch of parsed intents in one transaction and reports, in input order, which
 // were created and which were duplicates. It is idempotent: submitting the same batch again
 // creates nothing. A created intent is pending, with history row 1 (reason submitted) and an
-// outbox row that also asks for dispatch. The first version seen of a source becomes its
-// stored head.
+// outbox row that also asks for dispatch. A created intent's source version becomes the
+// source's stored head (the last one in the batch, when several versions of one source come
+// together), so intents resting on an older version park as superseded at authorization.
 func (l *Ledger) Submit(ctx context.Context, intents []identity.Envelope) ([]SubmitResult, error) {
 	results := make([]SubmitResult, len(intents))
 	first := make(map[identity.DeliveryKey]int, len(intents))
@@ -64,6 +65,17 @@ func (l *Ledger) Submit(ctx context.Context, intents []identity.Envelope) ([]Sub
 	}
 	if len(first) == 0 {
 		return results, nil
+	}
+	// The last version of each source in batch order is the head candidate.
+	heads := map[string]int{}
+	for i, e := range intents {
+		if e.Source != nil {
+			heads[e.Source.ID] = i
+		}
+	}
+	for id, i := range heads {
+		p.HeadSourceIds = append(p.HeadSourceIds, id)
+		p.HeadVersions = append(p.HeadVersions, intents[i].Source.Version.Bytes())
 	}
 	p.Actor = l.cfg.Actor
 

@@ -50,12 +50,22 @@ outbox_rows AS (
     RETURNING delivery_key
 ),
 heads AS (
+    -- A NEW version of a source becomes its stored head: it supersedes whatever the store
+    -- holds (resolve to the stored head, never refuse because a head exists). A version the
+    -- ledger has seen before (an earlier intent rested on it, or it was the head before the
+    -- current one) never becomes head again, so a late intent on an old version cannot turn
+    -- the head back. @head_* carry the last version of each source in batch order.
     INSERT INTO source_heads (source_id, head_version)
-    SELECT DISTINCT ON (c.source_id) c.source_id, c.source_version
-    FROM created c
-    WHERE c.source_id IS NOT NULL
-    ORDER BY c.source_id
-    ON CONFLICT (source_id) DO NOTHING
+    SELECT h.source_id, h.head_version
+    FROM (SELECT unnest($11::TEXT[]) AS source_id, unnest($12::BYTEA[]) AS head_version) h
+    WHERE EXISTS (SELECT 1 FROM created c WHERE c.source_id = h.source_id AND c.source_version = h.head_version)
+      AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.source_id = h.source_id AND i.source_version = h.head_version)
+    ON CONFLICT (source_id) DO UPDATE SET
+        previous_version = source_heads.head_version,
+        head_version = excluded.head_version,
+        updated_at = now()
+    WHERE source_heads.head_version <> excluded.head_version
+      AND source_heads.previous_version IS DISTINCT FROM excluded.head_version
     RETURNING source_id
 )
 SELECT input.delivery_key::BYTEA AS delivery_key,
@@ -78,6 +88,8 @@ type IntentSubmitParams struct {
 	SourceIds      []string
 	SourceVersions [][]byte
 	Actor          string
+	HeadSourceIds  []string
+	HeadVersions   [][]byte
 }
 
 type IntentSubmitRow struct {
@@ -88,7 +100,7 @@ type IntentSubmitRow struct {
 // Creates every intent of the batch that does not exist yet, in pending, with its history row
 // (seq 1, reason submitted) and its outbox row (a dispatch work item), in one statement.
 // Returns one row per distinct input key: created, duplicate (the delivery key exists) or unknown_account.
-// The first version seen of a source becomes its stored head.
+// A created intent's source version becomes the source's stored head.
 func (q *Queries) IntentSubmit(ctx context.Context, arg IntentSubmitParams) ([]IntentSubmitRow, error) {
 	rows, err := q.db.Query(ctx, intentSubmit,
 		arg.DeliveryKeys,
@@ -101,6 +113,8 @@ func (q *Queries) IntentSubmit(ctx context.Context, arg IntentSubmitParams) ([]I
 		arg.SourceIds,
 		arg.SourceVersions,
 		arg.Actor,
+		arg.HeadSourceIds,
+		arg.HeadVersions,
 	)
 	if err != nil {
 		return nil, err
