@@ -2,11 +2,8 @@ package ledger
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
@@ -30,6 +27,19 @@ type Claim struct {
 	LeaseExpiresAt time.Time
 }
 
+// BeginRequest asks for one attempt on one intent.
+type BeginRequest struct {
+	Key identity.DeliveryKey
+	// RequestHash is the hash of the exact wire request the attempt will send.
+	RequestHash [32]byte
+}
+
+// BeginResult is the answer to one BeginRequest: a Claim, or Err, a *RefusedError.
+type BeginResult struct {
+	Claim Claim
+	Err   error
+}
+
 // Begin opens one attempt on a pending intent and returns its claim. It is the only creator
 // of attempt rows. It is refused with ErrClaimed while another attempt's pre-authorization
 // lease is live (so a worker restarted after a crash before Authorize cannot claim twice), and
@@ -37,48 +47,70 @@ type Claim struct {
 // is closed as abandoned first. When the attempt cap is reached, Begin parks the intent and
 // returns ErrAttemptsExhausted.
 func (l *Ledger) Begin(ctx context.Context, key identity.DeliveryKey, requestHash [32]byte, lease time.Duration) (Claim, error) {
-	if lease <= 0 {
-		return Claim{}, fmt.Errorf("begin: lease must be positive, got %s", lease)
-	}
-	token, err := identity.NewAttemptToken()
+	res, err := l.BeginMany(ctx, []BeginRequest{{Key: key, RequestHash: requestHash}}, lease)
 	if err != nil {
-		return Claim{}, fmt.Errorf("begin: %w", err)
+		return Claim{}, err
 	}
-	var row dbsqlc.IntentBeginRow
+	return res[0].Claim, res[0].Err
+}
+
+// BeginMany is Begin for a batch of distinct intents in one statement: each gets its own
+// answer, in input order. The error is for the batch as a whole (the database, bad input).
+func (l *Ledger) BeginMany(ctx context.Context, reqs []BeginRequest, lease time.Duration) ([]BeginResult, error) {
+	if lease <= 0 {
+		return nil, fmt.Errorf("begin: lease must be positive, got %s", lease)
+	}
+	index, err := indexKeys(len(reqs), func(i int) identity.DeliveryKey { return reqs[i].Key })
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	p := dbsqlc.IntentsBeginParams{LeaseMs: lease.Milliseconds(), Actor: l.cfg.Actor}
+	tokens := make([]identity.AttemptToken, len(reqs))
+	for i, r := range reqs {
+		if tokens[i], err = identity.NewAttemptToken(); err != nil {
+			return nil, fmt.Errorf("begin: %w", err)
+		}
+		p.DeliveryKeys = append(p.DeliveryKeys, r.Key.Bytes())
+		p.AttemptTokens = append(p.AttemptTokens, tokens[i].Bytes())
+		p.RequestHashes = append(p.RequestHashes, r.RequestHash[:])
+	}
+	var rows []dbsqlc.IntentsBeginRow
 	err = l.inTx(ctx, OpBegin, func(q *dbsqlc.Queries) (err error) {
-		row, err = q.IntentBegin(ctx, dbsqlc.IntentBeginParams{
-			DeliveryKey:  key.Bytes(),
-			AttemptToken: token.Bytes(),
-			LeaseMs:      lease.Milliseconds(),
-			RequestHash:  requestHash[:],
-			Actor:        l.cfg.Actor,
-		})
+		rows, err = q.IntentsBegin(ctx, p)
 		return err
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Claim{}, refused(OpBegin, ErrNotFound, "")
-	}
 	if err != nil {
-		return Claim{}, fmt.Errorf("begin %s: %w", key, err)
+		return nil, fmt.Errorf("begin %d intents: %w", len(reqs), err)
 	}
-	prior := State(row.PriorState)
-	switch {
-	case row.Outcome == "exhausted" && row.NewState.String == string(Parked):
-		return Claim{}, refused(OpBegin, ErrAttemptsExhausted, prior)
-	case row.Outcome == "invalid_transition":
-		return Claim{}, refused(OpBegin, ErrInvalidTransition, prior)
-	case row.Outcome != "claim" || row.AttemptsWritten != 1 || row.LeaseExpiresAt == nil:
-		// A live claim, or (impossible under the row lock) a claim lost between the look and
-		// the update: either way another attempt holds the intent.
-		return Claim{}, refused(OpBegin, ErrClaimed, prior)
+	out := make([]BeginResult, len(reqs))
+	for _, row := range rows {
+		i, err := index.of(row.DeliveryKey)
+		if err != nil {
+			return nil, fmt.Errorf("begin: %w", err)
+		}
+		prior := State(row.PriorState.String)
+		switch {
+		case !row.Outcome.Valid:
+			out[i].Err = refused(OpBegin, ErrNotFound, "")
+		case row.Outcome.String == "exhausted" && row.NewState.String == string(Parked):
+			out[i].Err = refused(OpBegin, ErrAttemptsExhausted, prior)
+		case row.Outcome.String == "invalid_transition":
+			out[i].Err = refused(OpBegin, ErrInvalidTransition, prior)
+		case row.Outcome.String != "claim" || !row.AttemptWritten || row.LeaseExpiresAt == nil:
+			// A live claim, or (impossible under the row lock) a claim lost between the look
+			// and the update: either way another attempt holds the intent.
+			out[i].Err = refused(OpBegin, ErrClaimed, prior)
+		default:
+			out[i].Claim = Claim{
+				Key:               reqs[i].Key,
+				Token:             tokens[i],
+				Epoch:             row.Epoch.Int64,
+				Generation:        row.Generation.Int64,
+				RequestHash:       reqs[i].RequestHash,
+				CredentialVersion: row.CredentialVersion.Int64,
+				LeaseExpiresAt:    *row.LeaseExpiresAt,
+			}
+		}
 	}
-	return Claim{
-		Key:               key,
-		Token:             token,
-		Epoch:             row.Epoch.Int64,
-		Generation:        row.Generation.Int64,
-		RequestHash:       requestHash,
-		CredentialVersion: row.CredentialVersion,
-		LeaseExpiresAt:    *row.LeaseExpiresAt,
-	}, nil
+	return out, nil
 }

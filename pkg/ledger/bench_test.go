@@ -45,7 +45,11 @@ var benchSeq atomic.Int64
 // go test -bench . ./pkg/ledger/ -args -isolation=read-committed
 var benchIsolation = "serializable"
 
+// benchBatch is the batch size of BenchmarkLifecycleBatch: -args -batch=N.
+var benchBatch = 50
+
 func init() {
+	flag.IntVar(&benchBatch, "batch", benchBatch, "batch size of BenchmarkLifecycleBatch")
 	flag.StringVar(&benchIsolation, "isolation", benchIsolation, "isolation level of the ledger benchmarks: serializable or read-committed")
 }
 
@@ -191,4 +195,55 @@ func submitted(b *testing.B, e *env, l *ledger.Ledger, n int) []identity.Deliver
 		}
 	}
 	return keys
+}
+
+// BenchmarkLifecycleBatch is the whole ledger path in batches, as a dispatcher working
+// -batch intents at a time runs it (default 50), from 8 clients: Submit, BeginMany,
+// AuthorizeMany, CompleteMany.
+func BenchmarkLifecycleBatch(b *testing.B) {
+	const clients = 8
+	size := benchBatch
+	e, _ := benchEnv(b, clients)
+	l := e.ledgerWith(ledger.Config{Actor: "bench", MaxRetries: 100})
+	envs := batch(b, ((b.N+size-1)/size)*size+clients*size)
+	var next atomic.Int64
+	var done atomic.Int64
+	before := e.commits()
+	b.ResetTimer()
+	b.SetParallelism(clients / max(1, runtimeProcs()))
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			start := int(next.Add(int64(size)) - int64(size))
+			if start >= b.N {
+				continue
+			}
+			res, err := l.Submit(e.ctx, envs[start:start+size])
+			require.NoError(b, err)
+			reqs := make([]ledger.BeginRequest, len(res))
+			for i, r := range res {
+				reqs[i] = ledger.BeginRequest{Key: r.Key, RequestHash: requestHash("b")}
+			}
+			begun, err := l.BeginMany(e.ctx, reqs, lease)
+			require.NoError(b, err)
+			claims := make([]ledger.Claim, len(begun))
+			for i, r := range begun {
+				require.NoError(b, r.Err)
+				claims[i] = r.Claim
+			}
+			auth, err := l.AuthorizeMany(e.ctx, claims, inFlight, contract)
+			require.NoError(b, err)
+			reports := make([]ledger.Report, len(auth))
+			for i, a := range auth {
+				require.NoError(b, a.Err)
+				reports[i] = ledger.Report{Claim: claims[i], Outcome: ledger.Outcome{Result: ledger.Sent, ObjectID: "obj", Confirmed: true}}
+			}
+			_, err = l.CompleteMany(e.ctx, reports)
+			require.NoError(b, err)
+			done.Add(int64(size))
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(done.Load())/b.Elapsed().Seconds(), "intents/s")
+	reportCommits(b, e, before, int(done.Load()))
+	b.ReportMetric(float64(l.Retries())/float64(done.Load()), "restarts/intent")
 }

@@ -5,8 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/jackc/pgx/v5/pgtype"
-
+	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
 )
 
@@ -75,46 +74,86 @@ type Completion struct {
 	Reason Reason
 }
 
+// Report is one outcome for CompleteMany: the claim that was authorized and what happened.
+type Report struct {
+	Claim   Claim
+	Outcome Outcome
+}
+
+// CompletionResult is the answer to one Report: a Completion, or Err, a *RefusedError.
+type CompletionResult struct {
+	Completion Completion
+	Err        error
+}
+
 // Complete records the outcome of an authorized attempt: a confirmed success publishes, a
 // proven not-sent fails (and releases the duplicate-text claim), anything else is
 // indeterminate. When the claim's fence is no longer current (a newer attempt, an epoch bump,
 // or the sweeper already moved the intent on) it changes no state and returns ErrFenced; the
 // outcome is kept as evidence either way.
 func (l *Ledger) Complete(ctx context.Context, c Claim, o Outcome) (Completion, error) {
-	to, reason, err := o.verdict()
+	res, err := l.CompleteMany(ctx, []Report{{Claim: c, Outcome: o}})
 	if err != nil {
-		return Completion{}, fmt.Errorf("complete %s: %w", c.Key, err)
+		return Completion{}, err
 	}
-	detail := []byte("{}")
-	if len(o.Detail) > 0 {
-		if detail, err = json.Marshal(o.Detail); err != nil {
-			return Completion{}, fmt.Errorf("complete %s: detail: %w", c.Key, err)
+	return res[0].Completion, res[0].Err
+}
+
+// CompleteMany is Complete for a batch of distinct intents in one statement: each gets its
+// own answer, in input order. The error is for the batch as a whole (the database, an outcome
+// that is not well formed).
+func (l *Ledger) CompleteMany(ctx context.Context, reports []Report) ([]CompletionResult, error) {
+	index, err := indexKeys(len(reports), func(i int) identity.DeliveryKey { return reports[i].Claim.Key })
+	if err != nil {
+		return nil, fmt.Errorf("complete: %w", err)
+	}
+	var p dbsqlc.IntentsCompleteParams
+	reasons := make([]Reason, len(reports))
+	for i, r := range reports {
+		to, reason, err := r.Outcome.verdict()
+		if err != nil {
+			return nil, fmt.Errorf("complete %s: %w", r.Claim.Key, err)
 		}
+		reasons[i] = reason
+		detail := []byte("{}")
+		if len(r.Outcome.Detail) > 0 {
+			if detail, err = json.Marshal(r.Outcome.Detail); err != nil {
+				return nil, fmt.Errorf("complete %s: detail: %w", r.Claim.Key, err)
+			}
+		}
+		p.DeliveryKeys = append(p.DeliveryKeys, r.Claim.Key.Bytes())
+		p.AttemptTokens = append(p.AttemptTokens, r.Claim.Token.Bytes())
+		p.Epochs = append(p.Epochs, r.Claim.Epoch)
+		p.Generations = append(p.Generations, r.Claim.Generation)
+		p.ToStates = append(p.ToStates, string(to))
+		p.Reasons = append(p.Reasons, string(reason))
+		p.ObjectIds = append(p.ObjectIds, r.Outcome.ObjectID)
+		p.Outcomes = append(p.Outcomes, string(r.Outcome.Result))
+		p.Details = append(p.Details, string(detail))
 	}
-	var row dbsqlc.IntentCompleteRow
+	p.Actor = l.cfg.Actor
+	var rows []dbsqlc.IntentsCompleteRow
 	err = l.inTx(ctx, OpComplete, func(q *dbsqlc.Queries) (err error) {
-		row, err = q.IntentComplete(ctx, dbsqlc.IntentCompleteParams{
-			DeliveryKey:  c.Key.Bytes(),
-			ToState:      string(to),
-			Reason:       string(reason),
-			ObjectID:     pgtype.Text{String: o.ObjectID, Valid: o.ObjectID != ""},
-			AttemptToken: c.Token.Bytes(),
-			Epoch:        c.Epoch,
-			Generation:   c.Generation,
-			Outcome:      string(o.Result),
-			Detail:       detail,
-			Actor:        l.cfg.Actor,
-		})
+		rows, err = q.IntentsComplete(ctx, p)
 		return err
 	})
 	if err != nil {
-		return Completion{}, fmt.Errorf("complete %s: %w", c.Key, err)
+		return nil, fmt.Errorf("complete %d intents: %w", len(reports), err)
 	}
-	switch {
-	case !row.PriorState.Valid:
-		return Completion{}, refused(OpComplete, ErrNotFound, "")
-	case !row.NewState.Valid:
-		return Completion{}, refused(OpComplete, ErrFenced, State(row.PriorState.String))
+	out := make([]CompletionResult, len(reports))
+	for _, row := range rows {
+		i, err := index.of(row.DeliveryKey)
+		if err != nil {
+			return nil, fmt.Errorf("complete: %w", err)
+		}
+		switch {
+		case !row.PriorState.Valid:
+			out[i].Err = refused(OpComplete, ErrNotFound, "")
+		case !row.NewState.Valid:
+			out[i].Err = refused(OpComplete, ErrFenced, State(row.PriorState.String))
+		default:
+			out[i].Completion = Completion{State: State(row.NewState.String), Reason: reasons[i]}
+		}
 	}
-	return Completion{State: State(row.NewState.String), Reason: reason}, nil
+	return out, nil
 }

@@ -68,6 +68,9 @@ func TestHotStatementsReachRowsByPrimaryKey(t *testing.T) {
 	x := &explainer{t: t, conn: conn}
 	q := dbsqlc.New(x)
 	key, token, hash := make([]byte, 32), make([]byte, 16), make([]byte, 32)
+	other := make([]byte, 32)
+	other[0] = 1
+	keys := [][]byte{key, other}
 	now := time.Now()
 
 	for name, run := range map[string]func() error{
@@ -77,18 +80,22 @@ func TestHotStatementsReachRowsByPrimaryKey(t *testing.T) {
 				TextHashes: [][]byte{hash}, SourceIds: []string{""}, SourceVersions: [][]byte{{}}, Actor: "a"})
 			return err
 		},
-		"IntentBegin": func() error {
-			_, err := q.IntentBegin(e.ctx, dbsqlc.IntentBeginParams{DeliveryKey: key, AttemptToken: token, LeaseMs: 1, RequestHash: hash, Actor: "a"})
+		"IntentsBegin": func() error {
+			_, err := q.IntentsBegin(e.ctx, dbsqlc.IntentsBeginParams{DeliveryKeys: keys, AttemptTokens: [][]byte{token, token},
+				RequestHashes: [][]byte{hash, hash}, LeaseMs: 1, Actor: "a"})
 			return err
 		},
-		"IntentAuthorize": func() error {
-			_, err := q.IntentAuthorize(e.ctx, dbsqlc.IntentAuthorizeParams{DeliveryKey: key, AttemptToken: token, Epoch: 1, Generation: 1,
-				RequestHash: hash, ContractVersion: "c", FailedReasons: []string{"kill_switch"}, InFlightMs: 1, Now: &now, Actor: "a"})
+		"IntentsAuthorize": func() error {
+			_, err := q.IntentsAuthorize(e.ctx, dbsqlc.IntentsAuthorizeParams{DeliveryKeys: keys, AttemptTokens: [][]byte{token, token},
+				Epochs: []int64{1, 1}, Generations: []int64{1, 2}, RequestHashes: [][]byte{hash, hash}, ContractVersion: "c",
+				FailedReasons: []string{"kill_switch"}, InFlightMs: 1, Now: &now, Actor: "a"})
 			return err
 		},
-		"IntentComplete": func() error {
-			_, err := q.IntentComplete(e.ctx, dbsqlc.IntentCompleteParams{DeliveryKey: key, ToState: "published", Reason: "published",
-				AttemptToken: token, Epoch: 1, Generation: 1, Outcome: "success", Detail: []byte("{}"), Actor: "a"})
+		"IntentsComplete": func() error {
+			_, err := q.IntentsComplete(e.ctx, dbsqlc.IntentsCompleteParams{DeliveryKeys: keys, AttemptTokens: [][]byte{token, token},
+				Epochs: []int64{1, 1}, Generations: []int64{1, 2}, ToStates: []string{"published", "failed"},
+				Reasons: []string{"published", "connection_failed"}, ObjectIds: []string{"o", ""}, Outcomes: []string{"success", "not_sent"},
+				Details: []string{"{}", "{}"}, Actor: "a"})
 			return err
 		},
 		"IntentRetry": func() error {

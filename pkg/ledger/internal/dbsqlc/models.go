@@ -117,6 +117,7 @@ type RateBucket struct {
 	Tokens        float64
 	RatePerMinute int32
 	RateBurst     int32
+	Granted       int32
 	RefilledAt    time.Time
 }
 

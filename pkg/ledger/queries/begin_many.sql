@@ -1,24 +1,34 @@
--- name: IntentBegin :one
--- Opens ONE attempt on a pending intent that holds no live claim: a fresh token, the next
--- generation from the attempt_generation sequence, the current epoch, a pre-authorization
--- lease. An expired earlier claim is closed first (evidence 'abandoned', history 'abandoned').
--- When the attempt cap is already reached it parks the intent (attempts_exhausted) instead.
--- outcome: claim | exhausted | claimed (a live claim exists) | invalid_transition; no row
--- when the intent does not exist.
-WITH cur AS (
+-- name: IntentsBegin :many
+-- Opens ONE attempt on each pending intent of the batch that holds no live claim: a fresh
+-- token, the next generation from the attempt_generation sequence, the current epoch, a
+-- pre-authorization lease. An expired earlier claim is closed first (evidence 'abandoned',
+-- history 'abandoned'). When the attempt cap is already reached it parks the intent
+-- (attempts_exhausted) instead. Rows are reached by primary key and locked in key order, so
+-- concurrent batches never deadlock. One row per input key; outcome: claim | exhausted |
+-- claimed (a live claim exists) | invalid_transition | NULL (no such intent).
+WITH input AS (
+    SELECT unnest(@delivery_keys::BYTEA[]) AS delivery_key,
+           unnest(@attempt_tokens::BYTEA[]) AS attempt_token,
+           unnest(@request_hashes::BYTEA[]) AS request_hash
+),
+cur AS (
     SELECT i.delivery_key, i.account_id, i.action, i.state, i.attempt_token, i.epoch,
            i.generation, i.lease_expires_at, i.attempts_authorized, i.transition_seq
     FROM intents i
-    WHERE i.delivery_key = @delivery_key::BYTEA
+    WHERE i.delivery_key = ANY(@delivery_keys::BYTEA[])
+    ORDER BY i.delivery_key
     FOR UPDATE
 ),
 facts AS (
     SELECT cur.*,
+           input.attempt_token AS new_token,
+           input.request_hash,
            (SELECT max(e.epoch) FROM epochs e) AS current_epoch,
            a.credential_version,
            coalesce(p.attempt_cap, d.attempt_cap) AS attempt_cap,
            (cur.state = 'pending' AND cur.lease_expires_at IS NOT NULL AND cur.lease_expires_at <= now()) AS stale_claim
     FROM cur
+    JOIN input ON input.delivery_key = cur.delivery_key
     JOIN accounts a ON a.account_id = cur.account_id
     JOIN policies d ON d.scope = ''
     LEFT JOIN policies p ON p.scope = cur.account_id
@@ -37,7 +47,7 @@ changed AS (
     UPDATE intents i SET
         state = (CASE WHEN v.outcome = 'claim' THEN 'pending' ELSE 'parked' END),
         reason = (CASE WHEN v.outcome = 'claim' THEN 'claimed' ELSE 'attempts_exhausted' END),
-        attempt_token = (CASE WHEN v.outcome = 'claim' THEN @attempt_token::BYTEA ELSE i.attempt_token END),
+        attempt_token = (CASE WHEN v.outcome = 'claim' THEN v.new_token ELSE i.attempt_token END),
         epoch = (CASE WHEN v.outcome = 'claim' THEN v.current_epoch ELSE i.epoch END),
         generation = (CASE WHEN v.outcome = 'claim' THEN nextval('attempt_generation') ELSE i.generation END),
         lease_expires_at = (CASE WHEN v.outcome = 'claim' THEN now() + sqlc.arg(lease_ms)::BIGINT * INTERVAL '1 millisecond' END),
@@ -55,22 +65,22 @@ changed AS (
 ),
 new_attempt AS (
     INSERT INTO attempts (attempt_token, delivery_key, account_id, action, request_hash, credential_version, epoch, generation)
-    SELECT c.attempt_token, c.delivery_key, v.account_id, v.action, @request_hash::BYTEA, v.credential_version, c.epoch, c.generation
-    FROM changed c CROSS JOIN verdict v
+    SELECT c.attempt_token, c.delivery_key, v.account_id, v.action, v.request_hash, v.credential_version, c.epoch, c.generation
+    FROM changed c JOIN verdict v ON v.delivery_key = c.delivery_key
     WHERE c.state = 'pending'
     RETURNING attempt_token
 ),
 abandoned AS (
     INSERT INTO attempt_evidence (attempt_token, delivery_key, epoch, generation, outcome, reason, fenced)
     SELECT v.attempt_token, v.delivery_key, v.epoch, v.generation, 'abandoned', 'abandoned', false
-    FROM changed c CROSS JOIN verdict v
+    FROM changed c JOIN verdict v ON v.delivery_key = c.delivery_key
     WHERE v.stale_claim
     RETURNING evidence_id
 ),
 hist AS (
     INSERT INTO history (delivery_key, seq, from_state, to_state, reason, attempt_token, epoch, generation, actor)
     SELECT v.delivery_key, v.transition_seq + 1, 'pending', 'pending', 'abandoned', v.attempt_token, v.epoch, v.generation, @actor::TEXT
-    FROM changed c CROSS JOIN verdict v
+    FROM changed c JOIN verdict v ON v.delivery_key = c.delivery_key
     WHERE v.stale_claim
     UNION ALL
     SELECT c.delivery_key, c.transition_seq, 'pending', c.state,
@@ -84,14 +94,16 @@ outbox_rows AS (
     SELECT h.delivery_key, h.seq, false FROM hist h
     RETURNING seq
 )
-SELECT v.outcome::TEXT AS outcome,
-       v.state::TEXT AS prior_state,
-       v.credential_version::BIGINT AS credential_version,
+SELECT input.delivery_key::BYTEA AS delivery_key,
+       v.outcome AS outcome,
+       v.state AS prior_state,
+       v.credential_version AS credential_version,
        c.state AS new_state,
        c.attempt_token AS attempt_token,
        c.epoch AS epoch,
        c.generation AS generation,
        c.lease_expires_at AS lease_expires_at,
-       (SELECT count(*) FROM new_attempt)::BIGINT AS attempts_written
-FROM verdict v
-LEFT JOIN changed c ON true;
+       EXISTS (SELECT 1 FROM new_attempt n WHERE n.attempt_token = c.attempt_token) AS attempt_written
+FROM input
+LEFT JOIN verdict v ON v.delivery_key = input.delivery_key
+LEFT JOIN changed c ON c.delivery_key = input.delivery_key;

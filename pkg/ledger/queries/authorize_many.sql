@@ -1,5 +1,5 @@
--- name: IntentAuthorize :one
--- The before-byte checkpoint. The fence first: the intent is pending and claimed by this
+-- name: IntentsAuthorize :many
+-- The before-byte checkpoint, for a batch of claims. The fence first: the intent is pending and claimed by this
 -- attempt (token, epoch, generation), the lease is live, the epoch is still current and the
 -- request hash is the one the attempt was opened with; a fence failure changes nothing. Then
 -- every gate, re-checked here even though the dispatcher looked before Begin: kill switch
@@ -8,22 +8,34 @@
 -- duplicate-text window (the account's claim on the text taken or refreshed). The first refusal
 -- ends the attempt in failed (a transient gate: @failed_reasons) or parked (a terminal one);
 -- passing them all writes authorized with the in-flight lease.
+-- Several intents of one account share its rate bucket: the take hands out as many tokens as
+-- the bucket holds, to the intents in key order; several intents of one account with the same
+-- text compete for one claim, which the first in key order gets. One row per input key;
 -- outcome: authorized | a refusal reason | invalid_transition | lease_lost | fenced |
--- request_mismatch; no row when the intent does not exist. @now is NULL except in tests that
+-- request_mismatch | NULL (no such intent). @now is NULL except in tests that
 -- must stand exactly on an edge; the clock is otherwise the database's.
 WITH clock AS (
     SELECT coalesce(sqlc.narg(now)::TIMESTAMPTZ, now()) AS now
+),
+input AS (
+    SELECT unnest(@delivery_keys::BYTEA[]) AS delivery_key,
+           unnest(@attempt_tokens::BYTEA[]) AS claim_token,
+           unnest(@epochs::BIGINT[]) AS claim_epoch,
+           unnest(@generations::BIGINT[]) AS claim_generation,
+           unnest(@request_hashes::BYTEA[]) AS claim_request_hash
 ),
 cur AS (
     SELECT i.delivery_key, i.account_id, i.state, i.attempt_token, i.epoch, i.generation,
            i.lease_expires_at, i.attempts_authorized, i.transition_seq, i.text_hash,
            i.source_id, i.source_version
     FROM intents i
-    WHERE i.delivery_key = @delivery_key::BYTEA
+    WHERE i.delivery_key = ANY(@delivery_keys::BYTEA[])
+    ORDER BY i.delivery_key
     FOR UPDATE
 ),
 facts AS (
     SELECT cur.*,
+           input.claim_token, input.claim_epoch, input.claim_generation, input.claim_request_hash,
            att.request_hash,
            att.credential_version AS attempt_credential_version,
            a.credential_version AS account_credential_version,
@@ -37,6 +49,7 @@ facts AS (
            coalesce(p.rate_burst, d.rate_burst) AS rate_burst,
            coalesce(p.text_window_seconds, d.text_window_seconds) AS text_window_seconds
     FROM cur
+    JOIN input ON input.delivery_key = cur.delivery_key
     JOIN accounts a ON a.account_id = cur.account_id
     JOIN policies d ON d.scope = ''
     LEFT JOIN policies p ON p.scope = cur.account_id
@@ -47,11 +60,11 @@ fence AS (
     SELECT f.*,
            (CASE
                 WHEN f.state <> 'pending' THEN 'invalid_transition'
-                WHEN f.attempt_token IS DISTINCT FROM @attempt_token::BYTEA THEN 'lease_lost'
-                WHEN f.epoch <> @epoch::BIGINT OR f.generation <> @generation::BIGINT THEN 'fenced'
+                WHEN f.attempt_token IS DISTINCT FROM f.claim_token THEN 'lease_lost'
+                WHEN f.epoch <> f.claim_epoch OR f.generation <> f.claim_generation THEN 'fenced'
                 WHEN f.lease_expires_at IS NULL OR f.lease_expires_at <= (SELECT clock.now FROM clock) THEN 'lease_lost'
                 WHEN f.epoch <> f.current_epoch THEN 'fenced'
-                WHEN f.request_hash IS DISTINCT FROM @request_hash::BYTEA THEN 'request_mismatch'
+                WHEN f.request_hash IS DISTINCT FROM f.claim_request_hash THEN 'request_mismatch'
                 ELSE 'ok'
             END)::TEXT AS fence
     FROM facts f
@@ -69,36 +82,70 @@ gates AS (
             END)::TEXT AS refusal
     FROM fence f
 ),
-rate AS (
-    -- Refill the account's bucket for the time since its last refill, then take one token;
-    -- no row back means the bucket is empty. One statement, atomic at any isolation level.
-    INSERT INTO rate_buckets (account_id, tokens, rate_per_minute, rate_burst, refilled_at)
-    SELECT g.account_id, g.rate_burst - 1, g.rate_per_minute, g.rate_burst, (SELECT clock.now FROM clock)
+rate_demand AS (
+    SELECT g.account_id,
+           least(count(*), max(g.rate_burst))::INT AS wanted,
+           max(g.rate_per_minute) AS rate_per_minute,
+           max(g.rate_burst) AS rate_burst
     FROM gates g
     WHERE g.fence = 'ok' AND g.refusal IS NULL AND g.rate_per_minute > 0
+    GROUP BY g.account_id
+),
+rate AS (
+    -- Refill each account's bucket for the time since its last refill, then take as many
+    -- tokens as it holds, up to what the batch wants; no row back means the bucket is empty.
+    -- One statement, atomic at any isolation level.
+    INSERT INTO rate_buckets (account_id, tokens, rate_per_minute, rate_burst, granted, refilled_at)
+    SELECT d.account_id, d.rate_burst - d.wanted, d.rate_per_minute, d.rate_burst, d.wanted, (SELECT clock.now FROM clock)
+    FROM rate_demand d
     ON CONFLICT (account_id) DO UPDATE SET
+        granted = least(excluded.granted, floor(least(excluded.rate_burst::DOUBLE PRECISION,
+                        rate_buckets.tokens + extract(epoch FROM excluded.refilled_at - rate_buckets.refilled_at)::DOUBLE PRECISION * excluded.rate_per_minute / 60.0)))::INT,
         tokens = least(excluded.rate_burst::DOUBLE PRECISION,
-                       rate_buckets.tokens + extract(epoch FROM excluded.refilled_at - rate_buckets.refilled_at)::DOUBLE PRECISION * excluded.rate_per_minute / 60.0) - 1,
+                       rate_buckets.tokens + extract(epoch FROM excluded.refilled_at - rate_buckets.refilled_at)::DOUBLE PRECISION * excluded.rate_per_minute / 60.0)
+                 - least(excluded.granted, floor(least(excluded.rate_burst::DOUBLE PRECISION,
+                        rate_buckets.tokens + extract(epoch FROM excluded.refilled_at - rate_buckets.refilled_at)::DOUBLE PRECISION * excluded.rate_per_minute / 60.0))),
         rate_per_minute = excluded.rate_per_minute,
         rate_burst = excluded.rate_burst,
         refilled_at = excluded.refilled_at
     WHERE least(excluded.rate_burst::DOUBLE PRECISION,
                 rate_buckets.tokens + extract(epoch FROM excluded.refilled_at - rate_buckets.refilled_at)::DOUBLE PRECISION * excluded.rate_per_minute / 60.0) >= 1
-    RETURNING account_id
+    RETURNING account_id, granted
+),
+rated AS (
+    -- The intents that got a token: the first `granted` of each account, in key order.
+    SELECT ranked.delivery_key
+    FROM (
+        SELECT g.delivery_key, g.account_id,
+               row_number() OVER (PARTITION BY g.account_id ORDER BY g.delivery_key) AS n
+        FROM gates g
+        WHERE g.fence = 'ok' AND g.refusal IS NULL AND g.rate_per_minute > 0
+    ) ranked
+    JOIN rate r ON r.account_id = ranked.account_id
+    WHERE ranked.n <= r.granted
+),
+text_candidates AS (
+    -- One claim attempt per (account, text): the first intent in key order.
+    SELECT DISTINCT ON (g.account_id, g.text_hash) g.account_id, g.text_hash, g.delivery_key, g.text_window_seconds
+    FROM gates g
+    WHERE g.fence = 'ok' AND g.refusal IS NULL AND g.text_hash IS NOT NULL
+      AND (g.rate_per_minute = 0 OR g.delivery_key IN (SELECT r.delivery_key FROM rated r))
+    ORDER BY g.account_id, g.text_hash, g.delivery_key
 ),
 text_claim AS (
     -- The duplicate-text window: take the account's claim on this text unless another intent
     -- took it less than the window ago. At exactly the window's edge the text is free again.
     INSERT INTO text_claims (account_id, text_hash, delivery_key, last_at)
-    SELECT g.account_id, g.text_hash, g.delivery_key, (SELECT clock.now FROM clock)
-    FROM gates g
-    WHERE g.fence = 'ok' AND g.refusal IS NULL AND g.text_hash IS NOT NULL
-      AND (g.rate_per_minute = 0 OR EXISTS (SELECT 1 FROM rate))
+    SELECT t.account_id, t.text_hash, t.delivery_key, (SELECT clock.now FROM clock)
+    FROM text_candidates t
     ON CONFLICT (account_id, text_hash) DO UPDATE SET
         delivery_key = excluded.delivery_key,
         last_at = excluded.last_at
     WHERE text_claims.delivery_key = excluded.delivery_key
-       OR text_claims.last_at <= excluded.last_at - (SELECT g.text_window_seconds FROM gates g) * INTERVAL '1 second'
+       OR text_claims.last_at <= excluded.last_at - (
+              SELECT t.text_window_seconds FROM text_candidates t
+              WHERE t.account_id = excluded.account_id AND t.text_hash = excluded.text_hash
+          ) * INTERVAL '1 second'
     RETURNING delivery_key
 ),
 verdict AS (
@@ -106,8 +153,8 @@ verdict AS (
            (CASE
                 WHEN g.fence <> 'ok' THEN g.fence
                 WHEN g.refusal IS NOT NULL THEN g.refusal
-                WHEN g.rate_per_minute > 0 AND NOT EXISTS (SELECT 1 FROM rate) THEN 'rate_limited'
-                WHEN g.text_hash IS NOT NULL AND NOT EXISTS (SELECT 1 FROM text_claim) THEN 'duplicate_text'
+                WHEN g.rate_per_minute > 0 AND g.delivery_key NOT IN (SELECT r.delivery_key FROM rated r) THEN 'rate_limited'
+                WHEN g.text_hash IS NOT NULL AND g.delivery_key NOT IN (SELECT t.delivery_key FROM text_claim t) THEN 'duplicate_text'
                 ELSE 'authorized'
             END)::TEXT AS outcome
     FROM gates g
@@ -129,9 +176,9 @@ changed AS (
       AND v.fence = 'ok'
       -- The fence, on the row being changed.
       AND i.state = 'pending'
-      AND i.attempt_token = @attempt_token::BYTEA
-      AND i.epoch = @epoch::BIGINT
-      AND i.generation = @generation::BIGINT
+      AND i.attempt_token = v.claim_token
+      AND i.epoch = v.claim_epoch
+      AND i.generation = v.claim_generation
       AND i.epoch = v.current_epoch
       AND i.lease_expires_at > (SELECT clock.now FROM clock)
     RETURNING i.delivery_key, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.lease_expires_at, i.transition_seq
@@ -147,9 +194,11 @@ outbox_rows AS (
     SELECT h.delivery_key, h.seq, false FROM hist h
     RETURNING seq
 )
-SELECT v.outcome::TEXT AS outcome,
-       v.state::TEXT AS prior_state,
+SELECT input.delivery_key::BYTEA AS delivery_key,
+       v.outcome AS outcome,
+       v.state AS prior_state,
        c.state AS new_state,
        c.lease_expires_at AS lease_expires_at
-FROM verdict v
-LEFT JOIN changed c ON true;
+FROM input
+LEFT JOIN verdict v ON v.delivery_key = input.delivery_key
+LEFT JOIN changed c ON c.delivery_key = input.delivery_key;

@@ -1,0 +1,83 @@
+-- name: IntentsComplete :many
+-- Records the transport's outcome of each authorized attempt of the batch. Where the fence
+-- holds (the intent is authorized by this very attempt: token, epoch, generation) the intent
+-- moves to its @to_states entry (published, failed or indeterminate, decided by the caller
+-- from the outcome) and a failed attempt releases its duplicate-text claim. Whatever the fence
+-- says, every outcome is appended to attempt_evidence, with fenced = true where it changed no
+-- state: the reconciler reads it before it spends its one lookup. One row per input key;
+-- prior_state is NULL where no intent has that key.
+WITH batch AS (
+    SELECT unnest(@delivery_keys::BYTEA[]) AS delivery_key,
+           unnest(@attempt_tokens::BYTEA[]) AS attempt_token,
+           unnest(@epochs::BIGINT[]) AS epoch,
+           unnest(@generations::BIGINT[]) AS generation,
+           unnest(@to_states::TEXT[]) AS to_state,
+           unnest(@reasons::TEXT[]) AS reason,
+           unnest(@object_ids::TEXT[]) AS object_id,
+           unnest(@outcomes::TEXT[]) AS outcome,
+           unnest(@details::TEXT[]) AS detail
+),
+input AS (
+    SELECT b.delivery_key, b.attempt_token, b.epoch, b.generation, b.to_state, b.reason,
+           NULLIF(b.object_id, '') AS object_id, b.outcome, b.detail::JSONB AS detail
+    FROM batch b
+),
+cur AS (
+    SELECT i.delivery_key, i.state
+    FROM intents i
+    WHERE i.delivery_key = ANY(@delivery_keys::BYTEA[])
+    ORDER BY i.delivery_key
+    FOR UPDATE
+),
+changed AS (
+    UPDATE intents i SET
+        state = n.to_state,
+        reason = n.reason,
+        object_id = n.object_id,
+        lease_expires_at = NULL,
+        transition_seq = i.transition_seq + 1,
+        updated_at = now()
+    FROM input n
+    WHERE i.delivery_key = n.delivery_key
+      -- The fence: only the attempt that holds the authorization may decide its outcome.
+      AND i.state = 'authorized'
+      AND i.attempt_token = n.attempt_token
+      AND i.epoch = n.epoch
+      AND i.generation = n.generation
+    RETURNING i.delivery_key, i.account_id, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq, i.text_hash
+),
+evidence AS (
+    INSERT INTO attempt_evidence (attempt_token, delivery_key, epoch, generation, outcome, reason, object_id, fenced, detail)
+    SELECT n.attempt_token, n.delivery_key, n.epoch, n.generation, n.outcome, n.reason, n.object_id,
+           NOT EXISTS (SELECT 1 FROM changed c WHERE c.delivery_key = n.delivery_key), n.detail
+    FROM input n
+    RETURNING delivery_key
+),
+released AS (
+    -- Only a proven not-sent gives the text back to the account.
+    DELETE FROM text_claims t
+    USING changed c
+    WHERE c.state = 'failed'
+      AND t.account_id = c.account_id
+      AND t.text_hash = c.text_hash
+      AND t.delivery_key = c.delivery_key
+    RETURNING t.text_hash
+),
+hist AS (
+    INSERT INTO history (delivery_key, seq, from_state, to_state, reason, attempt_token, epoch, generation, actor, detail)
+    SELECT c.delivery_key, c.transition_seq, 'authorized', c.state, c.reason, c.attempt_token, c.epoch, c.generation, @actor::TEXT, n.detail
+    FROM changed c JOIN input n ON n.delivery_key = c.delivery_key
+    RETURNING delivery_key, seq
+),
+outbox_rows AS (
+    INSERT INTO outbox (delivery_key, seq, dispatch)
+    SELECT h.delivery_key, h.seq, false FROM hist h
+    RETURNING seq
+)
+SELECT n.delivery_key::BYTEA AS delivery_key,
+       cur.state AS prior_state,
+       c.state AS new_state,
+       (SELECT count(*) FROM evidence e WHERE e.delivery_key = n.delivery_key)::BIGINT AS evidence_written
+FROM input n
+LEFT JOIN cur ON cur.delivery_key = n.delivery_key
+LEFT JOIN changed c ON c.delivery_key = n.delivery_key;
