@@ -17,7 +17,9 @@ type Authorization struct {
 	// Reason is ReasonAuthorized or the gate that refused.
 	Reason Reason
 	// LeaseExpiresAt is the in-flight lease deadline on the database's clock, when
-	// authorized. The send must end before it.
+	// authorized: for the record, not for the worker's own timing. A worker derives its
+	// send deadline from its own monotonic clock read BEFORE calling Authorize, plus the
+	// in-flight duration, minus a safety margin; then no clock skew can make it send late.
 	LeaseExpiresAt time.Time
 }
 
@@ -60,8 +62,8 @@ func (l *Ledger) Authorize(ctx context.Context, c Claim, inFlight time.Duration,
 // gets its own answer, in input order. The batch shares each account's rate bucket (tokens go
 // to the intents in key order) and, for the same text of one account, its one text claim.
 func (l *Ledger) AuthorizeMany(ctx context.Context, claims []Claim, inFlight time.Duration, contractVersion string) ([]AuthorizationResult, error) {
-	if inFlight <= 0 {
-		return nil, fmt.Errorf("authorize: in-flight lease must be positive, got %s", inFlight)
+	if inFlight < MinLease {
+		return nil, fmt.Errorf("authorize: in-flight lease %s is shorter than %s", inFlight, MinLease)
 	}
 	index, err := indexKeys(len(claims), func(i int) identity.DeliveryKey { return claims[i].Key })
 	if err != nil {

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/pkg/identity"
@@ -165,4 +168,63 @@ func TestOverlappingBatchesClaimEachIntentOnce(t *testing.T) {
 		require.Equal(t, intents, e.count(`SELECT count(*) FROM attempts`))
 		require.Equal(t, intents, e.count(`SELECT count(*) FROM intents WHERE state = 'authorized'`))
 	})
+}
+
+// Workers that submit, begin and authorize batches spanning many accounts take the accounts'
+// rate buckets and text claims in key order, so at READ COMMITTED (where any restart is a
+// deadlock) none of them ever restarts a transaction.
+func TestBatchesAcrossAccountsNeverDeadlock(t *testing.T) {
+	t.Parallel()
+	e := newEnvAt(t, pgx.ReadCommitted)
+	e.setPolicy("rate_per_minute", 100000)
+	e.setPolicy("rate_burst", 100000)
+	const accounts, workers, rounds, per = 12, 8, 20, 12
+	for a := 0; a < accounts; a++ {
+		e.exec(`INSERT INTO accounts (account_id, platform) VALUES ($1, 'sim')`, fmt.Sprintf("acct-%02d", a))
+	}
+	var wg sync.WaitGroup
+	ledgers := make([]*ledger.Ledger, workers)
+	for w := 0; w < workers; w++ {
+		ledgers[w] = e.ledgerWith(ledger.Config{Actor: fmt.Sprintf("worker-%d", w), MaxRetries: 1000})
+		l := ledgers[w]
+		rng := rand.New(rand.NewPCG(uint64(w), 7))
+		wg.Go(func() {
+			for r := 0; r < rounds; r++ {
+				var envs []identity.Envelope
+				for i := 0; i < per; i++ {
+					envs = append(envs, envelope(t, fmt.Sprintf("acct-%02d", rng.IntN(accounts)), fmt.Sprintf("w%d r%d i%d", w, r, i)))
+				}
+				res, err := l.Submit(e.ctx, envs)
+				if !assert.NoError(t, err) {
+					return
+				}
+				var reqs []ledger.BeginRequest
+				for _, s := range res {
+					reqs = append(reqs, ledger.BeginRequest{Key: s.Key, RequestHash: requestHash("x")})
+				}
+				begun, err := l.BeginMany(e.ctx, reqs, lease)
+				if !assert.NoError(t, err) {
+					return
+				}
+				var claims []ledger.Claim
+				for _, b := range begun {
+					if assert.NoError(t, b.Err) {
+						claims = append(claims, b.Claim)
+					}
+				}
+				auth, err := l.AuthorizeMany(e.ctx, claims, inFlight, contract)
+				if !assert.NoError(t, err) {
+					return
+				}
+				for _, a := range auth {
+					assert.NoError(t, a.Err)
+					assert.True(t, a.Authorization.Authorized(), "reason %s", a.Authorization.Reason)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for w, l := range ledgers {
+		require.Zero(t, l.Retries(), "worker %d restarted a transaction: a deadlock", w)
+	}
 }

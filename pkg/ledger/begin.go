@@ -57,8 +57,8 @@ func (l *Ledger) Begin(ctx context.Context, key identity.DeliveryKey, requestHas
 // BeginMany is Begin for a batch of distinct intents in one statement: each gets its own
 // answer, in input order. The error is for the batch as a whole (the database, bad input).
 func (l *Ledger) BeginMany(ctx context.Context, reqs []BeginRequest, lease time.Duration) ([]BeginResult, error) {
-	if lease <= 0 {
-		return nil, fmt.Errorf("begin: lease must be positive, got %s", lease)
+	if lease < MinLease {
+		return nil, fmt.Errorf("begin: lease %s is shorter than %s", lease, MinLease)
 	}
 	index, err := indexKeys(len(reqs), func(i int) identity.DeliveryKey { return reqs[i].Key })
 	if err != nil {

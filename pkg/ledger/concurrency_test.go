@@ -302,3 +302,41 @@ func TestTransactionGivesUpAfterMaxRetries(t *testing.T) {
 	var pgErr *pgconn.PgError
 	require.True(t, errors.As(err, &pgErr))
 }
+
+// The spec's fenced recovery, with a real send in between: A is authorized and reports
+// not-sent, the intent is retried and B is authorized; A's late success is fenced and kept,
+// and B's authorization stands.
+func TestALateCompleteFromAnEarlierAuthorizedAttemptIsFenced(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.authorized("twice authorized")
+	_, err := e.l.Complete(e.ctx, a, ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed})
+	require.NoError(t, err)
+	require.NoError(t, e.l.Retry(e.ctx, a.Key))
+	b, err := e.l.Begin(e.ctx, a.Key, requestHash("twice authorized"), lease)
+	require.NoError(t, err)
+	auth, err := e.l.Authorize(e.ctx, b, inFlight, contract)
+	require.NoError(t, err)
+	require.True(t, auth.Authorized())
+
+	_, err = e.l.Complete(e.ctx, a, ledger.Outcome{Result: ledger.Sent, ObjectID: "late", Confirmed: true})
+	requireRefused(t, err, ledger.ErrFenced)
+	in := e.intent(a.Key)
+	require.Equal(t, ledger.Authorized, in.State, "B's authorization stands")
+	require.Equal(t, b.Token, in.Token)
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM attempt_evidence WHERE attempt_token = $1 AND fenced`, a.Token.Bytes()))
+}
+
+// After a restore the epoch is bumped: an authorized worker of the old epoch that reports in
+// (even a not-sent, which would reopen the intent) changes nothing; its report is evidence.
+func TestACompletionFromAnOldEpochIsFenced(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.authorized("before the restore")
+	_, err := e.l.BumpEpoch(e.ctx, "operator", "restore")
+	require.NoError(t, err)
+	_, err = e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed})
+	requireRefused(t, err, ledger.ErrFenced)
+	require.Equal(t, ledger.Authorized, e.state(c.Key), "only the lease's expiry moves it on, to indeterminate")
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM attempt_evidence WHERE attempt_token = $1 AND fenced`, c.Token.Bytes()))
+}

@@ -14,6 +14,11 @@ import (
 	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
 )
 
+// MinLease is the shortest lease Begin and Authorize accept. Leases must stay far above the
+// database cluster's maximum clock offset (CockroachDB: 500 ms by default), and the ledger
+// counts them in milliseconds.
+const MinLease = 5 * time.Second
+
 // DB is the connection the ledger runs on: a *pgxpool.Pool in production.
 type DB interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)

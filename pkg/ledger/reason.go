@@ -56,6 +56,7 @@ const (
 	ReasonAttemptsExhausted    Reason = "attempts_exhausted"    // the attempt cap is reached
 	ReasonReconcileNotFound    Reason = "reconcile_not_found"   // the one lookup found nothing, which proves nothing
 	ReasonReconcileUnavailable Reason = "reconcile_unavailable" // the lookup could not be made
+	ReasonEvidenceConflict     Reason = "evidence_conflict"     // the lookup says not sent, a worker reported success
 	ReasonOperatorParked       Reason = "operator_parked"       // a human said stop
 )
 
@@ -99,6 +100,7 @@ var Reasons = map[Reason]ReasonRule{
 	ReasonAttemptsExhausted:    {Parked, Human},
 	ReasonReconcileNotFound:    {Parked, Human},
 	ReasonReconcileUnavailable: {Parked, Human},
+	ReasonEvidenceConflict:     {Parked, Human},
 	ReasonOperatorParked:       {Parked, Human},
 }
 

@@ -168,3 +168,40 @@ func TestEpochBumpIsRecordedAndNewClaimsCarryIt(t *testing.T) {
 	c := e.claim("after the restore")
 	require.Equal(t, int64(2), c.Epoch)
 }
+
+// A lookup that says not-sent never stands against a worker's reported success: the intent
+// is parked for a human, its text is kept, and nothing can retry it.
+func TestNotSentLookupAgainstReportedSuccessIsParked(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.authorized("sent after all")
+	e.expireLease(c.Key)
+	_, err := e.l.ExpireLeases(e.ctx, 10)
+	require.NoError(t, err)
+	_, err = e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.Sent, ObjectID: "obj-1", Confirmed: true})
+	requireRefused(t, err, ledger.ErrFenced)
+
+	r, err := e.l.ClaimReconciliation(e.ctx, c.Key)
+	require.NoError(t, err)
+	state, err := e.l.ResolveReconciliation(e.ctx, r, ledger.ProvenNotSent, "", nil)
+	require.NoError(t, err)
+	require.Equal(t, ledger.Parked, state)
+	in := e.intent(c.Key)
+	require.Equal(t, ledger.ReasonEvidenceConflict, in.Reason)
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM text_claims WHERE delivery_key = $1`, c.Key.Bytes()), "the text stays claimed")
+	requireRefused(t, e.l.Retry(e.ctx, c.Key), ledger.ErrInvalidTransition)
+}
+
+// Only a success the worker confirmed by read-back is evidence enough to publish.
+func TestUnconfirmedSuccessIsNotEvidenceEnough(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.authorized("unconfirmed")
+	e.expireLease(c.Key)
+	_, err := e.l.ExpireLeases(e.ctx, 10)
+	require.NoError(t, err)
+	_, err = e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.Sent, ObjectID: "obj-u", Confirmed: false})
+	requireRefused(t, err, ledger.ErrFenced)
+	requireRefused(t, e.l.ResolveFromEvidence(e.ctx, c.Key, "obj-u"), ledger.ErrInvalidTransition)
+	require.Equal(t, ledger.Indeterminate, e.state(c.Key))
+}

@@ -28,7 +28,9 @@ FROM cur;
 -- Records what the one lookup found and moves the intent on: found -> published, proven
 -- not-sent (an idempotency-status lookup) -> failed, anything else -> parked. Only for the
 -- attempt whose lookup was claimed, only once ('resolved' is a primary key too), and only
--- while the intent is still indeterminate with that attempt.
+-- while the intent is still indeterminate with that attempt. A not-sent verdict never stands
+-- against a worker's reported success for the intent: the two disagree, so a human decides
+-- (parked, evidence_conflict) and nothing is retried.
 WITH cur AS (
     SELECT i.delivery_key, i.account_id, i.state, i.attempt_token, i.text_hash
     FROM intents i
@@ -47,15 +49,22 @@ resolved AS (
 ),
 changed AS (
     UPDATE intents i SET
-        state = @to_state::TEXT,
-        reason = @reason::TEXT,
+        state = (CASE WHEN x.conflict THEN 'parked' ELSE @to_state::TEXT END),
+        reason = (CASE WHEN x.conflict THEN 'evidence_conflict' ELSE @reason::TEXT END),
         object_id = coalesce(sqlc.narg(object_id)::TEXT, i.object_id),
         transition_seq = i.transition_seq + 1,
         updated_at = now()
-    FROM resolved r
+    FROM resolved r,
+         LATERAL (
+             SELECT @to_state::TEXT = 'failed' AND EXISTS (
+                 SELECT 1 FROM attempt_evidence e
+                 WHERE e.delivery_key = @delivery_key::BYTEA AND e.outcome = 'success'
+             ) AS conflict
+         ) x
     WHERE i.delivery_key = @delivery_key::BYTEA
       AND i.state = 'indeterminate'
       AND i.attempt_token = r.attempt_token
+      AND @to_state::TEXT IN ('published', 'failed', 'parked')
     RETURNING i.delivery_key, i.account_id, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq, i.text_hash
 ),
 released AS (
@@ -104,8 +113,10 @@ changed AS (
     WHERE i.delivery_key = cur.delivery_key
       AND i.state = 'indeterminate'
       AND EXISTS (
+          -- A success the worker confirmed by read-back (reason published), with this object.
           SELECT 1 FROM attempt_evidence e
-          WHERE e.delivery_key = i.delivery_key AND e.outcome = 'success' AND e.object_id = @object_id::TEXT
+          WHERE e.delivery_key = i.delivery_key AND e.outcome = 'success' AND e.reason = 'published'
+            AND e.object_id = @object_id::TEXT
       )
     RETURNING i.delivery_key, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq
 ),

@@ -97,6 +97,7 @@ rate AS (
     INSERT INTO rate_buckets (account_id, tokens, rate_per_minute, rate_burst, granted, refilled_at)
     SELECT d.account_id, d.rate_burst - d.wanted, d.rate_per_minute, d.rate_burst, d.wanted, (SELECT clock.now FROM clock)
     FROM rate_demand d
+    ORDER BY d.account_id -- bucket rows are locked in account order: batches never deadlock
     ON CONFLICT (account_id) DO UPDATE SET
         granted = least(excluded.granted, floor(least(excluded.rate_burst::DOUBLE PRECISION,
                         rate_buckets.tokens + extract(epoch FROM excluded.refilled_at - rate_buckets.refilled_at)::DOUBLE PRECISION * excluded.rate_per_minute / 60.0)))::INT,
@@ -137,6 +138,7 @@ text_claim AS (
     INSERT INTO text_claims (account_id, text_hash, delivery_key, last_at)
     SELECT t.account_id, t.text_hash, t.delivery_key, (SELECT clock.now FROM clock)
     FROM text_candidates t
+    ORDER BY t.account_id, t.text_hash -- claim rows are locked in key order too
     ON CONFLICT (account_id, text_hash) DO UPDATE SET
         delivery_key = excluded.delivery_key,
         last_at = excluded.last_at

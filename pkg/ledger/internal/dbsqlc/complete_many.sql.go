@@ -50,6 +50,10 @@ changed AS (
       AND i.attempt_token = n.attempt_token
       AND i.epoch = n.epoch
       AND i.generation = n.generation
+      -- A worker of an epoch before the current one is refused everywhere (the restore
+      -- protocol): its outcome is evidence only.
+      AND i.epoch = (SELECT max(e.epoch) FROM epochs e)
+      AND n.to_state IN ('published', 'failed', 'indeterminate')
     RETURNING i.delivery_key, i.account_id, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq, i.text_hash
 ),
 evidence AS (
@@ -110,7 +114,8 @@ type IntentsCompleteRow struct {
 }
 
 // Records the transport's outcome of each authorized attempt of the batch. Where the fence
-// holds (the intent is authorized by this very attempt: token, epoch, generation) the intent
+// holds (the intent is authorized by this very attempt: token, epoch, generation, and that
+// epoch is still the current one) the intent
 // moves to its @to_states entry (published, failed or indeterminate, decided by the caller
 // from the outcome) and a failed attempt releases its duplicate-text claim. Whatever the fence
 // says, every outcome is appended to attempt_evidence, with fenced = true where it changed no

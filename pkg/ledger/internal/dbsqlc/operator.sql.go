@@ -127,6 +127,7 @@ changed AS (
     FROM cur
     WHERE i.delivery_key = cur.delivery_key
       AND i.state = 'parked'
+      AND $2::TEXT IN ('published', 'failed')
     RETURNING i.delivery_key, i.account_id, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq, i.text_hash
 ),
 released AS (

@@ -29,8 +29,10 @@ changed AS (
     WHERE i.delivery_key = cur.delivery_key
       AND i.state = 'indeterminate'
       AND EXISTS (
+          -- A success the worker confirmed by read-back (reason published), with this object.
           SELECT 1 FROM attempt_evidence e
-          WHERE e.delivery_key = i.delivery_key AND e.outcome = 'success' AND e.object_id = $2::TEXT
+          WHERE e.delivery_key = i.delivery_key AND e.outcome = 'success' AND e.reason = 'published'
+            AND e.object_id = $2::TEXT
       )
     RETURNING i.delivery_key, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq
 ),
@@ -143,15 +145,22 @@ resolved AS (
 ),
 changed AS (
     UPDATE intents i SET
-        state = $7::TEXT,
-        reason = $8::TEXT,
+        state = (CASE WHEN x.conflict THEN 'parked' ELSE $7::TEXT END),
+        reason = (CASE WHEN x.conflict THEN 'evidence_conflict' ELSE $8::TEXT END),
         object_id = coalesce($3::TEXT, i.object_id),
         transition_seq = i.transition_seq + 1,
         updated_at = now()
-    FROM resolved r
+    FROM resolved r,
+         LATERAL (
+             SELECT $7::TEXT = 'failed' AND EXISTS (
+                 SELECT 1 FROM attempt_evidence e
+                 WHERE e.delivery_key = $1::BYTEA AND e.outcome = 'success'
+             ) AS conflict
+         ) x
     WHERE i.delivery_key = $1::BYTEA
       AND i.state = 'indeterminate'
       AND i.attempt_token = r.attempt_token
+      AND $7::TEXT IN ('published', 'failed', 'parked')
     RETURNING i.delivery_key, i.account_id, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq, i.text_hash
 ),
 released AS (
@@ -201,7 +210,9 @@ type ReconciliationResolveRow struct {
 // Records what the one lookup found and moves the intent on: found -> published, proven
 // not-sent (an idempotency-status lookup) -> failed, anything else -> parked. Only for the
 // attempt whose lookup was claimed, only once ('resolved' is a primary key too), and only
-// while the intent is still indeterminate with that attempt.
+// while the intent is still indeterminate with that attempt. A not-sent verdict never stands
+// against a worker's reported success for the intent: the two disagree, so a human decides
+// (parked, evidence_conflict) and nothing is retried.
 func (q *Queries) ReconciliationResolve(ctx context.Context, arg ReconciliationResolveParams) (ReconciliationResolveRow, error) {
 	row := q.db.QueryRow(ctx, reconciliationResolve,
 		arg.DeliveryKey,
