@@ -5,7 +5,9 @@
 // named after a hash of the migration files; every test then gets a clone of it
 // (CREATE DATABASE ... TEMPLATE), dropped when the test ends. Test binaries that run at the same
 // time build the template once between them: each builds under a private name and renames it
-// into place, and the loser of that race drops its copy.
+// into place, and the loser of that race drops its copy. Templates of earlier versions of the
+// migrations are never dropped automatically (another checkout may be using one): make
+// clean-test-databases removes every database the tests made.
 //
 // The server comes from ATMOST_TEST_DATABASE_URL (default
 // postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable), whose user must be allowed to
@@ -253,32 +255,17 @@ func buildTemplate(ctx context.Context, admin *pgxpool.Pool, name string) error 
 		return err
 	})
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42P04" {
-		drop() // another test binary finished first; its template is identical
+	if errors.As(err, &pgErr) && (pgErr.Code == "42P04" || pgErr.Code == "23505") {
+		// Another test binary finished first (42P04), or renamed at the same instant and
+		// won on pg_database's unique index (23505): its template is identical.
+		drop()
 		return nil
 	}
 	if err != nil {
 		drop()
 		return fmt.Errorf("rename %s to %s: %w", building, name, err)
 	}
-	dropStaleTemplates(ctx, admin, name)
 	return nil
-}
-
-// dropStaleTemplates removes templates of earlier versions of the migrations, so changing a
-// migration does not leave a database behind each time. One still in use is left alone.
-func dropStaleTemplates(ctx context.Context, admin *pgxpool.Pool, current string) {
-	rows, err := admin.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE 'atmost\_tmpl\_%' AND datname <> $1`, current)
-	if err != nil {
-		return
-	}
-	stale, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return
-	}
-	for _, name := range stale {
-		_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize())
-	}
 }
 
 // retryBusy retries op while PostgreSQL reports that a database it needs is still being

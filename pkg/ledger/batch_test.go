@@ -23,8 +23,7 @@ func TestBeginManyAnswersEachIntentOnItsOwn(t *testing.T) {
 	free := e.submit("free")
 	claimed := e.claim("claimed")
 	done := e.authorized("authorized")
-	var missing identity.DeliveryKey
-	missing = envelope(t, account, "never submitted").DeliveryKey()
+	missing := envelope(t, account, "never submitted").DeliveryKey()
 
 	res, err := e.l.BeginMany(e.ctx, []ledger.BeginRequest{
 		{Key: free, RequestHash: requestHash("free")},

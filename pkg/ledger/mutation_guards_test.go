@@ -15,6 +15,7 @@ import (
 
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
+	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
 )
 
 // interleave runs first on a ledger of its own up to the moment its holdAt-th transaction would
@@ -485,29 +486,6 @@ func TestANotSentReleasesOnlyItsOwnTextClaim(t *testing.T) {
 		"the first intent's not-sent leaves the second intent's claim alone")
 }
 
-func TestExpireLeasesLeavesLiveLeasesAlone(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	live := e.claim("live claim")
-	inFlightNow := e.authorized("live authorization")
-	stale := e.claim("stale claim")
-	e.expireLease(stale.Key)
-
-	n, err := e.l.ExpireLeases(e.ctx, 100)
-	require.NoError(t, err)
-	require.Equal(t, ledger.Expired{Abandoned: 1}, n)
-	in := e.intent(live.Key)
-	require.Equal(t, ledger.Pending, in.State)
-	require.Equal(t, live.Token, in.Token)
-	require.NotNil(t, in.LeaseExpiresAt)
-	in = e.intent(inFlightNow.Key)
-	require.Equal(t, ledger.Authorized, in.State)
-	require.NotNil(t, in.LeaseExpiresAt)
-	a, err := e.l.Authorize(e.ctx, live, inFlight, contract)
-	require.NoError(t, err)
-	require.True(t, a.Authorized(), "the live claim still holds")
-}
-
 // The account's bucket refills at rate_per_minute and never holds more than rate_burst tokens,
 // however long it sat unused.
 func TestRateBucketRefillsAtItsRateUpToItsBurst(t *testing.T) {
@@ -632,24 +610,6 @@ func TestALateIntentOnAnOlderVersionNeverTurnsTheHeadBack(t *testing.T) {
 	require.Equal(t, ledger.ReasonSupersededSource, a.Reason)
 }
 
-// v1 became head without any intent resting on it (the dispatcher saw it), then an intent on
-// v2 replaced it: a late intent on v1 does not turn the head back to the version it replaced.
-func TestALateIntentOnTheReplacedHeadNeverTurnsItBack(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	const src = "https://example.org/b"
-	_, changed, err := e.l.AdvanceSourceHead(e.ctx, src, sourceVersion(t, src, "first body"), identity.RawHash{})
-	require.NoError(t, err)
-	require.True(t, changed)
-	e.claimWithSource("about v2", src, "second body")
-	require.Equal(t, sourceVersion(t, src, "second body").Bytes(), e.sourceHead(src))
-	late := e.claimWithSource("late, about v1", src, "first body")
-	require.Equal(t, sourceVersion(t, src, "second body").Bytes(), e.sourceHead(src))
-	a, err := e.l.Authorize(e.ctx, late, inFlight, contract)
-	require.NoError(t, err)
-	require.Equal(t, ledger.ReasonSupersededSource, a.Reason)
-}
-
 // Only an intent Submit actually created moves a source's head: one for an unconfigured
 // account is refused and leaves the head where it was.
 func TestOnlyACreatedIntentMovesTheHead(t *testing.T) {
@@ -688,4 +648,41 @@ func TestAuthorizeManyTakesOnlyTheTokensTheBucketHolds(t *testing.T) {
 		reasons = append(reasons, r.Authorization.Reason)
 	}
 	require.ElementsMatch(t, []ledger.Reason{ledger.ReasonAuthorized, ledger.ReasonRateLimited}, reasons)
+}
+
+// The statements that take their target state from the caller accept only the states their
+// transition may lead to, whatever the Go above them passes: no completion, operator verdict
+// or lookup result can reopen an intent to pending.
+func TestStatementsRefuseTargetStatesOutsideTheirTransitions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := dbsqlc.New(e.app)
+
+	c := e.authorized("completed to pending?")
+	_, err := q.IntentsComplete(e.ctx, dbsqlc.IntentsCompleteParams{
+		DeliveryKeys: [][]byte{c.Key.Bytes()}, AttemptTokens: [][]byte{c.Token.Bytes()},
+		Epochs: []int64{c.Epoch}, Generations: []int64{c.Generation},
+		ToStates: []string{string(ledger.Pending)}, Reasons: []string{"retried"}, ObjectIds: []string{""},
+		Outcomes: []string{string(ledger.NotSent)}, Details: []string{"{}"}, Actor: "buggy worker",
+	})
+	require.NoError(t, err)
+	require.Equal(t, ledger.Authorized, e.state(c.Key), "Complete leads only to published, failed or indeterminate")
+
+	parked := e.submit("resolved to pending?")
+	require.NoError(t, e.l.Park(e.ctx, parked, "alice", "look"))
+	_, err = q.IntentResolve(e.ctx, dbsqlc.IntentResolveParams{
+		DeliveryKey: parked.Bytes(), ToState: string(ledger.Pending), Reason: "retried", Actor: "alice", Detail: []byte("{}"),
+	})
+	require.NoError(t, err)
+	require.Equal(t, ledger.Parked, e.state(parked), "an operator resolves only to published or failed")
+
+	unknown := e.indeterminate("looked up to pending?")
+	r, err := e.l.ClaimReconciliation(e.ctx, unknown.Key)
+	require.NoError(t, err)
+	_, err = q.ReconciliationResolve(e.ctx, dbsqlc.ReconciliationResolveParams{
+		DeliveryKey: unknown.Key.Bytes(), Result: string(ledger.NotFound), Actor: "buggy reconciler", Detail: []byte("{}"),
+		AttemptToken: r.Token.Bytes(), ToState: string(ledger.Pending), Reason: "retried",
+	})
+	require.NoError(t, err)
+	require.Equal(t, ledger.Indeterminate, e.state(unknown.Key), "a lookup leads only to published, failed or parked")
 }
