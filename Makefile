@@ -9,7 +9,7 @@ LDFLAGS     := -X github.com/atmost/atmost/internal/version.Version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 SQLC        := github.com/sqlc-dev/sqlc/cmd/sqlc@v1.31.1
 FUZZTIME    ?= 3m
-BENCHTIME   ?= 3000x
+BENCHTIME   ?= 20000x
 ATMOST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/atmost?sslmode=disable
 export ATMOST_DATABASE_URL
 

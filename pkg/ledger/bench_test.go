@@ -47,7 +47,7 @@ var benchSeq atomic.Int64
 var benchIsolation = "serializable"
 
 // benchBatch is the batch size of BenchmarkLifecycleBatch: -args -batch=N.
-var benchBatch = 50
+var benchBatch = 100
 
 func init() {
 	flag.IntVar(&benchBatch, "batch", benchBatch, "batch size of BenchmarkLifecycleBatch")
@@ -199,7 +199,7 @@ func submitted(b *testing.B, e *env, l *ledger.Ledger, n int) []identity.Deliver
 }
 
 // BenchmarkLifecycleBatch is the whole ledger path in batches, as a dispatcher working
-// -batch intents at a time runs it (default 50), from 8 clients: Submit, BeginMany,
+// -batch intents at a time runs it (default 100), from 8 clients: Submit, BeginMany,
 // AuthorizeMany, CompleteMany.
 func BenchmarkLifecycleBatch(b *testing.B) {
 	const clients = 8
