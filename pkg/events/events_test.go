@@ -1,0 +1,149 @@
+package events_test
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/pkg/events"
+	"github.com/atmost/atmost/pkg/identity"
+)
+
+func key(t *testing.T, text string) identity.DeliveryKey {
+	t.Helper()
+	req, err := json.Marshal(map[string]string{"text": text})
+	require.NoError(t, err)
+	e, err := identity.NewEnvelope("acct.with dots*", "post", "", req, "", nil)
+	require.NoError(t, err)
+	return e.DeliveryKey()
+}
+
+func sample(t *testing.T) []events.Event {
+	t.Helper()
+	k := key(t, "hello")
+	token, err := identity.NewAttemptToken()
+	require.NoError(t, err)
+	at := time.Date(2026, 11, 29, 12, 0, 0, 123456000, time.UTC)
+	created := events.Event{V: 1, ID: events.NewID(k, 1), DeliveryKey: k, Seq: 1, Account: "acct.with dots*",
+		To: "pending", Reason: "submitted", Actor: "ingest", At: at}
+	authorized := events.Event{V: 1, ID: events.NewID(k, 3), DeliveryKey: k, Seq: 3, Account: "acct.with dots*",
+		From: "pending", To: "authorized", Reason: "authorized", Attempt: &token, Epoch: 1, Generation: 7, Actor: "dispatcher", At: at}
+	return []events.Event{created, authorized}
+}
+
+func TestIDsAreStablePerTransitionAndParseBack(t *testing.T) {
+	k := key(t, "stable")
+	require.Equal(t, events.NewID(k, 4), events.NewID(k, 4))
+	require.NotEqual(t, events.NewID(k, 4), events.NewID(k, 5))
+	require.NotEqual(t, events.NewID(k, 4), events.NewID(key(t, "other"), 4))
+	gotKey, seq, err := events.ParseID(string(events.NewID(k, 42)))
+	require.NoError(t, err)
+	require.Equal(t, k, gotKey)
+	require.Equal(t, int64(42), seq)
+	for _, bad := range []string{"", "ev2:00:1", "ev1:zz:1", "ev1:" + strings.Repeat("0", 64), "ev1:" + strings.Repeat("0", 64) + ":0",
+		"ev1:" + strings.Repeat("0", 64) + ":01", "ev1:" + strings.Repeat("0", 64) + ":-1"} {
+		_, _, err := events.ParseID(bad)
+		require.ErrorIs(t, err, events.ErrMalformedID, bad)
+	}
+}
+
+func TestSubjectsAreValidForAnyAccount(t *testing.T) {
+	for _, account := range []string{"acct-1", "a.b", "a*b", "a>b", "a b", "ünï", "~x"} {
+		for subject, want := range map[string]int{
+			events.IntentSubject(account):           3,
+			events.EventSubject("pending", account): 4,
+			events.DispatchSubject(account):         3,
+		} {
+			tokens := strings.Split(subject, ".")
+			require.Len(t, tokens, want, "%q: the account is one token", subject)
+			last := tokens[len(tokens)-1]
+			require.NotContains(t, last, "*")
+			require.NotContains(t, last, ">")
+			require.NotContains(t, last, " ")
+			back, err := identity.ParseAccountToken(last)
+			require.NoError(t, err)
+			require.Equal(t, account, back)
+		}
+	}
+	require.Equal(t, "atmost.rejected.key_mismatch", events.RejectSubject(identity.ReasonKeyMismatch))
+}
+
+func TestEventsRoundTripAndMatchThePublishedSchema(t *testing.T) {
+	schema := compileSchema(t)
+	for _, e := range sample(t) {
+		payload, err := e.Marshal()
+		require.NoError(t, err)
+		var doc any
+		require.NoError(t, json.Unmarshal(payload, &doc))
+		require.NoError(t, schema.Validate(doc), string(payload))
+		back, err := events.Unmarshal(payload)
+		require.NoError(t, err)
+		require.Equal(t, e.ID, back.ID)
+		require.True(t, e.At.Equal(back.At))
+		require.Equal(t, e.Subject(), back.Subject())
+	}
+}
+
+// The schema must refuse what the type refuses, or it documents nothing.
+func TestSchemaAndTypeRefuseMalformedEvents(t *testing.T) {
+	schema := compileSchema(t)
+	good, err := sample(t)[1].Marshal()
+	require.NoError(t, err)
+	for name, mutate := range map[string]func(m map[string]any){
+		"unknown state":   func(m map[string]any) { m["to"] = "in_flight" },
+		"unknown field":   func(m map[string]any) { m["extra"] = 1 },
+		"wrong version":   func(m map[string]any) { m["v"] = 2 },
+		"missing actor":   func(m map[string]any) { delete(m, "actor") },
+		"bad attempt":     func(m map[string]any) { m["attempt"] = "at1:xyz" },
+		"id of other seq": func(m map[string]any) { m["seq"] = 4 },
+	} {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(good, &m))
+		mutate(m)
+		bad, err := json.Marshal(m)
+		require.NoError(t, err)
+		_, err = events.Unmarshal(bad)
+		require.Error(t, err, "type accepts %s", name)
+		if name != "id of other seq" { // a cross-field rule the schema cannot state
+			require.Error(t, schema.Validate(m), "schema accepts %s", name)
+		}
+	}
+}
+
+func TestWorkItemsBelongToTheirIntent(t *testing.T) {
+	k := key(t, "work")
+	w := events.WorkItem{V: 1, DeliveryKey: k, Account: "acct-1", Event: events.NewID(k, 1)}
+	payload, err := json.Marshal(w)
+	require.NoError(t, err)
+	back, err := events.UnmarshalWorkItem(payload)
+	require.NoError(t, err)
+	require.Equal(t, w, back)
+	require.Equal(t, "work:"+string(w.Event), w.MsgID())
+	require.Equal(t, "atmost.dispatch.acct-1", w.Subject())
+
+	w.Event = events.NewID(key(t, "someone else"), 1)
+	payload, err = json.Marshal(w)
+	require.NoError(t, err)
+	_, err = events.UnmarshalWorkItem(payload)
+	require.Error(t, err)
+}
+
+func compileSchema(t *testing.T) *jsonschema.Schema {
+	t.Helper()
+	f, err := os.Open("event.schema.json")
+	require.NoError(t, err)
+	defer f.Close()
+	doc, err := jsonschema.UnmarshalJSON(f)
+	require.NoError(t, err)
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	require.NoError(t, c.AddResource("event.schema.json", doc))
+	schema, err := c.Compile("event.schema.json")
+	require.NoError(t, err)
+	return schema
+}

@@ -1,0 +1,40 @@
+package events
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/atmost/atmost/pkg/identity"
+)
+
+// WorkItem asks the dispatcher pool to work one intent. It is published on ATMOST_DISPATCH for
+// every transition into pending, with Nats-Msg-Id = "work:" + the event id. A work item is only
+// a hint: the ledger decides whether there is anything to do (an intent that is no longer
+// pending is acknowledged and ignored).
+type WorkItem struct {
+	V           int                  `json:"v"`
+	DeliveryKey identity.DeliveryKey `json:"delivery_key"`
+	Account     string               `json:"account"`
+	Event       ID                   `json:"event"`
+}
+
+// MsgID is the Nats-Msg-Id the work item is published with.
+func (w WorkItem) MsgID() string { return "work:" + string(w.Event) }
+
+// Subject is the subject the work item is published on.
+func (w WorkItem) Subject() string { return DispatchSubject(w.Account) }
+
+// UnmarshalWorkItem parses a work item payload.
+func UnmarshalWorkItem(data []byte) (WorkItem, error) {
+	var w WorkItem
+	if err := json.Unmarshal(data, &w); err != nil {
+		return WorkItem{}, fmt.Errorf("events: work item: %w", err)
+	}
+	if w.V != Version || w.Account == "" || w.DeliveryKey.IsZero() {
+		return WorkItem{}, fmt.Errorf("events: work item is not version %d with a key and an account", Version)
+	}
+	if key, _, err := ParseID(string(w.Event)); err != nil || key != w.DeliveryKey {
+		return WorkItem{}, fmt.Errorf("events: work item's event %q does not belong to its key", w.Event)
+	}
+	return w, nil
+}
