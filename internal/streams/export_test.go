@@ -1,0 +1,4 @@
+package streams
+
+// AtLeast exposes the version comparison to the tests.
+var AtLeast = atLeast
