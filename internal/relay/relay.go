@@ -1,0 +1,178 @@
+// Package relay publishes the ledger's outbox: every transition becomes an event on
+// ATMOST_EVENTS (Nats-Msg-Id = its stable id), and every transition into pending also a work
+// item on ATMOST_DISPATCH. A row leaves the outbox only after JetStream acknowledged what it
+// stands for; a crash in between publishes it again, with the same id, which JetStream drops
+// inside its duplicate window and consumers drop by id beyond it.
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/atmost/atmost/pkg/events"
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+// Outbox is the part of the ledger the relay reads and clears.
+type Outbox interface {
+	Unpublished(ctx context.Context, max int) ([]ledger.Unpublished, error)
+	Published(ctx context.Context, done []ledger.Unpublished) (int64, error)
+}
+
+// Config tunes a Relay. The zero value of every field means its default.
+type Config struct {
+	// Batch is how many outbox rows one round publishes. Default 500.
+	Batch int
+	// Interval is the pause between rounds of Run when the outbox is empty. Default 1 s.
+	Interval time.Duration
+	// AckTimeout bounds the wait for JetStream's acknowledgements of one round. Default 10 s.
+	AckTimeout time.Duration
+	// Logger; nil means no logging.
+	Logger *zap.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Batch == 0 {
+		c.Batch = 500
+	}
+	if c.Interval == 0 {
+		c.Interval = time.Second
+	}
+	if c.AckTimeout == 0 {
+		c.AckTimeout = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	return c
+}
+
+// Relay moves outbox rows to JetStream.
+type Relay struct {
+	outbox Outbox
+	js     jetstream.JetStream
+	cfg    Config
+	log    *zap.Logger
+}
+
+// New returns a relay from outbox to js.
+func New(outbox Outbox, js jetstream.JetStream, cfg Config) *Relay {
+	cfg = cfg.withDefaults()
+	return &Relay{outbox: outbox, js: js, cfg: cfg, log: cfg.Logger.Named("relay")}
+}
+
+// Event is the event a transition publishes.
+func Event(u ledger.Unpublished) events.Event {
+	return events.Event{
+		V: events.Version, ID: events.NewID(u.Key, u.Seq), DeliveryKey: u.Key, Seq: u.Seq, Account: u.Account,
+		From: string(u.From), To: string(u.To), Reason: string(u.Reason), Attempt: u.Token,
+		Epoch: u.Epoch, Generation: u.Generation, Actor: u.Actor, At: u.At,
+	}
+}
+
+// Drain publishes rounds until the outbox is empty and returns how many transitions it
+// published. A round whose acknowledgements do not all arrive leaves the unacknowledged rows
+// in the outbox and ends Drain with the error: they are published again next time.
+func (r *Relay) Drain(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		batch, err := r.outbox.Unpublished(ctx, r.cfg.Batch)
+		if err != nil || len(batch) == 0 {
+			return total, err
+		}
+		acked, err := r.publish(ctx, batch)
+		if _, clearErr := r.outbox.Published(ctx, acked); clearErr != nil {
+			return total, clearErr
+		}
+		total += len(acked)
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// Run drains the outbox every Interval until ctx ends: the slow path that catches whatever
+// the writers' own publishing after commit missed.
+func (r *Relay) Run(ctx context.Context) error {
+	t := time.NewTicker(r.cfg.Interval)
+	defer t.Stop()
+	for {
+		if n, err := r.Drain(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("relay round failed; the rows stay in the outbox", zap.Int("published", n), zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// publish sends the events (and work items) of batch and returns the rows whose every message
+// JetStream acknowledged. A duplicate acknowledgement is success: the message is in the stream.
+func (r *Relay) publish(ctx context.Context, batch []ledger.Unpublished) ([]ledger.Unpublished, error) {
+	type pending struct {
+		row     ledger.Unpublished
+		futures []jetstream.PubAckFuture
+	}
+	sent := make([]pending, 0, len(batch))
+	for _, u := range batch {
+		e := Event(u)
+		payload, err := e.Marshal()
+		if err != nil {
+			return nil, fmt.Errorf("event %s: %w", e.ID, err)
+		}
+		p := pending{row: u}
+		f, err := r.js.PublishMsgAsync(&nats.Msg{Subject: e.Subject(), Data: payload, Header: nats.Header{jetstream.MsgIDHeader: []string{string(e.ID)}}})
+		if err != nil {
+			break // what was sent so far is still awaited below
+		}
+		p.futures = append(p.futures, f)
+		if u.Dispatch {
+			w := events.WorkItem{V: events.Version, DeliveryKey: u.Key, Account: u.Account, Event: e.ID}
+			data, err := json.Marshal(w)
+			if err != nil {
+				return nil, err
+			}
+			f, err := r.js.PublishMsgAsync(&nats.Msg{Subject: w.Subject(), Data: data, Header: nats.Header{jetstream.MsgIDHeader: []string{w.MsgID()}}})
+			if err != nil {
+				break
+			}
+			p.futures = append(p.futures, f)
+		}
+		sent = append(sent, p)
+	}
+	timeout := time.NewTimer(r.cfg.AckTimeout)
+	defer timeout.Stop()
+	var acked []ledger.Unpublished
+	var failures []error
+	for _, p := range sent {
+		ok := true
+		for _, f := range p.futures {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				ok = false
+				failures = append(failures, err)
+			case <-timeout.C:
+				return acked, fmt.Errorf("relay: acknowledgements did not arrive within %s", r.cfg.AckTimeout)
+			case <-ctx.Done():
+				return acked, ctx.Err()
+			}
+		}
+		if ok {
+			acked = append(acked, p.row)
+		}
+	}
+	if len(acked) < len(batch) {
+		return acked, fmt.Errorf("relay: %d of %d transitions not acknowledged: %w", len(batch)-len(acked), len(batch), errors.Join(failures...))
+	}
+	return acked, nil
+}

@@ -1,0 +1,162 @@
+package relay_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/internal/dbtest"
+	"github.com/atmost/atmost/internal/natstest"
+	"github.com/atmost/atmost/internal/relay"
+	"github.com/atmost/atmost/internal/streams"
+	"github.com/atmost/atmost/pkg/events"
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+type env struct {
+	ctx context.Context
+	db  *dbtest.DB
+	l   *ledger.Ledger
+	js  jetstream.JetStream
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	db := dbtest.New(t)
+	_, err := db.Pool.Exec(ctx, `INSERT INTO accounts (account_id, platform) VALUES ('acct.1', 'sim')`)
+	require.NoError(t, err)
+	l, err := ledger.New(db.AppPool(t), ledger.Config{Actor: "test"})
+	require.NoError(t, err)
+	nc := natstest.New(t).Connect(t)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	require.NoError(t, streams.Ensure(ctx, nc, js, streams.Config{}))
+	return &env{ctx: ctx, db: db, l: l, js: js}
+}
+
+// lifecycle runs n intents through submit, begin, authorize and complete: 4 transitions each,
+// one of them (the creation) into pending.
+func (e *env) lifecycle(t *testing.T, n int) {
+	t.Helper()
+	var envs []identity.Envelope
+	for i := 0; i < n; i++ {
+		req, _ := json.Marshal(map[string]string{"text": fmt.Sprintf("relay %d", i)})
+		env, err := identity.NewEnvelope("acct.1", "post", "", req, "", nil)
+		require.NoError(t, err)
+		envs = append(envs, env)
+	}
+	res, err := e.l.Submit(e.ctx, envs)
+	require.NoError(t, err)
+	for _, r := range res {
+		c, err := e.l.Begin(e.ctx, r.Key, sha256.Sum256([]byte("x")), time.Minute)
+		require.NoError(t, err)
+		_, err = e.l.Authorize(e.ctx, c, time.Minute, "")
+		require.NoError(t, err)
+		_, err = e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.Sent, ObjectID: "o", Confirmed: true})
+		require.NoError(t, err)
+	}
+}
+
+// streamIDs reads every message of stream and counts each Nats-Msg-Id.
+func (e *env) streamIDs(t *testing.T, stream string) map[string]int {
+	t.Helper()
+	s, err := e.js.Stream(e.ctx, stream)
+	require.NoError(t, err)
+	info, err := s.Info(e.ctx)
+	require.NoError(t, err)
+	ids := map[string]int{}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := s.GetMsg(e.ctx, seq)
+		require.NoError(t, err)
+		ids[m.Header.Get(jetstream.MsgIDHeader)]++
+		if stream == events.EventsStream {
+			_, err := events.Unmarshal(m.Data)
+			require.NoError(t, err, "every payload is a valid event")
+		}
+	}
+	return ids
+}
+
+func TestEveryHistoryRowReachesTheStreamOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.lifecycle(t, 10)
+	r := relay.New(e.l, e.js, relay.Config{Batch: 7})
+	n, err := r.Drain(e.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 40, n)
+
+	var history int
+	require.NoError(t, e.db.Pool.QueryRow(e.ctx, `SELECT count(*) FROM history`).Scan(&history))
+	ids := e.streamIDs(t, events.EventsStream)
+	require.Len(t, ids, history)
+	for id, count := range ids {
+		require.Equal(t, 1, count, id)
+	}
+	work := e.streamIDs(t, events.DispatchStream)
+	require.Len(t, work, 10, "one work item per transition into pending")
+	var left int
+	require.NoError(t, e.db.Pool.QueryRow(e.ctx, `SELECT count(*) FROM outbox`).Scan(&left))
+	require.Zero(t, left)
+
+	again, err := r.Drain(e.ctx)
+	require.NoError(t, err)
+	require.Zero(t, again)
+}
+
+// forgetful fails to clear the outbox once, as a relay that crashes between the publish and the
+// delete would.
+type forgetful struct {
+	*ledger.Ledger
+	fails int
+}
+
+func (f *forgetful) Published(ctx context.Context, done []ledger.Unpublished) (int64, error) {
+	if f.fails > 0 {
+		f.fails--
+		return 0, errors.New("crashed before the delete")
+	}
+	return f.Ledger.Published(ctx, done)
+}
+
+func TestARelayCrashBetweenPublishAndDeleteDuplicatesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.lifecycle(t, 5)
+	_, err := relay.New(&forgetful{Ledger: e.l, fails: 1}, e.js, relay.Config{}).Drain(e.ctx)
+	require.Error(t, err)
+	n, err := relay.New(e.l, e.js, relay.Config{}).Drain(e.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 20, n, "everything was published again")
+	ids := e.streamIDs(t, events.EventsStream)
+	require.Len(t, ids, 20)
+	for id, count := range ids {
+		require.Equal(t, 1, count, "%s is in the stream once", id)
+	}
+	require.Len(t, e.streamIDs(t, events.DispatchStream), 5)
+}
+
+func TestEventsCarryTheTransition(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.lifecycle(t, 1)
+	rows, err := e.l.Unpublished(e.ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, rows, 4)
+	authorized := relay.Event(rows[2])
+	require.Equal(t, "pending", authorized.From)
+	require.Equal(t, "authorized", authorized.To)
+	require.NotNil(t, authorized.Attempt)
+	require.Positive(t, authorized.Generation)
+	require.Equal(t, "atmost.event.authorized.~"+"YWNjdC4x", authorized.Subject())
+	require.NoError(t, authorized.Validate())
+}

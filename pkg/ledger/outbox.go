@@ -1,0 +1,73 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
+)
+
+// Unpublished is a transition whose event has not been acknowledged by JetStream yet: its
+// history row, the intent's account, and whether it also asks for dispatch (a transition into
+// pending).
+type Unpublished struct {
+	Transition
+	Key      identity.DeliveryKey
+	Account  string
+	Dispatch bool
+}
+
+// Unpublished returns up to max transitions from the outbox, oldest first.
+func (l *Ledger) Unpublished(ctx context.Context, max int) ([]Unpublished, error) {
+	var rows []dbsqlc.OutboxPendingRow
+	err := l.inTx(ctx, "outbox", func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.OutboxPending(ctx, int32(max))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read outbox: %w", err)
+	}
+	out := make([]Unpublished, 0, len(rows))
+	for _, r := range rows {
+		key, err := identity.DeliveryKeyFromBytes(r.DeliveryKey)
+		if err != nil {
+			return nil, fmt.Errorf("read outbox: %w", err)
+		}
+		u := Unpublished{Key: key, Account: r.AccountID, Dispatch: r.Dispatch, Transition: Transition{
+			Seq: r.Seq, From: State(r.FromState.String), To: State(r.ToState), Reason: Reason(r.Reason),
+			Epoch: r.Epoch.Int64, Generation: r.Generation.Int64, Actor: r.Actor, At: r.At,
+		}}
+		if r.AttemptToken != nil {
+			token, err := identity.AttemptTokenFromBytes(r.AttemptToken)
+			if err != nil {
+				return nil, fmt.Errorf("read outbox: %w", err)
+			}
+			u.Token = &token
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+// Published removes transitions whose events JetStream acknowledged from the outbox. It
+// returns how many it removed; one already removed (by another relay) is not an error.
+func (l *Ledger) Published(ctx context.Context, done []Unpublished) (int64, error) {
+	if len(done) == 0 {
+		return 0, nil
+	}
+	p := dbsqlc.OutboxDeleteParams{}
+	for _, u := range done {
+		p.DeliveryKeys = append(p.DeliveryKeys, u.Key.Bytes())
+		p.Seqs = append(p.Seqs, u.Seq)
+	}
+	var n int64
+	err := l.inTx(ctx, "outbox", func(q *dbsqlc.Queries) (err error) {
+		n, err = q.OutboxDelete(ctx, p)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("clear outbox: %w", err)
+	}
+	return n, nil
+}
