@@ -86,7 +86,7 @@ func TestRepublishedIntentsBecomeOneIntentEach(t *testing.T) {
 	e := newEnv(t)
 	e.publish("acct-1", post("one"), nil)
 	e.publish("acct-1", post("two"), nil)
-	e.publish("acct-1", post("one"), nil) // the producer published it again
+	e.publish("acct-1", post("one"), nil)                                                           // the producer published it again
 	e.publish("acct-1", `{"request":{"text":"one"},"action":"post","account":"acct-1","v":1}`, nil) // respelt
 	s := e.drain()
 	require.Equal(t, ingest.Stats{Created: 2, Duplicates: 2}, s)
