@@ -28,7 +28,9 @@ type env struct {
 	js  jetstream.JetStream
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvTB(t) }
+
+func newEnvTB(t testing.TB) *env {
 	t.Helper()
 	ctx := context.Background()
 	db := dbtest.New(t)
