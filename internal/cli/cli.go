@@ -41,8 +41,9 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"migrate": {"apply the ledger schema to ATMOST_DATABASE_URL (migrate status: show it)", runMigrate},
-	"version": {"print the version of this binary and the schema version it expects", runVersion},
+	"accounts": {"configure accounts: add, ls, rotate, revoke (the credential stays outside the ledger)", runAccounts},
+	"migrate":  {"apply the ledger schema to ATMOST_DATABASE_URL (migrate status: show it)", runMigrate},
+	"version":  {"print the version of this binary and the schema version it expects", runVersion},
 }
 
 // Run runs the command named by args[0] with the rest of args and returns the process exit

@@ -95,3 +95,42 @@ func TestVersionNamesTheSchemaItExpects(t *testing.T) {
 	require.NotEmpty(t, v.Version)
 	require.Equal(t, latest, v.Schema)
 }
+
+func TestAccountsAddListRotateRevoke(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	env := map[string]string{"ATMOST_DATABASE_URL": db.URL}
+
+	res := run(env, "accounts", "add", "acct.42", "--platform", "webhook", "--credential-ref", "env:HOOK", "--settings", `{"url":"https://example.org"}`)
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	res = run(env, "accounts", "add", "acct.42", "--platform", "webhook")
+	require.Equal(t, cli.ExitError, res.code)
+	require.Contains(t, res.stderr, "already configured")
+	res = run(env, "accounts", "add", "no-platform")
+	require.Equal(t, cli.ExitError, res.code)
+
+	require.Equal(t, cli.ExitOK, run(env, "accounts", "rotate", "acct.42", "--credential-ref", "env:HOOK2").code)
+	require.Equal(t, cli.ExitOK, run(env, "accounts", "revoke", "acct.42").code)
+	res = run(env, "accounts", "revoke", "acct-nobody")
+	require.Equal(t, cli.ExitError, res.code)
+	require.Contains(t, res.stderr, "unknown account")
+
+	res = run(env, "accounts", "ls", "--json")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	var accounts []struct {
+		ID                string
+		CredentialRef     string
+		CredentialVersion int64
+		Revoked           bool
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &accounts))
+	require.Len(t, accounts, 1)
+	require.Equal(t, "env:HOOK2", accounts[0].CredentialRef)
+	require.Equal(t, int64(3), accounts[0].CredentialVersion)
+	require.True(t, accounts[0].Revoked)
+
+	res = run(env, "accounts", "ls")
+	require.Contains(t, res.stdout, "acct.42")
+	require.Equal(t, cli.ExitUsage, run(env, "accounts").code)
+	require.Equal(t, cli.ExitUsage, run(env, "accounts", "frob", "x").code)
+}

@@ -336,3 +336,18 @@ func TestNewEnvelopeAgreesWithParseEnvelope(t *testing.T) {
 		require.Equal(t, c.reason, re.Reason, re.Detail)
 	}
 }
+
+func TestValidateAccountFollowsTheEnvelopesRule(t *testing.T) {
+	for account, ok := range map[string]bool{
+		"acct-42": true, "a.b c*": true, "ünï": true, strings.Repeat("a", 128): true,
+		"": false, strings.Repeat("a", 129): false, "a\u0007b": false, "a\u0085": false, "\xff": false,
+	} {
+		err := ValidateAccount(account)
+		require.Equal(t, ok, err == nil, "%q: %v", account, err)
+		if !ok {
+			var rej *RejectError
+			require.ErrorAs(t, err, &rej)
+			require.Equal(t, ReasonInvalidAccount, rej.Reason)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // rejectJSON maps a parse failure to its Reason. Numbers and nesting are a
@@ -230,4 +231,19 @@ func sourceField(root *jsonValue) (*Source, error) {
 		return nil, reject(ReasonInvalidSource, "source.version is the zero version"+byteAt(ver.offset))
 	}
 	return &Source{ID: canonicalID, Version: version}, nil
+}
+
+// ValidateAccount applies the envelope's rule for account ids to an account an operator
+// configures: 1 to MaxAccountBytes bytes of valid UTF-8 without control characters. The error
+// is a *RejectError with ReasonInvalidAccount.
+func ValidateAccount(account string) error {
+	switch {
+	case account == "":
+		return reject(ReasonInvalidAccount, "account is empty")
+	case len(account) > MaxAccountBytes:
+		return reject(ReasonInvalidAccount, fmt.Sprintf("account is %d bytes; the limit is %d", len(account), MaxAccountBytes))
+	case !utf8.ValidString(account):
+		return reject(ReasonInvalidAccount, "account is not valid UTF-8")
+	}
+	return checkNoControl("account", account, ReasonInvalidAccount)
 }
