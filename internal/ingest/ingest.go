@@ -161,6 +161,8 @@ func (in *Ingester) Batch(ctx context.Context) (Stats, error) {
 		}
 	}
 
+	crashPoint("after-commit")
+
 	// Bad input: stored, published, then acknowledged.
 	var rejects []ledger.Rejection
 	var rejected []*message
@@ -287,3 +289,13 @@ func without(all, some []*message) []*message {
 }
 
 func quote(s string) string { return fmt.Sprintf("%q", s) }
+
+// crashPoint is where a test's subprocess may kill itself, to prove what a crash at that step
+// leaves behind. Outside tests crash is nil and this does nothing.
+func crashPoint(step string) {
+	if crash != nil {
+		crash(step)
+	}
+}
+
+var crash func(step string)

@@ -22,11 +22,20 @@ import (
 )
 
 type env struct {
-	t   *testing.T
-	ctx context.Context
-	db  *dbtest.DB
-	js  jetstream.JetStream
-	in  *ingest.Ingester
+	t       *testing.T
+	ctx     context.Context
+	db      *dbtest.DB
+	js      jetstream.JetStream
+	natsURL string
+	in      *ingest.Ingester
+}
+
+func mustPool(t *testing.T, url string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
 }
 
 func newEnv(t *testing.T) *env {
@@ -37,13 +46,14 @@ func newEnv(t *testing.T) *env {
 	require.NoError(t, err)
 	l, err := ledger.New(db.AppPool(t), ledger.Config{Actor: "ingest"})
 	require.NoError(t, err)
-	nc := natstest.New(t).Connect(t)
+	srv := natstest.New(t)
+	nc := srv.Connect(t)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
 	require.NoError(t, streams.Ensure(ctx, nc, js, streams.Config{}))
 	in, err := ingest.New(ctx, js, l, ingest.Config{MaxWait: 200 * time.Millisecond})
 	require.NoError(t, err)
-	return &env{t: t, ctx: ctx, db: db, js: js, in: in}
+	return &env{t: t, ctx: ctx, db: db, js: js, natsURL: srv.URL, in: in}
 }
 
 func (e *env) publish(account, body string, header nats.Header) {
