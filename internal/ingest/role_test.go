@@ -1,0 +1,96 @@
+package ingest_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/internal/dbtest"
+	"github.com/atmost/atmost/internal/ingest"
+	"github.com/atmost/atmost/internal/natstest"
+	"github.com/atmost/atmost/pkg/events"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// The ingest role end to end in one process: it creates the streams, takes an intent into the
+// ledger, relays its creation to ATMOST_EVENTS and a work item to ATMOST_DISPATCH, serves
+// /healthz, /readyz and /metrics, and stops cleanly when its context ends.
+func TestIngestRoleRunsAndStopsCleanly(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	_, err := db.Pool.Exec(context.Background(), `INSERT INTO accounts (account_id, platform) VALUES ('acct-1', 'sim')`)
+	require.NoError(t, err)
+	srv := natstest.New(t)
+	addr := freeAddr(t)
+	env := map[string]string{"ATMOST_DATABASE_URL": db.AppURL(), "ATMOST_NATS_URL": srv.URL, "ATMOST_HTTP_ADDR": addr}
+	getenv := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	var stderr bytes.Buffer
+	go func() { done <- ingest.Main(ctx, []string{"--relay-interval", "100ms"}, getenv, &stderr) }()
+
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	require.Eventually(t, func() bool { code, _ := get("/readyz"); return code == http.StatusOK }, 20*time.Second, 50*time.Millisecond)
+	code, _ := get("/healthz")
+	require.Equal(t, http.StatusOK, code)
+
+	nc := srv.Connect(t)
+	require.NoError(t, nc.Publish(events.IntentSubject("acct-1"), []byte(post("through the role"))))
+	require.Eventually(t, func() bool {
+		var n int
+		_ = db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox`).Scan(&n)
+		var intents int
+		_ = db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM intents`).Scan(&intents)
+		return intents == 1 && n == 0
+	}, 20*time.Second, 50*time.Millisecond, "the intent is stored and its creation relayed")
+
+	_, metrics := get("/metrics")
+	require.Contains(t, metrics, `atmost_ingest_messages_total{outcome="created"} 1`)
+	require.Contains(t, metrics, "atmost_relay_events_published_total 1")
+	require.Contains(t, metrics, "atmost_ledger_transaction_restarts_total")
+
+	cancel()
+	select {
+	case code := <-done:
+		require.Equal(t, 0, code, stderr.String())
+	case <-time.After(15 * time.Second):
+		t.Fatal("ingest did not stop after its context ended")
+	}
+}
+
+func TestIngestRoleRefusesABadCommandLine(t *testing.T) {
+	t.Parallel()
+	none := func(string) (string, bool) { return "", false }
+	for _, args := range [][]string{{"--batch", "0"}, {"--isolation", "snapshot"}, {"--replicas", "2"}, {"extra"}, {"--nope"}} {
+		var stderr bytes.Buffer
+		require.Equal(t, 2, ingest.Main(context.Background(), args, none, &stderr), "%v", args)
+	}
+	var stderr bytes.Buffer
+	require.Equal(t, 0, ingest.Main(context.Background(), []string{"--help"}, none, &stderr))
+	for _, name := range []string{"ATMOST_DATABASE_URL", "ATMOST_NATS_URL", "ATMOST_HTTP_ADDR", "ATMOST_INGEST_BATCH", "ATMOST_RELAY_INTERVAL", "ATMOST_STREAM_REPLICAS", "ATMOST_LEDGER_ISOLATION"} {
+		require.True(t, strings.Contains(stderr.String(), name), "--help documents %s", name)
+	}
+}
