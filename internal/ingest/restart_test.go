@@ -1,0 +1,157 @@
+package ingest_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/internal/dbtest"
+	"github.com/atmost/atmost/internal/ingest"
+	"github.com/atmost/atmost/internal/natstest"
+	"github.com/atmost/atmost/pkg/events"
+)
+
+// proxy stands between the role and PostgreSQL so a test can take the database away (every
+// connection dropped, new ones refused) and bring it back, as a server restart would.
+type proxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	down   bool
+	conns  []net.Conn
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &proxy{ln: ln, target: target}
+	t.Cleanup(func() { ln.Close(); p.cut() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			if p.down {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(up, c); up.Close() }()
+			go func() { _, _ = io.Copy(c, up); c.Close() }()
+		}
+	}()
+	return p
+}
+
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *proxy) restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = false
+}
+
+// The ingest role keeps going through a NATS server restart and a PostgreSQL outage in the
+// middle of a stream: every intent published before, during and after ends up in the ledger
+// exactly once, and every creation is relayed.
+func TestIngestRoleSurvivesNATSAndPostgreSQLRestarts(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	ctx := context.Background()
+	_, err := db.Pool.Exec(ctx, `INSERT INTO accounts (account_id, platform) VALUES ('acct-1', 'sim')`)
+	require.NoError(t, err)
+	appURL, err := url.Parse(db.AppURL())
+	require.NoError(t, err)
+	pg := newProxy(t, appURL.Host)
+	appURL.Host = pg.ln.Addr().String()
+	srv := natstest.New(t)
+	env := map[string]string{"ATMOST_DATABASE_URL": appURL.String(), "ATMOST_NATS_URL": srv.URL, "ATMOST_HTTP_ADDR": freeAddr(t)}
+	getenv := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+
+	roleCtx, stop := context.WithCancel(ctx)
+	done := make(chan int)
+	var stderr bytes.Buffer
+	go func() { done <- ingest.Main(roleCtx, []string{"--relay-interval", "100ms"}, getenv, &stderr) }()
+
+	published := 0
+	publish := func(n int) {
+		t.Helper()
+		nc := srv.Connect(t)
+		for i := 0; i < n; i++ {
+			require.NoError(t, nc.Publish(events.IntentSubject("acct-1"), []byte(post(fmt.Sprintf("restart %d", published)))))
+			published++
+		}
+		require.NoError(t, nc.Flush())
+		nc.Close()
+	}
+	settled := func() {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			var intents, outbox int
+			if db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM intents), (SELECT count(*) FROM outbox)`).Scan(&intents, &outbox) != nil {
+				return false
+			}
+			return intents == published && outbox == 0
+		}, 60*time.Second, 100*time.Millisecond, "all %d intents stored and relayed", published)
+	}
+
+	// The streams must exist before the first publish lands anywhere.
+	require.Eventually(t, func() bool {
+		nc := srv.Connect(t)
+		defer nc.Close()
+		_, err := nc.Request("$JS.API.STREAM.INFO."+events.IntentsStream, nil, time.Second)
+		return err == nil
+	}, 20*time.Second, 50*time.Millisecond)
+	publish(20)
+	settled()
+
+	srv.Restart(t) // NATS goes away and comes back with its store
+	publish(20)
+	settled()
+
+	pg.cut() // PostgreSQL goes away
+	publish(20)
+	time.Sleep(500 * time.Millisecond) // the role meets the outage and naks
+	pg.restore()
+	settled()
+
+	var history, creations int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE seq = 1) FROM history`).Scan(&history, &creations))
+	require.Equal(t, published, creations, "one creation per intent")
+	require.Equal(t, published, history)
+
+	stop()
+	select {
+	case code := <-done:
+		require.Equal(t, 0, code, stderr.String())
+	case <-time.After(20 * time.Second):
+		t.Fatal("ingest did not stop")
+	}
+}
