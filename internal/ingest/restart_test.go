@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"sync"
 	"testing"
@@ -111,36 +112,41 @@ func TestIngestRoleSurvivesNATSAndPostgreSQLRestarts(t *testing.T) {
 		require.NoError(t, nc.Flush())
 		nc.Close()
 	}
-	settled := func() {
+	settled := func(phase string) {
 		t.Helper()
-		require.Eventually(t, func() bool {
-			var intents, outbox int
-			if db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM intents), (SELECT count(*) FROM outbox)`).Scan(&intents, &outbox) != nil {
-				return false
+		var intents, outbox int
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			if db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM intents), (SELECT count(*) FROM outbox)`).Scan(&intents, &outbox) == nil &&
+				intents == published && outbox == 0 {
+				return
 			}
-			return intents == published && outbox == 0
-		}, 60*time.Second, 100*time.Millisecond, "all %d intents stored and relayed", published)
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Fatalf("%s: %d of %d intents stored, %d outbox rows left; role log:\n%s", phase, intents, published, outbox, stderr.String())
 	}
 
-	// The streams must exist before the first publish lands anywhere.
+	// Ready means the streams exist: only then does a publish land anywhere.
 	require.Eventually(t, func() bool {
-		nc := srv.Connect(t)
-		defer nc.Close()
-		_, err := nc.Request("$JS.API.STREAM.INFO."+events.IntentsStream, nil, time.Second)
-		return err == nil
+		resp, err := http.Get("http://" + env["ATMOST_HTTP_ADDR"] + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
 	}, 20*time.Second, 50*time.Millisecond)
 	publish(20)
-	settled()
+	settled("before the restarts")
 
 	srv.Restart(t) // NATS goes away and comes back with its store
 	publish(20)
-	settled()
+	settled("after the NATS restart")
 
 	pg.cut() // PostgreSQL goes away
 	publish(20)
 	time.Sleep(500 * time.Millisecond) // the role meets the outage and naks
 	pg.restore()
-	settled()
+	settled("after the PostgreSQL outage")
 
 	var history, creations int
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE seq = 1) FROM history`).Scan(&history, &creations))
