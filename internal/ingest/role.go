@@ -135,21 +135,20 @@ func parseRoleConfig(args []string, getenv func(string) (string, bool), stderr i
 
 // roleMetrics are what the ingest role exports.
 type roleMetrics struct {
-	intents   *prometheus.CounterVec
-	batches   *prometheus.CounterVec
-	published prometheus.Counter
+	intents *prometheus.CounterVec
+	batches *prometheus.CounterVec
 }
 
-func newRoleMetrics(reg *prometheus.Registry, l *ledger.Ledger) roleMetrics {
+func newRoleMetrics(reg *prometheus.Registry, l *ledger.Ledger, rel *relay.Relay) roleMetrics {
 	m := roleMetrics{
 		intents: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "atmost_ingest_messages_total",
 			Help: "Messages ingested, by outcome: created, duplicate, rejected."}, []string{"outcome"}),
 		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "atmost_ingest_batches_total",
 			Help: "Batches fetched, by result: ok, or retried (nak'ed for redelivery)."}, []string{"result"}),
-		published: prometheus.NewCounter(prometheus.CounterOpts{Name: "atmost_relay_events_published_total",
-			Help: "Transitions the relay published and removed from the outbox."}),
 	}
-	reg.MustRegister(m.intents, m.batches, m.published,
+	reg.MustRegister(m.intents, m.batches,
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "atmost_relay_events_published_total",
+			Help: "Transitions the relay published and removed from the outbox."}, func() float64 { return float64(rel.Published()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "atmost_ledger_transaction_restarts_total",
 			Help: "Ledger transactions restarted after a serialization failure or deadlock."}, func() float64 { return float64(l.Retries()) }))
 	return m
@@ -187,7 +186,7 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 	rel := relay.New(l, js, relay.Config{Interval: cfg.RelayInterval, Logger: log})
 
 	reg := serve.NewRegistry()
-	metrics := newRoleMetrics(reg, l)
+	metrics := newRoleMetrics(reg, l, rel)
 	addr, err := serve.Listen(ctx, cfg.HTTPAddr, serve.Handler(reg, map[string]serve.Check{
 		"postgresql": func(ctx context.Context) error { return pool.Ping(ctx) },
 		"nats": func(context.Context) error {
@@ -224,9 +223,7 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 		}
 		if stats.Created > 0 {
 			// The fast path: publish this batch's transitions right after their commit.
-			n, err := rel.Drain(context.WithoutCancel(ctx))
-			metrics.published.Add(float64(n))
-			if err != nil {
+			if _, err := rel.Drain(context.WithoutCancel(ctx)); err != nil {
 				log.Warn("relay after commit failed; the relay loop will retry", zap.Error(err))
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -54,13 +55,17 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Relay moves outbox rows to JetStream.
+// Relay moves outbox rows to JetStream. It is safe for concurrent use.
 type Relay struct {
-	outbox Outbox
-	js     jetstream.JetStream
-	cfg    Config
-	log    *zap.Logger
+	outbox    Outbox
+	js        jetstream.JetStream
+	cfg       Config
+	log       *zap.Logger
+	published atomic.Uint64
 }
+
+// Published returns how many transitions this relay published and removed from the outbox.
+func (r *Relay) Published() uint64 { return r.published.Load() }
 
 // New returns a relay from outbox to js.
 func New(outbox Outbox, js jetstream.JetStream, cfg Config) *Relay {
@@ -92,6 +97,7 @@ func (r *Relay) Drain(ctx context.Context) (int, error) {
 			return total, clearErr
 		}
 		total += len(acked)
+		r.published.Add(uint64(len(acked)))
 		if err != nil {
 			return total, err
 		}
