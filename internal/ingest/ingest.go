@@ -92,20 +92,6 @@ func New(ctx context.Context, js jetstream.JetStream, l *ledger.Ledger, cfg Conf
 	return &Ingester{js: js, ledger: l, consumer: consumer, cfg: cfg, log: cfg.Logger.Named("ingest")}, nil
 }
 
-// Run ingests batches until ctx ends. The batch in hand when ctx ends is finished first.
-func (in *Ingester) Run(ctx context.Context) error {
-	for ctx.Err() == nil {
-		if _, err := in.Batch(context.WithoutCancel(ctx)); err != nil {
-			in.log.Warn("batch not ingested; it will be redelivered", zap.Error(err))
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-		}
-	}
-	return nil
-}
-
 // message is one fetched message and what became of it.
 type message struct {
 	msg      jetstream.Msg
