@@ -208,3 +208,22 @@ func TestABatchTheLedgerCannotTakeIsRedelivered(t *testing.T) {
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM intents`))
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM rejects`))
 }
+
+// The same intent published twice with a Nats-Msg-Id is stored once by JetStream itself; the
+// same intent published again without one reaches ingest and becomes a duplicate in the
+// ledger. Either way: one intent.
+func TestPublishedTwiceWithAndWithoutMsgIDIsOneIntent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	withID := nats.Header{jetstream.MsgIDHeader: []string{"producer-42"}}
+	e.publish("acct-1", post("once"), withID)
+	e.publish("acct-1", post("once"), withID)
+	e.publish("acct-1", post("once"), nil)
+	stream, err := e.js.Stream(e.ctx, events.IntentsStream)
+	require.NoError(t, err)
+	info, err := stream.Info(e.ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), info.State.Msgs, "JetStream dropped the second publish with the same id")
+	require.Equal(t, ingest.Stats{Created: 1, Duplicates: 1}, e.drain())
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM intents`))
+}
