@@ -26,7 +26,7 @@ func (l *Ledger) ExpireLeases(ctx context.Context, max int) (Expired, error) {
 	// Find the candidates in a transaction of their own, then change them by primary key: the
 	// change never rests on a scan of a shared index (DESIGN section 7).
 	var keys [][]byte
-	err := l.inTx(ctx, OpExpire, func(q *dbsqlc.Queries) (err error) {
+	err := l.inTx(ctx, string(OpExpire), func(q *dbsqlc.Queries) (err error) {
 		keys, err = q.IntentsWithExpiredLease(ctx, int32(max))
 		return err
 	})
@@ -34,7 +34,7 @@ func (l *Ledger) ExpireLeases(ctx context.Context, max int) (Expired, error) {
 		return Expired{}, err
 	}
 	var rows []dbsqlc.IntentsExpireLeasesRow
-	err = l.inTx(ctx, OpExpire, func(q *dbsqlc.Queries) (err error) {
+	err = l.inTx(ctx, string(OpExpire), func(q *dbsqlc.Queries) (err error) {
 		rows, err = q.IntentsExpireLeases(ctx, dbsqlc.IntentsExpireLeasesParams{DeliveryKeys: keys, Actor: l.cfg.Actor})
 		return err
 	})

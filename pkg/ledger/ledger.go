@@ -121,11 +121,11 @@ func (l *Ledger) Retries() uint64 { return l.retries.Load() }
 // restarted Config.MaxRetries times without committing.
 var ErrRetriesExhausted = errors.New("ledger: transaction restarted too often")
 
-// inTx runs fn in one transaction and commits it. On a serialization failure or deadlock,
+// inTx runs fn in one transaction and commits it; what names the work in errors and logs. On a serialization failure or deadlock,
 // from any statement or from COMMIT itself, it rolls back and restarts the WHOLE transaction
 // after a jittered pause: fn must therefore have no effect outside the database (no publish,
 // no ack, no HTTP) and must not keep state between runs.
-func (l *Ledger) inTx(ctx context.Context, op Operation, fn func(q *dbsqlc.Queries) error) error {
+func (l *Ledger) inTx(ctx context.Context, what string, fn func(q *dbsqlc.Queries) error) error {
 	backoff := l.cfg.RetryBackoff
 	for restart := 0; ; restart++ {
 		err := l.tryTx(ctx, fn)
@@ -133,10 +133,10 @@ func (l *Ledger) inTx(ctx context.Context, op Operation, fn func(q *dbsqlc.Queri
 			return err
 		}
 		if restart >= l.cfg.MaxRetries {
-			return fmt.Errorf("%s: %w after %d restarts: %w", op, ErrRetriesExhausted, restart, err)
+			return fmt.Errorf("%s: %w after %d restarts: %w", what, ErrRetriesExhausted, restart, err)
 		}
 		l.retries.Add(1)
-		l.log.Debug("transaction restarted", zap.String("op", string(op)), zap.Int("restart", restart+1), zap.Error(err))
+		l.log.Debug("transaction restarted", zap.String("op", what), zap.Int("restart", restart+1), zap.Error(err))
 		if err := sleep(ctx, jitter(backoff)); err != nil {
 			return err
 		}

@@ -27,7 +27,7 @@ func (l *Ledger) Park(ctx context.Context, key identity.DeliveryKey, actor, note
 		return err
 	}
 	var row dbsqlc.IntentParkRow
-	err = l.inTx(ctx, OpPark, func(q *dbsqlc.Queries) (err error) {
+	err = l.inTx(ctx, string(OpPark), func(q *dbsqlc.Queries) (err error) {
 		row, err = q.IntentPark(ctx, dbsqlc.IntentParkParams{DeliveryKey: key.Bytes(), Actor: actor, Detail: detail})
 		return err
 	})
@@ -68,7 +68,7 @@ func (l *Ledger) Resolve(ctx context.Context, key identity.DeliveryKey, to State
 		return err
 	}
 	var row dbsqlc.IntentResolveRow
-	err = l.inTx(ctx, OpResolve, func(q *dbsqlc.Queries) (err error) {
+	err = l.inTx(ctx, string(OpResolve), func(q *dbsqlc.Queries) (err error) {
 		row, err = q.IntentResolve(ctx, dbsqlc.IntentResolveParams{
 			DeliveryKey: key.Bytes(),
 			ToState:     string(to),

@@ -55,7 +55,7 @@ type Reconciliation struct {
 // unless the intent is indeterminate.
 func (l *Ledger) ClaimReconciliation(ctx context.Context, key identity.DeliveryKey) (Reconciliation, error) {
 	var row dbsqlc.ReconciliationClaimRow
-	err := l.inTx(ctx, OpReconcile, func(q *dbsqlc.Queries) (err error) {
+	err := l.inTx(ctx, string(OpReconcile), func(q *dbsqlc.Queries) (err error) {
 		row, err = q.ReconciliationClaim(ctx, dbsqlc.ReconciliationClaimParams{DeliveryKey: key.Bytes(), Actor: l.cfg.Actor})
 		return err
 	})
@@ -99,7 +99,7 @@ func (l *Ledger) ResolveReconciliation(ctx context.Context, r Reconciliation, re
 		}
 	}
 	var row dbsqlc.ReconciliationResolveRow
-	err := l.inTx(ctx, OpReconcile, func(q *dbsqlc.Queries) (err error) {
+	err := l.inTx(ctx, string(OpReconcile), func(q *dbsqlc.Queries) (err error) {
 		row, err = q.ReconciliationResolve(ctx, dbsqlc.ReconciliationResolveParams{
 			DeliveryKey:  r.Key.Bytes(),
 			Result:       string(result),
@@ -130,7 +130,7 @@ func (l *Ledger) ResolveReconciliation(ctx context.Context, r Reconciliation, re
 // indeterminate or no such evidence exists.
 func (l *Ledger) ResolveFromEvidence(ctx context.Context, key identity.DeliveryKey, objectID string) error {
 	var row dbsqlc.IntentResolveFromEvidenceRow
-	err := l.inTx(ctx, OpReconcile, func(q *dbsqlc.Queries) (err error) {
+	err := l.inTx(ctx, string(OpReconcile), func(q *dbsqlc.Queries) (err error) {
 		row, err = q.IntentResolveFromEvidence(ctx, dbsqlc.IntentResolveFromEvidenceParams{DeliveryKey: key.Bytes(), ObjectID: objectID, Actor: l.cfg.Actor})
 		return err
 	})

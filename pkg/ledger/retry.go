@@ -17,7 +17,7 @@ import (
 // When the attempt cap is reached it parks the intent and returns ErrAttemptsExhausted.
 func (l *Ledger) Retry(ctx context.Context, key identity.DeliveryKey) error {
 	var row dbsqlc.IntentRetryRow
-	err := l.inTx(ctx, OpRetry, func(q *dbsqlc.Queries) (err error) {
+	err := l.inTx(ctx, string(OpRetry), func(q *dbsqlc.Queries) (err error) {
 		row, err = q.IntentRetry(ctx, dbsqlc.IntentRetryParams{DeliveryKey: key.Bytes(), Actor: l.cfg.Actor})
 		return err
 	})

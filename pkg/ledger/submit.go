@@ -80,7 +80,7 @@ func (l *Ledger) Submit(ctx context.Context, intents []identity.Envelope) ([]Sub
 	p.Actor = l.cfg.Actor
 
 	var rows []dbsqlc.IntentSubmitRow
-	err := l.inTx(ctx, OpSubmit, func(q *dbsqlc.Queries) (err error) {
+	err := l.inTx(ctx, string(OpSubmit), func(q *dbsqlc.Queries) (err error) {
 		rows, err = q.IntentSubmit(ctx, p)
 		return err
 	})
