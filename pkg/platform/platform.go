@@ -1,0 +1,190 @@
+// Package platform is the boundary where bytes leave atmost: the interface every platform
+// adapter implements, and the vocabulary of what a send, a read-back and a lookup can report.
+//
+// An adapter never retries a send, never follows a redirect with a body, and never reports
+// NotSent unless it can prove that no byte of the request left the machine or that the platform
+// refused it definitively. Anything it cannot prove is Unknown: the intent becomes
+// indeterminate and is reconciled by one lookup, never resent.
+package platform
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"sort"
+	"time"
+
+	"github.com/atmost/atmost/pkg/identity"
+)
+
+// Result is what the transport says happened to one send.
+type Result string
+
+const (
+	// Sent: the platform answered that it created the object, and named it.
+	Sent Result = "success"
+	// NotSent: PROVED nothing was created: no byte left (the connection failed first) or the
+	// platform refused definitively (a status the adapter declares definitive).
+	NotSent Result = "not_sent"
+	// Unknown: anything else. Bytes may have left and no answer proves what happened.
+	Unknown Result = "unknown"
+)
+
+// Reason says why a send ended as it did. The values are the ledger's reasons of the same
+// name (a test keeps them equal), so an adapter needs no ledger import.
+type Reason string
+
+const (
+	ReasonConnectionFailed Reason = "connection_failed" // refused, DNS or TLS failure before any byte
+	ReasonPlatformRejected Reason = "platform_rejected" // a definitive refusal (the adapter's list)
+	ReasonSendUnknown      Reason = "send_unknown"      // timeout or reset after bytes left; 5xx; no object id
+)
+
+// Request is one intent as an adapter sends it: what the producer asked for, after ingest
+// validated and canonicalized it.
+type Request struct {
+	Key     identity.DeliveryKey
+	Account string
+	Action  string
+	Target  string
+	// Request is the canonical JSON of the request projection (for a post: {"text": ...}).
+	Request json.RawMessage
+	// Text is the normalized text of the request ("" when the action carries none): what the
+	// read-back must find.
+	Text string
+}
+
+// Prepared is a request rendered to the exact bytes that will go on the wire. Its Hash is
+// bound to the attempt by Begin, and Authorize refuses any other, so what was authorized is
+// what is sent.
+type Prepared struct {
+	Request Request
+	// Method, URL, Header and Body are the wire request. Header never holds a credential:
+	// the adapter adds those at send time.
+	Method string
+	URL    string
+	Header map[string][]string
+	Body   []byte
+	// Hash is identity-independent: sha256 over method, URL, sorted headers and body.
+	Hash [32]byte
+}
+
+// Outcome is what Send reports.
+type Outcome struct {
+	Result Result
+	// ObjectID names the created object (Sent).
+	ObjectID string
+	// Reason is set for NotSent and Unknown.
+	Reason Reason
+	// Detail is kept with the attempt's evidence: status code, error text, which step of the
+	// exchange was reached. Never a credential or a request body.
+	Detail map[string]any
+}
+
+// Object is what a read-back found.
+type Object struct {
+	ID string
+	// Text is the object's text as the platform stores it, before normalization.
+	Text string
+}
+
+// LookupResult is what the one reconciliation lookup found.
+type LookupResult string
+
+const (
+	Found       LookupResult = "found"
+	NotFound    LookupResult = "not_found"
+	Unavailable LookupResult = "unavailable"
+)
+
+// Lookup is what the reconciliation lookup reports.
+type Lookup struct {
+	Result LookupResult
+	// ObjectID names the object found (Found).
+	ObjectID string
+	// ProvenNotSent is set with NotFound only when the platform's idempotency-status lookup
+	// answered for the original request (Capabilities.StatusLookup): then, after the
+	// reconcile delay, nothing was created. A NotFound without it proves nothing.
+	ProvenNotSent bool
+	Detail        map[string]any
+}
+
+// Capabilities are what an adapter declares about its platform.
+type Capabilities struct {
+	// StatusLookup: the platform answers, for the original request's key, whether it created
+	// anything, so a lookup can prove not-sent as well as published.
+	StatusLookup bool
+	// DefinitiveStatuses are the HTTP statuses that prove the platform created nothing.
+	DefinitiveStatuses []int
+	// ContractVersion names the platform API contract the adapter speaks; Authorize refuses a
+	// send when an account pinned another.
+	ContractVersion string
+	// ReconcileDelay is how long after a send's deadline a lookup is meaningful: requests
+	// still in flight inside the platform must have landed.
+	ReconcileDelay time.Duration
+}
+
+// ErrNotFound is what ReadBack returns when the platform has no such object.
+var ErrNotFound = errors.New("platform: object not found")
+
+// Adapter is one platform, opened for one account.
+type Adapter interface {
+	// Capabilities are fixed for the adapter's life.
+	Capabilities() Capabilities
+	// Prepare renders the wire request. It sends nothing and may be called any number of
+	// times; the same Request always gives the same Prepared.
+	Prepare(r Request) (Prepared, error)
+	// Send writes the prepared request once, with every automatic retry off, and classifies
+	// what happened. It sends no byte after ctx's deadline.
+	Send(ctx context.Context, p Prepared) Outcome
+	// ReadBack fetches the object by id: ErrNotFound when the platform has none, another error
+	// when it could not tell.
+	ReadBack(ctx context.Context, r Request, objectID string) (Object, error)
+	// Lookup is the one reconciliation lookup for r, made at most once per indeterminate
+	// intent.
+	Lookup(ctx context.Context, r Request) Lookup
+}
+
+// Account is the operator's configuration of one account, as an adapter needs it.
+type Account struct {
+	ID       string
+	Platform string
+	// Settings are the adapter's own settings for the account (JSON).
+	Settings json.RawMessage
+	// CredentialRef says where the credential lives (see ResolveCredential); the credential
+	// itself never enters the ledger.
+	CredentialRef     string
+	CredentialVersion int64
+}
+
+// NewPrepared returns the prepared request with its hash: sha256 over the length-prefixed
+// method, URL, header lines (sorted by name, values in order) and body.
+func NewPrepared(r Request, method, url string, header map[string][]string, body []byte) Prepared {
+	h := sha256.New()
+	field := func(b []byte) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	field([]byte("atmost.wire.v1"))
+	field([]byte(method))
+	field([]byte(url))
+	names := make([]string, 0, len(header))
+	for name := range header {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		for _, v := range header[name] {
+			field([]byte(name))
+			field([]byte(v))
+		}
+	}
+	field(body)
+	p := Prepared{Request: r, Method: method, URL: url, Header: header, Body: body}
+	copy(p.Hash[:], h.Sum(nil))
+	return p
+}

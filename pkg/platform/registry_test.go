@@ -1,0 +1,74 @@
+package platform_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/pkg/platform"
+)
+
+func TestResolveCredentialReadsEnvAndFileReferences(t *testing.T) {
+	t.Setenv("ATMOST_TEST_CREDENTIAL", "s3cr3t-env")
+	got, err := platform.ResolveCredential("env:ATMOST_TEST_CREDENTIAL")
+	require.NoError(t, err)
+	require.Equal(t, "s3cr3t-env", got)
+
+	path := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(path, []byte("\n  s3cr3t-file \n\n"), 0o600))
+	got, err = platform.ResolveCredential("file:" + path)
+	require.NoError(t, err)
+	require.Equal(t, "s3cr3t-file", got, "surrounding white space is trimmed")
+
+	got, err = platform.ResolveCredential("")
+	require.NoError(t, err)
+	require.Empty(t, got, "no reference, no credential")
+}
+
+func TestResolveCredentialRefusesMissingAndMalformedReferences(t *testing.T) {
+	_, err := platform.ResolveCredential("env:ATMOST_TEST_CREDENTIAL_NEVER_SET")
+	require.ErrorIs(t, err, platform.ErrNoCredential)
+	require.ErrorContains(t, err, "ATMOST_TEST_CREDENTIAL_NEVER_SET")
+
+	_, err = platform.ResolveCredential("file:" + filepath.Join(t.TempDir(), "absent"))
+	require.ErrorIs(t, err, platform.ErrNoCredential)
+
+	for _, ref := range []string{"env:", "file:", "vault:acct/v2", "token", ":x", "ENV:X"} {
+		_, err := platform.ResolveCredential(ref)
+		require.Error(t, err, ref)
+		require.False(t, errors.Is(err, platform.ErrNoCredential), "%q is malformed, not missing", ref)
+		require.ErrorContains(t, err, "env:NAME or file:/path", ref)
+	}
+}
+
+type stubAdapter struct{ platform.Adapter }
+
+func (stubAdapter) Capabilities() platform.Capabilities { return platform.Capabilities{} }
+func (stubAdapter) Lookup(context.Context, platform.Request) platform.Lookup {
+	return platform.Lookup{Result: platform.Unavailable}
+}
+
+func TestRegistryOpensTheAccountsPlatform(t *testing.T) {
+	opened := ""
+	reg := platform.Registry{
+		"webhook": func(a platform.Account) (platform.Adapter, error) { opened = a.ID; return stubAdapter{}, nil },
+		"broken":  func(platform.Account) (platform.Adapter, error) { return nil, errors.New("bad settings") },
+		"alpha":   func(platform.Account) (platform.Adapter, error) { return stubAdapter{}, nil },
+	}
+	ad, err := reg.Open(platform.Account{ID: "acct-1", Platform: "webhook"})
+	require.NoError(t, err)
+	require.NotNil(t, ad)
+	require.Equal(t, "acct-1", opened)
+
+	_, err = reg.Open(platform.Account{ID: "acct-2", Platform: "broken"})
+	require.ErrorContains(t, err, `account "acct-2": platform "broken": bad settings`)
+
+	_, err = reg.Open(platform.Account{ID: "acct-3", Platform: "mastodon"})
+	require.ErrorIs(t, err, platform.ErrUnknownPlatform)
+	require.ErrorContains(t, err, `account "acct-3": platform "mastodon"`)
+	require.ErrorContains(t, err, "(have alpha, broken, webhook)", "the error names the known platforms, sorted")
+}
