@@ -1,0 +1,201 @@
+// Package role is what every atmost role process shares: configuration from the environment
+// with flags that override it, the connections to PostgreSQL and NATS (waiting with backoff at
+// start-up), the readiness checks, and the exit-code convention (0 clean, 1 fatal, 2 usage).
+package role
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+
+	"github.com/atmost/atmost/internal/serve"
+	"github.com/atmost/atmost/internal/streams"
+)
+
+// DefaultDatabaseURL is the ledger every role uses when ATMOST_DATABASE_URL is unset.
+const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/atmost?sslmode=disable"
+
+// Env reads settings from the environment; a variable set to "" counts as unset.
+type Env func(name string) (string, bool)
+
+// String returns the variable's value or def.
+func (e Env) String(name, def string) string {
+	if v, ok := e(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+// Int returns the variable as an integer, or def when it is unset or not one (the flag's
+// validation then reports the default it used).
+func (e Env) Int(name string, def int) int {
+	if n, err := strconv.Atoi(e.String(name, "")); err == nil {
+		return n
+	}
+	return def
+}
+
+// Duration returns the variable as a duration ("30s"), or def.
+func (e Env) Duration(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(e.String(name, "")); err == nil {
+		return d
+	}
+	return def
+}
+
+// Common is the configuration every role has.
+type Common struct {
+	DatabaseURL string // ATMOST_DATABASE_URL
+	NATSURL     string // ATMOST_NATS_URL
+	HTTPAddr    string // ATMOST_HTTP_ADDR
+	Replicas    int    // ATMOST_STREAM_REPLICAS
+	Isolation   string // ATMOST_LEDGER_ISOLATION
+}
+
+// Register declares the common flags on fs, with defaults from env; httpAddr is the role's
+// default address for /healthz, /readyz and /metrics.
+func (c *Common) Register(fs *flag.FlagSet, env Env, httpAddr string) {
+	fs.StringVar(&c.DatabaseURL, "database-url", env.String("ATMOST_DATABASE_URL", DefaultDatabaseURL), "the ledger (env ATMOST_DATABASE_URL)")
+	fs.StringVar(&c.NATSURL, "nats-url", env.String("ATMOST_NATS_URL", nats.DefaultURL), "the NATS server (env ATMOST_NATS_URL)")
+	fs.StringVar(&c.HTTPAddr, "http", env.String("ATMOST_HTTP_ADDR", httpAddr), "address of /healthz, /readyz and /metrics (env ATMOST_HTTP_ADDR)")
+	fs.IntVar(&c.Replicas, "replicas", env.Int("ATMOST_STREAM_REPLICAS", 1), "replicas of the streams this role creates: 1, or 3 in a cluster (env ATMOST_STREAM_REPLICAS)")
+	fs.StringVar(&c.Isolation, "isolation", env.String("ATMOST_LEDGER_ISOLATION", "serializable"), "ledger transaction isolation: serializable or read-committed, the faster on PostgreSQL (env ATMOST_LEDGER_ISOLATION)")
+}
+
+// Validate checks the common settings.
+func (c Common) Validate() error {
+	if c.Replicas != 1 && c.Replicas != 3 && c.Replicas != 5 {
+		return fmt.Errorf("replicas %d: must be 1, 3 or 5", c.Replicas)
+	}
+	_, err := c.IsoLevel()
+	return err
+}
+
+// IsoLevel is the ledger's transaction isolation level.
+func (c Common) IsoLevel() (pgx.TxIsoLevel, error) {
+	switch c.Isolation {
+	case "serializable":
+		return pgx.Serializable, nil
+	case "read-committed":
+		return pgx.ReadCommitted, nil
+	}
+	return "", fmt.Errorf("isolation %q: must be serializable or read-committed", c.Isolation)
+}
+
+// Parse parses a role's command line. It returns -1 when the role should run, otherwise the
+// exit code: 0 for --help, 2 for a bad command line (the message is on stderr).
+func Parse(fs *flag.FlagSet, name, summary string, args []string, stderr io.Writer, validate func() error) int {
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: %s [flags]\n\n%s\nEvery flag has an environment variable; the flag wins.\n\nFlags:\n", name, summary)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", name, fs.Arg(0))
+		return 2
+	}
+	if err := validate(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 2
+	}
+	return -1
+}
+
+// Run runs a role with a JSON logger named after it and turns its result into the exit code:
+// 0 after a clean stop, 1 on a fatal error.
+func Run(ctx context.Context, name string, stderr io.Writer, run func(ctx context.Context, log *zap.Logger) error) int {
+	log, err := zap.NewProduction() // JSON lines on standard error
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: logger: %v\n", name, err)
+		return 1
+	}
+	defer func() { _ = log.Sync() }()
+	log = log.Named(name)
+	if err := run(ctx, log); err != nil {
+		log.Error(name+" stopped", zap.Error(err))
+		return 1
+	}
+	log.Info(name + " stopped cleanly")
+	return 0
+}
+
+// ConnectNATS connects, waiting with backoff while the server is unreachable at start-up; once
+// connected, nats.go reconnects by itself for as long as the process lives.
+func ConnectNATS(ctx context.Context, name, url string, log *zap.Logger) (*nats.Conn, error) {
+	var nc *nats.Conn
+	err := Retry(ctx, log, "connect to NATS at "+url, func() (err error) {
+		nc, err = nats.Connect(url, nats.Name("atmost-"+name), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(false))
+		return err
+	})
+	return nc, err
+}
+
+// OpenPool opens the ledger's connection pool (lazily: an unreachable server is reported by
+// the first use and by /readyz, not here).
+func OpenPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("database URL: %w", err)
+	}
+	return pool, nil
+}
+
+// Checks are the readiness checks of a role on PostgreSQL and NATS.
+func Checks(pool *pgxpool.Pool, nc *nats.Conn) map[string]serve.Check {
+	return map[string]serve.Check{
+		"postgresql": func(ctx context.Context) error { return pool.Ping(ctx) },
+		"nats": func(context.Context) error {
+			if !nc.IsConnected() {
+				return errors.New("not connected")
+			}
+			return nil
+		},
+	}
+}
+
+// Retry runs op until it succeeds or ctx ends, doubling its pause up to 10 s. An incompatible
+// stream or a server too old is returned at once: waiting will not fix it.
+func Retry(ctx context.Context, log *zap.Logger, what string, op func() error) error {
+	pause := 100 * time.Millisecond
+	for {
+		err := op()
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, streams.ErrIncompatible) || errors.Is(err, streams.ErrServerTooOld) {
+			return err
+		}
+		log.Warn(what+" failed; retrying", zap.Error(err), zap.Duration("in", pause))
+		if !Sleep(ctx, pause) {
+			return fmt.Errorf("%s: %w (gave up: %v)", what, err, ctx.Err())
+		}
+		pause = min(2*pause, 10*time.Second)
+	}
+}
+
+// Sleep pauses for d, or until ctx ends; it reports whether the pause ran out.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
