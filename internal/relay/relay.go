@@ -18,12 +18,14 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/atmost/atmost/pkg/events"
+	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
 )
 
 // Outbox is the part of the ledger the relay reads and clears.
 type Outbox interface {
 	Unpublished(ctx context.Context, max int) ([]ledger.Unpublished, error)
+	UnpublishedFor(ctx context.Context, keys []identity.DeliveryKey) ([]ledger.Unpublished, error)
 	Published(ctx context.Context, done []ledger.Unpublished) (int64, error)
 }
 
@@ -92,16 +94,39 @@ func (r *Relay) Drain(ctx context.Context) (int, error) {
 		if err != nil || len(batch) == 0 {
 			return total, err
 		}
-		acked, err := r.publish(ctx, batch)
-		if _, clearErr := r.outbox.Published(ctx, acked); clearErr != nil {
-			return total, clearErr
-		}
-		total += len(acked)
-		r.published.Add(uint64(len(acked)))
+		n, err := r.round(ctx, batch)
+		total += n
 		if err != nil {
 			return total, err
 		}
 	}
+}
+
+// PublishFor publishes the outbox transitions of the given intents, right after the writer's
+// own commit, and returns nil only when every transition of theirs that was in the outbox is
+// acknowledged by JetStream and removed. A transition already gone from the outbox was
+// acknowledged earlier (rows leave only after their acknowledgement), so a nil return
+// witnesses that JetStream holds every transition of these intents committed before the call.
+func (r *Relay) PublishFor(ctx context.Context, keys []identity.DeliveryKey) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	rows, err := r.outbox.UnpublishedFor(ctx, keys)
+	if err != nil || len(rows) == 0 {
+		return err
+	}
+	_, err = r.round(ctx, rows)
+	return err
+}
+
+// round publishes rows, removes the acknowledged ones from the outbox and counts them.
+func (r *Relay) round(ctx context.Context, rows []ledger.Unpublished) (int, error) {
+	acked, err := r.publish(ctx, rows)
+	if _, clearErr := r.outbox.Published(ctx, acked); clearErr != nil {
+		return 0, clearErr
+	}
+	r.published.Add(uint64(len(acked)))
+	return len(acked), err
 }
 
 // Run drains the outbox every Interval until ctx ends: the slow path that catches whatever

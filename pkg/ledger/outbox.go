@@ -30,20 +30,9 @@ func (l *Ledger) Unpublished(ctx context.Context, max int) ([]Unpublished, error
 	}
 	out := make([]Unpublished, 0, len(rows))
 	for _, r := range rows {
-		key, err := identity.DeliveryKeyFromBytes(r.DeliveryKey)
+		u, err := unpublishedFromRow(r)
 		if err != nil {
 			return nil, fmt.Errorf("read outbox: %w", err)
-		}
-		u := Unpublished{Key: key, Account: r.AccountID, Dispatch: r.Dispatch, Transition: Transition{
-			Seq: r.Seq, From: State(r.FromState.String), To: State(r.ToState), Reason: Reason(r.Reason),
-			Epoch: r.Epoch.Int64, Generation: r.Generation.Int64, Actor: r.Actor, At: r.At,
-		}}
-		if r.AttemptToken != nil {
-			token, err := identity.AttemptTokenFromBytes(r.AttemptToken)
-			if err != nil {
-				return nil, fmt.Errorf("read outbox: %w", err)
-			}
-			u.Token = &token
 		}
 		out = append(out, u)
 	}
@@ -70,4 +59,23 @@ func (l *Ledger) Published(ctx context.Context, done []Unpublished) (int64, erro
 		return 0, fmt.Errorf("clear outbox: %w", err)
 	}
 	return n, nil
+}
+
+func unpublishedFromRow(r dbsqlc.OutboxPendingRow) (Unpublished, error) {
+	key, err := identity.DeliveryKeyFromBytes(r.DeliveryKey)
+	if err != nil {
+		return Unpublished{}, err
+	}
+	u := Unpublished{Key: key, Account: r.AccountID, Dispatch: r.Dispatch, Transition: Transition{
+		Seq: r.Seq, From: State(r.FromState.String), To: State(r.ToState), Reason: Reason(r.Reason),
+		Epoch: r.Epoch.Int64, Generation: r.Generation.Int64, Actor: r.Actor, At: r.At,
+	}}
+	if r.AttemptToken != nil {
+		token, err := identity.AttemptTokenFromBytes(r.AttemptToken)
+		if err != nil {
+			return Unpublished{}, err
+		}
+		u.Token = &token
+	}
+	return u, nil
 }

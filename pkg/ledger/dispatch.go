@@ -1,0 +1,111 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
+)
+
+// GetMany returns the intents of keys that exist, by key, in one read: the dispatcher's look at
+// a batch of work before it opens attempts. A key without an intent is absent from the map.
+func (l *Ledger) GetMany(ctx context.Context, keys []identity.DeliveryKey) (map[identity.DeliveryKey]Intent, error) {
+	raw := make([][]byte, len(keys))
+	for i, k := range keys {
+		raw[i] = k.Bytes()
+	}
+	var rows []dbsqlc.Intent
+	err := l.inTx(ctx, "get", func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.IntentsGetMany(ctx, raw)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get %d intents: %w", len(keys), err)
+	}
+	out := make(map[identity.DeliveryKey]Intent, len(rows))
+	for _, r := range rows {
+		in, err := intentFromRow(r)
+		if err != nil {
+			return nil, fmt.Errorf("get %d intents: %w", len(keys), err)
+		}
+		out[in.Key] = in
+	}
+	return out, nil
+}
+
+// Gate is what the cheap transient gates say about one account before any attempt is opened.
+// It is a read, not a decision: Authorize re-checks every gate in the statement that decides.
+type Gate struct {
+	Account Account
+	// Stopped: a kill switch (the account's or the global one) is engaged.
+	Stopped bool
+	// RateWait is how long until the account's rate bucket holds a token (0: now).
+	RateWait time.Duration
+}
+
+// Refusal names the gate that refuses now ("" when every gate is open): kill_switch,
+// credential_revoked or rate_limited.
+func (g Gate) Refusal() Reason {
+	switch {
+	case g.Stopped:
+		return ReasonKillSwitch
+	case g.Account.Revoked:
+		return ReasonCredentialRevoked
+	case g.RateWait > 0:
+		return ReasonRateLimited
+	}
+	return ""
+}
+
+// Gates reads the transient gates of accounts, by account id. An account that is not
+// configured is absent from the map.
+func (l *Ledger) Gates(ctx context.Context, accounts []string) (map[string]Gate, error) {
+	var rows []dbsqlc.DispatchGatesRow
+	err := l.inTx(ctx, "gates", func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.DispatchGates(ctx, dbsqlc.DispatchGatesParams{Now: l.clock(), AccountIds: accounts})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gates of %d accounts: %w", len(accounts), err)
+	}
+	out := make(map[string]Gate, len(rows))
+	for _, r := range rows {
+		out[r.AccountID] = Gate{
+			Account: Account{ID: r.AccountID, Platform: r.Platform, Settings: json.RawMessage(r.Settings), CredentialRef: r.CredentialRef,
+				CredentialVersion: r.CredentialVersion, Revoked: r.Revoked, ContractVersion: r.ContractVersion},
+			Stopped:  r.Stopped,
+			RateWait: time.Duration(r.RateWaitMs) * time.Millisecond,
+		}
+	}
+	return out, nil
+}
+
+// UnpublishedFor returns the outbox transitions of the given intents, in key and sequence
+// order: what a writer publishes right after its own commit, and the dispatcher's witness
+// that JetStream holds an authorization before any byte is sent.
+func (l *Ledger) UnpublishedFor(ctx context.Context, keys []identity.DeliveryKey) ([]Unpublished, error) {
+	raw := make([][]byte, len(keys))
+	for i, k := range keys {
+		raw[i] = k.Bytes()
+	}
+	var rows []dbsqlc.OutboxPendingForRow
+	err := l.inTx(ctx, "outbox", func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.OutboxPendingFor(ctx, raw)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read outbox of %d intents: %w", len(keys), err)
+	}
+	out := make([]Unpublished, 0, len(rows))
+	for _, r := range rows {
+		u, err := unpublishedFromRow(dbsqlc.OutboxPendingRow(r))
+		if err != nil {
+			return nil, fmt.Errorf("read outbox: %w", err)
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}

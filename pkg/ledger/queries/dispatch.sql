@@ -1,0 +1,40 @@
+-- name: IntentsGetMany :many
+-- The dispatcher's read of a batch of work: the intents by primary key, whatever their state.
+SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
+       source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
+       generation, lease_expires_at, object_id, created_at, updated_at
+FROM intents
+WHERE delivery_key = ANY(@delivery_keys::BYTEA[]);
+
+-- name: DispatchGates :many
+-- The dispatcher's cheap look before Begin, per account: its configuration, whether a kill
+-- switch (its own or the global one) stops it, and how long until its rate bucket holds a
+-- token (0: now). Reads only; Authorize re-checks every gate in the statement that decides.
+SELECT a.account_id, a.platform, a.settings, a.credential_ref, a.credential_version, a.revoked,
+       a.contract_version,
+       EXISTS (SELECT 1 FROM switches s WHERE s.scope IN ('', a.account_id) AND s.engaged)::BOOL AS stopped,
+       (CASE
+            WHEN coalesce(p.rate_per_minute, d.rate_per_minute) = 0 OR b.account_id IS NULL THEN 0
+            WHEN least(coalesce(p.rate_burst, d.rate_burst)::DOUBLE PRECISION,
+                       b.tokens + extract(epoch FROM coalesce(sqlc.narg(now)::TIMESTAMPTZ, now()) - b.refilled_at)::DOUBLE PRECISION
+                                  * coalesce(p.rate_per_minute, d.rate_per_minute) / 60.0) >= 1 THEN 0
+            ELSE ceil((1 - b.tokens - extract(epoch FROM coalesce(sqlc.narg(now)::TIMESTAMPTZ, now()) - b.refilled_at)::DOUBLE PRECISION
+                                      * coalesce(p.rate_per_minute, d.rate_per_minute) / 60.0)
+                      * 60000.0 / coalesce(p.rate_per_minute, d.rate_per_minute))
+        END)::BIGINT AS rate_wait_ms
+FROM accounts a
+CROSS JOIN policies d
+LEFT JOIN policies p ON p.scope = a.account_id
+LEFT JOIN rate_buckets b ON b.account_id = a.account_id
+WHERE d.scope = '' AND a.account_id = ANY(@account_ids::TEXT[]);
+
+-- name: OutboxPendingFor :many
+-- The transitions of the given intents not yet published: a writer's own publishing right
+-- after its commit, and the dispatcher's witness of an authorization.
+SELECT o.delivery_key, o.seq, o.dispatch, i.account_id,
+       h.from_state, h.to_state, h.reason, h.attempt_token, h.epoch, h.generation, h.actor, h.at
+FROM outbox o
+JOIN history h ON h.delivery_key = o.delivery_key AND h.seq = o.seq
+JOIN intents i ON i.delivery_key = o.delivery_key
+WHERE o.delivery_key = ANY(@delivery_keys::BYTEA[])
+ORDER BY o.delivery_key, o.seq;
