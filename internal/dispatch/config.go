@@ -1,0 +1,108 @@
+package dispatch
+
+import (
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/atmost/atmost/pkg/ledger"
+	"github.com/atmost/atmost/pkg/platform"
+)
+
+// Config tunes a Dispatcher. The zero value of every field means its default.
+type Config struct {
+	// Durable is the name of the pull consumer on ATMOST_DISPATCH. Default "dispatcher".
+	Durable string
+	// Batch is how many work items are taken at once: their ledger round trips (read, gates,
+	// Begin, Authorize, the witness, Complete) are one statement each for the whole batch.
+	// Default 64.
+	Batch int
+	// Concurrency bounds the intents being worked at once (sends in flight included).
+	// Default 256.
+	Concurrency int
+	// ClaimLease is the pre-authorization lease Begin takes: a worker that has not authorized
+	// within it is refused from then on. Default 30 s.
+	ClaimLease time.Duration
+	// InFlightLease is the lease Authorize writes: a send not completed within it becomes
+	// indeterminate by expiry. It must exceed SendTimeout + ReadBackTimeout + Margin.
+	// Default 60 s.
+	InFlightLease time.Duration
+	// SendTimeout bounds one send. Default 10 s.
+	SendTimeout time.Duration
+	// ReadBackTimeout bounds the read-back after a claimed success. Default 5 s.
+	ReadBackTimeout time.Duration
+	// Margin is how long before the in-flight deadline the send's context ends, measured on
+	// this process's monotonic clock from before Authorize was called, so that no byte is
+	// written after the deadline whatever the clocks say. Default 2 s.
+	Margin time.Duration
+	// GateDelay is how long work waits when a kill switch or a revoked credential refuses it
+	// before Begin (no attempt is created). A rate limit delays work by the time until the
+	// next token instead. Default 5 s.
+	GateDelay time.Duration
+	// AckWait is the consumer's redelivery timeout; work in progress is kept alive with
+	// InProgress well within it. Default 30 s.
+	AckWait time.Duration
+	// Platforms opens the adapter of each account. Required.
+	Platforms platform.Registry
+	// Logger; nil means no logging.
+	Logger *zap.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Durable == "" {
+		c.Durable = "dispatcher"
+	}
+	if c.Batch == 0 {
+		c.Batch = 64
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 256
+	}
+	if c.ClaimLease == 0 {
+		c.ClaimLease = 30 * time.Second
+	}
+	if c.InFlightLease == 0 {
+		c.InFlightLease = 60 * time.Second
+	}
+	if c.SendTimeout == 0 {
+		c.SendTimeout = 10 * time.Second
+	}
+	if c.ReadBackTimeout == 0 {
+		c.ReadBackTimeout = 5 * time.Second
+	}
+	if c.Margin == 0 {
+		c.Margin = 2 * time.Second
+	}
+	if c.GateDelay == 0 {
+		c.GateDelay = 5 * time.Second
+	}
+	if c.AckWait == 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Platforms == nil:
+		return fmt.Errorf("dispatch: no platform adapters configured")
+	case c.Batch < 1 || c.Batch > 1000:
+		return fmt.Errorf("dispatch: batch %d: must be between 1 and 1000", c.Batch)
+	case c.Concurrency < c.Batch:
+		return fmt.Errorf("dispatch: concurrency %d: must be at least the batch (%d)", c.Concurrency, c.Batch)
+	case c.ClaimLease < ledger.MinLease || c.InFlightLease < ledger.MinLease:
+		return fmt.Errorf("dispatch: leases (claim %s, in flight %s) must be at least %s", c.ClaimLease, c.InFlightLease, ledger.MinLease)
+	case c.SendTimeout <= 0 || c.ReadBackTimeout <= 0 || c.Margin <= 0:
+		return fmt.Errorf("dispatch: send timeout, read-back timeout and margin must be positive")
+	case c.SendTimeout+c.ReadBackTimeout+c.Margin >= c.InFlightLease:
+		return fmt.Errorf("dispatch: in-flight lease %s must exceed send timeout %s + read-back timeout %s + margin %s, or completions would arrive after the lease expired",
+			c.InFlightLease, c.SendTimeout, c.ReadBackTimeout, c.Margin)
+	case c.AckWait < time.Second:
+		return fmt.Errorf("dispatch: ack wait %s: must be at least 1s", c.AckWait)
+	}
+	return nil
+}

@@ -1,0 +1,129 @@
+package dispatch_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/internal/platformsim"
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+func texts(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s %d", prefix, i)
+	}
+	return out
+}
+
+// The normal path: every intent is sent once, read back, and published; its history shows
+// each step, and every transition reached ATMOST_EVENTS.
+func TestEveryIntentIsSentOnceReadBackAndPublished(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, platformsim.Config{})
+	keys := e.submit("acct-1", texts("hello", 40)...)
+	e.run(e.config())
+	intents := e.settle(keys, 20*time.Second)
+	require.Equal(t, map[ledger.State]int{ledger.Published: 40}, states(intents))
+	for _, k := range keys {
+		require.Equal(t, 1, e.sim.Created(k.String()), "one object for %s", k)
+		require.Equal(t, 1, e.sim.Received(k.String()), "one request for %s", k)
+		rec, err := e.ledger.Inspect(e.ctx, k)
+		require.NoError(t, err)
+		var path []ledger.Reason
+		for _, tr := range rec.Transitions {
+			path = append(path, tr.Reason)
+		}
+		require.Equal(t, []ledger.Reason{ledger.ReasonSubmitted, ledger.ReasonClaimed, ledger.ReasonAuthorized, ledger.ReasonPublished}, path)
+		require.Len(t, rec.Attempts, 1)
+		require.NotEmpty(t, rec.Intent.ObjectID)
+	}
+	// The dispatcher published its own transitions: the outbox is empty.
+	require.Zero(t, e.count(`SELECT count(*) FROM outbox`))
+}
+
+// Every fault of the simulator's plan ends in the state the error -> outcome table gives it,
+// and nothing is ever sent twice.
+func TestEveryFaultEndsInItsDeclaredState(t *testing.T) {
+	t.Parallel()
+	script := []platformsim.Fault{platformsim.FaultOK, platformsim.FaultDropBeforeRead, platformsim.FaultDropAfterRead,
+		platformsim.FaultDropAfterCommit, platformsim.FaultErrorAfterCommit, platformsim.FaultDelay,
+		platformsim.FaultRateLimited, platformsim.FaultReject}
+	e := newEnv(t, platformsim.Config{Plan: platformsim.Plan{Script: script, Delay: 3 * time.Second}})
+	keys := e.submit("acct-1", texts("fault", len(script))...)
+	e.run(e.config()) // send timeout 2 s: the delay fault outlasts it
+	intents := e.settle(keys, 30*time.Second)
+	// ok -> published; a dropped connection (before or after reading, or after committing),
+	// a 500 and a timeout -> indeterminate; 429 and 422 -> failed, nothing created.
+	require.Equal(t, map[ledger.State]int{ledger.Published: 1, ledger.Indeterminate: 5, ledger.Failed: 2}, states(intents))
+	reasons := map[ledger.Reason]int{}
+	for _, in := range intents {
+		reasons[in.Reason]++
+	}
+	require.Equal(t, map[ledger.Reason]int{ledger.ReasonPublished: 1, ledger.ReasonSendUnknown: 5, ledger.ReasonPlatformRejected: 2}, reasons)
+	time.Sleep(1500 * time.Millisecond) // the delayed create lands after the client gave up
+	created := 0
+	for _, k := range keys {
+		require.LessOrEqual(t, e.sim.Created(k.String()), 1)
+		require.Equal(t, 1, e.sim.Received(k.String()))
+		created += e.sim.Created(k.String())
+	}
+	require.Equal(t, 4, created, "ok, drop after commit, error after commit and delay created one object each")
+}
+
+// Work for an intent that is no longer pending is acknowledged and ignored: no attempt, no send.
+func TestWorkForAnIntentThatIsNotPendingIsIgnored(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, platformsim.Config{})
+	keys := e.submit("acct-1", "only once")
+	stop := e.run(e.config())
+	e.settle(keys, 10*time.Second)
+	stop()
+	// The same work item again, as a sweeper's republish would send it.
+	e.republishWork(keys[0], "again")
+	e.run(e.config())
+	e.drained()
+	require.Equal(t, 1, e.sim.Received(keys[0].String()))
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM attempts`))
+}
+
+// While a kill switch is on, work waits and no attempt is created; when it goes off, the work
+// goes through.
+func TestAKillSwitchDelaysWorkWithoutOpeningAttempts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, platformsim.Config{})
+	_, err := e.ledger.SetSwitch(e.ctx, "acct-1", true, "test", "incident")
+	require.NoError(t, err)
+	keys := e.submit("acct-1", texts("held", 5)...)
+	e.run(e.config())
+	time.Sleep(time.Second) // several gate delays
+	require.Zero(t, e.count(`SELECT count(*) FROM attempts`), "no attempt while the switch is on")
+	require.Zero(t, e.sim.Counts().Requests)
+	_, err = e.ledger.SetSwitch(e.ctx, "acct-1", false, "test", "resolved")
+	require.NoError(t, err)
+	intents := e.settle(keys, 10*time.Second)
+	require.Equal(t, map[ledger.State]int{ledger.Published: 5}, states(intents))
+	require.Equal(t, 5, e.count(`SELECT count(*) FROM attempts`))
+}
+
+// Two dispatchers given the same work twice (a republish racing a redelivery): one send each.
+func TestTwoDispatchersOnRepeatedWorkSendOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, platformsim.Config{Latency: 50 * time.Millisecond})
+	keys := e.submit("acct-1", texts("contended", 30)...)
+	for _, k := range keys {
+		e.republishWork(k, "copy")
+	}
+	e.run(e.config())
+	e.run(e.config())
+	intents := e.settle(keys, 20*time.Second)
+	require.Equal(t, map[ledger.State]int{ledger.Published: 30}, states(intents))
+	for _, k := range keys {
+		require.Equal(t, 1, e.sim.Received(k.String()), "one request for %s", k)
+	}
+	e.drained()
+	require.Equal(t, 30, e.count(`SELECT count(*) FROM attempts`))
+}

@@ -1,0 +1,140 @@
+package dispatch
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/atmost/atmost/internal/relay"
+	"github.com/atmost/atmost/internal/role"
+	"github.com/atmost/atmost/internal/serve"
+	"github.com/atmost/atmost/internal/streams"
+	"github.com/atmost/atmost/pkg/ledger"
+	"github.com/atmost/atmost/pkg/platform"
+)
+
+// RoleConfig is the configuration of the dispatcher role. Every field has an environment
+// variable and a flag of the same meaning; the flag wins.
+type RoleConfig struct {
+	role.Common
+	Batch           int           // ATMOST_DISPATCH_BATCH
+	Concurrency     int           // ATMOST_DISPATCH_CONCURRENCY
+	ClaimLease      time.Duration // ATMOST_CLAIM_LEASE
+	InFlightLease   time.Duration // ATMOST_INFLIGHT_LEASE
+	SendTimeout     time.Duration // ATMOST_SEND_TIMEOUT
+	ReadBackTimeout time.Duration // ATMOST_READBACK_TIMEOUT
+	Margin          time.Duration // ATMOST_LEASE_MARGIN
+	GateDelay       time.Duration // ATMOST_GATE_DELAY
+}
+
+func (c RoleConfig) dispatchConfig(platforms platform.Registry, log *zap.Logger) Config {
+	return Config{Batch: c.Batch, Concurrency: c.Concurrency, ClaimLease: c.ClaimLease, InFlightLease: c.InFlightLease,
+		SendTimeout: c.SendTimeout, ReadBackTimeout: c.ReadBackTimeout, Margin: c.Margin, GateDelay: c.GateDelay,
+		Platforms: platforms, Logger: log}
+}
+
+func (c RoleConfig) validate() error {
+	if err := c.dispatchConfig(Platforms(), nil).withDefaults().validate(); err != nil {
+		return err
+	}
+	return c.Common.Validate()
+}
+
+// Main runs the dispatcher role. It returns the process exit code: 0 after a clean shutdown
+// (ctx ended: no new send starts, the sends in flight finish and are recorded), 1 on a fatal
+// error, 2 for a bad command line.
+func Main(ctx context.Context, args []string, getenv func(string) (string, bool), stderr io.Writer) int {
+	cfg, code := parseRoleConfig(args, getenv, stderr)
+	if code >= 0 {
+		return code
+	}
+	return role.Run(ctx, "dispatcher", stderr, func(ctx context.Context, log *zap.Logger) error { return runRole(ctx, cfg, log) })
+}
+
+func parseRoleConfig(args []string, getenv func(string) (string, bool), stderr io.Writer) (RoleConfig, int) {
+	env := role.Env(getenv)
+	var cfg RoleConfig
+	fs := flag.NewFlagSet("dispatcher", flag.ContinueOnError)
+	cfg.Common.Register(fs, env, "127.0.0.1:9102")
+	fs.IntVar(&cfg.Batch, "batch", env.Int("ATMOST_DISPATCH_BATCH", 64), "work items taken at once; their ledger steps are one statement each (env ATMOST_DISPATCH_BATCH)")
+	fs.IntVar(&cfg.Concurrency, "concurrency", env.Int("ATMOST_DISPATCH_CONCURRENCY", 256), "intents worked at once, sends in flight included (env ATMOST_DISPATCH_CONCURRENCY)")
+	fs.DurationVar(&cfg.ClaimLease, "claim-lease", env.Duration("ATMOST_CLAIM_LEASE", 30*time.Second), "pre-authorization lease taken by Begin (env ATMOST_CLAIM_LEASE)")
+	fs.DurationVar(&cfg.InFlightLease, "inflight-lease", env.Duration("ATMOST_INFLIGHT_LEASE", 60*time.Second), "lease written by Authorize; must exceed send timeout + read-back timeout + margin (env ATMOST_INFLIGHT_LEASE)")
+	fs.DurationVar(&cfg.SendTimeout, "send-timeout", env.Duration("ATMOST_SEND_TIMEOUT", 10*time.Second), "bound of one send (env ATMOST_SEND_TIMEOUT)")
+	fs.DurationVar(&cfg.ReadBackTimeout, "readback-timeout", env.Duration("ATMOST_READBACK_TIMEOUT", 5*time.Second), "bound of the read-back after a claimed success (env ATMOST_READBACK_TIMEOUT)")
+	fs.DurationVar(&cfg.Margin, "lease-margin", env.Duration("ATMOST_LEASE_MARGIN", 2*time.Second), "the send's context ends this long before the in-flight lease (env ATMOST_LEASE_MARGIN)")
+	fs.DurationVar(&cfg.GateDelay, "gate-delay", env.Duration("ATMOST_GATE_DELAY", 5*time.Second), "how long work waits while a kill switch or a revoked credential refuses it (env ATMOST_GATE_DELAY)")
+	code := role.Parse(fs, "dispatcher", "Works the intents of ATMOST_DISPATCH: gates, Begin, Authorize, the witness on ATMOST_EVENTS, one send, read-back, Complete.", args, stderr, func() error { return cfg.validate() })
+	return cfg, code
+}
+
+func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
+	iso, _ := cfg.IsoLevel()
+	pool, err := role.OpenPool(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	nc, err := role.ConnectNATS(ctx, "dispatcher", cfg.NATSURL, log)
+	if err != nil {
+		return err
+	}
+	defer nc.Drain()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	if err := role.Retry(ctx, log, "create streams", func() error {
+		return streams.Ensure(ctx, nc, js, streams.Config{Replicas: cfg.Replicas})
+	}); err != nil {
+		return err
+	}
+	l, err := ledger.New(pool, ledger.Config{Actor: "dispatcher", Isolation: iso, Logger: log})
+	if err != nil {
+		return err
+	}
+	rel := relay.New(l, js, relay.Config{Logger: log})
+	var d *Dispatcher
+	if err := role.Retry(ctx, log, "create the dispatch consumer", func() (err error) {
+		d, err = New(ctx, js, l, rel, cfg.dispatchConfig(Platforms(), log))
+		return err
+	}); err != nil {
+		return err
+	}
+
+	reg := serve.NewRegistry()
+	reg.MustRegister(d.Collectors()...)
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "atmost_dispatch_in_progress",
+			Help: "Intents being worked by this process (sends in flight included)."}, func() float64 { return float64(len(d.slots)) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "atmost_relay_events_published_total",
+			Help: "Transitions this process published and removed from the outbox."}, func() float64 { return float64(rel.Published()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "atmost_ledger_transaction_restarts_total",
+			Help: "Ledger transactions restarted after a serialization failure or deadlock."}, func() float64 { return float64(l.Retries()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "atmost_dispatch_consumer_pending",
+			Help: "Work items waiting on ATMOST_DISPATCH for this consumer (-1 when JetStream did not answer)."}, func() float64 {
+			ictx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			info, err := d.consumer.Info(ictx)
+			if err != nil {
+				return -1
+			}
+			return float64(info.NumPending)
+		}))
+	addr, err := serve.Listen(ctx, cfg.HTTPAddr, serve.Handler(reg, role.Checks(pool, nc)), log)
+	if err != nil {
+		return err
+	}
+	log.Info("dispatcher running", zap.String("http", addr.String()), zap.Int("batch", cfg.Batch), zap.Int("concurrency", cfg.Concurrency),
+		zap.Duration("inflight_lease", cfg.InFlightLease), zap.Duration("send_timeout", cfg.SendTimeout), zap.String("isolation", cfg.Isolation))
+	if err := d.Run(ctx); err != nil {
+		return fmt.Errorf("dispatch: %w", err)
+	}
+	return nil
+}
