@@ -213,13 +213,17 @@ func (d *Dispatcher) dispatch(stop, ctx context.Context, msgs []jetstream.Msg) {
 		return
 	}
 	batch = d.begin(ctx, batch)
-	crashPoint("after-begin")
+	if len(batch) > 0 {
+		crashPoint("after-begin")
+	}
 	if stop.Err() != nil {
 		d.delayAll(batch, "shutdown", d.cfg.ClaimLease)
 		return
 	}
 	batch = d.authorize(ctx, batch)
-	crashPoint("after-authorize")
+	if len(batch) > 0 {
+		crashPoint("after-authorize")
+	}
 	batch = d.witness(ctx, batch)
 	for _, w := range batch {
 		d.sending.Add(1)
