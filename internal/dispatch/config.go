@@ -40,6 +40,12 @@ type Config struct {
 	// before Begin (no attempt is created). A rate limit delays work by the time until the
 	// next token instead. Default 5 s.
 	GateDelay time.Duration
+	// Linger is how long the first work item of a batch waits for others to join it. Default
+	// 2 ms.
+	Linger time.Duration
+	// LedgerTimeout bounds each ledger call, so a half-open connection cannot stall the
+	// dispatcher. Default 30 s.
+	LedgerTimeout time.Duration
 	// AckWait is the consumer's redelivery timeout; work in progress is kept alive with
 	// InProgress well within it. Default 30 s.
 	AckWait time.Duration
@@ -77,6 +83,12 @@ func (c Config) withDefaults() Config {
 	if c.GateDelay == 0 {
 		c.GateDelay = 5 * time.Second
 	}
+	if c.Linger == 0 {
+		c.Linger = 2 * time.Millisecond
+	}
+	if c.LedgerTimeout == 0 {
+		c.LedgerTimeout = 30 * time.Second
+	}
 	if c.AckWait == 0 {
 		c.AckWait = 30 * time.Second
 	}
@@ -96,8 +108,11 @@ func (c Config) validate() error {
 		return fmt.Errorf("dispatch: concurrency %d: must be at least the batch (%d)", c.Concurrency, c.Batch)
 	case c.ClaimLease < ledger.MinLease || c.InFlightLease < ledger.MinLease:
 		return fmt.Errorf("dispatch: leases (claim %s, in flight %s) must be at least %s", c.ClaimLease, c.InFlightLease, ledger.MinLease)
-	case c.SendTimeout <= 0 || c.ReadBackTimeout <= 0 || c.Margin <= 0:
-		return fmt.Errorf("dispatch: send timeout, read-back timeout and margin must be positive")
+	case c.SendTimeout <= 0 || c.ReadBackTimeout <= 0:
+		return fmt.Errorf("dispatch: send timeout and read-back timeout must be positive")
+	case c.Margin < time.Second:
+		// Above CockroachDB's maximum clock offset (500 ms by default), with room to spare.
+		return fmt.Errorf("dispatch: lease margin %s: must be at least 1s", c.Margin)
 	case c.SendTimeout+c.ReadBackTimeout+c.Margin >= c.InFlightLease:
 		return fmt.Errorf("dispatch: in-flight lease %s must exceed send timeout %s + read-back timeout %s + margin %s, or completions would arrive after the lease expired",
 			c.InFlightLease, c.SendTimeout, c.ReadBackTimeout, c.Margin)

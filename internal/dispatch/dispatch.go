@@ -81,9 +81,14 @@ type work struct {
 	adapter  platform.Adapter
 	prepared platform.Prepared
 	claim    ledger.Claim
-	// deadline is when the send's context ends, on this process's monotonic clock.
-	deadline time.Time
-	outcome  ledger.Outcome
+	// credentialVersion is the one the adapter was opened with.
+	credentialVersion int64
+	// deadline is when the send's context ends, on this process's monotonic clock;
+	// wallDeadline the same instant on the wall clock, which also runs while the host is
+	// suspended (the monotonic clock does not).
+	deadline     time.Time
+	wallDeadline time.Time
+	outcome      ledger.Outcome
 	// stop ends the InProgress keep-alive of msg.
 	stop func()
 }
@@ -95,14 +100,15 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("dispatch: consume: %w", err)
 	}
-	msgs := make(chan jetstream.Msg)
+	msgs := make(chan jetstream.Msg, d.cfg.Batch)
+	var iterErr error
 	go func() {
 		defer close(msgs)
 		for {
 			m, err := it.Next()
 			if err != nil {
 				if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-					d.log.Warn("work iterator stopped", zap.Error(err))
+					iterErr = err
 				}
 				return
 			}
@@ -124,13 +130,17 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}
 		d.dispatch(ctx, work, batch)
 	}
-	it.Stop()
+	it.Drain()
 	for m := range msgs {
 		_ = m.Nak() // taken from the server, never started: redeliver at once
 	}
 	d.sending.Wait()
 	close(d.reports)
 	<-completed
+	if ctx.Err() == nil {
+		// The consumer went away (deleted, or the connection closed for good): not a clean stop.
+		return fmt.Errorf("dispatch: work stopped arriving: %w", iterErr)
+	}
 	return nil
 }
 
@@ -154,6 +164,10 @@ func (d *Dispatcher) take(ctx context.Context, msgs <-chan jetstream.Msg) []jets
 		<-d.slots
 		return nil
 	}
+	// Whatever else arrives within the linger joins the batch: under load the batch fills at
+	// once, when idle the first item waits at most the linger.
+	linger := time.NewTimer(d.cfg.Linger)
+	defer linger.Stop()
 	for len(batch) < d.cfg.Batch {
 		select {
 		case d.slots <- struct{}{}:
@@ -167,7 +181,7 @@ func (d *Dispatcher) take(ctx context.Context, msgs <-chan jetstream.Msg) []jets
 				return batch
 			}
 			batch = append(batch, m)
-		default:
+		case <-linger.C:
 			<-d.slots
 			return batch
 		}
@@ -216,6 +230,7 @@ func (d *Dispatcher) dispatch(stop, ctx context.Context, msgs []jetstream.Msg) {
 	if len(batch) > 0 {
 		crashPoint("after-begin")
 	}
+	batch = d.witnessClaims(ctx, batch)
 	if stop.Err() != nil {
 		d.delayAll(batch, "shutdown", d.cfg.ClaimLease)
 		return
@@ -225,6 +240,11 @@ func (d *Dispatcher) dispatch(stop, ctx context.Context, msgs []jetstream.Msg) {
 		crashPoint("after-authorize")
 	}
 	batch = d.witness(ctx, batch)
+	if stop.Err() != nil {
+		// Authorized, not sent: say so, which is the truth.
+		d.notSent(batch, "shutdown", nil)
+		return
+	}
 	for _, w := range batch {
 		d.sending.Add(1)
 		go d.send(w)
@@ -267,7 +287,9 @@ func (d *Dispatcher) pending(ctx context.Context, batch []*work) []*work {
 	for i, w := range batch {
 		keys[i] = w.item.DeliveryKey
 	}
-	intents, err := d.ledger.GetMany(ctx, keys)
+	lctx, cancel := context.WithTimeout(ctx, d.cfg.LedgerTimeout)
+	defer cancel()
+	intents, err := d.ledger.GetMany(lctx, keys)
 	if err != nil {
 		d.log.Warn("ledger read failed; the batch will be redelivered", zap.Error(err))
 		return d.delayAll(batch, "ledger_unavailable", time.Second)
@@ -303,12 +325,15 @@ func (d *Dispatcher) gate(ctx context.Context, batch []*work) []*work {
 			accounts = append(accounts, w.intent.Account)
 		}
 	}
-	gates, err := d.ledger.Gates(ctx, accounts)
+	lctx, cancel := context.WithTimeout(ctx, d.cfg.LedgerTimeout)
+	defer cancel()
+	gates, err := d.ledger.Gates(lctx, accounts)
 	if err != nil {
 		d.log.Warn("ledger read failed; the batch will be redelivered", zap.Error(err))
 		return d.delayAll(batch, "ledger_unavailable", time.Second)
 	}
 	var keep []*work
+	admitted := map[string]int{}
 	for _, w := range batch {
 		g, ok := gates[w.intent.Account]
 		if !ok {
@@ -317,13 +342,17 @@ func (d *Dispatcher) gate(ctx context.Context, batch []*work) []*work {
 			continue
 		}
 		if refusal := g.Refusal(); refusal != "" {
-			wait := d.cfg.GateDelay
-			if refusal == ledger.ReasonRateLimited {
-				wait = g.RateWait
-			}
-			d.delay(w, "gated_"+string(refusal), wait)
+			d.delay(w, "gated_"+string(refusal), d.cfg.GateDelay)
 			continue
 		}
+		if ok, wait := g.Admits(admitted[w.intent.Account]); !ok {
+			// Only as many sends as the bucket holds tokens go on to Begin; the others wait
+			// for theirs, so a backlog is released at the policy's rate.
+			d.delay(w, "gated_"+string(ledger.ReasonRateLimited), wait)
+			continue
+		}
+		admitted[w.intent.Account]++
+		w.credentialVersion = g.Account.CredentialVersion
 		ad, err := d.adapters.open(g.Account)
 		if err == nil {
 			w.adapter = ad
@@ -367,7 +396,9 @@ func (d *Dispatcher) begin(ctx context.Context, batch []*work) []*work {
 	for i, w := range batch {
 		reqs[i] = ledger.BeginRequest{Key: w.intent.Key, RequestHash: w.prepared.Hash}
 	}
-	results, err := d.ledger.BeginMany(ctx, reqs, d.cfg.ClaimLease)
+	lctx, cancel := context.WithTimeout(ctx, d.cfg.LedgerTimeout)
+	defer cancel()
+	results, err := d.ledger.BeginMany(lctx, reqs, d.cfg.ClaimLease)
 	if err != nil {
 		d.log.Warn("begin failed; the batch will be redelivered", zap.Error(err))
 		return d.delayAll(batch, "ledger_unavailable", time.Second)
@@ -376,6 +407,10 @@ func (d *Dispatcher) begin(ctx context.Context, batch []*work) []*work {
 	for i, w := range batch {
 		r := results[i]
 		switch {
+		case r.Err == nil && r.Claim.CredentialVersion != w.credentialVersion:
+			// The credential rotated between the gate read and Begin: the adapter holds the
+			// old one. Nothing is sent; the claim expires and the work comes back.
+			d.delay(w, "credential_changed", d.cfg.ClaimLease)
 		case r.Err == nil:
 			w.claim = r.Claim
 			keep = append(keep, w)
@@ -414,15 +449,27 @@ func (d *Dispatcher) authorize(ctx context.Context, batch []*work) []*work {
 			claims[i] = w.claim
 		}
 		start := time.Now() // monotonic: the lease cannot have started before this
-		results, err := d.ledger.AuthorizeMany(ctx, claims, d.cfg.InFlightLease, contract)
+		actx, cancel := context.WithTimeout(ctx, d.cfg.LedgerTimeout)
+		results, err := d.ledger.AuthorizeMany(actx, claims, d.cfg.InFlightLease, contract)
+		cancel()
 		if err != nil {
-			// Unknown whether it committed: nothing is sent either way. An authorization that
-			// did commit expires into indeterminate, which is honest: the ledger cannot tell.
+			// Unknown whether it committed; nothing is sent either way. Were it committed, the
+			// intents would expire into indeterminate although nothing left, so record that
+			// nothing did: the fence makes this a no-op where Authorize did not commit.
 			d.log.Warn("authorize failed; nothing sent, the batch will be redelivered", zap.Error(err))
+			reports := make([]ledger.Report, len(group))
+			for i, w := range group {
+				reports[i] = ledger.Report{Claim: w.claim, Outcome: ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed,
+					Detail: map[string]any{"step": "authorize", "error": err.Error()}}}
+			}
+			cctx, cancel := context.WithTimeout(ctx, d.cfg.LedgerTimeout)
+			_, _ = d.ledger.CompleteMany(cctx, reports)
+			cancel()
 			d.delayAll(group, "ledger_unavailable", time.Second)
 			continue
 		}
 		deadline := start.Add(d.cfg.InFlightLease - d.cfg.Margin)
+		wallDeadline := start.Round(0).Add(d.cfg.InFlightLease - d.cfg.Margin)
 		for i, w := range group {
 			r := results[i]
 			switch {
@@ -435,12 +482,48 @@ func (d *Dispatcher) authorize(ctx context.Context, batch []*work) []*work {
 			case !r.Authorization.Authorized():
 				d.finish(w, "refused_"+string(r.Authorization.Reason))
 			default:
-				w.deadline = deadline
+				w.deadline, w.wallDeadline = deadline, wallDeadline
 				keep = append(keep, w)
 			}
 		}
 	}
 	return keep
+}
+
+// witnessClaims publishes the claims Begin just recorded. If JetStream does not acknowledge
+// them, it will not acknowledge the authorizations either: rather than authorize attempts
+// that could not be sent (each counts against the attempt cap), the work waits and the claims
+// expire, abandoned, counting nothing.
+func (d *Dispatcher) witnessClaims(ctx context.Context, batch []*work) []*work {
+	if len(batch) == 0 {
+		return nil
+	}
+	keys := make([]identity.DeliveryKey, len(batch))
+	for i, w := range batch {
+		keys[i] = w.intent.Key
+	}
+	wctx, cancel := context.WithTimeout(ctx, d.cfg.ClaimLease/2)
+	defer cancel()
+	if err := d.relay.PublishFor(wctx, keys); err != nil {
+		d.log.Warn("JetStream did not acknowledge the claims; the work waits", zap.Int("intents", len(batch)), zap.Error(err))
+		return d.delayAll(batch, "events_unavailable", d.cfg.ClaimLease)
+	}
+	return batch
+}
+
+// notSent completes authorized attempts that were never sent, as not sent.
+func (d *Dispatcher) notSent(batch []*work, step string, err error) {
+	for _, w := range batch {
+		detail := map[string]any{"step": step}
+		if err != nil {
+			detail["error"] = err.Error()
+		}
+		w.outcome = ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed, Detail: detail}
+		d.counts.send(step)
+		d.sending.Add(1)
+		d.reports <- w
+		d.sending.Done()
+	}
 }
 
 // witness publishes the batch's transitions (the authorizations among them) and waits for
@@ -462,14 +545,7 @@ func (d *Dispatcher) witness(ctx context.Context, batch []*work) []*work {
 	defer cancel()
 	if err := d.relay.PublishFor(wctx, keys); err != nil {
 		d.log.Warn("the authorizations were not acknowledged by JetStream; nothing is sent", zap.Int("intents", len(batch)), zap.Error(err))
-		for _, w := range batch {
-			w.outcome = ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed,
-				Detail: map[string]any{"step": "witness", "error": err.Error()}}
-			d.counts.send("witness_failed")
-			d.sending.Add(1)
-			d.reports <- w
-			d.sending.Done()
-		}
+		d.notSent(batch, "witness", err)
 		return nil
 	}
 	return batch
@@ -479,7 +555,7 @@ func (d *Dispatcher) witness(ctx context.Context, batch []*work) []*work {
 // the outcome to the completer.
 func (d *Dispatcher) send(w *work) {
 	defer d.sending.Done()
-	if !time.Now().Before(w.deadline) {
+	if now := time.Now(); !now.Before(w.deadline) || !now.Round(0).Before(w.wallDeadline) {
 		w.outcome = ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed,
 			Detail: map[string]any{"step": "deadline", "error": "the send deadline passed before the first byte"}}
 		d.counts.send("deadline")
@@ -519,14 +595,20 @@ func (d *Dispatcher) readBack(w *work, objectID string) (bool, string) {
 		case err == nil:
 			d.counts.readBack("mismatch")
 			return false, "text differs"
-		case errors.Is(err, platform.ErrNotFound):
-			d.counts.readBack("missing")
-			return false, "object not found"
+		case errors.Is(err, platform.ErrNoReadBack):
+			d.counts.readBack("unsupported")
+			return false, "the platform offers no read-back"
 		}
+		// Not found may be a platform slow to show a new object, and a read that failed may
+		// succeed: reads are safe to repeat within the budget.
 		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			if errors.Is(err, platform.ErrNotFound) {
+				d.counts.readBack("missing")
+				return false, "object not found"
+			}
 			d.counts.readBack("unavailable")
 			return false, "read-back unavailable: " + err.Error()
 		case <-t.C:
@@ -564,34 +646,26 @@ func (d *Dispatcher) complete(batch []*work) {
 	for i, w := range batch {
 		reports[i] = ledger.Report{Claim: w.claim, Outcome: w.outcome}
 	}
-	var results []ledger.CompletionResult
-	pause := 100 * time.Millisecond
-	giveUp := time.Now().Add(d.cfg.InFlightLease + time.Minute)
-	for {
-		var err error
-		results, err = d.ledger.CompleteMany(context.Background(), reports)
-		if err == nil {
-			break
+	results, ok := d.record(reports)
+	if !ok {
+		for i, w := range batch {
+			d.log.Error("outcome could not be recorded; the intent becomes indeterminate by lease expiry",
+				zap.Stringer("delivery_key", w.intent.Key), zap.Stringer("attempt", w.claim.Token), zap.Int64("generation", w.claim.Generation),
+				zap.String("result", string(reports[i].Outcome.Result)), zap.String("object_id", reports[i].Outcome.ObjectID))
+			d.delay(w, "complete_failed", d.cfg.ClaimLease)
 		}
-		if time.Now().After(giveUp) {
-			d.log.Error("outcomes could not be recorded; the intents become indeterminate by lease expiry", zap.Int("intents", len(batch)), zap.Error(err))
-			for _, w := range batch {
-				d.delay(w, "complete_failed", d.cfg.ClaimLease)
-			}
-			return
-		}
-		d.log.Warn("complete failed; retrying", zap.Error(err), zap.Duration("in", pause))
-		time.Sleep(pause)
-		pause = min(2*pause, 5*time.Second)
+		return
 	}
 	crashPoint("after-complete")
 	keys := make([]identity.DeliveryKey, len(batch))
 	for i, w := range batch {
 		keys[i] = w.intent.Key
 	}
-	if err := d.relay.PublishFor(context.Background(), keys); err != nil {
+	pctx, cancel := context.WithTimeout(context.Background(), d.cfg.LedgerTimeout)
+	if err := d.relay.PublishFor(pctx, keys); err != nil {
 		d.log.Warn("publishing completions failed; the relay loop will", zap.Error(err))
 	}
+	cancel()
 	for i, w := range batch {
 		r := results[i]
 		if r.Err != nil {
@@ -604,6 +678,46 @@ func (d *Dispatcher) complete(batch []*work) {
 				zap.String("reason", string(r.Completion.Reason)), zap.Int64("generation", w.claim.Generation), zap.Int64("epoch", w.claim.Epoch))
 		}
 		d.finish(w, "completed")
+	}
+}
+
+// record writes outcomes, retrying while the ledger is unreachable: an outcome is evidence
+// and worth keeping even after the lease expired. A batch the ledger refuses is split, and an
+// outcome it refuses on its own is recorded as unknown (always a safe claim: indeterminate is
+// reconciled, never resent). It gives up, reporting false, an in-flight lease plus a minute
+// after it started.
+func (d *Dispatcher) record(reports []ledger.Report) ([]ledger.CompletionResult, bool) {
+	pause := 100 * time.Millisecond
+	giveUp := time.Now().Add(d.cfg.InFlightLease + time.Minute)
+	for failures := 0; ; failures++ {
+		ctx, cancel := context.WithTimeout(context.Background(), d.cfg.LedgerTimeout)
+		results, err := d.ledger.CompleteMany(ctx, reports)
+		cancel()
+		if err == nil {
+			return results, true
+		}
+		if len(reports) > 1 {
+			out := make([]ledger.CompletionResult, 0, len(reports))
+			for _, r := range reports {
+				one, ok := d.record([]ledger.Report{r})
+				if !ok {
+					return nil, false
+				}
+				out = append(out, one...)
+			}
+			return out, true
+		}
+		if failures == 1 && reports[0].Outcome.Result != ledger.Unknown {
+			d.log.Warn("the ledger refuses this outcome; recording it as unknown", zap.Stringer("delivery_key", reports[0].Claim.Key), zap.Error(err))
+			reports = []ledger.Report{{Claim: reports[0].Claim, Outcome: ledger.Outcome{Result: ledger.Unknown, Reason: ledger.ReasonSendUnknown,
+				Detail: map[string]any{"step": "complete", "refused_outcome": string(reports[0].Outcome.Result), "error": err.Error()}}}}
+		}
+		if time.Now().After(giveUp) {
+			return nil, false
+		}
+		d.log.Warn("complete failed; retrying", zap.Error(err), zap.Duration("in", pause))
+		time.Sleep(pause)
+		pause = min(2*pause, 5*time.Second)
 	}
 }
 

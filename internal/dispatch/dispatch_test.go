@@ -127,3 +127,26 @@ func TestTwoDispatchersOnRepeatedWorkSendOnce(t *testing.T) {
 	e.drained()
 	require.Equal(t, 30, e.count(`SELECT count(*) FROM attempts`))
 }
+
+// A backlog meets the rate limit before Begin: only as many sends as the bucket holds tokens
+// go on, the rest wait for theirs without opening attempts, and none bounces through failed.
+func TestARateLimitReleasesABacklogAtThePolicysRate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, platformsim.Config{})
+	rate, burst := 60, 3 // a token a second, three at once
+	require.NoError(t, e.ledger.SetPolicy(e.ctx, "acct-1", ledger.PolicyOverride{RatePerMinute: &rate, RateBurst: &burst}, "test"))
+	keys := e.submit("acct-1", texts("backlog", 12)...)
+	cfg := e.config()
+	cfg.Linger = 50 * time.Millisecond // the whole backlog in one batch
+	e.run(cfg)
+	time.Sleep(2500 * time.Millisecond)
+	intents, err := e.ledger.GetMany(e.ctx, keys)
+	require.NoError(t, err)
+	s := states(intents)
+	require.Zero(t, s[ledger.Failed], "nothing was refused at authorization: the gate held it back")
+	require.GreaterOrEqual(t, s[ledger.Published], 3, "the burst went at once")
+	require.LessOrEqual(t, s[ledger.Published], 3+3, "then one a second (2.5 s, with a second of slack)")
+	require.Equal(t, s[ledger.Published], e.count(`SELECT count(*) FROM attempts`), "no attempt for work the rate held back")
+	intents = e.settle(keys, 30*time.Second)
+	require.Equal(t, map[ledger.State]int{ledger.Published: 12}, states(intents))
+}

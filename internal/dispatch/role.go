@@ -40,6 +40,16 @@ func (c RoleConfig) dispatchConfig(platforms platform.Registry, log *zap.Logger)
 }
 
 func (c RoleConfig) validate() error {
+	// Zero means "default" to Config; on the command line it is a mistake.
+	for name, v := range map[string]time.Duration{"claim lease": c.ClaimLease, "in-flight lease": c.InFlightLease, "send timeout": c.SendTimeout,
+		"read-back timeout": c.ReadBackTimeout, "lease margin": c.Margin, "gate delay": c.GateDelay} {
+		if v <= 0 {
+			return fmt.Errorf("%s %s: must be positive", name, v)
+		}
+	}
+	if c.Batch < 1 || c.Concurrency < 1 {
+		return fmt.Errorf("batch %d and concurrency %d: must be at least 1", c.Batch, c.Concurrency)
+	}
 	if err := c.dispatchConfig(Platforms(), nil).withDefaults().validate(); err != nil {
 		return err
 	}

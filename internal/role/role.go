@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/atmost/atmost/internal/serve"
 	"github.com/atmost/atmost/internal/streams"
@@ -119,19 +120,20 @@ func Parse(fs *flag.FlagSet, name, summary string, args []string, stderr io.Writ
 // Run runs a role with a JSON logger named after it and turns its result into the exit code:
 // 0 after a clean stop, 1 on a fatal error.
 func Run(ctx context.Context, name string, stderr io.Writer, run func(ctx context.Context, log *zap.Logger) error) int {
-	log, err := zap.NewProduction() // JSON lines on standard error
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: logger: %v\n", name, err)
-		return 1
-	}
+	log := Logger(stderr).Named(name)
 	defer func() { _ = log.Sync() }()
-	log = log.Named(name)
 	if err := run(ctx, log); err != nil {
 		log.Error(name+" stopped", zap.Error(err))
 		return 1
 	}
 	log.Info(name + " stopped cleanly")
 	return 0
+}
+
+// Logger returns the JSON logger every role writes to w (standard error), at info level.
+func Logger(w io.Writer) *zap.Logger {
+	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), zapcore.InfoLevel), zap.ErrorOutput(zapcore.Lock(zapcore.AddSync(w))))
 }
 
 // ConnectNATS connects, waiting with backoff while the server is unreachable at start-up; once

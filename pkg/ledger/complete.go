@@ -1,9 +1,11 @@
 package ledger
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
@@ -115,11 +117,9 @@ func (l *Ledger) CompleteMany(ctx context.Context, reports []Report) ([]Completi
 			return nil, fmt.Errorf("complete %s: %w", r.Claim.Key, err)
 		}
 		reasons[i] = reason
-		detail := []byte("{}")
-		if len(r.Outcome.Detail) > 0 {
-			if detail, err = json.Marshal(r.Outcome.Detail); err != nil {
-				return nil, fmt.Errorf("complete %s: detail: %w", r.Claim.Key, err)
-			}
+		detail, err := detailJSON(r.Outcome.Detail)
+		if err != nil {
+			return nil, fmt.Errorf("complete %s: detail: %w", r.Claim.Key, err)
 		}
 		p.DeliveryKeys = append(p.DeliveryKeys, r.Claim.Key.Bytes())
 		p.AttemptTokens = append(p.AttemptTokens, r.Claim.Token.Bytes())
@@ -127,7 +127,7 @@ func (l *Ledger) CompleteMany(ctx context.Context, reports []Report) ([]Completi
 		p.Generations = append(p.Generations, r.Claim.Generation)
 		p.ToStates = append(p.ToStates, string(to))
 		p.Reasons = append(p.Reasons, string(reason))
-		p.ObjectIds = append(p.ObjectIds, r.Outcome.ObjectID)
+		p.ObjectIds = append(p.ObjectIds, noNUL(r.Outcome.ObjectID))
 		p.Outcomes = append(p.Outcomes, string(r.Outcome.Result))
 		p.Details = append(p.Details, string(detail))
 	}
@@ -157,3 +157,20 @@ func (l *Ledger) CompleteMany(ctx context.Context, reports []Report) ([]Completi
 	}
 	return out, nil
 }
+
+// detailJSON encodes a detail map for a JSONB column. PostgreSQL refuses the NUL character in
+// JSONB and TEXT, and a platform's answer may carry one: it becomes U+FFFD, so that no answer
+// can make an outcome unrecordable.
+func detailJSON(detail map[string]any) ([]byte, error) {
+	if len(detail) == 0 {
+		return []byte("{}"), nil
+	}
+	b, err := json.Marshal(detail)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.ReplaceAll(b, []byte(`\u0000`), []byte(`\ufffd`)), nil
+}
+
+// noNUL replaces the NUL characters PostgreSQL refuses in TEXT.
+func noNUL(s string) string { return strings.ReplaceAll(s, "\x00", "\uFFFD") }

@@ -42,20 +42,30 @@ type Gate struct {
 	Account Account
 	// Stopped: a kill switch (the account's or the global one) is engaged.
 	Stopped bool
-	// RateWait is how long until the account's rate bucket holds a token (0: now).
-	RateWait time.Duration
+	// RatePerMinute is the account's rate limit; 0 means unlimited.
+	RatePerMinute int
+	// Tokens is what the account's rate bucket holds now.
+	Tokens float64
 }
 
-// Refusal names the gate that refuses now ("" when every gate is open): kill_switch,
-// credential_revoked or rate_limited.
+// Admits reports whether the n-th send (from 0) of a batch for this account finds a rate
+// token now, and if not, how long until it will.
+func (g Gate) Admits(n int) (bool, time.Duration) {
+	if g.RatePerMinute == 0 || float64(n)+1 <= g.Tokens {
+		return true, 0
+	}
+	missing := float64(n) + 1 - g.Tokens
+	return false, time.Duration(missing * 60 / float64(g.RatePerMinute) * float64(time.Second)).Round(time.Millisecond)
+}
+
+// Refusal names the gate that refuses the whole account now ("" when none does): kill_switch
+// or credential_revoked. The rate limit is per send: see Admits.
 func (g Gate) Refusal() Reason {
 	switch {
 	case g.Stopped:
 		return ReasonKillSwitch
 	case g.Account.Revoked:
 		return ReasonCredentialRevoked
-	case g.RateWait > 0:
-		return ReasonRateLimited
 	}
 	return ""
 }
@@ -76,8 +86,9 @@ func (l *Ledger) Gates(ctx context.Context, accounts []string) (map[string]Gate,
 		out[r.AccountID] = Gate{
 			Account: Account{ID: r.AccountID, Platform: r.Platform, Settings: json.RawMessage(r.Settings), CredentialRef: r.CredentialRef,
 				CredentialVersion: r.CredentialVersion, Revoked: r.Revoked, ContractVersion: r.ContractVersion},
-			Stopped:  r.Stopped,
-			RateWait: time.Duration(r.RateWaitMs) * time.Millisecond,
+			Stopped:       r.Stopped,
+			RatePerMinute: int(r.RatePerMinute),
+			Tokens:        r.Tokens,
 		}
 	}
 	return out, nil

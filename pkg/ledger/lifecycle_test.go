@@ -169,3 +169,18 @@ func TestBeginParksWhenTheCapWasLoweredUnderAPendingIntent(t *testing.T) {
 	require.Equal(t, ledger.Parked, e.state(c.Key))
 	require.Equal(t, 1, e.attempts(c.Key), "a parked intent gets no new attempt")
 }
+
+// A platform's answer may carry a NUL character, which PostgreSQL refuses in JSONB and TEXT.
+// The outcome is recorded all the same: no answer can make an outcome unrecordable.
+func TestAnOutcomeCarryingNULIsStillRecorded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.authorized("nul in the answer")
+	done, err := e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.Unknown, ObjectID: "obj\x00id",
+		Detail: map[string]any{"response": "bad\x00gateway", "nested": map[string]any{"x": "\x00"}}})
+	require.NoError(t, err)
+	require.Equal(t, ledger.Indeterminate, done.State)
+	rec, err := e.l.Inspect(e.ctx, c.Key)
+	require.NoError(t, err)
+	require.Contains(t, string(rec.Evidence[len(rec.Evidence)-1].Detail), "bad\ufffdgateway")
+}

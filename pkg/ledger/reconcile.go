@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -91,15 +90,12 @@ func (l *Ledger) ResolveReconciliation(ctx context.Context, r Reconciliation, re
 	if result == Found && objectID == "" {
 		return "", fmt.Errorf("resolve reconciliation of %s: found without an object id", r.Key)
 	}
-	raw := []byte("{}")
-	if len(detail) > 0 {
-		var err error
-		if raw, err = json.Marshal(detail); err != nil {
-			return "", fmt.Errorf("resolve reconciliation of %s: detail: %w", r.Key, err)
-		}
+	raw, err := detailJSON(detail)
+	if err != nil {
+		return "", fmt.Errorf("resolve reconciliation of %s: detail: %w", r.Key, err)
 	}
 	var row dbsqlc.ReconciliationResolveRow
-	err := l.inTx(ctx, string(OpReconcile), func(q *dbsqlc.Queries) (err error) {
+	err = l.inTx(ctx, string(OpReconcile), func(q *dbsqlc.Queries) (err error) {
 		row, err = q.ReconciliationResolve(ctx, dbsqlc.ReconciliationResolveParams{
 			DeliveryKey:  r.Key.Bytes(),
 			Result:       string(result),

@@ -129,6 +129,10 @@ type Capabilities struct {
 // ErrNotFound is what ReadBack returns when the platform has no such object.
 var ErrNotFound = errors.New("platform: object not found")
 
+// ErrNoReadBack is what ReadBack returns (wrapped) when the adapter cannot read objects back
+// at all: a success then cannot be confirmed, and the intent goes indeterminate.
+var ErrNoReadBack = errors.New("platform: no read-back is possible")
+
 // Adapter is one platform, opened for one account.
 type Adapter interface {
 	// Capabilities are fixed for the adapter's life.

@@ -2,7 +2,10 @@ package webhook
 
 import (
 	"errors"
+	"fmt"
 	"strings"
+
+	"github.com/atmost/atmost/pkg/platform"
 )
 
 var (
@@ -14,7 +17,7 @@ var (
 	// success the endpoint claims cannot be confirmed, and the intent goes indeterminate
 	// (readback_mismatch) instead of published: configure readback_url for any endpoint that
 	// can return what it stored.
-	ErrNoReadBack = errors.New("webhook: no readback_url is configured, so a success cannot be confirmed")
+	ErrNoReadBack = fmt.Errorf("webhook: no readback_url is configured, so a success cannot be confirmed: %w", platform.ErrNoReadBack)
 )
 
 // redactedError hides the credential from an error's text and keeps the chain for errors.Is.

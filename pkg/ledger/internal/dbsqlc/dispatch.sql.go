@@ -16,15 +16,13 @@ const dispatchGates = `-- name: DispatchGates :many
 SELECT a.account_id, a.platform, a.settings, a.credential_ref, a.credential_version, a.revoked,
        a.contract_version,
        EXISTS (SELECT 1 FROM switches s WHERE s.scope IN ('', a.account_id) AND s.engaged)::BOOL AS stopped,
+       coalesce(p.rate_per_minute, d.rate_per_minute)::INT AS rate_per_minute,
        (CASE
-            WHEN coalesce(p.rate_per_minute, d.rate_per_minute) = 0 OR b.account_id IS NULL THEN 0
-            WHEN least(coalesce(p.rate_burst, d.rate_burst)::DOUBLE PRECISION,
+            WHEN b.account_id IS NULL THEN coalesce(p.rate_burst, d.rate_burst)::DOUBLE PRECISION
+            ELSE least(coalesce(p.rate_burst, d.rate_burst)::DOUBLE PRECISION,
                        b.tokens + extract(epoch FROM coalesce($1::TIMESTAMPTZ, now()) - b.refilled_at)::DOUBLE PRECISION
-                                  * coalesce(p.rate_per_minute, d.rate_per_minute) / 60.0) >= 1 THEN 0
-            ELSE ceil((1 - b.tokens - extract(epoch FROM coalesce($1::TIMESTAMPTZ, now()) - b.refilled_at)::DOUBLE PRECISION
-                                      * coalesce(p.rate_per_minute, d.rate_per_minute) / 60.0)
-                      * 60000.0 / coalesce(p.rate_per_minute, d.rate_per_minute))
-        END)::BIGINT AS rate_wait_ms
+                                  * coalesce(p.rate_per_minute, d.rate_per_minute) / 60.0)
+        END)::DOUBLE PRECISION AS tokens
 FROM accounts a
 CROSS JOIN policies d
 LEFT JOIN policies p ON p.scope = a.account_id
@@ -46,12 +44,14 @@ type DispatchGatesRow struct {
 	Revoked           bool
 	ContractVersion   string
 	Stopped           bool
-	RateWaitMs        int64
+	RatePerMinute     int32
+	Tokens            float64
 }
 
 // The dispatcher's cheap look before Begin, per account: its configuration, whether a kill
-// switch (its own or the global one) stops it, and how long until its rate bucket holds a
-// token (0: now). Reads only; Authorize re-checks every gate in the statement that decides.
+// switch (its own or the global one) stops it, its rate (0: unlimited) and the tokens its
+// bucket holds now (a bucket never used is full). Reads only; Authorize re-checks every gate
+// in the statement that decides.
 func (q *Queries) DispatchGates(ctx context.Context, arg DispatchGatesParams) ([]DispatchGatesRow, error) {
 	rows, err := q.db.Query(ctx, dispatchGates, arg.Now, arg.AccountIds)
 	if err != nil {
@@ -70,7 +70,8 @@ func (q *Queries) DispatchGates(ctx context.Context, arg DispatchGatesParams) ([
 			&i.Revoked,
 			&i.ContractVersion,
 			&i.Stopped,
-			&i.RateWaitMs,
+			&i.RatePerMinute,
+			&i.Tokens,
 		); err != nil {
 			return nil, err
 		}
