@@ -40,6 +40,8 @@ type Config struct {
 	// before Begin (no attempt is created). A rate limit delays work by the time until the
 	// next token instead. Default 5 s.
 	GateDelay time.Duration
+	// Pipelines is how many batches are taken through the ledger steps at once. Default 4.
+	Pipelines int
 	// Linger is how long the first work item of a batch waits for others to join it. Default
 	// 2 ms.
 	Linger time.Duration
@@ -53,6 +55,9 @@ type Config struct {
 	Platforms platform.Registry
 	// Logger; nil means no logging.
 	Logger *zap.Logger
+
+	// hook is called at each crash point of this dispatcher (tests only).
+	hook func(step string)
 }
 
 func (c Config) withDefaults() Config {
@@ -83,6 +88,9 @@ func (c Config) withDefaults() Config {
 	if c.GateDelay == 0 {
 		c.GateDelay = 5 * time.Second
 	}
+	if c.Pipelines == 0 {
+		c.Pipelines = 4
+	}
 	if c.Linger == 0 {
 		c.Linger = 2 * time.Millisecond
 	}
@@ -104,6 +112,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("dispatch: no platform adapters configured")
 	case c.Batch < 1 || c.Batch > 1000:
 		return fmt.Errorf("dispatch: batch %d: must be between 1 and 1000", c.Batch)
+	case c.Pipelines < 1 || c.Pipelines > 64:
+		return fmt.Errorf("dispatch: pipelines %d: must be between 1 and 64", c.Pipelines)
 	case c.Concurrency < c.Batch:
 		return fmt.Errorf("dispatch: concurrency %d: must be at least the batch (%d)", c.Concurrency, c.Batch)
 	case c.ClaimLease < ledger.MinLease || c.InFlightLease < ledger.MinLease:

@@ -41,7 +41,9 @@ type Dispatcher struct {
 	adapters *adapters
 	log      *zap.Logger
 	counts   *counters
-	slots    chan struct{}  // one per intent being worked
+	slots    chan struct{} // one per intent being worked
+	rate     sync.Mutex
+	reserved map[string]int // rate tokens set aside per account, between the gate and Authorize
 	reports  chan *work     // sends done, waiting for Complete
 	sending  sync.WaitGroup // sends in flight
 }
@@ -68,6 +70,7 @@ func New(ctx context.Context, js jetstream.JetStream, l *ledger.Ledger, rel *rel
 		log:      cfg.Logger.Named("dispatch"),
 		counts:   newCounters(),
 		slots:    make(chan struct{}, cfg.Concurrency),
+		reserved: map[string]int{},
 		reports:  make(chan *work, cfg.Concurrency),
 	}, nil
 }
@@ -81,6 +84,8 @@ type work struct {
 	adapter  platform.Adapter
 	prepared platform.Prepared
 	claim    ledger.Claim
+	// reserved: the gate set a rate token aside for this work until Authorize takes it.
+	reserved bool
 	// credentialVersion is the one the adapter was opened with.
 	credentialVersion int64
 	// deadline is when the send's context ends, on this process's monotonic clock;
@@ -121,15 +126,24 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		d.completeLoop()
 	}()
 
-	// The batch in hand is finished even when ctx ends meanwhile.
+	// Several pipelines take batches at once, so one batch's ledger round trips overlap
+	// another's. The batch in hand is finished even when ctx ends meanwhile.
 	work := context.WithoutCancel(ctx)
-	for {
-		batch := d.take(ctx, msgs)
-		if len(batch) == 0 {
-			break
-		}
-		d.dispatch(ctx, work, batch)
+	var pipelines sync.WaitGroup
+	for range d.cfg.Pipelines {
+		pipelines.Add(1)
+		go func() {
+			defer pipelines.Done()
+			for {
+				batch := d.take(ctx, msgs)
+				if len(batch) == 0 {
+					return
+				}
+				d.dispatch(ctx, work, batch)
+			}
+		}()
 	}
+	pipelines.Wait()
 	it.Drain()
 	for m := range msgs {
 		_ = m.Nak() // taken from the server, never started: redeliver at once
@@ -194,7 +208,22 @@ func (d *Dispatcher) release(w *work) {
 	if w.stop != nil {
 		w.stop()
 	}
+	d.unreserve(w)
 	<-d.slots
+}
+
+// unreserve gives back the rate token the gate set aside for w, once Authorize took it from
+// the bucket (or w will not reach Authorize).
+func (d *Dispatcher) unreserve(w *work) {
+	if !w.reserved {
+		return
+	}
+	w.reserved = false
+	d.rate.Lock()
+	defer d.rate.Unlock()
+	if d.reserved[w.intent.Account]--; d.reserved[w.intent.Account] <= 0 {
+		delete(d.reserved, w.intent.Account)
+	}
 }
 
 // finish acknowledges a work item whose intent needs nothing more from this message.
@@ -228,7 +257,7 @@ func (d *Dispatcher) dispatch(stop, ctx context.Context, msgs []jetstream.Msg) {
 	}
 	batch = d.begin(ctx, batch)
 	if len(batch) > 0 {
-		crashPoint("after-begin")
+		d.crashPoint("after-begin")
 	}
 	batch = d.witnessClaims(ctx, batch)
 	if stop.Err() != nil {
@@ -237,7 +266,7 @@ func (d *Dispatcher) dispatch(stop, ctx context.Context, msgs []jetstream.Msg) {
 	}
 	batch = d.authorize(ctx, batch)
 	if len(batch) > 0 {
-		crashPoint("after-authorize")
+		d.crashPoint("after-authorize")
 	}
 	batch = d.witness(ctx, batch)
 	if stop.Err() != nil {
@@ -325,6 +354,10 @@ func (d *Dispatcher) gate(ctx context.Context, batch []*work) []*work {
 			accounts = append(accounts, w.intent.Account)
 		}
 	}
+	// Pipelines pass the gate one at a time: the tokens read here are shared with the batches
+	// admitted earlier whose Authorize has not taken them from the bucket yet.
+	d.rate.Lock()
+	defer d.rate.Unlock()
 	lctx, cancel := context.WithTimeout(ctx, d.cfg.LedgerTimeout)
 	defer cancel()
 	gates, err := d.ledger.Gates(lctx, accounts)
@@ -333,7 +366,6 @@ func (d *Dispatcher) gate(ctx context.Context, batch []*work) []*work {
 		return d.delayAll(batch, "ledger_unavailable", time.Second)
 	}
 	var keep []*work
-	admitted := map[string]int{}
 	for _, w := range batch {
 		g, ok := gates[w.intent.Account]
 		if !ok {
@@ -345,13 +377,12 @@ func (d *Dispatcher) gate(ctx context.Context, batch []*work) []*work {
 			d.delay(w, "gated_"+string(refusal), d.cfg.GateDelay)
 			continue
 		}
-		if ok, wait := g.Admits(admitted[w.intent.Account]); !ok {
+		if ok, wait := g.Admits(d.reserved[w.intent.Account]); !ok {
 			// Only as many sends as the bucket holds tokens go on to Begin; the others wait
 			// for theirs, so a backlog is released at the policy's rate.
 			d.delay(w, "gated_"+string(ledger.ReasonRateLimited), wait)
 			continue
 		}
-		admitted[w.intent.Account]++
 		w.credentialVersion = g.Account.CredentialVersion
 		ad, err := d.adapters.open(g.Account)
 		if err == nil {
@@ -367,6 +398,9 @@ func (d *Dispatcher) gate(ctx context.Context, batch []*work) []*work {
 			d.delay(w, "unsendable", d.cfg.GateDelay)
 			continue
 		}
+		// Last, so that nothing in this loop gives the token back while the lock is held.
+		d.reserved[w.intent.Account]++
+		w.reserved = true
 		keep = append(keep, w)
 	}
 	return keep
@@ -468,6 +502,9 @@ func (d *Dispatcher) authorize(ctx context.Context, batch []*work) []*work {
 			d.delayAll(group, "ledger_unavailable", time.Second)
 			continue
 		}
+		for _, w := range group {
+			d.unreserve(w) // the bucket now says what Authorize took
+		}
 		deadline := start.Add(d.cfg.InFlightLease - d.cfg.Margin)
 		wallDeadline := start.Round(0).Add(d.cfg.InFlightLease - d.cfg.Margin)
 		for i, w := range group {
@@ -567,7 +604,7 @@ func (d *Dispatcher) send(w *work) {
 	o := w.adapter.Send(ctx, w.prepared)
 	cancel()
 	d.counts.sendDuration(time.Since(started))
-	crashPoint("after-send")
+	d.crashPoint("after-send")
 	w.outcome = ledger.Outcome{Result: ledger.TransportResult(o.Result), ObjectID: o.ObjectID, Reason: ledger.Reason(o.Reason), Detail: o.Detail}
 	d.counts.send(string(o.Result))
 	if o.Result == platform.Sent {
@@ -656,7 +693,7 @@ func (d *Dispatcher) complete(batch []*work) {
 		}
 		return
 	}
-	crashPoint("after-complete")
+	d.crashPoint("after-complete")
 	keys := make([]identity.DeliveryKey, len(batch))
 	for i, w := range batch {
 		keys[i] = w.intent.Key
@@ -754,12 +791,17 @@ func minTime(a, b time.Time) time.Time {
 	return b
 }
 
-// crashPoint is where a test's subprocess may kill or stop itself, to prove what a crash at
-// that step leaves behind. Outside tests crash is nil and this does nothing.
-func crashPoint(step string) {
+// crashPoint is where a test may kill or stop the process, or break something around it, to
+// prove what a failure at that step leaves behind. Outside tests both hooks are nil and this
+// does nothing.
+func (d *Dispatcher) crashPoint(step string) {
 	if crash != nil {
 		crash(step)
 	}
+	if d.cfg.hook != nil {
+		d.cfg.hook(step)
+	}
 }
 
+// crash is the process-wide hook of the crash tests' subprocesses.
 var crash func(step string)

@@ -137,7 +137,7 @@ func TestARateLimitReleasesABacklogAtThePolicysRate(t *testing.T) {
 	require.NoError(t, e.ledger.SetPolicy(e.ctx, "acct-1", ledger.PolicyOverride{RatePerMinute: &rate, RateBurst: &burst}, "test"))
 	keys := e.submit("acct-1", texts("backlog", 12)...)
 	cfg := e.config()
-	cfg.Linger = 50 * time.Millisecond // the whole backlog in one batch
+	cfg.Batch = 4 // the backlog in several batches, through the pipelines at once
 	e.run(cfg)
 	time.Sleep(2500 * time.Millisecond)
 	intents, err := e.ledger.GetMany(e.ctx, keys)

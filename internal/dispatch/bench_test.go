@@ -1,0 +1,137 @@
+package dispatch_test
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/internal/dbtest"
+	"github.com/atmost/atmost/internal/dispatch"
+	"github.com/atmost/atmost/internal/ingest"
+	"github.com/atmost/atmost/internal/natstest"
+	"github.com/atmost/atmost/internal/platformsim"
+	"github.com/atmost/atmost/internal/relay"
+	"github.com/atmost/atmost/internal/streams"
+	"github.com/atmost/atmost/pkg/events"
+	"github.com/atmost/atmost/pkg/ledger"
+	"github.com/atmost/atmost/pkg/platform"
+	"github.com/atmost/atmost/pkg/platform/sim"
+)
+
+var benchIsolation = flag.String("isolation", "serializable", "ledger isolation of the benchmarks: serializable or read-committed")
+
+// BenchmarkEndToEnd publishes b.N intents to ATMOST_INTENTS while one ingester and one
+// dispatcher run against the platform simulator, all in this process, and reports intents/s
+// from the first ingest commit to the last publication, the p50 and p99 latency from ingest
+// (the intent's creation) to published, ledger commits per intent, and the process's peak
+// memory (ingester, dispatcher and simulator together: an upper bound for the dispatcher).
+func BenchmarkEndToEnd(b *testing.B) {
+	for _, latency := range []time.Duration{0, 50 * time.Millisecond} {
+		b.Run(fmt.Sprintf("platform-latency=%s", latency), func(b *testing.B) { benchEndToEnd(b, latency) })
+	}
+}
+
+func benchEndToEnd(b *testing.B, latency time.Duration) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	iso := pgx.Serializable
+	if *benchIsolation == "read-committed" {
+		iso = pgx.ReadCommitted
+	}
+	db := dbtest.New(b)
+	newLedger := func(actor string) *ledger.Ledger {
+		l, err := ledger.New(db.AppPool(b), ledger.Config{Actor: actor, Isolation: iso})
+		require.NoError(b, err)
+		return l
+	}
+	l := newLedger("bench")
+	s, err := platformsim.New(platformsim.Config{Latency: latency})
+	require.NoError(b, err)
+	simURL, _, err := s.Serve(ctx, "127.0.0.1:0")
+	require.NoError(b, err)
+	require.NoError(b, l.AddAccount(ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(fmt.Sprintf(`{"url":%q}`, simURL))}))
+	unlimited := 0
+	require.NoError(b, l.SetPolicy(ctx, "acct-1", ledger.PolicyOverride{RatePerMinute: &unlimited}, "bench"))
+	nc := natstest.New(b).Connect(b)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	require.NoError(b, err)
+	require.NoError(b, streams.Ensure(ctx, nc, js, streams.Config{}))
+
+	// The ingest role's loop: a batch, then its own transitions published at once.
+	il := newLedger("ingest")
+	in, err := ingest.New(ctx, js, il, ingest.Config{Batch: 500, MaxWait: 20 * time.Millisecond})
+	require.NoError(b, err)
+	irel := relay.New(il, js, relay.Config{})
+	go func() {
+		for ctx.Err() == nil {
+			if st, err := in.Batch(ctx); err == nil && st.Created > 0 {
+				_, _ = irel.Drain(ctx)
+			}
+		}
+	}()
+	dl := newLedger("dispatcher")
+	d, err := dispatch.New(ctx, js, dl, relay.New(dl, js, relay.Config{}), dispatch.Config{Platforms: platform.Registry{sim.Name: sim.Open}})
+	require.NoError(b, err)
+	go func() { _ = d.Run(ctx) }()
+
+	var peak atomic.Uint64
+	go func() {
+		var m runtime.MemStats
+		for ctx.Err() == nil {
+			runtime.ReadMemStats(&m)
+			if m.Sys > peak.Load() {
+				peak.Store(m.Sys)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	var before int64
+	require.NoError(b, db.Pool.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&before))
+
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		body := fmt.Sprintf(`{"v":1,"account":"acct-1","action":"post","request":{"text":"end to end %d"}}`, i)
+		_, err := js.PublishMsgAsync(&nats.Msg{Subject: events.IntentSubject("acct-1"), Data: []byte(body)})
+		require.NoError(b, err)
+	}
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		var published int
+		require.NoError(b, db.Pool.QueryRow(ctx, `SELECT count(*) FROM intents WHERE state = 'published'`).Scan(&published))
+		if published == b.N {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d published after 10 minutes", published, b.N)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b.StopTimer()
+
+	var after int64
+	require.NoError(b, db.Pool.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&after))
+	var seconds, p50, p99 float64
+	require.NoError(b, db.Pool.QueryRow(ctx, `
+		SELECT extract(epoch FROM max(h.at) - min(i.created_at))::FLOAT8,
+		       percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM h.at - i.created_at))::FLOAT8,
+		       percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM h.at - i.created_at))::FLOAT8
+		FROM intents i JOIN history h ON h.delivery_key = i.delivery_key AND h.to_state = 'published'`).Scan(&seconds, &p50, &p99))
+	b.ReportMetric(float64(b.N)/seconds, "intents/s")
+	b.ReportMetric(p50*1000, "p50-ms")
+	b.ReportMetric(p99*1000, "p99-ms")
+	b.ReportMetric(float64(after-before)/float64(b.N), "commits/intent")
+	b.ReportMetric(float64(peak.Load())/(1<<20), "peak-MB")
+	c := s.Counts()
+	require.LessOrEqual(b, c.MaxCreatedPerKey, 1, "never two objects for one key")
+	require.Equal(b, b.N, c.Objects)
+}

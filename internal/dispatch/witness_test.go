@@ -1,0 +1,57 @@
+package dispatch_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/internal/dispatch"
+	"github.com/atmost/atmost/internal/platformsim"
+	"github.com/atmost/atmost/pkg/events"
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+// No byte leaves before JetStream acknowledged the authorization (DESIGN 4.5). Here
+// ATMOST_EVENTS disappears between Authorize and the send: the witness cannot be had, nothing
+// is sent, and the attempt is completed as not sent, which is the truth.
+func TestNothingIsSentWithoutTheWitnessOfTheAuthorization(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, platformsim.Config{})
+	key := e.submit("acct-1", "no witness, no send")[0]
+	var once sync.Once
+	cfg := dispatch.WithHook(e.config(), func(step string) {
+		if step == "after-authorize" {
+			once.Do(func() { require.NoError(t, e.js.DeleteStream(e.ctx, events.EventsStream)) })
+		}
+	})
+	e.run(cfg)
+	in := e.settle([]identity.DeliveryKey{key}, 20*time.Second)[key]
+	require.Equal(t, ledger.Failed, in.State)
+	require.Equal(t, ledger.ReasonConnectionFailed, in.Reason)
+	require.Zero(t, e.sim.Counts().Requests, "not a byte to the platform")
+	rec, err := e.ledger.Inspect(e.ctx, key)
+	require.NoError(t, err)
+	require.Contains(t, string(rec.Evidence[len(rec.Evidence)-1].Detail), `"step": "witness"`)
+}
+
+// While JetStream refuses the events, no attempt is authorized at all: the claims are
+// witnessed first, and their failure makes the work wait (the claims expire, abandoned)
+// instead of spending the attempt cap on sends that could not happen.
+func TestNoAttemptIsAuthorizedWhileJetStreamRefusesEvents(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, platformsim.Config{})
+	keys := e.submit("acct-1", texts("events down", 3)...)
+	require.NoError(t, e.js.DeleteStream(e.ctx, events.EventsStream))
+	e.run(e.config())
+	time.Sleep(2 * time.Second)
+	intents, err := e.ledger.GetMany(e.ctx, keys)
+	require.NoError(t, err)
+	require.Equal(t, map[ledger.State]int{ledger.Pending: 3}, states(intents))
+	for _, in := range intents {
+		require.Zero(t, in.AttemptsAuthorized)
+	}
+	require.Zero(t, e.sim.Counts().Requests)
+}
