@@ -39,11 +39,13 @@ generate: ## regenerate the ledger's query code from pkg/ledger/queries with sql
 migrate: build ## create and migrate the ledger at ATMOST_DATABASE_URL
 	$(BIN)/atmost migrate --create-database
 
-bench: ## benchmarks on the real database and JetStream: the ledger at both isolation levels, ingest of 100,000 intents, the relay
+bench: ## benchmarks on the real database and JetStream: the ledger at both isolation levels, ingest of 100,000 intents, the relay, end to end through ingest, dispatcher and platformsim
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./pkg/ledger/ -args -isolation=serializable
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./pkg/ledger/ -args -isolation=read-committed
 	$(GO) test -run '^$$' -bench . -benchtime 100000x ./internal/ingest/
 	$(GO) test -run '^$$' -bench . -benchtime 100000x ./internal/relay/
+	$(GO) test -run '^$$' -bench EndToEnd -benchtime 10000x ./internal/dispatch/ -args -isolation=serializable
+	$(GO) test -run '^$$' -bench EndToEnd -benchtime 10000x ./internal/dispatch/ -args -isolation=read-committed
 
 fuzz: ## run each fuzz target for FUZZTIME (default 3m)
 	$(GO) test -run '^$$' -fuzz '^FuzzParseEnvelope$$' -fuzztime $(FUZZTIME) -parallel 1 ./pkg/identity/
