@@ -264,6 +264,11 @@ func TestStatusLookupSaysNotSeenAfterRequestsThatCreatedNothing(t *testing.T) {
 		create(t, c, url, "a", "post", "k", `{}`)
 	}
 	require.Equal(t, 3, s.Received("k"))
+	// A dropped request is in progress until its handler returns, which may be just after the
+	// client saw the connection die: that is what a platform's reconcile delay covers.
+	require.Eventually(t, func() bool {
+		return get(t, c, url+"/v1/idempotency/k").Body["status"] == "not_seen"
+	}, 5*time.Second, 5*time.Millisecond)
 	require.Equal(t, map[string]any{"status": "not_seen"}, get(t, c, url+"/v1/idempotency/k").Body)
 }
 

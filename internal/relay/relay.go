@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -64,6 +65,7 @@ type Relay struct {
 	cfg       Config
 	log       *zap.Logger
 	published atomic.Uint64
+	draining  sync.Mutex
 }
 
 // Published returns how many transitions this relay published and removed from the outbox.
@@ -88,6 +90,10 @@ func Event(u ledger.Unpublished) events.Event {
 // published. A round whose acknowledgements do not all arrive leaves the unacknowledged rows
 // in the outbox and ends Drain with the error: they are published again next time.
 func (r *Relay) Drain(ctx context.Context) (int, error) {
+	// One drain at a time per relay: the writer's fast path and the loop would otherwise read
+	// and publish the same rows twice (harmless, deduplicated by id, but wasted).
+	r.draining.Lock()
+	defer r.draining.Unlock()
 	total := 0
 	for {
 		batch, err := r.outbox.Unpublished(ctx, r.cfg.Batch)
@@ -119,13 +125,15 @@ func (r *Relay) PublishFor(ctx context.Context, keys []identity.DeliveryKey) err
 	return err
 }
 
-// round publishes rows, removes the acknowledged ones from the outbox and counts them.
+// round publishes rows, removes the acknowledged ones from the outbox and counts those this
+// relay removed (a row another relay removed first is counted there).
 func (r *Relay) round(ctx context.Context, rows []ledger.Unpublished) (int, error) {
 	acked, err := r.publish(ctx, rows)
-	if _, clearErr := r.outbox.Published(ctx, acked); clearErr != nil {
+	removed, clearErr := r.outbox.Published(ctx, acked)
+	if clearErr != nil {
 		return 0, clearErr
 	}
-	r.published.Add(uint64(len(acked)))
+	r.published.Add(uint64(removed))
 	return len(acked), err
 }
 
