@@ -18,8 +18,9 @@ type Config struct {
 	// Begin, Authorize, the witness, Complete) are one statement each for the whole batch.
 	// Default 64.
 	Batch int
-	// Concurrency bounds the intents being worked at once (sends in flight included).
-	// Default 256.
+	// Concurrency bounds the intents being worked at once (sends in flight included). A batch
+	// is cut short when no slot is free, so it must leave room for full batches besides the
+	// sends in flight. Default 1024.
 	Concurrency int
 	// ClaimLease is the pre-authorization lease Begin takes: a worker that has not authorized
 	// within it is refused from then on. Default 30 s.
@@ -65,10 +66,10 @@ func (c Config) withDefaults() Config {
 		c.Durable = "dispatcher"
 	}
 	if c.Batch == 0 {
-		c.Batch = 64
+		c.Batch = 128
 	}
 	if c.Concurrency == 0 {
-		c.Concurrency = 256
+		c.Concurrency = 1024
 	}
 	if c.ClaimLease == 0 {
 		c.ClaimLease = 30 * time.Second

@@ -101,7 +101,8 @@ type work struct {
 // Run works intents until ctx ends, then stops taking work, lets every send in flight finish
 // and be completed, and returns. Work taken but not started is released for redelivery.
 func (d *Dispatcher) Run(ctx context.Context) error {
-	it, err := d.consumer.Messages(jetstream.PullMaxMessages(d.cfg.Batch))
+	// Enough buffered for every pipeline to take a full batch.
+	it, err := d.consumer.Messages(jetstream.PullMaxMessages(max(d.cfg.Batch*d.cfg.Pipelines, 2*d.cfg.Batch)))
 	if err != nil {
 		return fmt.Errorf("dispatch: consume: %w", err)
 	}

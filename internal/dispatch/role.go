@@ -72,8 +72,8 @@ func parseRoleConfig(args []string, getenv func(string) (string, bool), stderr i
 	var cfg RoleConfig
 	fs := flag.NewFlagSet("dispatcher", flag.ContinueOnError)
 	cfg.Common.Register(fs, env, "127.0.0.1:9102")
-	fs.IntVar(&cfg.Batch, "batch", env.Int("ATMOST_DISPATCH_BATCH", 64), "work items taken at once; their ledger steps are one statement each (env ATMOST_DISPATCH_BATCH)")
-	fs.IntVar(&cfg.Concurrency, "concurrency", env.Int("ATMOST_DISPATCH_CONCURRENCY", 256), "intents worked at once, sends in flight included (env ATMOST_DISPATCH_CONCURRENCY)")
+	fs.IntVar(&cfg.Batch, "batch", env.Int("ATMOST_DISPATCH_BATCH", 128), "work items taken at once; their ledger steps are one statement each (env ATMOST_DISPATCH_BATCH)")
+	fs.IntVar(&cfg.Concurrency, "concurrency", env.Int("ATMOST_DISPATCH_CONCURRENCY", 1024), "intents worked at once, sends in flight included (env ATMOST_DISPATCH_CONCURRENCY)")
 	fs.DurationVar(&cfg.ClaimLease, "claim-lease", env.Duration("ATMOST_CLAIM_LEASE", 30*time.Second), "pre-authorization lease taken by Begin (env ATMOST_CLAIM_LEASE)")
 	fs.DurationVar(&cfg.InFlightLease, "inflight-lease", env.Duration("ATMOST_INFLIGHT_LEASE", 60*time.Second), "lease written by Authorize; must exceed send timeout + read-back timeout + margin (env ATMOST_INFLIGHT_LEASE)")
 	fs.DurationVar(&cfg.SendTimeout, "send-timeout", env.Duration("ATMOST_SEND_TIMEOUT", 10*time.Second), "bound of one send (env ATMOST_SEND_TIMEOUT)")

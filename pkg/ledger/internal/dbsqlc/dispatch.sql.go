@@ -134,11 +134,16 @@ func (q *Queries) IntentsGetMany(ctx context.Context, deliveryKeys [][]byte) ([]
 }
 
 const outboxPendingFor = `-- name: OutboxPendingFor :many
-SELECT o.delivery_key, o.seq, o.dispatch, i.account_id,
-       h.from_state, h.to_state, h.reason, h.attempt_token, h.epoch, h.generation, h.actor, h.at
+SELECT o.delivery_key, o.seq, o.dispatch, x.account_id,
+       x.from_state, x.to_state, x.reason, x.attempt_token, x.epoch, x.generation, x.actor, x.at
 FROM outbox o
-JOIN history h ON h.delivery_key = o.delivery_key AND h.seq = o.seq
-JOIN intents i ON i.delivery_key = o.delivery_key
+CROSS JOIN LATERAL (
+    -- OFFSET 0 keeps this a per-row index lookup: joined flat, the planner seq-scans history.
+    SELECT i.account_id, h.from_state, h.to_state, h.reason, h.attempt_token, h.epoch, h.generation, h.actor, h.at
+    FROM history h JOIN intents i ON i.delivery_key = h.delivery_key
+    WHERE h.delivery_key = o.delivery_key AND h.seq = o.seq AND i.delivery_key = o.delivery_key
+    OFFSET 0
+) x
 WHERE o.delivery_key = ANY($1::BYTEA[])
 ORDER BY o.delivery_key, o.seq
 `
