@@ -28,7 +28,10 @@ import (
 	"github.com/atmost/atmost/pkg/platform/sim"
 )
 
-var benchIsolation = flag.String("isolation", "serializable", "ledger isolation of the benchmarks: serializable or read-committed")
+var (
+	benchIsolation = flag.String("isolation", "serializable", "ledger isolation of the benchmarks: serializable or read-committed")
+	benchPipelines = flag.Int("pipelines", 0, "dispatcher pipelines (0: the default)")
+)
 
 // BenchmarkEndToEnd publishes b.N intents to ATMOST_INTENTS while one ingester and one
 // dispatcher run against the platform simulator, all in this process, and reports intents/s
@@ -80,7 +83,7 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 		}
 	}()
 	dl := newLedger("dispatcher")
-	d, err := dispatch.New(ctx, js, dl, relay.New(dl, js, relay.Config{}), dispatch.Config{Platforms: platform.Registry{sim.Name: sim.Open}})
+	d, err := dispatch.New(ctx, js, dl, relay.New(dl, js, relay.Config{}), dispatch.Config{Platforms: platform.Registry{sim.Name: sim.Open}, Pipelines: *benchPipelines})
 	require.NoError(b, err)
 	go func() { _ = d.Run(ctx) }()
 

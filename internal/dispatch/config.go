@@ -41,7 +41,10 @@ type Config struct {
 	// before Begin (no attempt is created). A rate limit delays work by the time until the
 	// next token instead. Default 5 s.
 	GateDelay time.Duration
-	// Pipelines is how many batches are taken through the ledger steps at once. Default 4.
+	// Pipelines is how many batches are taken through the ledger steps at once. More overlap
+	// more round trips, but under SERIALIZABLE they also conflict: measured on 2 cores, 4
+	// pipelines collapsed to 300 intents/s while 2 gave 1,432 (1,737 at READ COMMITTED).
+	// Default 2.
 	Pipelines int
 	// Linger is how long the first work item of a batch waits for others to join it. Default
 	// 2 ms.
@@ -90,7 +93,7 @@ func (c Config) withDefaults() Config {
 		c.GateDelay = 5 * time.Second
 	}
 	if c.Pipelines == 0 {
-		c.Pipelines = 4
+		c.Pipelines = 2
 	}
 	if c.Linger == 0 {
 		c.Linger = 2 * time.Millisecond
