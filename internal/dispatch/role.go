@@ -25,6 +25,7 @@ type RoleConfig struct {
 	role.Common
 	Batch           int           // ATMOST_DISPATCH_BATCH
 	Concurrency     int           // ATMOST_DISPATCH_CONCURRENCY
+	Pipelines       int           // ATMOST_DISPATCH_PIPELINES
 	ClaimLease      time.Duration // ATMOST_CLAIM_LEASE
 	InFlightLease   time.Duration // ATMOST_INFLIGHT_LEASE
 	SendTimeout     time.Duration // ATMOST_SEND_TIMEOUT
@@ -34,7 +35,7 @@ type RoleConfig struct {
 }
 
 func (c RoleConfig) dispatchConfig(platforms platform.Registry, log *zap.Logger) Config {
-	return Config{Batch: c.Batch, Concurrency: c.Concurrency, ClaimLease: c.ClaimLease, InFlightLease: c.InFlightLease,
+	return Config{Batch: c.Batch, Concurrency: c.Concurrency, Pipelines: c.Pipelines, ClaimLease: c.ClaimLease, InFlightLease: c.InFlightLease,
 		SendTimeout: c.SendTimeout, ReadBackTimeout: c.ReadBackTimeout, Margin: c.Margin, GateDelay: c.GateDelay,
 		Platforms: platforms, Logger: log}
 }
@@ -47,8 +48,8 @@ func (c RoleConfig) validate() error {
 			return fmt.Errorf("%s %s: must be positive", name, v)
 		}
 	}
-	if c.Batch < 1 || c.Concurrency < 1 {
-		return fmt.Errorf("batch %d and concurrency %d: must be at least 1", c.Batch, c.Concurrency)
+	if c.Batch < 1 || c.Concurrency < 1 || c.Pipelines < 1 {
+		return fmt.Errorf("batch %d, concurrency %d and pipelines %d: must be at least 1", c.Batch, c.Concurrency, c.Pipelines)
 	}
 	if err := c.dispatchConfig(Platforms(), nil).withDefaults().validate(); err != nil {
 		return err
@@ -74,6 +75,7 @@ func parseRoleConfig(args []string, getenv func(string) (string, bool), stderr i
 	cfg.Common.Register(fs, env, "127.0.0.1:9102")
 	fs.IntVar(&cfg.Batch, "batch", env.Int("ATMOST_DISPATCH_BATCH", 128), "work items taken at once; their ledger steps are one statement each (env ATMOST_DISPATCH_BATCH)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", env.Int("ATMOST_DISPATCH_CONCURRENCY", 1024), "intents worked at once, sends in flight included (env ATMOST_DISPATCH_CONCURRENCY)")
+	fs.IntVar(&cfg.Pipelines, "pipelines", env.Int("ATMOST_DISPATCH_PIPELINES", 2), "batches taken through the ledger steps at once; more than 2 conflict under serializable (env ATMOST_DISPATCH_PIPELINES)")
 	fs.DurationVar(&cfg.ClaimLease, "claim-lease", env.Duration("ATMOST_CLAIM_LEASE", 30*time.Second), "pre-authorization lease taken by Begin (env ATMOST_CLAIM_LEASE)")
 	fs.DurationVar(&cfg.InFlightLease, "inflight-lease", env.Duration("ATMOST_INFLIGHT_LEASE", 60*time.Second), "lease written by Authorize; must exceed send timeout + read-back timeout + margin (env ATMOST_INFLIGHT_LEASE)")
 	fs.DurationVar(&cfg.SendTimeout, "send-timeout", env.Duration("ATMOST_SEND_TIMEOUT", 10*time.Second), "bound of one send (env ATMOST_SEND_TIMEOUT)")
