@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -483,10 +484,24 @@ func (d *Dispatcher) authorize(ctx context.Context, batch []*work) []*work {
 		for i, w := range group {
 			claims[i] = w.claim
 		}
-		start := time.Now() // monotonic: the lease cannot have started before this
-		actx, cancel := context.WithTimeout(ctx, d.cfg.LedgerTimeout)
-		results, err := d.ledger.AuthorizeMany(actx, claims, d.cfg.InFlightLease, contract)
-		cancel()
+		var start time.Time
+		var results []ledger.AuthorizationResult
+		var err error
+		begun := time.Now()
+		for pause := 20 * time.Millisecond; ; pause *= 2 {
+			start = time.Now() // monotonic: the lease cannot have started before this
+			actx, cancel := context.WithTimeout(ctx, d.cfg.LedgerTimeout)
+			results, err = d.ledger.AuthorizeMany(actx, claims, d.cfg.InFlightLease, contract)
+			cancel()
+			// Restarted too often (SERIALIZABLE under contention): certainly not committed, and
+			// the claims are still ours until their lease runs out, so try again rather than
+			// let them expire with the work.
+			if !errors.Is(err, ledger.ErrRetriesExhausted) || time.Since(begun) > d.cfg.ClaimLease/3 {
+				break
+			}
+			d.log.Info("authorize restarted too often; trying again", zap.Int("claims", len(claims)))
+			time.Sleep(pause + time.Duration(rand.Int64N(int64(pause))))
+		}
 		if err != nil {
 			// Unknown whether it committed; nothing is sent either way. Were it committed, the
 			// intents would expire into indeterminate although nothing left, so record that
@@ -542,11 +557,32 @@ func (d *Dispatcher) witnessClaims(ctx context.Context, batch []*work) []*work {
 	}
 	wctx, cancel := context.WithTimeout(ctx, d.cfg.ClaimLease/2)
 	defer cancel()
-	if err := d.relay.PublishFor(wctx, keys); err != nil {
+	if err := d.publishFor(wctx, keys); err != nil {
 		d.log.Warn("JetStream did not acknowledge the claims; the work waits", zap.Int("intents", len(batch)), zap.Error(err))
 		return d.delayAll(batch, "events_unavailable", d.cfg.ClaimLease)
 	}
 	return batch
+}
+
+// publishFor publishes the transitions of keys and waits for JetStream's acknowledgements,
+// trying again while ctx allows: a publish window momentarily full or a leader election is
+// worth a second try before the work is given up.
+func (d *Dispatcher) publishFor(ctx context.Context, keys []identity.DeliveryKey) error {
+	pause := 20 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := d.relay.PublishFor(ctx, keys)
+		if err == nil || attempt == 3 || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		pause *= 4
+	}
 }
 
 // notSent completes authorized attempts that were never sent, as not sent.
@@ -581,7 +617,7 @@ func (d *Dispatcher) witness(ctx context.Context, batch []*work) []*work {
 	}
 	wctx, cancel := context.WithDeadline(ctx, earliest)
 	defer cancel()
-	if err := d.relay.PublishFor(wctx, keys); err != nil {
+	if err := d.publishFor(wctx, keys); err != nil {
 		d.log.Warn("the authorizations were not acknowledged by JetStream; nothing is sent", zap.Int("intents", len(batch)), zap.Error(err))
 		d.notSent(batch, "witness", err)
 		return nil
