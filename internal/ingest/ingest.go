@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -245,13 +246,30 @@ func (in *Ingester) publishRejects(ctx context.Context, rejected []*message) err
 	return nil
 }
 
+// ack acknowledges a committed batch. DoubleAck waits for the server's confirmation; the
+// confirmations of a batch are awaited together (up to ackers at once), not one round trip
+// after another.
 func (in *Ingester) ack(ctx context.Context, ms []*message) {
-	for _, m := range ms {
-		if err := m.msg.DoubleAck(ctx); err != nil {
-			// The commit stands; a redelivery is a duplicate, which the ledger absorbs.
-			in.log.Debug("ack not confirmed", zap.Uint64("seq", m.seq), zap.Error(err))
-		}
+	const ackers = 32
+	var wg sync.WaitGroup
+	next := make(chan *message)
+	for range min(ackers, len(ms)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for m := range next {
+				if err := m.msg.DoubleAck(ctx); err != nil {
+					// The commit stands; a redelivery is a duplicate, which the ledger absorbs.
+					in.log.Debug("ack not confirmed", zap.Uint64("seq", m.seq), zap.Error(err))
+				}
+			}
+		}()
 	}
+	for _, m := range ms {
+		next <- m
+	}
+	close(next)
+	wg.Wait()
 }
 
 func (in *Ingester) nak(ms []*message) {
