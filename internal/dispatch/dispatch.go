@@ -756,35 +756,38 @@ func (d *Dispatcher) complete(batch []*work) {
 }
 
 // record writes outcomes, retrying while the ledger is unreachable: an outcome is evidence
-// and worth keeping even after the lease expired. A batch the ledger refuses is split, and an
-// outcome it refuses on its own is recorded as unknown (always a safe claim: indeterminate is
-// reconciled, never resent). It gives up, reporting false, an in-flight lease plus a minute
-// after it started.
+// and worth keeping even after the lease expired. A batch the ledger refuses for good
+// (ledger.Permanent) is split, and an outcome it refuses on its own is recorded as unknown
+// (always a safe claim: indeterminate is reconciled, never resent). It gives up, reporting
+// false, an in-flight lease plus a minute after it started.
 func (d *Dispatcher) record(reports []ledger.Report) ([]ledger.CompletionResult, bool) {
+	return d.recordUntil(reports, time.Now().Add(d.cfg.InFlightLease+time.Minute))
+}
+
+func (d *Dispatcher) recordUntil(reports []ledger.Report, giveUp time.Time) ([]ledger.CompletionResult, bool) {
 	pause := 100 * time.Millisecond
-	giveUp := time.Now().Add(d.cfg.InFlightLease + time.Minute)
-	for failures := 0; ; failures++ {
+	for {
 		ctx, cancel := context.WithTimeout(context.Background(), d.cfg.LedgerTimeout)
 		results, err := d.ledger.CompleteMany(ctx, reports)
 		cancel()
-		if err == nil {
+		switch {
+		case err == nil:
 			return results, true
-		}
-		if len(reports) > 1 {
+		case ledger.Permanent(err) && len(reports) > 1:
 			out := make([]ledger.CompletionResult, 0, len(reports))
 			for _, r := range reports {
-				one, ok := d.record([]ledger.Report{r})
+				one, ok := d.recordUntil([]ledger.Report{r}, giveUp)
 				if !ok {
 					return nil, false
 				}
 				out = append(out, one...)
 			}
 			return out, true
-		}
-		if failures == 1 && reports[0].Outcome.Result != ledger.Unknown {
+		case ledger.Permanent(err) && reports[0].Outcome.Result != ledger.Unknown:
 			d.log.Warn("the ledger refuses this outcome; recording it as unknown", zap.Stringer("delivery_key", reports[0].Claim.Key), zap.Error(err))
 			reports = []ledger.Report{{Claim: reports[0].Claim, Outcome: ledger.Outcome{Result: ledger.Unknown, Reason: ledger.ReasonSendUnknown,
-				Detail: map[string]any{"step": "complete", "refused_outcome": string(reports[0].Outcome.Result), "error": err.Error()}}}}
+				Detail: map[string]any{"step": "complete", "refused_outcome": string(reports[0].Outcome.Result)}}}}
+			continue
 		}
 		if time.Now().After(giveUp) {
 			return nil, false

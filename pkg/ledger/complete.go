@@ -55,7 +55,7 @@ func (o Outcome) verdict() (State, Reason, error) {
 		}
 	case NotSent:
 		if o.Reason != ReasonConnectionFailed && o.Reason != ReasonPlatformRejected {
-			return "", "", fmt.Errorf("a not-sent outcome needs reason %s or %s, got %q", ReasonConnectionFailed, ReasonPlatformRejected, o.Reason)
+			return "", "", fmt.Errorf("%w: a not-sent outcome needs reason %s or %s, got %q", ErrMalformedOutcome, ReasonConnectionFailed, ReasonPlatformRejected, o.Reason)
 		}
 		return Failed, o.Reason, nil
 	case Unknown:
@@ -65,9 +65,9 @@ func (o Outcome) verdict() (State, Reason, error) {
 		case ReasonSendUnknown, ReasonReadbackMismatch:
 			return Indeterminate, o.Reason, nil
 		}
-		return "", "", fmt.Errorf("an unknown outcome cannot have reason %q", o.Reason)
+		return "", "", fmt.Errorf("%w: an unknown outcome cannot have reason %q", ErrMalformedOutcome, o.Reason)
 	}
-	return "", "", fmt.Errorf("unknown transport result %q", o.Result)
+	return "", "", fmt.Errorf("%w: unknown transport result %q", ErrMalformedOutcome, o.Result)
 }
 
 // Completion is what Complete did.
@@ -119,7 +119,7 @@ func (l *Ledger) CompleteMany(ctx context.Context, reports []Report) ([]Completi
 		reasons[i] = reason
 		detail, err := detailJSON(r.Outcome.Detail)
 		if err != nil {
-			return nil, fmt.Errorf("complete %s: detail: %w", r.Claim.Key, err)
+			return nil, fmt.Errorf("complete %s: detail: %w: %w", r.Claim.Key, ErrMalformedOutcome, err)
 		}
 		p.DeliveryKeys = append(p.DeliveryKeys, r.Claim.Key.Bytes())
 		p.AttemptTokens = append(p.AttemptTokens, r.Claim.Token.Bytes())

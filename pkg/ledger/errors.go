@@ -3,6 +3,9 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Errors a refused operation returns. Each means the operation changed nothing, except
@@ -50,4 +53,20 @@ func (e *RefusedError) Unwrap() error { return e.Err }
 
 func refused(op Operation, err error, state State) error {
 	return &RefusedError{Op: op, Err: err, State: state}
+}
+
+// ErrMalformedOutcome: Complete was given an outcome it cannot record (a result or reason
+// outside the table, a detail that does not encode). Trying again cannot help; an outcome
+// recorded as unknown always can be.
+var ErrMalformedOutcome = errors.New("ledger: malformed outcome")
+
+// Permanent reports whether err can never succeed on a retry of the same call: a malformed
+// outcome, or data the database refuses (SQLSTATE classes 22 and 23). A lost connection, a
+// timeout or exhausted serialization restarts are not permanent.
+func Permanent(err error) bool {
+	if errors.Is(err, ErrMalformedOutcome) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23"))
 }

@@ -1,8 +1,11 @@
 package ledger_test
 
 import (
+	"context"
+	"fmt"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/pkg/identity"
@@ -183,4 +186,20 @@ func TestAnOutcomeCarryingNULIsStillRecorded(t *testing.T) {
 	rec, err := e.l.Inspect(e.ctx, c.Key)
 	require.NoError(t, err)
 	require.Contains(t, string(rec.Evidence[len(rec.Evidence)-1].Detail), "bad\ufffdgateway")
+}
+
+// An outcome Complete cannot record is a permanent error, which a caller must not retry as is;
+// a lost connection or exhausted restarts are not.
+func TestMalformedOutcomesArePermanentErrors(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.authorized("malformed outcome")
+	_, err := e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonSendUnknown})
+	require.ErrorIs(t, err, ledger.ErrMalformedOutcome)
+	require.True(t, ledger.Permanent(err))
+	require.True(t, ledger.Permanent(fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: "22P05"})))
+	require.False(t, ledger.Permanent(fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: "40001"})))
+	require.False(t, ledger.Permanent(fmt.Errorf("complete: %w", ledger.ErrRetriesExhausted)))
+	require.False(t, ledger.Permanent(context.DeadlineExceeded))
+	require.Equal(t, ledger.Authorized, e.state(c.Key), "nothing was recorded")
 }
