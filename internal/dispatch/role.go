@@ -7,15 +7,11 @@ import (
 	"io"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/atmost/atmost/internal/relay"
 	"github.com/atmost/atmost/internal/role"
-	"github.com/atmost/atmost/internal/serve"
-	"github.com/atmost/atmost/internal/streams"
-	"github.com/atmost/atmost/pkg/ledger"
 	"github.com/atmost/atmost/pkg/platform"
 )
 
@@ -87,48 +83,23 @@ func parseRoleConfig(args []string, getenv func(string) (string, bool), stderr i
 }
 
 func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
-	iso, _ := cfg.IsoLevel()
-	pool, err := role.OpenPool(ctx, cfg.DatabaseURL)
+	deps, err := role.Start(ctx, "dispatcher", cfg.Common, relay.Config{}, log)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	nc, err := role.ConnectNATS(ctx, "dispatcher", cfg.NATSURL, log)
-	if err != nil {
-		return err
-	}
-	defer nc.Drain()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	if err := role.Retry(ctx, log, "create streams", func() error {
-		return streams.Ensure(ctx, nc, js, streams.Config{Replicas: cfg.Replicas})
-	}); err != nil {
-		return err
-	}
-	l, err := ledger.New(pool, ledger.Config{Actor: "dispatcher", Isolation: iso, Logger: log})
-	if err != nil {
-		return err
-	}
-	rel := relay.New(l, js, relay.Config{Logger: log})
+	defer deps.Close()
 	var d *Dispatcher
 	if err := role.Retry(ctx, log, "create the dispatch consumer", func() (err error) {
-		d, err = New(ctx, js, l, rel, cfg.dispatchConfig(Platforms(), log))
+		d, err = New(ctx, deps.JS, deps.Ledger, deps.Relay, cfg.dispatchConfig(Platforms(), log))
 		return err
 	}); err != nil {
 		return err
 	}
 
-	reg := serve.NewRegistry()
-	reg.MustRegister(d.Collectors()...)
-	reg.MustRegister(
+	deps.Registry.MustRegister(d.Collectors()...)
+	deps.Registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "atmost_dispatch_in_progress",
 			Help: "Intents being worked by this process (sends in flight included)."}, func() float64 { return float64(len(d.slots)) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "atmost_relay_events_published_total",
-			Help: "Transitions this process published and removed from the outbox."}, func() float64 { return float64(rel.Published()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "atmost_ledger_transaction_restarts_total",
-			Help: "Ledger transactions restarted after a serialization failure or deadlock."}, func() float64 { return float64(l.Retries()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "atmost_dispatch_consumer_pending",
 			Help: "Work items waiting on ATMOST_DISPATCH for this consumer (-1 when JetStream did not answer)."}, func() float64 {
 			ictx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -139,7 +110,7 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 			}
 			return float64(info.NumPending)
 		}))
-	addr, err := serve.Listen(ctx, cfg.HTTPAddr, serve.Handler(reg, role.Checks(pool, nc)), log)
+	addr, err := deps.Serve(ctx, cfg.HTTPAddr, log)
 	if err != nil {
 		return err
 	}

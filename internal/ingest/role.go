@@ -7,15 +7,11 @@ import (
 	"io"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/atmost/atmost/internal/relay"
 	"github.com/atmost/atmost/internal/role"
-	"github.com/atmost/atmost/internal/serve"
-	"github.com/atmost/atmost/internal/streams"
-	"github.com/atmost/atmost/pkg/ledger"
 )
 
 // RoleConfig is the configuration of the ingest role. Every field has an environment variable
@@ -65,55 +61,30 @@ type roleMetrics struct {
 	batches *prometheus.CounterVec
 }
 
-func newRoleMetrics(reg *prometheus.Registry, l *ledger.Ledger, rel *relay.Relay) roleMetrics {
+func newRoleMetrics(reg *prometheus.Registry) roleMetrics {
 	m := roleMetrics{
 		intents: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "atmost_ingest_messages_total",
 			Help: "Messages ingested, by outcome: created, duplicate, rejected."}, []string{"outcome"}),
 		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "atmost_ingest_batches_total",
 			Help: "Batches fetched, by result: ok, or retried (nak'ed for redelivery)."}, []string{"result"}),
 	}
-	reg.MustRegister(m.intents, m.batches,
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "atmost_relay_events_published_total",
-			Help: "Transitions the relay published and removed from the outbox."}, func() float64 { return float64(rel.Published()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "atmost_ledger_transaction_restarts_total",
-			Help: "Ledger transactions restarted after a serialization failure or deadlock."}, func() float64 { return float64(l.Retries()) }))
+	reg.MustRegister(m.intents, m.batches)
 	return m
 }
 
 func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
-	iso, _ := cfg.IsoLevel()
-	pool, err := role.OpenPool(ctx, cfg.DatabaseURL)
+	deps, err := role.Start(ctx, "ingest", cfg.Common, relay.Config{Interval: cfg.RelayInterval}, log)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	nc, err := role.ConnectNATS(ctx, "ingest", cfg.NATSURL, log)
+	defer deps.Close()
+	rel := deps.Relay
+	in, err := New(ctx, deps.JS, deps.Ledger, Config{Batch: cfg.Batch, Logger: log})
 	if err != nil {
 		return err
 	}
-	defer nc.Drain()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	if err := role.Retry(ctx, log, "create streams", func() error {
-		return streams.Ensure(ctx, nc, js, streams.Config{Replicas: cfg.Replicas})
-	}); err != nil {
-		return err
-	}
-	l, err := ledger.New(pool, ledger.Config{Actor: "ingest", Isolation: iso, Logger: log})
-	if err != nil {
-		return err
-	}
-	in, err := New(ctx, js, l, Config{Batch: cfg.Batch, Logger: log})
-	if err != nil {
-		return err
-	}
-	rel := relay.New(l, js, relay.Config{Interval: cfg.RelayInterval, Logger: log})
-
-	reg := serve.NewRegistry()
-	metrics := newRoleMetrics(reg, l, rel)
-	addr, err := serve.Listen(ctx, cfg.HTTPAddr, serve.Handler(reg, role.Checks(pool, nc)), log)
+	metrics := newRoleMetrics(deps.Registry)
+	addr, err := deps.Serve(ctx, cfg.HTTPAddr, log)
 	if err != nil {
 		return err
 	}
