@@ -588,16 +588,21 @@ func (d *Dispatcher) publishFor(ctx context.Context, keys []identity.DeliveryKey
 // notSent completes authorized attempts that were never sent, as not sent.
 func (d *Dispatcher) notSent(batch []*work, step string, err error) {
 	for _, w := range batch {
-		detail := map[string]any{"step": step}
-		if err != nil {
-			detail["error"] = err.Error()
-		}
-		w.outcome = ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed, Detail: detail}
-		d.counts.send(step)
+		w.outcome = d.unsent(step, err)
 		d.sending.Add(1)
 		d.reports <- w
 		d.sending.Done()
 	}
+}
+
+// unsent is the outcome of an authorized attempt that step stopped before its first byte.
+func (d *Dispatcher) unsent(step string, err error) ledger.Outcome {
+	detail := map[string]any{"step": step}
+	if err != nil {
+		detail["error"] = err.Error()
+	}
+	d.counts.unsent(step)
+	return ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed, Detail: detail}
 }
 
 // witness publishes the batch's transitions (the authorizations among them) and waits for
@@ -630,9 +635,7 @@ func (d *Dispatcher) witness(ctx context.Context, batch []*work) []*work {
 func (d *Dispatcher) send(w *work) {
 	defer d.sending.Done()
 	if now := time.Now(); !now.Before(w.deadline) || !now.Round(0).Before(w.wallDeadline) {
-		w.outcome = ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed,
-			Detail: map[string]any{"step": "deadline", "error": "the send deadline passed before the first byte"}}
-		d.counts.send("deadline")
+		w.outcome = d.unsent("deadline", errors.New("the send deadline passed before the first byte"))
 		d.reports <- w
 		return
 	}
@@ -745,12 +748,12 @@ func (d *Dispatcher) complete(batch []*work) {
 		if r.Err != nil {
 			// Fenced: the lease expired first; the outcome is kept as evidence.
 			d.log.Warn("completion fenced out; kept as evidence", zap.Stringer("delivery_key", w.intent.Key), zap.Error(r.Err))
-			d.counts.completion("fenced")
-		} else {
-			d.counts.completion(string(r.Completion.State))
-			d.log.Debug("completed", zap.Stringer("delivery_key", w.intent.Key), zap.String("state", string(r.Completion.State)),
-				zap.String("reason", string(r.Completion.Reason)), zap.Int64("generation", w.claim.Generation), zap.Int64("epoch", w.claim.Epoch))
+			d.finish(w, "completion_fenced")
+			continue
 		}
+		d.counts.completion(string(r.Completion.State))
+		d.log.Debug("completed", zap.Stringer("delivery_key", w.intent.Key), zap.String("state", string(r.Completion.State)),
+			zap.String("reason", string(r.Completion.Reason)), zap.Int64("generation", w.claim.Generation), zap.Int64("epoch", w.claim.Epoch))
 		d.finish(w, "completed")
 	}
 }
