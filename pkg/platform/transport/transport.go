@@ -24,7 +24,10 @@ import (
 type Config struct {
 	// DialTimeout bounds connecting (and the TLS handshake). Default 5 s.
 	DialTimeout time.Duration
-	// MaxIdleConnsPerHost keeps connections for reuse. Default 64.
+	// MaxIdleConnsPerHost keeps connections for reuse. Default 256: a dispatcher starts a
+	// whole batch of sends at once (128 per pipeline by default, each followed by its
+	// read-back), and every connection beyond what the pool keeps is dialled for one request
+	// and closed after it; with 64 that was a fresh TCP connection for most sends.
 	MaxIdleConnsPerHost int
 	// IdleConnTimeout closes a kept connection after this long unused. It should be shorter
 	// than the platform's own keep-alive timeout: a send on a connection the server already
@@ -45,7 +48,7 @@ func (c Config) withDefaults() Config {
 		c.IdleConnTimeout = 30 * time.Second
 	}
 	if c.MaxIdleConnsPerHost == 0 {
-		c.MaxIdleConnsPerHost = 64
+		c.MaxIdleConnsPerHost = 256
 	}
 	if c.MaxResponseBytes == 0 {
 		c.MaxResponseBytes = 1 << 20

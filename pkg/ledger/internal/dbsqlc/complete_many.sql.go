@@ -87,10 +87,12 @@ outbox_rows AS (
 SELECT n.delivery_key::BYTEA AS delivery_key,
        cur.state AS prior_state,
        c.state AS new_state,
-       (SELECT count(*) FROM evidence e WHERE e.delivery_key = n.delivery_key)::BIGINT AS evidence_written
+       coalesce(w.written, 0)::BIGINT AS evidence_written
 FROM input n
 LEFT JOIN cur ON cur.delivery_key = n.delivery_key
 LEFT JOIN changed c ON c.delivery_key = n.delivery_key
+LEFT JOIN (SELECT e.delivery_key, count(*) AS written FROM evidence e GROUP BY e.delivery_key) w
+       ON w.delivery_key = n.delivery_key
 `
 
 type IntentsCompleteParams struct {
@@ -120,7 +122,9 @@ type IntentsCompleteRow struct {
 // from the outcome) and a failed attempt releases its duplicate-text claim. Whatever the fence
 // says, every outcome is appended to attempt_evidence, with fenced = true where it changed no
 // state: the reconciler reads it before it spends its one lookup. One row per input key;
-// prior_state is NULL where no intent has that key.
+// prior_state is NULL where no intent has that key. evidence_written is counted once per key
+// and joined: a count per output row would rescan the whole evidence CTE for every report, a
+// cost that grows with the square of the batch.
 func (q *Queries) IntentsComplete(ctx context.Context, arg IntentsCompleteParams) ([]IntentsCompleteRow, error) {
 	rows, err := q.db.Query(ctx, intentsComplete,
 		arg.DeliveryKeys,
