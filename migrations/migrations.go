@@ -20,6 +20,6 @@ import "embed"
 var FS embed.FS
 
 // AppRole is the database role the atmost services connect as. It may INSERT and SELECT on
-// the append-only tables (attempts, attempt_evidence, history, reconciliations, rejects) and
-// nothing more there.
+// the append-only tables (attempts, attempt_evidence, history, reconciliations, rejects,
+// control_history) and nothing more there.
 const AppRole = "atmost_app"

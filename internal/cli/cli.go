@@ -30,6 +30,9 @@ type IO struct {
 	Stdout io.Writer
 	Stderr io.Writer
 	Env    Env
+	// User returns the name of the user running the command, the last resort for naming the
+	// operator of a change. Nil means the OS user (os/user).
+	User func() (string, error)
 }
 
 // OS is the process's own standard output, standard error and environment.
@@ -42,7 +45,11 @@ type command struct {
 
 var commands = map[string]command{
 	"accounts": {"configure accounts: add, ls, rotate, revoke (the credential stays outside the ledger)", runAccounts},
+	"controls": {"controls log: every operator change to switches, policies and the epoch, newest first", runControls},
+	"epoch":    {"epoch show, epoch bump: the restore epoch (bump it after a restore, before any worker starts)", runEpoch},
 	"migrate":  {"apply the ledger schema to ATMOST_DATABASE_URL (migrate status: show it)", runMigrate},
+	"policy":   {"policy get, policy set: attempt caps, backoff, rate limits, retryable reasons", runPolicy},
+	"switch":   {"switch ls, switch on, switch off: the global and per-account kill switches", runSwitch},
 	"version":  {"print the version of this binary and the schema version it expects", runVersion},
 }
 
@@ -77,6 +84,7 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-10s %s\n", name, commands[name].summary)
 	}
 	fmt.Fprintln(w, "\nEnvironment:\n  ATMOST_DATABASE_URL  the ledger (default "+DefaultDatabaseURL+")")
+	fmt.Fprintln(w, "  ATMOST_OPERATOR      who makes changes to controls (default user:<OS user name>)")
 }
 
 // setting returns the environment variable's value, or def when it is unset or blank.

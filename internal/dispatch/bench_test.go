@@ -31,6 +31,7 @@ import (
 var (
 	benchIsolation = flag.String("isolation", "serializable", "ledger isolation of the benchmarks: serializable or read-committed")
 	benchPipelines = flag.Int("pipelines", 0, "dispatcher pipelines (0: the default)")
+	benchBatch     = flag.Int("batch", 0, "dispatcher batch (0: the default)")
 )
 
 // BenchmarkEndToEnd publishes b.N intents to ATMOST_INTENTS while one ingester and one
@@ -64,7 +65,8 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 	require.NoError(b, err)
 	require.NoError(b, l.AddAccount(ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(fmt.Sprintf(`{"url":%q}`, simURL))}))
 	unlimited := 0
-	require.NoError(b, l.SetPolicy(ctx, "acct-1", ledger.PolicyOverride{RatePerMinute: &unlimited}, "bench"))
+	_, err = l.SetPolicy(ctx, "acct-1", ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, "bench", "no rate limit in the benchmark")
+	require.NoError(b, err)
 	srv := natstest.New(b)
 	nc := srv.Connect(b)
 	js, err := jetstream.New(nc)
@@ -88,7 +90,7 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 		}
 	}()
 	dl := newLedger("dispatcher")
-	d, err := dispatch.New(ctx, js, dl, relay.New(dl, js, relay.Config{}), dispatch.Config{Platforms: platform.Registry{sim.Name: sim.Open}, Pipelines: *benchPipelines})
+	d, err := dispatch.New(ctx, js, dl, relay.New(dl, js, relay.Config{}), dispatch.Config{Platforms: platform.Registry{sim.Name: sim.Open}, Pipelines: *benchPipelines, Batch: *benchBatch})
 	require.NoError(b, err)
 	go func() { _ = d.Run(ctx) }()
 

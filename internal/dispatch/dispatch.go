@@ -15,7 +15,6 @@ package dispatch
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -25,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/atmost/atmost/internal/platforms"
 	"github.com/atmost/atmost/internal/relay"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
@@ -39,7 +39,7 @@ type Dispatcher struct {
 	ledger   *ledger.Ledger
 	relay    *relay.Relay
 	consumer jetstream.Consumer
-	adapters *adapters
+	adapters *platforms.Cache
 	log      *zap.Logger
 	counts   *counters
 	slots    chan struct{} // one per intent being worked
@@ -67,7 +67,7 @@ func New(ctx context.Context, js jetstream.JetStream, l *ledger.Ledger, rel *rel
 	}
 	return &Dispatcher{
 		cfg: cfg, ledger: l, relay: rel, consumer: consumer,
-		adapters: newAdapters(cfg.Platforms),
+		adapters: platforms.NewCache(cfg.Platforms),
 		log:      cfg.Logger.Named("dispatch"),
 		counts:   newCounters(),
 		slots:    make(chan struct{}, cfg.Concurrency),
@@ -386,10 +386,10 @@ func (d *Dispatcher) gate(ctx context.Context, batch []*work) []*work {
 			continue
 		}
 		w.credentialVersion = g.Account.CredentialVersion
-		ad, err := d.adapters.open(g.Account)
+		ad, err := d.adapters.Open(g.Account)
 		if err == nil {
 			w.adapter = ad
-			w.request, err = requestOf(w.intent)
+			w.request, err = platforms.RequestOf(w.intent)
 		}
 		if err == nil {
 			w.prepared, err = ad.Prepare(w.request)
@@ -406,21 +406,6 @@ func (d *Dispatcher) gate(ctx context.Context, batch []*work) []*work {
 		keep = append(keep, w)
 	}
 	return keep
-}
-
-// requestOf is the platform's view of an intent.
-func requestOf(in ledger.Intent) (platform.Request, error) {
-	r := platform.Request{Key: in.Key, Account: in.Account, Action: in.Action, Target: in.Target, Request: json.RawMessage(in.Request)}
-	var fields struct {
-		Text *string `json:"text"`
-	}
-	if err := json.Unmarshal([]byte(in.Request), &fields); err != nil {
-		return r, fmt.Errorf("intent %s: request: %w", in.Key, err)
-	}
-	if fields.Text != nil {
-		r.Text = identity.NormalizeText(*fields.Text)
-	}
-	return r, nil
 }
 
 // begin opens one attempt per intent, binding the prepared request's hash to it.
@@ -658,40 +643,16 @@ func (d *Dispatcher) send(w *work) {
 	d.reports <- w
 }
 
-// readBack fetches the object the platform named and compares its text with the intent's.
-// Reads are safe to repeat, so a read that could not tell is tried again within the budget.
+// readBack fetches the object the platform named and compares its text with the intent's,
+// within the read-back budget.
 func (d *Dispatcher) readBack(w *work, objectID string) (bool, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.ReadBackTimeout)
 	defer cancel()
-	pause := 50 * time.Millisecond
-	for {
-		obj, err := w.adapter.ReadBack(ctx, w.request, objectID)
-		switch {
-		case err == nil && identity.SameText(obj.Text, w.request.Text):
-			return true, "confirmed"
-		case err == nil:
-			d.counts.readBack("mismatch")
-			return false, "text differs"
-		case errors.Is(err, platform.ErrNoReadBack):
-			d.counts.readBack("unsupported")
-			return false, "the platform offers no read-back"
-		}
-		// Not found may be a platform slow to show a new object, and a read that failed may
-		// succeed: reads are safe to repeat within the budget.
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			if errors.Is(err, platform.ErrNotFound) {
-				d.counts.readBack("missing")
-				return false, "object not found"
-			}
-			d.counts.readBack("unavailable")
-			return false, "read-back unavailable: " + err.Error()
-		case <-t.C:
-		}
-		pause = min(2*pause, time.Second)
+	confirmed, why, detail := platforms.ReadBack(ctx, w.adapter, w.request, objectID)
+	if !confirmed {
+		d.counts.readBack(why)
 	}
+	return confirmed, detail
 }
 
 // completeLoop records outcomes in batches: whatever arrived while the previous batch was

@@ -134,7 +134,8 @@ func TestARateLimitReleasesABacklogAtThePolicysRate(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{})
 	rate, burst := 60, 3 // a token a second, three at once
-	require.NoError(t, e.ledger.SetPolicy(e.ctx, "acct-1", ledger.PolicyOverride{RatePerMinute: &rate, RateBurst: &burst}, "test"))
+	_, err := e.ledger.SetPolicy(e.ctx, "acct-1", ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &rate, RateBurst: &burst}}, "test", "the test's rate")
+	require.NoError(t, err)
 	keys := e.submit("acct-1", texts("backlog", 12)...)
 	cfg := e.config()
 	cfg.Batch = 4 // the backlog in several batches, through the pipelines at once

@@ -63,7 +63,8 @@ func (e *env) addAccount(id, settings string) {
 	e.t.Helper()
 	require.NoError(e.t, e.ledger.AddAccount(e.ctx, ledger.Account{ID: id, Platform: sim.Name, Settings: json.RawMessage(settings)}))
 	unlimited := 0
-	require.NoError(e.t, e.ledger.SetPolicy(e.ctx, id, ledger.PolicyOverride{RatePerMinute: &unlimited}, "test"))
+	_, err := e.ledger.SetPolicy(e.ctx, id, ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, "test", "tests not about the rate limit")
+	require.NoError(e.t, err)
 }
 
 // submit stores intents and relays their work items, as ingest does.

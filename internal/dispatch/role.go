@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/atmost/atmost/internal/platforms"
 	"github.com/atmost/atmost/internal/relay"
 	"github.com/atmost/atmost/internal/role"
 	"github.com/atmost/atmost/pkg/platform"
@@ -47,7 +48,7 @@ func (c RoleConfig) validate() error {
 	if c.Batch < 1 || c.Concurrency < 1 || c.Pipelines < 1 {
 		return fmt.Errorf("batch %d, concurrency %d and pipelines %d: must be at least 1", c.Batch, c.Concurrency, c.Pipelines)
 	}
-	if err := c.dispatchConfig(Platforms(), nil).withDefaults().validate(); err != nil {
+	if err := c.dispatchConfig(platforms.Builtin(), nil).withDefaults().validate(); err != nil {
 		return err
 	}
 	return c.Common.Validate()
@@ -90,7 +91,7 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 	defer deps.Close()
 	var d *Dispatcher
 	if err := role.Retry(ctx, log, "create the dispatch consumer", func() (err error) {
-		d, err = New(ctx, deps.JS, deps.Ledger, deps.Relay, cfg.dispatchConfig(Platforms(), log))
+		d, err = New(ctx, deps.JS, deps.Ledger, deps.Relay, cfg.dispatchConfig(platforms.Builtin(), log))
 		return err
 	}); err != nil {
 		return err

@@ -18,12 +18,12 @@ import (
 
 // The tables operators and tools rely on, by name.
 var ledgerTables = []string{
-	"accounts", "attempt_evidence", "attempts", "epochs", "history", "intents", "outbox",
+	"accounts", "attempt_evidence", "attempts", "control_history", "epochs", "history", "intents", "outbox",
 	"policies", "reconciliations", "rejects", "source_heads", "switches", "text_claims",
 }
 
 // The append-only tables: the application role may INSERT and SELECT there, nothing more.
-var appendOnlyTables = []string{"attempts", "attempt_evidence", "history", "reconciliations", "rejects"}
+var appendOnlyTables = []string{"attempts", "attempt_evidence", "history", "reconciliations", "rejects", "control_history"}
 
 func TestUpFromEmptyAppliesEveryMigrationOnceThenNothing(t *testing.T) {
 	t.Parallel()
@@ -107,7 +107,7 @@ func TestAppRoleCannotUpdateOrDeleteAppendOnlyTables(t *testing.T) {
 			"DELETE FROM " + table,
 			"TRUNCATE " + table,
 		} {
-			if table == "rejects" {
+			if table == "rejects" || table == "control_history" {
 				stmt = strings.Replace(stmt, "delivery_key = delivery_key", "reason = reason", 1)
 			}
 			_, err := app.Exec(ctx, stmt)

@@ -1,4 +1,4 @@
-package dispatch
+package platforms
 
 import (
 	"github.com/atmost/atmost/pkg/platform"
@@ -6,9 +6,9 @@ import (
 	"github.com/atmost/atmost/pkg/platform/webhook"
 )
 
-// Platforms are the adapters a dispatcher process can open, by the platform name an account's
+// Builtin are the adapters atmost's roles can open, by the platform name an account's
 // configuration gives.
-func Platforms() platform.Registry {
+func Builtin() platform.Registry {
 	return platform.Registry{
 		sim.Name:     sim.Open,
 		webhook.Name: webhook.Open,

@@ -1,4 +1,6 @@
-package dispatch
+// Package platforms opens the platform adapters of configured accounts: the adapters built
+// into atmost's roles, and a cache of open ones.
+package platforms
 
 import (
 	"bytes"
@@ -8,9 +10,9 @@ import (
 	"github.com/atmost/atmost/pkg/platform"
 )
 
-// adapters keeps one open adapter per account, reopened when the account's platform,
-// settings or credential change.
-type adapters struct {
+// Cache keeps one open adapter per account, reopened when the account's platform, settings or
+// credential change. It is safe for concurrent use.
+type Cache struct {
 	registry platform.Registry
 	mu       sync.Mutex
 	opened   map[string]openAdapter
@@ -21,11 +23,14 @@ type openAdapter struct {
 	adapter platform.Adapter
 }
 
-func newAdapters(r platform.Registry) *adapters {
-	return &adapters{registry: r, opened: map[string]openAdapter{}}
+// NewCache returns a cache opening adapters from r.
+func NewCache(r platform.Registry) *Cache {
+	return &Cache{registry: r, opened: map[string]openAdapter{}}
 }
 
-func (a *adapters) open(acct ledger.Account) (platform.Adapter, error) {
+// Open returns the account's adapter, opening it on first use and again after its
+// configuration changed.
+func (a *Cache) Open(acct ledger.Account) (platform.Adapter, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if o, ok := a.opened[acct.ID]; ok && sameConfig(o.account, acct) {

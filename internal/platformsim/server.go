@@ -47,6 +47,7 @@ type Server struct {
 	byKey     map[string][]*record // by Idempotency-Key, in creation order
 	byAccount map[string][]*record // in creation order
 	received  map[string]int       // create requests per key, whatever became of them
+	lookups   map[string]int       // lookups by key (a listing filtered by key, a status lookup)
 	inflight  map[string]int       // create requests per key being handled right now
 	faults    map[Fault]int
 	requests  int
@@ -76,6 +77,7 @@ func New(cfg Config) (*Server, error) {
 		byKey:     map[string][]*record{},
 		byAccount: map[string][]*record{},
 		received:  map[string]int{},
+		lookups:   map[string]int{},
 		inflight:  map[string]int{},
 		faults:    map[Fault]int{},
 		plan:      newDrawer(cfg.Plan),
@@ -126,6 +128,10 @@ type Counts struct {
 	// Received is the number of create requests that reached the handler per key, whatever
 	// became of them (dropped, refused, committed).
 	Received map[string]int `json:"received"`
+	// Lookups is the number of lookups per key: listings filtered by the key and
+	// idempotency-status lookups. atmost's reconciler makes at most one per indeterminate
+	// intent.
+	Lookups map[string]int `json:"lookups"`
 	// Faults is the number of create requests that met each fault (FaultOK included).
 	Faults map[Fault]int `json:"faults"`
 	// Objects is the total number of objects created.
@@ -145,6 +151,7 @@ func (s *Server) Counts() Counts {
 	c := Counts{
 		Created:          make(map[string]int, len(s.byKey)),
 		Received:         make(map[string]int, len(s.received)),
+		Lookups:          make(map[string]int, len(s.lookups)),
 		Faults:           make(map[Fault]int, len(s.faults)),
 		Objects:          len(s.objects),
 		Requests:         s.requests,
@@ -156,6 +163,9 @@ func (s *Server) Counts() Counts {
 	}
 	for k, n := range s.received {
 		c.Received[k] = n
+	}
+	for k, n := range s.lookups {
+		c.Lookups[k] = n
 	}
 	for f, n := range s.faults {
 		c.Faults[f] = n
@@ -175,6 +185,14 @@ func (s *Server) Received(key string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.received[key]
+}
+
+// Lookups returns how many lookups by key were made: listings filtered by the key and
+// idempotency-status lookups.
+func (s *Server) Lookups(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lookups[key]
 }
 
 // Objects returns the objects the create requests keyed key created, oldest first.
@@ -248,6 +266,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	candidates := s.byAccount[account]
 	if filtered {
 		candidates = s.byKey[key[0]]
+		s.lookups[key[0]]++
 	}
 	for _, rec := range candidates {
 		if rec.Account == account && time.Since(rec.born) >= s.cfg.ListLag {
@@ -285,6 +304,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("key")
 	a := statusAnswer{Status: StatusNotSeen}
 	s.mu.Lock()
+	s.lookups[key]++
 	switch {
 	case len(s.byKey[key]) > 0:
 		a = statusAnswer{Status: StatusCreated, ID: s.byKey[key][0].ID}

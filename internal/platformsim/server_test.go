@@ -113,6 +113,7 @@ func TestCountsEndpointAndMethodsAgree(t *testing.T) {
 	want := platformsim.Counts{
 		Created:          map[string]int{"twice": 2, "once": 1},
 		Received:         map[string]int{"twice": 2, "refused": 1, "once": 1},
+		Lookups:          map[string]int{},
 		Faults:           map[platformsim.Fault]int{platformsim.FaultOK: 3, platformsim.FaultReject: 1},
 		Objects:          3,
 		Requests:         5,
@@ -137,7 +138,7 @@ func TestCountsOfAnEmptyPlatformAreEmptyNotNull(t *testing.T) {
 	t.Parallel()
 	_, url := start(t, platformsim.Config{})
 	a := get(t, client(t), url+"/v1/counts")
-	require.Equal(t, map[string]any{"created": map[string]any{}, "received": map[string]any{}, "faults": map[string]any{},
+	require.Equal(t, map[string]any{"created": map[string]any{}, "received": map[string]any{}, "lookups": map[string]any{}, "faults": map[string]any{},
 		"objects": 0.0, "requests": 0.0, "max_created_per_key": 0.0, "keys_over_one": []any{}}, a.Body)
 }
 
@@ -192,7 +193,7 @@ func TestListLagHidesNewObjectsFromTheListingButNotFromGetByID(t *testing.T) {
 
 func TestListingFiltersByAccountAndKey(t *testing.T) {
 	t.Parallel()
-	_, url := start(t, platformsim.Config{})
+	s, url := start(t, platformsim.Config{})
 	c := client(t)
 	for _, x := range []struct{ account, key string }{{"a", "k1"}, {"a", "k2"}, {"b", "k1"}, {"a", "k1"}} {
 		require.Equal(t, http.StatusCreated, create(t, c, url, x.account, "post", x.key, `{}`).Status)
@@ -210,6 +211,9 @@ func TestListingFiltersByAccountAndKey(t *testing.T) {
 	require.Equal(t, []string{"b/k1"}, keys("/v1/accounts/b/objects?key=k1"))
 	require.Empty(t, keys("/v1/accounts/b/objects?key=k2"))
 	require.Empty(t, keys("/v1/accounts/nobody/objects"))
+	// A listing filtered by key is a lookup, counted per key; an unfiltered one is not.
+	require.Equal(t, map[string]int{"k1": 2, "k2": 1}, s.Counts().Lookups)
+	require.Equal(t, 2, s.Lookups("k1"))
 }
 
 func TestStatusLookupAnswersNotSeenInProgressThenCreated(t *testing.T) {
@@ -229,6 +233,7 @@ func TestStatusLookupAnswersNotSeenInProgressThenCreated(t *testing.T) {
 	a := <-done
 	require.Equal(t, http.StatusCreated, a.Status)
 	require.Equal(t, map[string]any{"status": "created", "id": a.Body["id"]}, status())
+	require.Equal(t, 3, s.Lookups("dk1:abc"), "each status lookup is counted")
 }
 
 func TestLatencyKeepsACreateInProgressUntilItCommits(t *testing.T) {

@@ -45,6 +45,14 @@ func (e Env) Int(name string, def int) int {
 	return def
 }
 
+// Bool returns the variable as a boolean ("true", "false", "1", "0"), or def.
+func (e Env) Bool(name string, def bool) bool {
+	if b, err := strconv.ParseBool(e.String(name, "")); err == nil {
+		return b
+	}
+	return def
+}
+
 // Duration returns the variable as a duration ("30s"), or def.
 func (e Env) Duration(name string, def time.Duration) time.Duration {
 	if d, err := time.ParseDuration(e.String(name, "")); err == nil {

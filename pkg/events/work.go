@@ -21,6 +21,14 @@ type WorkItem struct {
 // MsgID is the Nats-Msg-Id the work item is published with.
 func (w WorkItem) MsgID() string { return "work:" + string(w.Event) }
 
+// RepublishMsgID is the Nats-Msg-Id of a work item the sweeper publishes again for an intent
+// whose work may have been lost. It differs from MsgID, which JetStream would drop as a
+// duplicate inside its window, and from one sweep round to the next; sweepers of the same
+// round share it, so JetStream keeps one of their copies.
+func (w WorkItem) RepublishMsgID(round int64) string {
+	return fmt.Sprintf("%s:sweep:%d", w.MsgID(), round)
+}
+
 // Subject is the subject the work item is published on.
 func (w WorkItem) Subject() string { return DispatchSubject(w.Account) }
 

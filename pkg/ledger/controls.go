@@ -2,8 +2,11 @@ package ledger
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,22 +28,41 @@ type Switch struct {
 	UpdatedAt time.Time
 }
 
-// SetSwitch turns a kill switch on (engaged) or off. An engaged switch stops every
+// SwitchChange is what SetSwitch did: Before is nil when the switch had never been set (it
+// was off).
+type SwitchChange struct {
+	Before *Switch
+	After  Switch
+}
+
+// SetSwitch turns a kill switch on (engaged) or off, and appends the change to the control
+// history with actor and reason in the same statement. An engaged switch stops every
 // authorization in its scope from the next Authorize on; work already authorized is not
-// recalled (its outcome or its lease decides).
-func (l *Ledger) SetSwitch(ctx context.Context, scope string, engaged bool, actor, reason string) (Switch, error) {
+// recalled (its outcome or its lease decides). scope is GlobalScope or a configured account
+// (else ErrUnknownAccount). Setting a switch to the state it is in still records who said so
+// and why.
+func (l *Ledger) SetSwitch(ctx context.Context, scope string, engaged bool, actor, reason string) (SwitchChange, error) {
 	if strings.TrimSpace(actor) == "" {
-		return Switch{}, errors.New("set switch: an operator must be named")
+		return SwitchChange{}, errors.New("set switch: an operator must be named")
 	}
-	var row dbsqlc.Switch
+	var row dbsqlc.SwitchSetRow
 	err := l.inTx(ctx, "switch", func(q *dbsqlc.Queries) (err error) {
 		row, err = q.SwitchSet(ctx, dbsqlc.SwitchSetParams{Scope: scope, Engaged: engaged, Reason: reason, Actor: actor})
 		return err
 	})
-	if err != nil {
-		return Switch{}, fmt.Errorf("set switch %q: %w", scope, err)
+	switch {
+	case err != nil:
+		return SwitchChange{}, fmt.Errorf("set switch %q: %w", scope, err)
+	case !row.Known:
+		return SwitchChange{}, fmt.Errorf("set switch %q: %w", scope, ErrUnknownAccount)
+	case !row.Changed || row.AfterUpdatedAt == nil:
+		return SwitchChange{}, fmt.Errorf("set switch %q: %w", scope, ErrControlRaced)
 	}
-	return Switch{row.Scope, row.Engaged, row.Reason, row.Actor, row.UpdatedAt}, nil
+	change := SwitchChange{After: Switch{scope, row.AfterEngaged.Bool, reason, actor, *row.AfterUpdatedAt}}
+	if row.BeforeEngaged.Valid && row.BeforeUpdatedAt != nil {
+		change.Before = &Switch{scope, row.BeforeEngaged.Bool, row.BeforeReason.String, row.BeforeActor.String, *row.BeforeUpdatedAt}
+	}
+	return change, nil
 }
 
 // Switches lists every kill switch ever set.
@@ -106,8 +128,8 @@ func (l *Ledger) PolicyFor(ctx context.Context, account string) (Policy, error) 
 	return p, nil
 }
 
-// PolicyOverride is an account's policy row: nil fields inherit the default. For GlobalScope
-// every field must be set.
+// PolicyOverride is one policy row's settings: for an account, nil fields inherit the
+// default; for GlobalScope (the default itself) every field is set.
 type PolicyOverride struct {
 	AttemptCap       *int
 	BackoffBase      *time.Duration
@@ -115,52 +137,413 @@ type PolicyOverride struct {
 	RatePerMinute    *int
 	RateBurst        *int
 	TextWindow       *time.Duration
-	RetryableReasons []Reason // nil inherits
+	RetryableReasons []Reason // nil inherits; empty retries nothing by policy
 }
 
-// SetPolicy replaces the policy row of scope. Every retryable reason must be a failed-state
-// reason: nothing else may ever be retried.
-func (l *Ledger) SetPolicy(ctx context.Context, scope string, p PolicyOverride, actor string) error {
+// Over returns the policy in force when o overrides def: o's fields where set, def's elsewhere.
+func (o PolicyOverride) Over(def Policy) Policy {
+	p := def
+	if o.AttemptCap != nil {
+		p.AttemptCap = *o.AttemptCap
+	}
+	if o.BackoffBase != nil {
+		p.BackoffBase = *o.BackoffBase
+	}
+	if o.BackoffMax != nil {
+		p.BackoffMax = *o.BackoffMax
+	}
+	if o.RatePerMinute != nil {
+		p.RatePerMinute = *o.RatePerMinute
+	}
+	if o.RateBurst != nil {
+		p.RateBurst = *o.RateBurst
+	}
+	if o.TextWindow != nil {
+		p.TextWindow = *o.TextWindow
+	}
+	if o.RetryableReasons != nil {
+		p.RetryableReasons = o.RetryableReasons
+	}
+	return p
+}
+
+// PolicyField names one field of a policy row, for PolicyEdit.Inherit.
+type PolicyField string
+
+// The policy fields, in the order operators see them.
+const (
+	FieldAttemptCap       PolicyField = "attempt_cap"
+	FieldBackoffBase      PolicyField = "backoff_base"
+	FieldBackoffMax       PolicyField = "backoff_max"
+	FieldRatePerMinute    PolicyField = "rate_per_minute"
+	FieldRateBurst        PolicyField = "rate_burst"
+	FieldTextWindow       PolicyField = "text_window"
+	FieldRetryableReasons PolicyField = "retryable_reasons"
+)
+
+// PolicyFields lists every PolicyField.
+var PolicyFields = []PolicyField{FieldAttemptCap, FieldBackoffBase, FieldBackoffMax, FieldRatePerMinute, FieldRateBurst, FieldTextWindow, FieldRetryableReasons}
+
+// PolicyEdit changes some fields of one policy row and leaves the others as they are.
+type PolicyEdit struct {
+	// Set holds the fields to set; nil fields keep their value.
+	Set PolicyOverride
+	// Inherit names fields to clear, so that the account inherits the default's value. Refused
+	// for GlobalScope, whose every field stays set, and for a field Set also sets.
+	Inherit []PolicyField
+}
+
+// PolicyRow is one row of the policy table: the default (Scope GlobalScope) or an account's
+// overrides.
+type PolicyRow struct {
+	Scope string
+	PolicyOverride
+	UpdatedBy string
+	UpdatedAt time.Time
+}
+
+// PolicyChange is what SetPolicy did: Before is nil when the account had no policy row of its
+// own (it inherited every field).
+type PolicyChange struct {
+	Before *PolicyOverride
+	After  PolicyOverride
+}
+
+// SetPolicy applies edit to the policy row of scope (GlobalScope or a configured account, else
+// ErrUnknownAccount) and appends the change, before and after, to the control history with
+// actor and reason in the same statement. Fields the edit does not name keep the values of the
+// row as it stands when the statement runs, so operators changing different fields never undo
+// each other. Every value must lie in its range and every retryable reason must be a
+// failed-state reason: nothing else may ever be retried.
+func (l *Ledger) SetPolicy(ctx context.Context, scope string, edit PolicyEdit, actor, reason string) (PolicyChange, error) {
 	if strings.TrimSpace(actor) == "" {
-		return errors.New("set policy: an operator must be named")
+		return PolicyChange{}, errors.New("set policy: an operator must be named")
 	}
-	var reasons []string
-	if p.RetryableReasons != nil {
-		reasons = []string{}
-		for _, r := range p.RetryableReasons {
+	params, err := policySetParams(scope, edit)
+	if err != nil {
+		return PolicyChange{}, fmt.Errorf("set policy %q: %w", scope, err)
+	}
+	params.Actor, params.Reason = actor, reason
+	var row dbsqlc.PolicySetRow
+	err = l.inTx(ctx, "policy", func(q *dbsqlc.Queries) (err error) {
+		row, err = q.PolicySet(ctx, params)
+		return err
+	})
+	switch {
+	case err != nil:
+		return PolicyChange{}, fmt.Errorf("set policy %q: %w", scope, err)
+	case !row.Known:
+		return PolicyChange{}, fmt.Errorf("set policy %q: %w", scope, ErrUnknownAccount)
+	case !row.Changed:
+		return PolicyChange{}, fmt.Errorf("set policy %q: %w", scope, ErrControlRaced)
+	}
+	var change PolicyChange
+	if change.After, err = policyFromJSON(row.After); err != nil {
+		return PolicyChange{}, err
+	}
+	if row.Before != nil {
+		before, err := policyFromJSON(row.Before)
+		if err != nil {
+			return PolicyChange{}, err
+		}
+		change.Before = &before
+	}
+	return change, nil
+}
+
+// Check reports what SetPolicy would refuse in edit for scope before it reaches the database: a
+// value out of its range, a reason that can never be retried, a field both set and inherited,
+// or a field the default policy would inherit. It does not know whether the account exists.
+func (e PolicyEdit) Check(scope string) error {
+	_, err := policySetParams(scope, e)
+	return err
+}
+
+// policySetParams checks edit and turns it into the statement's set flags and values.
+func policySetParams(scope string, edit PolicyEdit) (dbsqlc.PolicySetParams, error) {
+	p := dbsqlc.PolicySetParams{Scope: scope}
+	set := edit.Set
+	if set.AttemptCap != nil {
+		if *set.AttemptCap < 1 || *set.AttemptCap > math.MaxInt32 {
+			return p, fmt.Errorf("attempt cap %d: it must be at least 1", *set.AttemptCap)
+		}
+		p.SetAttemptCap, p.AttemptCap = true, pgtype.Int4{Int32: int32(*set.AttemptCap), Valid: true}
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		flag *bool
+		out  *pgtype.Int8
+		unit time.Duration
+	}{
+		{"backoff base", set.BackoffBase, &p.SetBackoffBaseMs, &p.BackoffBaseMs, time.Millisecond},
+		{"backoff max", set.BackoffMax, &p.SetBackoffMaxMs, &p.BackoffMaxMs, time.Millisecond},
+		{"text window", set.TextWindow, &p.SetTextWindowSeconds, &p.TextWindowSeconds, time.Second},
+	} {
+		if d.v == nil {
+			continue
+		}
+		if *d.v < 0 || *d.v%d.unit != 0 {
+			return p, fmt.Errorf("%s %s: it must be a non-negative whole number of %s", d.name, *d.v, unitName(d.unit))
+		}
+		*d.flag, *d.out = true, pgtype.Int8{Int64: int64(*d.v / d.unit), Valid: true}
+	}
+	if set.RatePerMinute != nil {
+		if *set.RatePerMinute < 0 || *set.RatePerMinute > math.MaxInt32 {
+			return p, fmt.Errorf("rate %d a minute: it must be at least 0 (0 is unlimited)", *set.RatePerMinute)
+		}
+		p.SetRatePerMinute, p.RatePerMinute = true, pgtype.Int4{Int32: int32(*set.RatePerMinute), Valid: true}
+	}
+	if set.RateBurst != nil {
+		if *set.RateBurst < 1 || *set.RateBurst > math.MaxInt32 {
+			return p, fmt.Errorf("rate burst %d: it must be at least 1", *set.RateBurst)
+		}
+		p.SetRateBurst, p.RateBurst = true, pgtype.Int4{Int32: int32(*set.RateBurst), Valid: true}
+	}
+	if set.RetryableReasons != nil {
+		p.SetRetryableReasons, p.RetryableReasons = true, []string{}
+		for _, r := range set.RetryableReasons {
 			if rule, ok := r.Rule(); !ok || rule.State != Failed {
-				return fmt.Errorf("set policy: %q is not a reason of the failed state, so it can never be retried", r)
+				return p, fmt.Errorf("%q is not a reason of the failed state, so it can never be retried (failed-state reasons: %s)", r, strings.Join(reasonNames(FailedReasons()), ", "))
 			}
-			reasons = append(reasons, string(r))
+			p.RetryableReasons = append(p.RetryableReasons, string(r))
 		}
 	}
-	int4 := func(v *int) pgtype.Int4 {
+	for _, f := range edit.Inherit {
+		if scope == GlobalScope {
+			return p, fmt.Errorf("the default policy cannot inherit %s: it must set every field", f)
+		}
+		var flag *bool
+		switch f {
+		case FieldAttemptCap:
+			flag = &p.SetAttemptCap
+		case FieldBackoffBase:
+			flag = &p.SetBackoffBaseMs
+		case FieldBackoffMax:
+			flag = &p.SetBackoffMaxMs
+		case FieldRatePerMinute:
+			flag = &p.SetRatePerMinute
+		case FieldRateBurst:
+			flag = &p.SetRateBurst
+		case FieldTextWindow:
+			flag = &p.SetTextWindowSeconds
+		case FieldRetryableReasons:
+			flag = &p.SetRetryableReasons
+		default:
+			return p, fmt.Errorf("%q is not a policy field", f)
+		}
+		if *flag {
+			return p, fmt.Errorf("%s is both set and inherited", f)
+		}
+		*flag = true // with a NULL value: the column inherits
+	}
+	return p, nil
+}
+
+func unitName(d time.Duration) string {
+	if d == time.Second {
+		return "seconds"
+	}
+	return "milliseconds"
+}
+
+// FailedReasons lists the reasons of the failed state, in name order: the only reasons a policy
+// may retry.
+func FailedReasons() []Reason {
+	var out []Reason
+	for r, rule := range Reasons {
+		if rule.State == Failed {
+			out = append(out, r)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func reasonNames(rs []Reason) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = string(r)
+	}
+	return out
+}
+
+// policyJSON is a policy row as control_history holds it: the table's columns, NULL inherited.
+type policyJSON struct {
+	AttemptCap        *int     `json:"attempt_cap"`
+	BackoffBaseMs     *int64   `json:"backoff_base_ms"`
+	BackoffMaxMs      *int64   `json:"backoff_max_ms"`
+	RatePerMinute     *int     `json:"rate_per_minute"`
+	RateBurst         *int     `json:"rate_burst"`
+	TextWindowSeconds *int64   `json:"text_window_seconds"`
+	RetryableReasons  []string `json:"retryable_reasons"`
+}
+
+func policyFromJSON(raw []byte) (PolicyOverride, error) {
+	var j policyJSON
+	if err := json.Unmarshal(raw, &j); err != nil {
+		return PolicyOverride{}, fmt.Errorf("decode a policy from the control history: %w", err)
+	}
+	dur := func(v *int64, unit time.Duration) *time.Duration {
 		if v == nil {
-			return pgtype.Int4{}
+			return nil
 		}
-		return pgtype.Int4{Int32: int32(*v), Valid: true}
+		d := time.Duration(*v) * unit
+		return &d
 	}
-	ms := func(d *time.Duration) pgtype.Int8 {
-		if d == nil {
-			return pgtype.Int8{}
+	o := PolicyOverride{
+		AttemptCap:    j.AttemptCap,
+		BackoffBase:   dur(j.BackoffBaseMs, time.Millisecond),
+		BackoffMax:    dur(j.BackoffMaxMs, time.Millisecond),
+		RatePerMinute: j.RatePerMinute,
+		RateBurst:     j.RateBurst,
+		TextWindow:    dur(j.TextWindowSeconds, time.Second),
+	}
+	if j.RetryableReasons != nil {
+		o.RetryableReasons = toReasons(j.RetryableReasons)
+	}
+	return o, nil
+}
+
+func toReasons(names []string) []Reason {
+	out := make([]Reason, len(names))
+	for i, s := range names {
+		out[i] = Reason(s)
+	}
+	return out
+}
+
+func policyRow(r dbsqlc.Policy) PolicyRow {
+	i := func(v pgtype.Int4) *int {
+		if !v.Valid {
+			return nil
 		}
-		return pgtype.Int8{Int64: d.Milliseconds(), Valid: true}
+		n := int(v.Int32)
+		return &n
 	}
-	var window pgtype.Int8
-	if p.TextWindow != nil {
-		window = pgtype.Int8{Int64: int64(p.TextWindow.Seconds()), Valid: true}
+	d := func(v pgtype.Int8, unit time.Duration) *time.Duration {
+		if !v.Valid {
+			return nil
+		}
+		x := time.Duration(v.Int64) * unit
+		return &x
 	}
-	err := l.inTx(ctx, "policy", func(q *dbsqlc.Queries) error {
-		return q.PolicySet(ctx, dbsqlc.PolicySetParams{
-			Scope: scope, AttemptCap: int4(p.AttemptCap), BackoffBaseMs: ms(p.BackoffBase), BackoffMaxMs: ms(p.BackoffMax),
-			RatePerMinute: int4(p.RatePerMinute), RateBurst: int4(p.RateBurst), TextWindowSeconds: window,
-			RetryableReasons: reasons, Actor: actor,
-		})
+	row := PolicyRow{Scope: r.Scope, UpdatedBy: r.UpdatedBy, UpdatedAt: r.UpdatedAt, PolicyOverride: PolicyOverride{
+		AttemptCap:    i(r.AttemptCap),
+		BackoffBase:   d(r.BackoffBaseMs, time.Millisecond),
+		BackoffMax:    d(r.BackoffMaxMs, time.Millisecond),
+		RatePerMinute: i(r.RatePerMinute),
+		RateBurst:     i(r.RateBurst),
+		TextWindow:    d(r.TextWindowSeconds, time.Second),
+	}}
+	if r.RetryableReasons != nil {
+		row.RetryableReasons = toReasons(r.RetryableReasons)
+	}
+	return row
+}
+
+// Policies lists every policy row: the default first, then each account's overrides in account
+// order.
+func (l *Ledger) Policies(ctx context.Context) ([]PolicyRow, error) {
+	var rows []dbsqlc.Policy
+	err := l.inTx(ctx, "policy", func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.PoliciesList(ctx)
+		return err
 	})
 	if err != nil {
-		return fmt.Errorf("set policy %q: %w", scope, err)
+		return nil, fmt.Errorf("list policies: %w", err)
 	}
-	return nil
+	out := make([]PolicyRow, len(rows))
+	for i, r := range rows {
+		out[i] = policyRow(r)
+	}
+	return out, nil
+}
+
+// PolicyLayers is the policy of one scope as its rows make it: the default row, the account's
+// own row (nil when it has none, and always for GlobalScope), and the policy in force.
+type PolicyLayers struct {
+	Default   PolicyRow
+	Override  *PolicyRow
+	Effective Policy
+}
+
+// PolicyLayersFor reads the default policy row and the account's own row in one statement, so
+// the three layers it returns agree with each other.
+func (l *Ledger) PolicyLayersFor(ctx context.Context, account string) (PolicyLayers, error) {
+	var rows []dbsqlc.Policy
+	err := l.inTx(ctx, "policy", func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.PolicyLayersFor(ctx, account)
+		return err
+	})
+	if err != nil {
+		return PolicyLayers{}, fmt.Errorf("policy rows for %q: %w", account, err)
+	}
+	var out PolicyLayers
+	found := false
+	for _, r := range rows {
+		row := policyRow(r)
+		if r.Scope == GlobalScope {
+			out.Default, found = row, true
+		} else {
+			out.Override = &row
+		}
+	}
+	if !found {
+		return PolicyLayers{}, errors.New("policy: the default policy row is missing (run atmost migrate)")
+	}
+	out.Effective = out.Default.Over(Policy{}) // the default row sets every field
+	if out.Override != nil {
+		out.Effective = out.Override.Over(out.Effective)
+	}
+	return out, nil
+}
+
+// ControlChange is one row of the control history: an operator's change to a kill switch
+// (Kind "switch"), a policy row ("policy") or the restore epoch ("epoch"). Scope is the account
+// id, or GlobalScope for the global switch, the default policy and the epoch. Before is JSON
+// null when the change created the control; Before and After hold the control's settings as
+// the ledger's columns name them.
+type ControlChange struct {
+	ID     string          `json:"id"`
+	Kind   string          `json:"kind"`
+	Scope  string          `json:"scope"`
+	Actor  string          `json:"actor"`
+	Reason string          `json:"reason"`
+	Before json.RawMessage `json:"before"`
+	After  json.RawMessage `json:"after"`
+	At     time.Time       `json:"at"`
+}
+
+// ControlKinds are the kinds of ControlChange.
+var ControlKinds = []string{"switch", "policy", "epoch"}
+
+// ControlHistory returns up to max changes to controls, newest first: of kind, or of every kind
+// when kind is empty.
+func (l *Ledger) ControlHistory(ctx context.Context, kind string, max int) ([]ControlChange, error) {
+	if kind != "" && !slices.Contains(ControlKinds, kind) {
+		return nil, fmt.Errorf("control history: %q is not a kind of control (%s)", kind, strings.Join(ControlKinds, ", "))
+	}
+	if max < 1 || max > math.MaxInt32 {
+		return nil, fmt.Errorf("control history: %d rows: ask for at least one", max)
+	}
+	var rows []dbsqlc.ControlHistoryListRow
+	err := l.inTx(ctx, "control history", func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.ControlHistoryList(ctx, dbsqlc.ControlHistoryListParams{Kind: kind, MaxRows: int32(max)})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("control history: %w", err)
+	}
+	out := make([]ControlChange, len(rows))
+	for i, r := range rows {
+		before := json.RawMessage("null")
+		if r.Before != nil {
+			before = r.Before
+		}
+		out[i] = ControlChange{r.ControlID, r.Kind, r.Scope, r.Actor, r.Reason, before, r.After, r.At}
+	}
+	return out, nil
 }
 
 // AdvanceSourceHead makes version the stored head of its source, superseding whatever head is

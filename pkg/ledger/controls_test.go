@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/pkg/identity"
@@ -44,7 +46,11 @@ func TestPolicyOverridesInheritTheDefault(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	cap5 := 5
-	require.NoError(t, e.l.SetPolicy(e.ctx, account, ledger.PolicyOverride{AttemptCap: &cap5}, "alice"))
+	setCap := func(scope string, cap *int) error {
+		_, err := e.l.SetPolicy(e.ctx, scope, ledger.PolicyEdit{Set: ledger.PolicyOverride{AttemptCap: cap}}, "alice", "test")
+		return err
+	}
+	require.NoError(t, setCap(account, &cap5))
 	p, err := e.l.PolicyFor(e.ctx, account)
 	require.NoError(t, err)
 	require.Equal(t, 5, p.AttemptCap)
@@ -54,19 +60,164 @@ func TestPolicyOverridesInheritTheDefault(t *testing.T) {
 	require.Equal(t, def.TextWindow, p.TextWindow, "unset columns inherit")
 	require.Equal(t, 24*time.Hour, def.TextWindow)
 
-	require.Error(t, e.l.SetPolicy(e.ctx, account, ledger.PolicyOverride{RetryableReasons: []ledger.Reason{ledger.ReasonSendUnknown}}, "alice"),
-		"an indeterminate reason can never be made retryable")
-	require.Error(t, e.l.SetPolicy(e.ctx, ledger.GlobalScope, ledger.PolicyOverride{AttemptCap: &cap5}, "alice"),
-		"the default policy must set every column")
+	_, err = e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{RetryableReasons: []ledger.Reason{ledger.ReasonSendUnknown}}}, "alice", "test")
+	require.ErrorContains(t, err, "connection_failed", "an indeterminate reason can never be made retryable; the error lists those that can")
+	_, err = e.l.SetPolicy(e.ctx, ledger.GlobalScope, ledger.PolicyEdit{Inherit: []ledger.PolicyField{ledger.FieldAttemptCap}}, "alice", "test")
+	require.Error(t, err, "the default policy must set every column")
 
 	// Raising the cap lets a parked-by-Begin intent's successors through; the cap is read on
 	// every Begin, never cached.
 	one := 1
-	require.NoError(t, e.l.SetPolicy(e.ctx, account, ledger.PolicyOverride{AttemptCap: &one}, "alice"))
+	require.NoError(t, setCap(account, &one))
 	c := e.authorized("capped at one")
 	_, err = e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed})
 	require.NoError(t, err)
 	requireRefused(t, e.l.Retry(e.ctx, c.Key), ledger.ErrAttemptsExhausted)
+}
+
+// A policy change names some fields; the others keep the values the row holds when the change
+// runs, so two operators changing different fields never undo each other.
+func TestSetPolicyChangesOnlyTheFieldsItNames(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cap5, burst := 5, 4
+	window := time.Hour
+	_, err := e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{AttemptCap: &cap5, TextWindow: &window}}, "alice", "first")
+	require.NoError(t, err)
+	change, err := e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{RateBurst: &burst}, Inherit: []ledger.PolicyField{ledger.FieldTextWindow}}, "bob", "second")
+	require.NoError(t, err)
+	require.NotNil(t, change.Before)
+	require.Equal(t, &cap5, change.Before.AttemptCap)
+	require.Equal(t, &window, change.Before.TextWindow)
+	require.Nil(t, change.Before.RateBurst)
+	require.Equal(t, ledger.PolicyOverride{AttemptCap: &cap5, RateBurst: &burst}, change.After, "the cap stays, the burst is set, the window inherits again")
+
+	layers, err := e.l.PolicyLayersFor(e.ctx, account)
+	require.NoError(t, err)
+	require.NotNil(t, layers.Override)
+	require.Equal(t, change.After, layers.Override.PolicyOverride)
+	require.Equal(t, "bob", layers.Override.UpdatedBy)
+	effective, err := e.l.PolicyFor(e.ctx, account)
+	require.NoError(t, err)
+	require.Equal(t, effective, layers.Effective, "the layers agree with the policy the paths read")
+
+	// The default keeps every field when one changes.
+	base := 2 * time.Second
+	_, err = e.l.SetPolicy(e.ctx, ledger.GlobalScope, ledger.PolicyEdit{Set: ledger.PolicyOverride{BackoffBase: &base}}, "alice", "faster first retry")
+	require.NoError(t, err)
+	def, err := e.l.PolicyFor(e.ctx, ledger.GlobalScope)
+	require.NoError(t, err)
+	require.Equal(t, base, def.BackoffBase)
+	require.Equal(t, 3, def.AttemptCap)
+
+	rows, err := e.l.Policies(e.ctx)
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	require.Equal(t, ledger.GlobalScope, rows[0].Scope)
+	require.Equal(t, account, rows[1].Scope)
+}
+
+func TestSetPolicyRefusesWhatItCannotStore(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	zero, negative, subSecond := 0, -time.Second, 1500*time.Millisecond
+	for name, edit := range map[string]ledger.PolicyEdit{
+		"cap below one":        {Set: ledger.PolicyOverride{AttemptCap: &zero}},
+		"burst below one":      {Set: ledger.PolicyOverride{RateBurst: &zero}},
+		"negative backoff":     {Set: ledger.PolicyOverride{BackoffBase: &negative}},
+		"window not in s":      {Set: ledger.PolicyOverride{TextWindow: &subSecond}},
+		"set and inherited":    {Set: ledger.PolicyOverride{AttemptCap: &zero}, Inherit: []ledger.PolicyField{ledger.FieldAttemptCap}},
+		"unknown field":        {Inherit: []ledger.PolicyField{"colour"}},
+		"terminal reason":      {Set: ledger.PolicyOverride{RetryableReasons: []ledger.Reason{ledger.ReasonDuplicateText}}},
+		"reason outside table": {Set: ledger.PolicyOverride{RetryableReasons: []ledger.Reason{"bad_luck"}}},
+	} {
+		_, err := e.l.SetPolicy(e.ctx, account, edit, "alice", "test")
+		require.Error(t, err, name)
+	}
+	cap5 := 5
+	_, err := e.l.SetPolicy(e.ctx, "acct-nobody", ledger.PolicyEdit{Set: ledger.PolicyOverride{AttemptCap: &cap5}}, "alice", "test")
+	require.ErrorIs(t, err, ledger.ErrUnknownAccount)
+	_, err = e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{AttemptCap: &cap5}}, " ", "test")
+	require.Error(t, err, "an operator must be named")
+	require.Zero(t, e.count(`SELECT count(*) FROM policies WHERE scope <> ''`))
+	require.Zero(t, e.count(`SELECT count(*) FROM control_history`), "a refused change leaves no history")
+}
+
+// Every operator change to a control appends exactly one control_history row, in the same
+// statement, naming the operator and the reason, with the settings before and after.
+func TestEveryControlChangeIsRecordedWithItsOperator(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+
+	sw, err := e.l.SetSwitch(e.ctx, ledger.GlobalScope, true, "user:alice", "incident 7")
+	require.NoError(t, err)
+	require.Nil(t, sw.Before, "the global switch had never been set")
+	require.True(t, sw.After.Engaged)
+	sw, err = e.l.SetSwitch(e.ctx, ledger.GlobalScope, false, "user:bob", "incident 7 resolved")
+	require.NoError(t, err)
+	require.NotNil(t, sw.Before)
+	require.True(t, sw.Before.Engaged)
+	require.Equal(t, "user:alice", sw.Before.Actor)
+	require.False(t, sw.After.Engaged)
+
+	cap5 := 5
+	_, err = e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{AttemptCap: &cap5}}, "user:carol", "noisy platform")
+	require.NoError(t, err)
+	epoch, err := e.l.BumpEpoch(e.ctx, "user:dave", "restored from backup")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), epoch)
+	started, err := e.l.CurrentEpoch(e.ctx)
+	require.NoError(t, err)
+	require.Equal(t, ledger.EpochStart{Epoch: 2, Reason: "restored from backup", Actor: "user:dave", At: started.At}, started)
+
+	all, err := e.l.ControlHistory(e.ctx, "", 10)
+	require.NoError(t, err)
+	require.Len(t, all, 4, "one row per change")
+	require.Equal(t, []string{"epoch", "policy", "switch", "switch"}, []string{all[0].Kind, all[1].Kind, all[2].Kind, all[3].Kind}, "newest first")
+	require.Equal(t, "user:dave", all[0].Actor)
+	require.JSONEq(t, `{"epoch": 1}`, string(all[0].Before))
+	require.JSONEq(t, `{"epoch": 2}`, string(all[0].After))
+	require.Equal(t, account, all[1].Scope)
+	require.Equal(t, "noisy platform", all[1].Reason)
+	require.JSONEq(t, `null`, string(all[1].Before), "the account had no policy row")
+	require.JSONEq(t, `{"attempt_cap": 5, "backoff_base_ms": null, "backoff_max_ms": null, "rate_per_minute": null,
+		"rate_burst": null, "text_window_seconds": null, "retryable_reasons": null}`, string(all[1].After))
+	require.Equal(t, "user:bob", all[2].Actor)
+	require.Equal(t, ledger.GlobalScope, all[2].Scope)
+	require.JSONEq(t, `{"engaged": true, "reason": "incident 7"}`, string(all[2].Before))
+	require.JSONEq(t, `{"engaged": false, "reason": "incident 7 resolved"}`, string(all[2].After))
+	require.JSONEq(t, `null`, string(all[3].Before))
+
+	switches, err := e.l.ControlHistory(e.ctx, "switch", 1)
+	require.NoError(t, err)
+	require.Len(t, switches, 1)
+	require.Equal(t, all[2], switches[0])
+	_, err = e.l.ControlHistory(e.ctx, "lever", 1)
+	require.Error(t, err)
+
+	_, err = e.l.SetSwitch(e.ctx, "acct-nobody", true, "user:alice", "typo")
+	require.ErrorIs(t, err, ledger.ErrUnknownAccount, "a switch for an account that does not exist would stop nothing")
+	require.Equal(t, 4, e.count(`SELECT count(*) FROM control_history`))
+}
+
+// The ledger runs as the application role, which may append to the control history and read
+// it, never rewrite or remove it.
+func TestAppRoleCannotRewriteTheControlHistory(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, err := e.l.SetSwitch(e.ctx, account, true, "user:alice", "incident")
+	require.NoError(t, err)
+	for _, stmt := range []string{
+		`UPDATE control_history SET actor = 'someone else'`,
+		`DELETE FROM control_history`,
+		`TRUNCATE control_history`,
+	} {
+		_, err := e.app.Exec(e.ctx, stmt)
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr, stmt)
+		require.Equal(t, "42501", pgErr.Code, "%s: %s", stmt, pgErr.Message)
+	}
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM control_history WHERE actor = 'user:alice'`))
 }
 
 func TestSourceHeadAdvancesToTheNewestVersionWhateverIsStored(t *testing.T) {
@@ -132,4 +283,67 @@ func TestSubmittingANewVersionSupersedesTheStoredHead(t *testing.T) {
 	b, err := e.l.Authorize(e.ctx, fresh, inFlight, contract)
 	require.NoError(t, err)
 	require.True(t, b.Authorized(), "reason %s", b.Reason)
+}
+
+// Two operators create the same kill switch at once; the second one's statement waits for the
+// first one's row. It must never record a before that was not the row it replaced: it either
+// records the first one's switch as its before (SERIALIZABLE restarts it) or writes nothing and
+// says so (READ COMMITTED). The history chains either way.
+func TestSwitchSetThatWaitedOnAnotherNeverRecordsAWrongBefore(t *testing.T) {
+	t.Parallel()
+	forEachIsolation(t, func(t *testing.T, e *env) {
+		firstErr, secondErr := e.interleave(1, func(l *ledger.Ledger) error {
+			_, err := l.SetSwitch(e.ctx, account, true, "user:alice", "incident")
+			return err
+		}, func() error {
+			_, err := e.l.SetSwitch(e.ctx, account, false, "user:bob", "false alarm")
+			return err
+		})
+		require.NoError(t, firstErr)
+		if e.iso == pgx.ReadCommitted {
+			require.ErrorIs(t, secondErr, ledger.ErrControlRaced)
+			require.Equal(t, 1, e.count(`SELECT count(*) FROM control_history`), "the refused change wrote nothing")
+		} else {
+			require.NoError(t, secondErr, "restarted, it replaced the first one's switch")
+			require.Equal(t, 2, e.count(`SELECT count(*) FROM control_history`))
+		}
+		requireHistoryChains(t, e, "switch")
+	})
+}
+
+// Two operators change different fields of one account's policy at once: both changes stay.
+func TestPolicySetThatWaitedOnAnotherKeepsItsChange(t *testing.T) {
+	t.Parallel()
+	forEachIsolation(t, func(t *testing.T, e *env) {
+		cap5, burst := 5, 4
+		_, err := e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{AttemptCap: &cap5}}, "user:carol", "the row exists")
+		require.NoError(t, err)
+		cap7 := 7
+		firstErr, secondErr := e.interleave(1, func(l *ledger.Ledger) error {
+			_, err := l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{AttemptCap: &cap7}}, "user:alice", "more attempts")
+			return err
+		}, func() error {
+			_, err := e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{RateBurst: &burst}}, "user:bob", "bigger bursts")
+			return err
+		})
+		require.NoError(t, firstErr)
+		require.NoError(t, secondErr)
+		layers, err := e.l.PolicyLayersFor(e.ctx, account)
+		require.NoError(t, err)
+		require.Equal(t, ledger.PolicyOverride{AttemptCap: &cap7, RateBurst: &burst}, layers.Override.PolicyOverride)
+		requireHistoryChains(t, e, "policy")
+	})
+}
+
+// requireHistoryChains checks that every control_history row of kind after the first records
+// as its before exactly what the row before it recorded as its after.
+func requireHistoryChains(t *testing.T, e *env, kind string) {
+	t.Helper()
+	rows, err := e.l.ControlHistory(e.ctx, kind, 100)
+	require.NoError(t, err)
+	require.NotEmpty(t, rows)
+	for i := 0; i+1 < len(rows); i++ { // newest first
+		require.JSONEq(t, string(rows[i+1].After), string(rows[i].Before), "history row %d of %s", i, kind)
+	}
+	require.JSONEq(t, "null", string(rows[len(rows)-1].Before), "the first %s row created the control", kind)
 }

@@ -32,6 +32,9 @@ var (
 	ErrAlreadyClaimed = errors.New("ledger: reconciliation already claimed")
 	// ErrUnknownAccount: the account is not configured.
 	ErrUnknownAccount = errors.New("ledger: unknown account")
+	// ErrControlRaced: another operator created the same kill switch or policy row while this
+	// change ran (possible at READ COMMITTED only); nothing was written. Look and try again.
+	ErrControlRaced = errors.New("ledger: the control was created by another change at the same time")
 )
 
 // RefusedError is returned for an operation the ledger refused: Err is one of the sentinels

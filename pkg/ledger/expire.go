@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
 )
 
@@ -13,6 +14,8 @@ type Expired struct {
 	Abandoned int
 	// Indeterminate authorizations expired: bytes may have left, the outcome is unknown.
 	Indeterminate int
+	// Changed lists the intents that moved, for the caller to publish.
+	Changed []identity.DeliveryKey
 }
 
 // ExpireLeases ends up to max expired leases, one way only: an expired pre-authorization claim
@@ -43,6 +46,11 @@ func (l *Ledger) ExpireLeases(ctx context.Context, max int) (Expired, error) {
 	}
 	var n Expired
 	for _, r := range rows {
+		key, err := identity.DeliveryKeyFromBytes(r.DeliveryKey)
+		if err != nil {
+			return n, fmt.Errorf("expire leases: %w", err)
+		}
+		n.Changed = append(n.Changed, key)
 		switch State(r.State) {
 		case Pending:
 			n.Abandoned++

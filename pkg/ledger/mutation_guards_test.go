@@ -196,7 +196,7 @@ func TestAuthorizeThatWaitedOnTheSweeperIsRefused(t *testing.T) {
 			return err
 		})
 		require.NoError(t, firstErr)
-		require.Equal(t, ledger.Expired{Abandoned: 1}, swept)
+		require.Equal(t, ledger.Expired{Abandoned: 1, Changed: []identity.DeliveryKey{c.Key}}, swept)
 		requireRefused(t, secondErr, ledger.ErrLeaseLost)
 		in := e.intent(c.Key)
 		require.Equal(t, ledger.Pending, in.State)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -91,9 +92,11 @@ func (l *Ledger) Resolve(ctx context.Context, key identity.DeliveryKey, to State
 	return nil
 }
 
-// BumpEpoch starts the next restore epoch and returns it. Run it after restoring the ledger and
-// before any worker reconnects: every claim and completion of an older epoch is refused from
-// then on (the restore protocol, DESIGN section 4.5).
+// BumpEpoch starts the next restore epoch and returns it; the change is appended to the
+// control history with actor and reason in the same statement. Run it after restoring the
+// ledger and before any worker reconnects: every claim and completion of an older epoch is
+// refused from then on (the restore protocol, DESIGN section 4.5). Of two bumps at once one
+// fails; neither skips an epoch.
 func (l *Ledger) BumpEpoch(ctx context.Context, actor, reason string) (int64, error) {
 	if strings.TrimSpace(actor) == "" {
 		return 0, errors.New("bump epoch: an operator must be named")
@@ -117,4 +120,25 @@ func (l *Ledger) Epoch(ctx context.Context) (int64, error) {
 		return err
 	})
 	return epoch, err
+}
+
+// EpochStart says when a restore epoch began, who began it and why.
+type EpochStart struct {
+	Epoch  int64     `json:"epoch"`
+	Reason string    `json:"reason"`
+	Actor  string    `json:"actor"`
+	At     time.Time `json:"at"`
+}
+
+// CurrentEpoch returns the start of the current restore epoch.
+func (l *Ledger) CurrentEpoch(ctx context.Context) (EpochStart, error) {
+	var row dbsqlc.Epoch
+	err := l.inTx(ctx, "epoch", func(q *dbsqlc.Queries) (err error) {
+		row, err = q.EpochLatest(ctx)
+		return err
+	})
+	if err != nil {
+		return EpochStart{}, fmt.Errorf("current epoch: %w", err)
+	}
+	return EpochStart{row.Epoch, row.Reason, row.Actor, row.CreatedAt}, nil
 }

@@ -75,6 +75,12 @@ func TestQueriesWriteOnlyKnownReasons(t *testing.T) {
 		"success": true, "not_sent": true, "unknown": true, "resolved": true, "found": true,
 		"not_found": true, "unavailable": true, "created": true, "duplicate": true, "unknown_account": true,
 		"object_id": true, "attempt_generation": true, // the sequence and a JSON key
+		// control_history kinds and the JSON keys of its before and after
+		"switch": true, "policy": true, "epoch": true, "engaged": true, "reason": true,
+		"attempt_cap": true, "backoff_base_ms": true, "backoff_max_ms": true, "rate_per_minute": true,
+		"rate_burst": true, "text_window_seconds": true, "retryable_reasons": true,
+		// the sweeper's verdicts and the JSON key of its parking detail
+		"moved": true, "lookup_lost": true, "never_reconciled": true, "why": true,
 	}
 	files, err := filepath.Glob("queries/*.sql")
 	require.NoError(t, err)

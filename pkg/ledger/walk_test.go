@@ -78,7 +78,7 @@ func (e *env) apply(op ledger.Operation, s subject) (accepted bool, err error) {
 		err = e.l.Retry(e.ctx, s.key)
 	case ledger.OpExpire:
 		n, err := e.l.ExpireLeases(e.ctx, 10)
-		return err == nil && n != (ledger.Expired{}), err
+		return err == nil && len(n.Changed) > 0, err
 	case ledger.OpReconcile:
 		var r ledger.Reconciliation
 		if r, err = e.l.ClaimReconciliation(e.ctx, s.key); err == nil {

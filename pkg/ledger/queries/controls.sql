@@ -1,13 +1,48 @@
 -- name: SwitchSet :one
--- Turns a kill switch on or off: scope '' is global, any other scope an account id.
-INSERT INTO switches (scope, engaged, reason, actor, updated_at)
-VALUES (@scope::TEXT, @engaged::BOOL, @reason::TEXT, @actor::TEXT, now())
-ON CONFLICT (scope) DO UPDATE SET
-    engaged = excluded.engaged,
-    reason = excluded.reason,
-    actor = excluded.actor,
-    updated_at = excluded.updated_at
-RETURNING scope, engaged, reason, actor, updated_at;
+-- Turns a kill switch on or off and appends the change to control_history in the same
+-- statement: the empty scope is the global switch, any other scope a configured account's id. known is
+-- false for an account that is not configured (nothing is written). changed is false, with
+-- nothing written, when the switch was created by another statement since this one's snapshot
+-- (READ COMMITTED only; SERIALIZABLE fails with 40001 instead): the history must never record a
+-- before that was not the row replaced.
+WITH account AS (
+    SELECT (@scope::TEXT = '' OR EXISTS (SELECT 1 FROM accounts a WHERE a.account_id = @scope::TEXT))::BOOL AS known
+),
+prior AS (
+    SELECT s.scope, s.engaged, s.reason, s.actor, s.updated_at
+    FROM switches s
+    WHERE s.scope = @scope::TEXT
+    FOR UPDATE
+),
+changed AS (
+    INSERT INTO switches (scope, engaged, reason, actor, updated_at)
+    SELECT @scope::TEXT, @engaged::BOOL, @reason::TEXT, @actor::TEXT, now()
+    FROM account
+    WHERE account.known
+    ON CONFLICT (scope) DO UPDATE SET
+        engaged = excluded.engaged,
+        reason = excluded.reason,
+        actor = excluded.actor,
+        updated_at = excluded.updated_at
+    -- The guard: only the row this statement read and locked is replaced.
+    WHERE EXISTS (SELECT 1 FROM prior)
+    RETURNING scope, engaged, reason, actor, updated_at
+),
+hist AS (
+    INSERT INTO control_history (kind, scope, actor, reason, before, after)
+    SELECT 'switch', c.scope, c.actor, c.reason,
+           (SELECT jsonb_build_object('engaged', p.engaged, 'reason', p.reason) FROM prior p),
+           jsonb_build_object('engaged', c.engaged, 'reason', c.reason)
+    FROM changed c
+    RETURNING control_id
+)
+SELECT a.known,
+       (c.scope IS NOT NULL)::BOOL AS changed,
+       p.engaged AS before_engaged, p.reason AS before_reason, p.actor AS before_actor, p.updated_at AS before_updated_at,
+       c.engaged AS after_engaged, c.updated_at AS after_updated_at
+FROM account a
+LEFT JOIN prior p ON true
+LEFT JOIN changed c ON true;
 
 -- name: SwitchesList :many
 SELECT scope, engaged, reason, actor, updated_at FROM switches ORDER BY scope;
@@ -30,23 +65,92 @@ FROM policies d
 LEFT JOIN policies p ON p.scope = @scope::TEXT AND @scope::TEXT <> ''
 WHERE d.scope = '';
 
--- name: PolicySet :exec
--- Sets a policy row; NULL columns of an account's row inherit the default. The default row
--- must set every column (a CHECK constraint refuses anything else).
-INSERT INTO policies (scope, attempt_cap, backoff_base_ms, backoff_max_ms, rate_per_minute, rate_burst, text_window_seconds, retryable_reasons, updated_by, updated_at)
-VALUES (@scope::TEXT, sqlc.narg(attempt_cap)::INT, sqlc.narg(backoff_base_ms)::BIGINT, sqlc.narg(backoff_max_ms)::BIGINT,
-        sqlc.narg(rate_per_minute)::INT, sqlc.narg(rate_burst)::INT, sqlc.narg(text_window_seconds)::BIGINT,
-        sqlc.narg(retryable_reasons)::TEXT[], @actor::TEXT, now())
-ON CONFLICT (scope) DO UPDATE SET
-    attempt_cap = excluded.attempt_cap,
-    backoff_base_ms = excluded.backoff_base_ms,
-    backoff_max_ms = excluded.backoff_max_ms,
-    rate_per_minute = excluded.rate_per_minute,
-    rate_burst = excluded.rate_burst,
-    text_window_seconds = excluded.text_window_seconds,
-    retryable_reasons = excluded.retryable_reasons,
-    updated_by = excluded.updated_by,
-    updated_at = excluded.updated_at;
+-- name: PolicySet :one
+-- Changes some columns of a policy row and appends the change to control_history in the same
+-- statement. A column whose set_ flag is true takes the given value (NULL: an account's row
+-- inherits the default's); every other column keeps the value of the row as locked here, so two
+-- operators changing different columns never undo each other. The default row (the empty scope) must
+-- keep every column set (a CHECK constraint refuses anything else). known and changed mean what
+-- they mean for SwitchSet. before is NULL when the account had no row of its own.
+WITH account AS (
+    SELECT (@scope::TEXT = '' OR EXISTS (SELECT 1 FROM accounts a WHERE a.account_id = @scope::TEXT))::BOOL AS known
+),
+prior AS (
+    SELECT p.scope, p.attempt_cap, p.backoff_base_ms, p.backoff_max_ms, p.rate_per_minute, p.rate_burst,
+           p.text_window_seconds, p.retryable_reasons
+    FROM policies p
+    WHERE p.scope = @scope::TEXT
+    FOR UPDATE
+),
+merged AS (
+    SELECT
+           CASE WHEN @set_attempt_cap::BOOL THEN sqlc.narg(attempt_cap)::INT ELSE p.attempt_cap END AS attempt_cap,
+           CASE WHEN @set_backoff_base_ms::BOOL THEN sqlc.narg(backoff_base_ms)::BIGINT ELSE p.backoff_base_ms END AS backoff_base_ms,
+           CASE WHEN @set_backoff_max_ms::BOOL THEN sqlc.narg(backoff_max_ms)::BIGINT ELSE p.backoff_max_ms END AS backoff_max_ms,
+           CASE WHEN @set_rate_per_minute::BOOL THEN sqlc.narg(rate_per_minute)::INT ELSE p.rate_per_minute END AS rate_per_minute,
+           CASE WHEN @set_rate_burst::BOOL THEN sqlc.narg(rate_burst)::INT ELSE p.rate_burst END AS rate_burst,
+           CASE WHEN @set_text_window_seconds::BOOL THEN sqlc.narg(text_window_seconds)::BIGINT ELSE p.text_window_seconds END AS text_window_seconds,
+           CASE WHEN @set_retryable_reasons::BOOL THEN sqlc.narg(retryable_reasons)::TEXT[] ELSE p.retryable_reasons END AS retryable_reasons
+    FROM account
+    LEFT JOIN prior p ON true
+    WHERE account.known
+),
+changed AS (
+    INSERT INTO policies (scope, attempt_cap, backoff_base_ms, backoff_max_ms, rate_per_minute, rate_burst, text_window_seconds, retryable_reasons, updated_by, updated_at)
+    SELECT @scope::TEXT, m.attempt_cap, m.backoff_base_ms, m.backoff_max_ms, m.rate_per_minute, m.rate_burst,
+           m.text_window_seconds, m.retryable_reasons, @actor::TEXT, now()
+    FROM merged m
+    ON CONFLICT (scope) DO UPDATE SET
+        attempt_cap = excluded.attempt_cap,
+        backoff_base_ms = excluded.backoff_base_ms,
+        backoff_max_ms = excluded.backoff_max_ms,
+        rate_per_minute = excluded.rate_per_minute,
+        rate_burst = excluded.rate_burst,
+        text_window_seconds = excluded.text_window_seconds,
+        retryable_reasons = excluded.retryable_reasons,
+        updated_by = excluded.updated_by,
+        updated_at = excluded.updated_at
+    -- The guard: only the row this statement read, locked and merged into is replaced.
+    WHERE EXISTS (SELECT 1 FROM prior)
+    RETURNING scope, attempt_cap, backoff_base_ms, backoff_max_ms, rate_per_minute, rate_burst, text_window_seconds, retryable_reasons
+),
+hist AS (
+    INSERT INTO control_history (kind, scope, actor, reason, before, after)
+    SELECT 'policy', c.scope, @actor::TEXT, @reason::TEXT,
+           (SELECT jsonb_build_object('attempt_cap', p.attempt_cap, 'backoff_base_ms', p.backoff_base_ms, 'backoff_max_ms', p.backoff_max_ms, 'rate_per_minute', p.rate_per_minute, 'rate_burst', p.rate_burst, 'text_window_seconds', p.text_window_seconds, 'retryable_reasons', p.retryable_reasons) FROM prior p),
+           jsonb_build_object('attempt_cap', c.attempt_cap, 'backoff_base_ms', c.backoff_base_ms, 'backoff_max_ms', c.backoff_max_ms, 'rate_per_minute', c.rate_per_minute, 'rate_burst', c.rate_burst, 'text_window_seconds', c.text_window_seconds, 'retryable_reasons', c.retryable_reasons)
+    FROM changed c
+    RETURNING before, after
+)
+SELECT a.known,
+       (h.after IS NOT NULL)::BOOL AS changed,
+       h.before, h.after
+FROM account a
+LEFT JOIN hist h ON true;
+
+-- name: PoliciesList :many
+-- Every policy row: the default (the empty scope) first, then each account's overrides.
+SELECT scope, attempt_cap, backoff_base_ms, backoff_max_ms, rate_per_minute, rate_burst, text_window_seconds,
+       retryable_reasons, updated_by, updated_at
+FROM policies
+ORDER BY scope;
+
+-- name: PolicyLayersFor :many
+-- The default row and the account's own row, if it has one, read together so the effective
+-- policy computed from them is one consistent view.
+SELECT scope, attempt_cap, backoff_base_ms, backoff_max_ms, rate_per_minute, rate_burst, text_window_seconds,
+       retryable_reasons, updated_by, updated_at
+FROM policies
+WHERE scope IN ('', @scope::TEXT)
+ORDER BY scope;
+
+-- name: ControlHistoryList :many
+-- Operators' changes to controls, newest first; the empty kind means every kind.
+SELECT control_id::TEXT AS control_id, kind, scope, actor, reason, before, after, at
+FROM control_history
+WHERE @kind::TEXT = '' OR kind = @kind::TEXT
+ORDER BY at DESC, control_id DESC
+LIMIT @max_rows::INT;
 
 -- name: SourceHeadAdvance :one
 -- A new version of a source becomes its head, superseding whatever the store holds as head:

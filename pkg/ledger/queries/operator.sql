@@ -94,10 +94,29 @@ FROM cur
 LEFT JOIN changed c ON true;
 
 -- name: EpochBump :one
--- Starts the next restore epoch. Every claim of an older epoch is refused from then on.
-INSERT INTO epochs (epoch, reason, actor)
-SELECT max(e.epoch) + 1, @reason::TEXT, @actor::TEXT FROM epochs e
-RETURNING epoch;
+-- Starts the next restore epoch and appends the change to control_history in the same
+-- statement. Every claim of an older epoch is refused from then on. Two bumps at once cannot
+-- both succeed: the second one's epoch collides with the first's (primary key) or, under
+-- SERIALIZABLE, fails to serialize.
+WITH cur AS (
+    SELECT max(e.epoch)::BIGINT AS epoch FROM epochs e
+),
+bumped AS (
+    INSERT INTO epochs (epoch, reason, actor)
+    SELECT cur.epoch + 1, @reason::TEXT, @actor::TEXT FROM cur
+    RETURNING epoch
+),
+hist AS (
+    INSERT INTO control_history (kind, scope, actor, reason, before, after)
+    SELECT 'epoch', '', @actor::TEXT, @reason::TEXT, jsonb_build_object('epoch', cur.epoch), jsonb_build_object('epoch', b.epoch)
+    FROM bumped b CROSS JOIN cur
+    RETURNING control_id
+)
+SELECT b.epoch FROM bumped b;
+
+-- name: EpochLatest :one
+-- The current restore epoch's row: who started it, when and why.
+SELECT epoch, reason, actor, created_at FROM epochs ORDER BY epoch DESC LIMIT 1;
 
 -- name: EpochCurrent :one
 SELECT max(epoch)::BIGINT FROM epochs;

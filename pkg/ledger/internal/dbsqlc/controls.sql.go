@@ -7,9 +7,64 @@ package dbsqlc
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 )
+
+const controlHistoryList = `-- name: ControlHistoryList :many
+SELECT control_id::TEXT AS control_id, kind, scope, actor, reason, before, after, at
+FROM control_history
+WHERE $1::TEXT = '' OR kind = $1::TEXT
+ORDER BY at DESC, control_id DESC
+LIMIT $2::INT
+`
+
+type ControlHistoryListParams struct {
+	Kind    string
+	MaxRows int32
+}
+
+type ControlHistoryListRow struct {
+	ControlID string
+	Kind      string
+	Scope     string
+	Actor     string
+	Reason    string
+	Before    []byte
+	After     []byte
+	At        time.Time
+}
+
+// Operators' changes to controls, newest first; the empty kind means every kind.
+func (q *Queries) ControlHistoryList(ctx context.Context, arg ControlHistoryListParams) ([]ControlHistoryListRow, error) {
+	rows, err := q.db.Query(ctx, controlHistoryList, arg.Kind, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ControlHistoryListRow
+	for rows.Next() {
+		var i ControlHistoryListRow
+		if err := rows.Scan(
+			&i.ControlID,
+			&i.Kind,
+			&i.Scope,
+			&i.Actor,
+			&i.Reason,
+			&i.Before,
+			&i.After,
+			&i.At,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
 
 const intentsByState = `-- name: IntentsByState :many
 SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
@@ -69,6 +124,45 @@ func (q *Queries) IntentsByState(ctx context.Context, arg IntentsByStateParams) 
 	return items, nil
 }
 
+const policiesList = `-- name: PoliciesList :many
+SELECT scope, attempt_cap, backoff_base_ms, backoff_max_ms, rate_per_minute, rate_burst, text_window_seconds,
+       retryable_reasons, updated_by, updated_at
+FROM policies
+ORDER BY scope
+`
+
+// Every policy row: the default (the empty scope) first, then each account's overrides.
+func (q *Queries) PoliciesList(ctx context.Context) ([]Policy, error) {
+	rows, err := q.db.Query(ctx, policiesList)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Policy
+	for rows.Next() {
+		var i Policy
+		if err := rows.Scan(
+			&i.Scope,
+			&i.AttemptCap,
+			&i.BackoffBaseMs,
+			&i.BackoffMaxMs,
+			&i.RatePerMinute,
+			&i.RateBurst,
+			&i.TextWindowSeconds,
+			&i.RetryableReasons,
+			&i.UpdatedBy,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const policyEffective = `-- name: PolicyEffective :one
 SELECT coalesce(p.attempt_cap, d.attempt_cap)::INT AS attempt_cap,
        coalesce(p.backoff_base_ms, d.backoff_base_ms)::BIGINT AS backoff_base_ms,
@@ -108,50 +202,166 @@ func (q *Queries) PolicyEffective(ctx context.Context, scope string) (PolicyEffe
 	return i, err
 }
 
-const policySet = `-- name: PolicySet :exec
-INSERT INTO policies (scope, attempt_cap, backoff_base_ms, backoff_max_ms, rate_per_minute, rate_burst, text_window_seconds, retryable_reasons, updated_by, updated_at)
-VALUES ($1::TEXT, $2::INT, $3::BIGINT, $4::BIGINT,
-        $5::INT, $6::INT, $7::BIGINT,
-        $8::TEXT[], $9::TEXT, now())
-ON CONFLICT (scope) DO UPDATE SET
-    attempt_cap = excluded.attempt_cap,
-    backoff_base_ms = excluded.backoff_base_ms,
-    backoff_max_ms = excluded.backoff_max_ms,
-    rate_per_minute = excluded.rate_per_minute,
-    rate_burst = excluded.rate_burst,
-    text_window_seconds = excluded.text_window_seconds,
-    retryable_reasons = excluded.retryable_reasons,
-    updated_by = excluded.updated_by,
-    updated_at = excluded.updated_at
+const policyLayersFor = `-- name: PolicyLayersFor :many
+SELECT scope, attempt_cap, backoff_base_ms, backoff_max_ms, rate_per_minute, rate_burst, text_window_seconds,
+       retryable_reasons, updated_by, updated_at
+FROM policies
+WHERE scope IN ('', $1::TEXT)
+ORDER BY scope
+`
+
+// The default row and the account's own row, if it has one, read together so the effective
+// policy computed from them is one consistent view.
+func (q *Queries) PolicyLayersFor(ctx context.Context, scope string) ([]Policy, error) {
+	rows, err := q.db.Query(ctx, policyLayersFor, scope)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Policy
+	for rows.Next() {
+		var i Policy
+		if err := rows.Scan(
+			&i.Scope,
+			&i.AttemptCap,
+			&i.BackoffBaseMs,
+			&i.BackoffMaxMs,
+			&i.RatePerMinute,
+			&i.RateBurst,
+			&i.TextWindowSeconds,
+			&i.RetryableReasons,
+			&i.UpdatedBy,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const policySet = `-- name: PolicySet :one
+WITH account AS (
+    SELECT ($1::TEXT = '' OR EXISTS (SELECT 1 FROM accounts a WHERE a.account_id = $1::TEXT))::BOOL AS known
+),
+prior AS (
+    SELECT p.scope, p.attempt_cap, p.backoff_base_ms, p.backoff_max_ms, p.rate_per_minute, p.rate_burst,
+           p.text_window_seconds, p.retryable_reasons
+    FROM policies p
+    WHERE p.scope = $1::TEXT
+    FOR UPDATE
+),
+merged AS (
+    SELECT
+           CASE WHEN $2::BOOL THEN $3::INT ELSE p.attempt_cap END AS attempt_cap,
+           CASE WHEN $4::BOOL THEN $5::BIGINT ELSE p.backoff_base_ms END AS backoff_base_ms,
+           CASE WHEN $6::BOOL THEN $7::BIGINT ELSE p.backoff_max_ms END AS backoff_max_ms,
+           CASE WHEN $8::BOOL THEN $9::INT ELSE p.rate_per_minute END AS rate_per_minute,
+           CASE WHEN $10::BOOL THEN $11::INT ELSE p.rate_burst END AS rate_burst,
+           CASE WHEN $12::BOOL THEN $13::BIGINT ELSE p.text_window_seconds END AS text_window_seconds,
+           CASE WHEN $14::BOOL THEN $15::TEXT[] ELSE p.retryable_reasons END AS retryable_reasons
+    FROM account
+    LEFT JOIN prior p ON true
+    WHERE account.known
+),
+changed AS (
+    INSERT INTO policies (scope, attempt_cap, backoff_base_ms, backoff_max_ms, rate_per_minute, rate_burst, text_window_seconds, retryable_reasons, updated_by, updated_at)
+    SELECT $1::TEXT, m.attempt_cap, m.backoff_base_ms, m.backoff_max_ms, m.rate_per_minute, m.rate_burst,
+           m.text_window_seconds, m.retryable_reasons, $16::TEXT, now()
+    FROM merged m
+    ON CONFLICT (scope) DO UPDATE SET
+        attempt_cap = excluded.attempt_cap,
+        backoff_base_ms = excluded.backoff_base_ms,
+        backoff_max_ms = excluded.backoff_max_ms,
+        rate_per_minute = excluded.rate_per_minute,
+        rate_burst = excluded.rate_burst,
+        text_window_seconds = excluded.text_window_seconds,
+        retryable_reasons = excluded.retryable_reasons,
+        updated_by = excluded.updated_by,
+        updated_at = excluded.updated_at
+    -- The guard: only the row this statement read, locked and merged into is replaced.
+    WHERE EXISTS (SELECT 1 FROM prior)
+    RETURNING scope, attempt_cap, backoff_base_ms, backoff_max_ms, rate_per_minute, rate_burst, text_window_seconds, retryable_reasons
+),
+hist AS (
+    INSERT INTO control_history (kind, scope, actor, reason, before, after)
+    SELECT 'policy', c.scope, $16::TEXT, $17::TEXT,
+           (SELECT jsonb_build_object('attempt_cap', p.attempt_cap, 'backoff_base_ms', p.backoff_base_ms, 'backoff_max_ms', p.backoff_max_ms, 'rate_per_minute', p.rate_per_minute, 'rate_burst', p.rate_burst, 'text_window_seconds', p.text_window_seconds, 'retryable_reasons', p.retryable_reasons) FROM prior p),
+           jsonb_build_object('attempt_cap', c.attempt_cap, 'backoff_base_ms', c.backoff_base_ms, 'backoff_max_ms', c.backoff_max_ms, 'rate_per_minute', c.rate_per_minute, 'rate_burst', c.rate_burst, 'text_window_seconds', c.text_window_seconds, 'retryable_reasons', c.retryable_reasons)
+    FROM changed c
+    RETURNING before, after
+)
+SELECT a.known,
+       (h.after IS NOT NULL)::BOOL AS changed,
+       h.before, h.after
+FROM account a
+LEFT JOIN hist h ON true
 `
 
 type PolicySetParams struct {
-	Scope             string
-	AttemptCap        pgtype.Int4
-	BackoffBaseMs     pgtype.Int8
-	BackoffMaxMs      pgtype.Int8
-	RatePerMinute     pgtype.Int4
-	RateBurst         pgtype.Int4
-	TextWindowSeconds pgtype.Int8
-	RetryableReasons  []string
-	Actor             string
+	Scope                string
+	SetAttemptCap        bool
+	AttemptCap           pgtype.Int4
+	SetBackoffBaseMs     bool
+	BackoffBaseMs        pgtype.Int8
+	SetBackoffMaxMs      bool
+	BackoffMaxMs         pgtype.Int8
+	SetRatePerMinute     bool
+	RatePerMinute        pgtype.Int4
+	SetRateBurst         bool
+	RateBurst            pgtype.Int4
+	SetTextWindowSeconds bool
+	TextWindowSeconds    pgtype.Int8
+	SetRetryableReasons  bool
+	RetryableReasons     []string
+	Actor                string
+	Reason               string
 }
 
-// Sets a policy row; NULL columns of an account's row inherit the default. The default row
-// must set every column (a CHECK constraint refuses anything else).
-func (q *Queries) PolicySet(ctx context.Context, arg PolicySetParams) error {
-	_, err := q.db.Exec(ctx, policySet,
+type PolicySetRow struct {
+	Known   bool
+	Changed bool
+	Before  []byte
+	After   []byte
+}
+
+// Changes some columns of a policy row and appends the change to control_history in the same
+// statement. A column whose set_ flag is true takes the given value (NULL: an account's row
+// inherits the default's); every other column keeps the value of the row as locked here, so two
+// operators changing different columns never undo each other. The default row (the empty scope) must
+// keep every column set (a CHECK constraint refuses anything else). known and changed mean what
+// they mean for SwitchSet. before is NULL when the account had no row of its own.
+func (q *Queries) PolicySet(ctx context.Context, arg PolicySetParams) (PolicySetRow, error) {
+	row := q.db.QueryRow(ctx, policySet,
 		arg.Scope,
+		arg.SetAttemptCap,
 		arg.AttemptCap,
+		arg.SetBackoffBaseMs,
 		arg.BackoffBaseMs,
+		arg.SetBackoffMaxMs,
 		arg.BackoffMaxMs,
+		arg.SetRatePerMinute,
 		arg.RatePerMinute,
+		arg.SetRateBurst,
 		arg.RateBurst,
+		arg.SetTextWindowSeconds,
 		arg.TextWindowSeconds,
+		arg.SetRetryableReasons,
 		arg.RetryableReasons,
 		arg.Actor,
+		arg.Reason,
 	)
-	return err
+	var i PolicySetRow
+	err := row.Scan(
+		&i.Known,
+		&i.Changed,
+		&i.Before,
+		&i.After,
+	)
+	return i, err
 }
 
 const sourceHeadAdvance = `-- name: SourceHeadAdvance :one
@@ -209,14 +419,44 @@ func (q *Queries) SwitchEngagedFor(ctx context.Context, accountID string) (bool,
 }
 
 const switchSet = `-- name: SwitchSet :one
-INSERT INTO switches (scope, engaged, reason, actor, updated_at)
-VALUES ($1::TEXT, $2::BOOL, $3::TEXT, $4::TEXT, now())
-ON CONFLICT (scope) DO UPDATE SET
-    engaged = excluded.engaged,
-    reason = excluded.reason,
-    actor = excluded.actor,
-    updated_at = excluded.updated_at
-RETURNING scope, engaged, reason, actor, updated_at
+WITH account AS (
+    SELECT ($1::TEXT = '' OR EXISTS (SELECT 1 FROM accounts a WHERE a.account_id = $1::TEXT))::BOOL AS known
+),
+prior AS (
+    SELECT s.scope, s.engaged, s.reason, s.actor, s.updated_at
+    FROM switches s
+    WHERE s.scope = $1::TEXT
+    FOR UPDATE
+),
+changed AS (
+    INSERT INTO switches (scope, engaged, reason, actor, updated_at)
+    SELECT $1::TEXT, $2::BOOL, $3::TEXT, $4::TEXT, now()
+    FROM account
+    WHERE account.known
+    ON CONFLICT (scope) DO UPDATE SET
+        engaged = excluded.engaged,
+        reason = excluded.reason,
+        actor = excluded.actor,
+        updated_at = excluded.updated_at
+    -- The guard: only the row this statement read and locked is replaced.
+    WHERE EXISTS (SELECT 1 FROM prior)
+    RETURNING scope, engaged, reason, actor, updated_at
+),
+hist AS (
+    INSERT INTO control_history (kind, scope, actor, reason, before, after)
+    SELECT 'switch', c.scope, c.actor, c.reason,
+           (SELECT jsonb_build_object('engaged', p.engaged, 'reason', p.reason) FROM prior p),
+           jsonb_build_object('engaged', c.engaged, 'reason', c.reason)
+    FROM changed c
+    RETURNING control_id
+)
+SELECT a.known,
+       (c.scope IS NOT NULL)::BOOL AS changed,
+       p.engaged AS before_engaged, p.reason AS before_reason, p.actor AS before_actor, p.updated_at AS before_updated_at,
+       c.engaged AS after_engaged, c.updated_at AS after_updated_at
+FROM account a
+LEFT JOIN prior p ON true
+LEFT JOIN changed c ON true
 `
 
 type SwitchSetParams struct {
@@ -226,21 +466,40 @@ type SwitchSetParams struct {
 	Actor   string
 }
 
-// Turns a kill switch on or off: scope ” is global, any other scope an account id.
-func (q *Queries) SwitchSet(ctx context.Context, arg SwitchSetParams) (Switch, error) {
+type SwitchSetRow struct {
+	Known           bool
+	Changed         bool
+	BeforeEngaged   pgtype.Bool
+	BeforeReason    pgtype.Text
+	BeforeActor     pgtype.Text
+	BeforeUpdatedAt *time.Time
+	AfterEngaged    pgtype.Bool
+	AfterUpdatedAt  *time.Time
+}
+
+// Turns a kill switch on or off and appends the change to control_history in the same
+// statement: the empty scope is the global switch, any other scope a configured account's id. known is
+// false for an account that is not configured (nothing is written). changed is false, with
+// nothing written, when the switch was created by another statement since this one's snapshot
+// (READ COMMITTED only; SERIALIZABLE fails with 40001 instead): the history must never record a
+// before that was not the row replaced.
+func (q *Queries) SwitchSet(ctx context.Context, arg SwitchSetParams) (SwitchSetRow, error) {
 	row := q.db.QueryRow(ctx, switchSet,
 		arg.Scope,
 		arg.Engaged,
 		arg.Reason,
 		arg.Actor,
 	)
-	var i Switch
+	var i SwitchSetRow
 	err := row.Scan(
-		&i.Scope,
-		&i.Engaged,
-		&i.Reason,
-		&i.Actor,
-		&i.UpdatedAt,
+		&i.Known,
+		&i.Changed,
+		&i.BeforeEngaged,
+		&i.BeforeReason,
+		&i.BeforeActor,
+		&i.BeforeUpdatedAt,
+		&i.AfterEngaged,
+		&i.AfterUpdatedAt,
 	)
 	return i, err
 }

@@ -48,6 +48,17 @@ type AttemptEvidence struct {
 	RecordedAt   time.Time
 }
 
+type ControlHistory struct {
+	ControlID pgtype.UUID
+	Kind      string
+	Scope     string
+	Actor     string
+	Reason    string
+	Before    []byte
+	After     []byte
+	At        time.Time
+}
+
 type Epoch struct {
 	Epoch     int64
 	Reason    string
@@ -144,6 +155,12 @@ type Reject struct {
 	RawSize      int32
 	RawTruncated bool
 	ReceivedAt   time.Time
+}
+
+type RetryBucket struct {
+	AccountID  string
+	Tokens     float64
+	RefilledAt time.Time
 }
 
 type SourceHead struct {

@@ -12,9 +12,21 @@ import (
 )
 
 const epochBump = `-- name: EpochBump :one
-INSERT INTO epochs (epoch, reason, actor)
-SELECT max(e.epoch) + 1, $1::TEXT, $2::TEXT FROM epochs e
-RETURNING epoch
+WITH cur AS (
+    SELECT max(e.epoch)::BIGINT AS epoch FROM epochs e
+),
+bumped AS (
+    INSERT INTO epochs (epoch, reason, actor)
+    SELECT cur.epoch + 1, $1::TEXT, $2::TEXT FROM cur
+    RETURNING epoch
+),
+hist AS (
+    INSERT INTO control_history (kind, scope, actor, reason, before, after)
+    SELECT 'epoch', '', $2::TEXT, $1::TEXT, jsonb_build_object('epoch', cur.epoch), jsonb_build_object('epoch', b.epoch)
+    FROM bumped b CROSS JOIN cur
+    RETURNING control_id
+)
+SELECT b.epoch FROM bumped b
 `
 
 type EpochBumpParams struct {
@@ -22,7 +34,10 @@ type EpochBumpParams struct {
 	Actor  string
 }
 
-// Starts the next restore epoch. Every claim of an older epoch is refused from then on.
+// Starts the next restore epoch and appends the change to control_history in the same
+// statement. Every claim of an older epoch is refused from then on. Two bumps at once cannot
+// both succeed: the second one's epoch collides with the first's (primary key) or, under
+// SERIALIZABLE, fails to serialize.
 func (q *Queries) EpochBump(ctx context.Context, arg EpochBumpParams) (int64, error) {
 	row := q.db.QueryRow(ctx, epochBump, arg.Reason, arg.Actor)
 	var epoch int64
@@ -39,6 +54,23 @@ func (q *Queries) EpochCurrent(ctx context.Context) (int64, error) {
 	var column_1 int64
 	err := row.Scan(&column_1)
 	return column_1, err
+}
+
+const epochLatest = `-- name: EpochLatest :one
+SELECT epoch, reason, actor, created_at FROM epochs ORDER BY epoch DESC LIMIT 1
+`
+
+// The current restore epoch's row: who started it, when and why.
+func (q *Queries) EpochLatest(ctx context.Context) (Epoch, error) {
+	row := q.db.QueryRow(ctx, epochLatest)
+	var i Epoch
+	err := row.Scan(
+		&i.Epoch,
+		&i.Reason,
+		&i.Actor,
+		&i.CreatedAt,
+	)
+	return i, err
 }
 
 const intentPark = `-- name: IntentPark :one

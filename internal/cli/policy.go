@@ -1,0 +1,430 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+const policyUsage = `Usage:
+  atmost policy get [--account A] [--json]
+  atmost policy set [--account A] --reason TEXT [--operator NAME] [--json]
+        [--attempt-cap N] [--backoff-base D] [--backoff-max D] [--rate-per-minute N]
+        [--rate-burst N] [--text-window D] [--retryable r1,r2|none | --inherit-retryable]
+        [--inherit FIELD,...]
+
+Without --account, the default policy, which every account inherits; with --account, that
+account's overrides. get shows the policy in force and where each field comes from. set changes
+only the fields it is given and keeps the others; --inherit clears an account's override of
+the named fields (attempt-cap, backoff-base, backoff-max, rate-per-minute, rate-burst,
+text-window, retryable), so the account follows the default again. The default policy always
+sets every field. Durations are Go durations (500ms, 5s, 10m, 24h); a rate of 0 a minute is
+unlimited. Only reasons of the failed state can be retried by policy. Every change is written to
+the control history (atmost controls log) with the operator.
+`
+
+// policyField is one field of a policy as the policy commands show it, named by its flag.
+type policyField struct {
+	field ledger.PolicyField
+	flag  string
+	show  func(o ledger.PolicyOverride) (string, bool) // the value, and whether it is set
+}
+
+func showInt(v *int) (string, bool) {
+	if v == nil {
+		return "", false
+	}
+	return strconv.Itoa(*v), true
+}
+
+func showDuration(v *time.Duration) (string, bool) {
+	if v == nil {
+		return "", false
+	}
+	return v.String(), true
+}
+
+var policyFields = []policyField{
+	{ledger.FieldAttemptCap, "attempt-cap", func(o ledger.PolicyOverride) (string, bool) { return showInt(o.AttemptCap) }},
+	{ledger.FieldBackoffBase, "backoff-base", func(o ledger.PolicyOverride) (string, bool) { return showDuration(o.BackoffBase) }},
+	{ledger.FieldBackoffMax, "backoff-max", func(o ledger.PolicyOverride) (string, bool) { return showDuration(o.BackoffMax) }},
+	{ledger.FieldRatePerMinute, "rate-per-minute", func(o ledger.PolicyOverride) (string, bool) {
+		if o.RatePerMinute != nil && *o.RatePerMinute == 0 {
+			return "0 (unlimited)", true
+		}
+		return showInt(o.RatePerMinute)
+	}},
+	{ledger.FieldRateBurst, "rate-burst", func(o ledger.PolicyOverride) (string, bool) { return showInt(o.RateBurst) }},
+	{ledger.FieldTextWindow, "text-window", func(o ledger.PolicyOverride) (string, bool) { return showDuration(o.TextWindow) }},
+	{ledger.FieldRetryableReasons, "retryable", func(o ledger.PolicyOverride) (string, bool) {
+		switch {
+		case o.RetryableReasons == nil:
+			return "", false
+		case len(o.RetryableReasons) == 0:
+			return "none", true
+		}
+		names := make([]string, len(o.RetryableReasons))
+		for i, r := range o.RetryableReasons {
+			names[i] = string(r)
+		}
+		return strings.Join(names, ","), true
+	}},
+}
+
+// fieldNamed finds a policy field by its flag name or its ledger name.
+func fieldNamed(name string) (policyField, bool) {
+	name = strings.TrimSpace(name)
+	for _, f := range policyFields {
+		if name == f.flag || name == string(f.field) || strings.ReplaceAll(name, "_", "-") == f.flag {
+			return f, true
+		}
+	}
+	return policyField{}, false
+}
+
+func fieldFlags() string {
+	names := make([]string, len(policyFields))
+	for i, f := range policyFields {
+		names[i] = f.flag
+	}
+	return strings.Join(names, ", ")
+}
+
+// full is a policy in force as a row that sets every field.
+func full(p ledger.Policy) ledger.PolicyOverride {
+	reasons := p.RetryableReasons
+	if reasons == nil {
+		reasons = []ledger.Reason{}
+	}
+	return ledger.PolicyOverride{
+		AttemptCap: &p.AttemptCap, BackoffBase: &p.BackoffBase, BackoffMax: &p.BackoffMax,
+		RatePerMinute: &p.RatePerMinute, RateBurst: &p.RateBurst, TextWindow: &p.TextWindow,
+		RetryableReasons: reasons,
+	}
+}
+
+// policyJSON is a policy row as the policy commands print it, in the control history's units;
+// null fields inherit the default.
+type policyJSON struct {
+	AttemptCap        *int     `json:"attempt_cap"`
+	BackoffBaseMs     *int64   `json:"backoff_base_ms"`
+	BackoffMaxMs      *int64   `json:"backoff_max_ms"`
+	RatePerMinute     *int     `json:"rate_per_minute"`
+	RateBurst         *int     `json:"rate_burst"`
+	TextWindowSeconds *int64   `json:"text_window_seconds"`
+	RetryableReasons  []string `json:"retryable_reasons"`
+}
+
+func toPolicyJSON(o ledger.PolicyOverride) policyJSON {
+	in := func(v *time.Duration, unit time.Duration) *int64 {
+		if v == nil {
+			return nil
+		}
+		n := int64(*v / unit)
+		return &n
+	}
+	j := policyJSON{
+		AttemptCap: o.AttemptCap, BackoffBaseMs: in(o.BackoffBase, time.Millisecond), BackoffMaxMs: in(o.BackoffMax, time.Millisecond),
+		RatePerMinute: o.RatePerMinute, RateBurst: o.RateBurst, TextWindowSeconds: in(o.TextWindow, time.Second),
+	}
+	if o.RetryableReasons != nil {
+		j.RetryableReasons = make([]string, len(o.RetryableReasons))
+		for i, r := range o.RetryableReasons {
+			j.RetryableReasons[i] = string(r)
+		}
+	}
+	return j
+}
+
+// policyFlags are policy set's field flags.
+type policyFlags struct {
+	attemptCap, ratePerMinute, rateBurst *int
+	backoffBase, backoffMax, textWindow  *time.Duration
+	retryable, inherit, account          *string
+	inheritRetryable                     *bool
+}
+
+func runPolicy(ctx context.Context, io IO, args []string) int {
+	var p policyFlags
+	set := []string{"account", "reason", "operator", "attempt-cap", "backoff-base", "backoff-max", "rate-per-minute", "rate-burst",
+		"text-window", "retryable", "inherit-retryable", "inherit"}
+	c, sub, code, done := parseControl(io, "policy", policyUsage, args, map[string][]string{"get": {"account"}, "set": set}, func(fs *flag.FlagSet) {
+		p.account = fs.String("account", "", "the account's policy (default: the default policy)")
+		p.attemptCap = fs.Int("attempt-cap", 0, "set: attempts that may reach authorization before an intent is parked (>= 1)")
+		p.backoffBase = fs.Duration("backoff-base", 0, "set: the first retry's delay, doubled on every retry (whole milliseconds)")
+		p.backoffMax = fs.Duration("backoff-max", 0, "set: the longest retry delay (whole milliseconds)")
+		p.ratePerMinute = fs.Int("rate-per-minute", 0, "set: authorizations a minute per account (0: unlimited)")
+		p.rateBurst = fs.Int("rate-burst", 0, "set: authorizations at once at most (>= 1)")
+		p.textWindow = fs.Duration("text-window", 0, "set: the duplicate-text window (whole seconds)")
+		p.retryable = fs.String("retryable", "", "set: the failed-state reasons retried automatically, comma-separated, or none")
+		p.inheritRetryable = fs.Bool("inherit-retryable", false, "set: the account retries what the default retries (same as --inherit retryable)")
+		p.inherit = fs.String("inherit", "", "set: fields the account inherits from the default again, comma-separated ("+fieldFlags()+")")
+	})
+	if done {
+		return code
+	}
+	scope, code := c.account(*p.account)
+	if code != ExitOK {
+		return code
+	}
+	if sub == "get" {
+		return getPolicy(ctx, c, scope)
+	}
+	edit, code := policyEdit(c, scope, p)
+	if code != ExitOK {
+		return code
+	}
+	operator, reason, code := c.change()
+	if code != ExitOK {
+		return code
+	}
+	l, closeLedger, err := openLedger(ctx, *c.databaseURL)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer closeLedger()
+	ch, err := l.SetPolicy(ctx, scope, edit, operator, reason)
+	if err != nil {
+		return c.fail(err)
+	}
+	if *c.asJSON {
+		out := struct {
+			Scope  string      `json:"scope"`
+			Before *policyJSON `json:"before"`
+			After  policyJSON  `json:"after"`
+			Actor  string      `json:"actor"`
+			Reason string      `json:"reason"`
+		}{Scope: scope, After: toPolicyJSON(ch.After), Actor: operator, Reason: reason}
+		if ch.Before != nil {
+			b := toPolicyJSON(*ch.Before)
+			out.Before = &b
+		}
+		return writeJSON(io, out)
+	}
+	var before ledger.PolicyOverride
+	if ch.Before != nil {
+		before = *ch.Before
+	}
+	fmt.Fprintf(io.Stdout, "%s policy (by %s: %s):\n", scopeName("policy", scope), operator, reason)
+	changed := false
+	for _, f := range policyFields {
+		b, bSet := f.show(before)
+		a, aSet := f.show(ch.After)
+		if b == a && bSet == aSet {
+			continue
+		}
+		changed = true
+		fmt.Fprintf(io.Stdout, "  %s: %s -> %s\n", f.flag, orInherit(b, bSet), orInherit(a, aSet))
+	}
+	if !changed {
+		fmt.Fprintln(io.Stdout, "  no field changed")
+	}
+	return ExitOK
+}
+
+func orInherit(v string, set bool) string {
+	if !set {
+		return "inherit"
+	}
+	return v
+}
+
+// policyEdit builds the edit policy set's flags ask for, or returns the exit code of a usage
+// error: nothing to change, a reason that cannot be retried, a value out of range.
+func policyEdit(c controlLine, scope string, p policyFlags) (ledger.PolicyEdit, int) {
+	var edit ledger.PolicyEdit
+	given := c.given
+	if given("attempt-cap") {
+		edit.Set.AttemptCap = p.attemptCap
+	}
+	if given("backoff-base") {
+		edit.Set.BackoffBase = p.backoffBase
+	}
+	if given("backoff-max") {
+		edit.Set.BackoffMax = p.backoffMax
+	}
+	if given("rate-per-minute") {
+		edit.Set.RatePerMinute = p.ratePerMinute
+	}
+	if given("rate-burst") {
+		edit.Set.RateBurst = p.rateBurst
+	}
+	if given("text-window") {
+		edit.Set.TextWindow = p.textWindow
+	}
+	failed := ledger.FailedReasons()
+	if given("retryable") {
+		if given("inherit-retryable") {
+			return edit, c.usageError("--retryable and --inherit-retryable contradict each other: give one")
+		}
+		list := strings.TrimSpace(*p.retryable)
+		if list == "" {
+			return edit, c.usageError("--retryable is empty: list reasons, or say none to retry nothing by policy")
+		}
+		edit.Set.RetryableReasons = []ledger.Reason{}
+		if list != "none" {
+			for _, name := range strings.Split(list, ",") {
+				r := ledger.Reason(strings.TrimSpace(name))
+				if !slices.Contains(failed, r) {
+					return edit, c.usageError("--retryable: %q is not a reason of the failed state, and only those can be retried; give some of: %s",
+						r, strings.Join(reasonList(failed), ", "))
+				}
+				if !slices.Contains(edit.Set.RetryableReasons, r) {
+					edit.Set.RetryableReasons = append(edit.Set.RetryableReasons, r)
+				}
+			}
+		}
+	}
+	var inherit []string
+	if strings.TrimSpace(*p.inherit) != "" {
+		inherit = strings.Split(*p.inherit, ",")
+	} else if given("inherit") {
+		return edit, c.usageError("--inherit is empty: name the fields (%s)", fieldFlags())
+	}
+	if *p.inheritRetryable {
+		inherit = append(inherit, "retryable")
+	}
+	for _, name := range inherit {
+		f, ok := fieldNamed(name)
+		if !ok {
+			return edit, c.usageError("--inherit: %q is not a policy field; give some of: %s", strings.TrimSpace(name), fieldFlags())
+		}
+		if scope == ledger.GlobalScope {
+			return edit, c.usageError("--inherit %s: the default policy sets every field; give --account to clear an account's override", f.flag)
+		}
+		if given(f.flag) {
+			return edit, c.usageError("--%s and --inherit %s contradict each other: give one", f.flag, f.flag)
+		}
+		if !slices.Contains(edit.Inherit, f.field) {
+			edit.Inherit = append(edit.Inherit, f.field)
+		}
+	}
+	if len(setFields(edit.Set)) == 0 && len(edit.Inherit) == 0 {
+		return edit, c.usageError("nothing to change: give at least one of --%s, or --inherit FIELD", strings.ReplaceAll(fieldFlags(), ", ", ", --"))
+	}
+	if err := edit.Check(scope); err != nil {
+		return edit, c.usageError("%v", err)
+	}
+	return edit, ExitOK
+}
+
+func reasonList(rs []ledger.Reason) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = string(r)
+	}
+	return out
+}
+
+func getPolicy(ctx context.Context, c controlLine, scope string) int {
+	l, closeLedger, err := openLedger(ctx, *c.databaseURL)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer closeLedger()
+	layers, err := l.PolicyLayersFor(ctx, scope)
+	if err != nil {
+		return c.fail(err)
+	}
+	var overrides []ledger.PolicyRow
+	if scope == ledger.GlobalScope {
+		rows, err := l.Policies(ctx)
+		if err != nil {
+			return c.fail(err)
+		}
+		for _, r := range rows {
+			if r.Scope != ledger.GlobalScope {
+				overrides = append(overrides, r)
+			}
+		}
+	}
+	var own ledger.PolicyOverride
+	if layers.Override != nil {
+		own = layers.Override.PolicyOverride
+	}
+	overridden := setFields(own)
+
+	if *c.asJSON {
+		out := struct {
+			Scope      string                `json:"scope"`
+			Effective  policyJSON            `json:"effective"`
+			Overridden []string              `json:"overridden"`
+			Default    policyJSON            `json:"default"`
+			Override   *policyJSON           `json:"override,omitempty"`
+			Overrides  map[string]policyJSON `json:"overrides,omitempty"`
+		}{Scope: scope, Effective: toPolicyJSON(full(layers.Effective)), Overridden: []string{}, Default: toPolicyJSON(layers.Default.PolicyOverride)}
+		for _, f := range overridden {
+			out.Overridden = append(out.Overridden, string(f.field))
+		}
+		if layers.Override != nil {
+			o := toPolicyJSON(own)
+			out.Override = &o
+		}
+		if len(overrides) > 0 {
+			out.Overrides = map[string]policyJSON{}
+			for _, r := range overrides {
+				out.Overrides[r.Scope] = toPolicyJSON(r.PolicyOverride)
+			}
+		}
+		return writeJSON(c.io, out)
+	}
+
+	w := tabwriter.NewWriter(c.io.Stdout, 0, 4, 2, ' ', 0)
+	effective := full(layers.Effective)
+	if scope == ledger.GlobalScope {
+		fmt.Fprintln(w, "FIELD\tDEFAULT")
+		for _, f := range policyFields {
+			v, _ := f.show(effective)
+			fmt.Fprintf(w, "%s\t%s\n", f.flag, v)
+		}
+	} else {
+		fmt.Fprintln(w, "FIELD\tIN FORCE\tFROM\tDEFAULT")
+		for _, f := range policyFields {
+			v, _ := f.show(effective)
+			d, _ := f.show(layers.Default.PolicyOverride)
+			from := "default"
+			if _, set := f.show(own); set {
+				from = "account"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", f.flag, v, from, d)
+		}
+	}
+	_ = w.Flush()
+	switch {
+	case scope != ledger.GlobalScope && layers.Override != nil:
+		fmt.Fprintf(c.io.Stdout, "\n%s overrides %d field(s), last set by %s at %s\n", scope, len(overridden), layers.Override.UpdatedBy, timestamp(layers.Override.UpdatedAt))
+	case scope != ledger.GlobalScope:
+		fmt.Fprintf(c.io.Stdout, "\n%s overrides nothing: it follows the default\n", scope)
+	default:
+		fmt.Fprintf(c.io.Stdout, "\nlast set by %s at %s\n", layers.Default.UpdatedBy, timestamp(layers.Default.UpdatedAt))
+		if len(overrides) == 0 {
+			fmt.Fprintln(c.io.Stdout, "no account overrides it")
+		}
+		for _, r := range overrides {
+			var names []string
+			for _, f := range setFields(r.PolicyOverride) {
+				names = append(names, f.flag)
+			}
+			fmt.Fprintf(c.io.Stdout, "%s overrides: %s\n", r.Scope, strings.Join(names, ", "))
+		}
+	}
+	return ExitOK
+}
+
+// setFields lists the fields a policy row sets.
+func setFields(o ledger.PolicyOverride) []policyField {
+	var out []policyField
+	for _, f := range policyFields {
+		if _, set := f.show(o); set {
+			out = append(out, f)
+		}
+	}
+	return out
+}

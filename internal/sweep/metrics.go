@@ -1,0 +1,43 @@
+package sweep
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// counters are what a Sweeper counts, exported as Prometheus metrics.
+type counters struct {
+	passes  *prometheus.CounterVec
+	seconds prometheus.Histogram
+	changes *prometheus.CounterVec
+}
+
+func newCounters() *counters {
+	return &counters{
+		passes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "atmost_sweep_passes_total",
+			Help: "Sweep passes, by result: ok, failed (a duty failed; the next pass resumes)."}, []string{"result"}),
+		seconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "atmost_sweep_pass_seconds",
+			Help: "Duration of one sweep pass, every duty included.", Buckets: prometheus.DefBuckets}),
+		changes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "atmost_sweep_changes_total",
+			Help: "What the sweeper did, by duty: lease_abandoned, lease_expired, work_republished, retried, exhausted, retry_held, lookup_lost, never_reconciled, outbox_drained."},
+			[]string{"duty"}),
+	}
+}
+
+func (c *counters) pass(r Report, ok bool) {
+	result := "ok"
+	if !ok {
+		result = "failed"
+	}
+	c.passes.WithLabelValues(result).Inc()
+	c.seconds.Observe(r.Took.Seconds())
+	for duty, n := range map[string]int{"lease_abandoned": r.Abandoned, "lease_expired": r.LeaseExpired, "work_republished": r.Republished,
+		"retried": r.Retried, "exhausted": r.Exhausted, "retry_held": r.RetryHeld, "lookup_lost": r.LookupLost,
+		"never_reconciled": r.NeverReconciled, "outbox_drained": r.Drained} {
+		c.changes.WithLabelValues(duty).Add(float64(n))
+	}
+}
+
+// Collectors are the sweeper's metrics, for a role's registry.
+func (s *Sweeper) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{s.counts.passes, s.counts.seconds, s.counts.changes}
+}

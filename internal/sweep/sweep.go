@@ -1,0 +1,279 @@
+// Package sweep is the sweeper role: the recovery half that moves what nobody else will. Each
+// pass expires leases (one way only), publishes work again for pending intents whose work item
+// may be lost, retries failed intents as the policy allows and at its rate, parks indeterminate
+// intents no reconciler will finish, and drains the outbox. Any number of sweepers may run at
+// once: every change is a guarded ledger statement, so each row moves once.
+package sweep
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/atmost/atmost/internal/relay"
+	"github.com/atmost/atmost/pkg/events"
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+// Config tunes a Sweeper. The zero value of every field means its default.
+type Config struct {
+	// Interval is the pause between passes. Default 5 s.
+	Interval time.Duration
+	// Batch bounds the rows one duty looks at in one pass. Default 1000.
+	Batch int
+	// StrandedAfter is how long a pending intent rests unclaimed before its work is published
+	// again. Keep it above the dispatcher's gate delay and ack wait: a work item that is only
+	// waiting is not lost. Default 10 min.
+	StrandedAfter time.Duration
+	// LookupStale is how long a claimed reconciliation lookup may stay unresolved before the
+	// intent is parked for a human (its reconciler died after the claim; a second lookup is
+	// never made). Keep it far above the reconciler's lookup timeout. Default 10 min.
+	LookupStale time.Duration
+	// UnreconciledAfter is how long an indeterminate intent may wait with no lookup claimed
+	// before it is parked for a human. Default 24 h.
+	UnreconciledAfter time.Duration
+	// Drain: publish the outbox every pass (the relay's slow path). Default true; see NoDrain.
+	NoDrain bool
+	// Logger; nil means no logging.
+	Logger *zap.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Interval == 0 {
+		c.Interval = 5 * time.Second
+	}
+	if c.Batch == 0 {
+		c.Batch = 1000
+	}
+	if c.StrandedAfter == 0 {
+		c.StrandedAfter = 10 * time.Minute
+	}
+	if c.LookupStale == 0 {
+		c.LookupStale = 10 * time.Minute
+	}
+	if c.UnreconciledAfter == 0 {
+		c.UnreconciledAfter = 24 * time.Hour
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	for name, v := range map[string]time.Duration{"interval": c.Interval, "stranded-after": c.StrandedAfter,
+		"lookup-stale": c.LookupStale, "unreconciled-after": c.UnreconciledAfter} {
+		if v < 0 {
+			return fmt.Errorf("sweep %s %s: must be positive", name, v)
+		}
+	}
+	if c.Batch < 0 {
+		return fmt.Errorf("sweep batch %d: must be positive", c.Batch)
+	}
+	return nil
+}
+
+// Report is what one pass did.
+type Report struct {
+	Abandoned       int // pre-authorization leases expired: nothing was sent, the intents are free
+	LeaseExpired    int // authorizations expired: indeterminate, never resent
+	Republished     int // work items published again for stranded pending intents
+	Retried         int // failed intents reopened by the policy
+	Exhausted       int // failed intents parked at their attempt cap
+	RetryHeld       int // due retries waiting for their account's rate
+	LookupLost      int // indeterminate intents parked: their claimed lookup never resolved
+	NeverReconciled int // indeterminate intents parked: no lookup claimed in time
+	Drained         int // outbox rows published by the slow path
+	Took            time.Duration
+}
+
+// Sweeper runs the passes.
+type Sweeper struct {
+	ledger *ledger.Ledger
+	relay  *relay.Relay
+	js     jetstream.JetStream
+	cfg    Config
+	log    *zap.Logger
+	counts *counters
+}
+
+// New returns a sweeper over l, publishing through rel and js.
+func New(l *ledger.Ledger, rel *relay.Relay, js jetstream.JetStream, cfg Config) (*Sweeper, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	return &Sweeper{ledger: l, relay: rel, js: js, cfg: cfg, log: cfg.Logger, counts: newCounters()}, nil
+}
+
+// Run makes a pass every Interval until ctx ends. A failed pass is logged and the next one
+// tries again: every duty resumes from what the ledger holds.
+func (s *Sweeper) Run(ctx context.Context) error {
+	t := time.NewTicker(s.cfg.Interval)
+	defer t.Stop()
+	for {
+		r, err := s.Pass(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			s.log.Warn("sweep pass failed; the next pass resumes from the ledger", zap.Error(err))
+		case r.changed():
+			s.log.Info("sweep pass", zap.Int("abandoned", r.Abandoned), zap.Int("lease_expired", r.LeaseExpired),
+				zap.Int("republished", r.Republished), zap.Int("retried", r.Retried), zap.Int("exhausted", r.Exhausted),
+				zap.Int("retry_held", r.RetryHeld), zap.Int("lookup_lost", r.LookupLost), zap.Int("never_reconciled", r.NeverReconciled),
+				zap.Int("drained", r.Drained), zap.Duration("took", r.Took))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (r Report) changed() bool {
+	return r.Abandoned+r.LeaseExpired+r.Republished+r.Retried+r.Exhausted+r.LookupLost+r.NeverReconciled > 0
+}
+
+// Pass runs every duty once and publishes the transitions it made. Each duty runs even when
+// an earlier one failed; the errors are joined.
+func (s *Sweeper) Pass(ctx context.Context) (Report, error) {
+	start := time.Now()
+	var r Report
+	var errs []error
+	if err := s.expire(ctx, &r); err != nil {
+		errs = append(errs, fmt.Errorf("expire leases: %w", err))
+	}
+	if err := s.republish(ctx, &r); err != nil {
+		errs = append(errs, fmt.Errorf("republish stranded work: %w", err))
+	}
+	if err := s.retry(ctx, &r); err != nil {
+		errs = append(errs, fmt.Errorf("retry failed intents: %w", err))
+	}
+	if err := s.park(ctx, &r); err != nil {
+		errs = append(errs, fmt.Errorf("park unreconciled intents: %w", err))
+	}
+	if !s.cfg.NoDrain {
+		n, err := s.relay.Drain(ctx)
+		r.Drained = n
+		if err != nil {
+			errs = append(errs, fmt.Errorf("drain the outbox: %w", err))
+		}
+	}
+	r.Took = time.Since(start)
+	s.counts.pass(r, len(errs) == 0)
+	return r, errors.Join(errs...)
+}
+
+// publish publishes the transitions of keys; a failure leaves them in the outbox for the
+// slow path, so it is reported, never fatal.
+func (s *Sweeper) publish(ctx context.Context, keys []identity.DeliveryKey) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	return s.relay.PublishFor(ctx, keys)
+}
+
+func (s *Sweeper) expire(ctx context.Context, r *Report) error {
+	for {
+		n, err := s.ledger.ExpireLeases(ctx, s.cfg.Batch)
+		if err != nil {
+			return err
+		}
+		r.Abandoned += n.Abandoned
+		r.LeaseExpired += n.Indeterminate
+		if err := s.publish(ctx, n.Changed); err != nil {
+			return err
+		}
+		if len(n.Changed) < s.cfg.Batch {
+			return nil
+		}
+	}
+}
+
+// republish publishes a work item again for each pending intent that rested unclaimed past
+// StrandedAfter, except those of accounts a kill switch or a revoked credential holds (their
+// work is waiting, not lost). The message id changes each StrandedAfter round, so JetStream
+// never drops it as a duplicate of the original, while sweepers of one round publish one copy.
+// A work item is only a hint: a second copy of live work is acknowledged and ignored by the
+// dispatcher (the intent is claimed or no longer pending).
+func (s *Sweeper) republish(ctx context.Context, r *Report) error {
+	stranded, err := s.ledger.StrandedPending(ctx, s.cfg.StrandedAfter, s.cfg.Batch)
+	if err != nil || len(stranded) == 0 {
+		return err
+	}
+	var accounts []string
+	seen := map[string]bool{}
+	for _, st := range stranded {
+		if !seen[st.Account] {
+			seen[st.Account] = true
+			accounts = append(accounts, st.Account)
+		}
+	}
+	gates, err := s.ledger.Gates(ctx, accounts)
+	if err != nil {
+		return err
+	}
+	round := time.Now().UnixNano() / int64(s.cfg.StrandedAfter)
+	var futures []jetstream.PubAckFuture
+	for _, st := range stranded {
+		if g, ok := gates[st.Account]; !ok || g.Refusal() != "" {
+			continue
+		}
+		w := events.WorkItem{V: events.Version, DeliveryKey: st.Key, Account: st.Account, Event: events.NewID(st.Key, st.Seq)}
+		data, err := json.Marshal(w)
+		if err != nil {
+			return err
+		}
+		f, err := s.js.PublishMsgAsync(&nats.Msg{Subject: w.Subject(), Data: data,
+			Header: nats.Header{jetstream.MsgIDHeader: []string{w.RepublishMsgID(round)}}})
+		if err != nil {
+			return err
+		}
+		futures = append(futures, f)
+	}
+	timeout := time.NewTimer(10 * time.Second)
+	defer timeout.Stop()
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+			r.Republished++
+		case err := <-f.Err():
+			return err
+		case <-timeout.C:
+			return errors.New("JetStream did not acknowledge the republished work in 10s")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (s *Sweeper) retry(ctx context.Context, r *Report) error {
+	pass, err := s.ledger.RetryDue(ctx, s.cfg.Batch)
+	r.Retried += pass.Retried
+	r.Exhausted += pass.Exhausted
+	r.RetryHeld += pass.Held
+	if err != nil {
+		return err
+	}
+	return s.publish(ctx, pass.Changed)
+}
+
+func (s *Sweeper) park(ctx context.Context, r *Report) error {
+	n, err := s.ledger.ParkUnreconciled(ctx, s.cfg.LookupStale, s.cfg.UnreconciledAfter, s.cfg.Batch)
+	if err != nil {
+		return err
+	}
+	r.LookupLost += n.LookupLost
+	r.NeverReconciled += n.NeverReconciled
+	return s.publish(ctx, n.Changed)
+}

@@ -1,0 +1,259 @@
+package ledger_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+// age moves an intent's last transition into the past, as if it had rested that long.
+func (e *env) age(key identity.DeliveryKey, d time.Duration) {
+	e.t.Helper()
+	e.exec(`UPDATE intents SET updated_at = now() - $2::BIGINT * INTERVAL '1 millisecond' WHERE delivery_key = $1`, key.Bytes(), d.Milliseconds())
+}
+
+// failed submits, authorizes and completes an intent as not sent, for reason.
+func (e *env) failed(text string, reason ledger.Reason) identity.DeliveryKey {
+	e.t.Helper()
+	c := e.authorized(text)
+	res, err := e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.NotSent, Reason: reason})
+	require.NoError(e.t, err)
+	require.Equal(e.t, ledger.Failed, res.State)
+	return c.Key
+}
+
+func TestStrandedPendingFindsOnlyUnclaimedIntentsIdlePastTheThreshold(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	idle := e.submit("idle and unclaimed")
+	fresh := e.submit("just submitted")
+	claimed := e.claim("claimed by a live worker")
+	e.age(idle, time.Hour)
+	e.age(claimed.Key, time.Hour)
+	published := e.authorized("authorized long ago")
+	e.age(published.Key, time.Hour)
+
+	got, err := e.l.StrandedPending(e.ctx, 10*time.Minute, 100)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, idle, got[0].Key)
+	require.Equal(t, account, got[0].Account)
+	require.Equal(t, e.intent(idle).Seq, got[0].Seq, "the work item names the event of the latest transition")
+	_ = fresh
+
+	_, err = e.l.StrandedPending(e.ctx, 0, 100)
+	require.Error(t, err)
+}
+
+// Only failed intents whose reason the policy retries are retried, only after their backoff,
+// and a failure whose reason is not retryable is never touched.
+func TestRetryDueRetriesRetryableReasonsAfterTheBackoffOnly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.setPolicy("backoff_base_ms", 60_000)
+	always := e.failed("connection refused", ledger.ReasonConnectionFailed)
+	// A kill switch engaged between Begin and Authorize fails the attempt: nothing was sent.
+	stopped := e.claim("kill switch at authorization")
+	e.exec(`INSERT INTO switches (scope, engaged, actor) VALUES ('', true, 'test')`)
+	a, err := e.l.Authorize(e.ctx, stopped, inFlight, contract)
+	require.NoError(t, err)
+	require.Equal(t, ledger.ReasonKillSwitch, a.Reason)
+	e.exec(`DELETE FROM switches`)
+	byPolicy := stopped.Key
+	notListed := e.failed("rejected by the platform", ledger.ReasonPlatformRejected)
+	tooSoon := e.failed("failed a second ago", ledger.ReasonConnectionFailed)
+	for _, k := range []identity.DeliveryKey{always, byPolicy, notListed} {
+		e.age(k, 2*time.Minute)
+	}
+
+	pass, err := e.l.RetryDue(e.ctx, 100)
+	require.NoError(t, err)
+	require.Equal(t, 2, pass.Retried)
+	require.Zero(t, pass.Exhausted)
+	require.ElementsMatch(t, []identity.DeliveryKey{always, byPolicy}, pass.Changed)
+	require.Equal(t, ledger.Pending, e.state(always))
+	require.Equal(t, ledger.Pending, e.state(byPolicy))
+	require.Equal(t, ledger.Failed, e.state(notListed), "platform_rejected is not in the default policy's list")
+	require.Equal(t, ledger.Failed, e.state(tooSoon), "its backoff has not passed")
+	require.Equal(t, 1, e.attempts(always), "a retry writes no attempt row")
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM outbox WHERE delivery_key = $1 AND seq = $2 AND dispatch`, always.Bytes(), e.intent(always).Seq),
+		"a retried intent gets a work item")
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM history WHERE delivery_key = $1 AND reason = 'retried' AND actor = 'test'`, always.Bytes()))
+
+	// The backoff doubles with each authorized attempt: base 60 s, second attempt 120 s.
+	c, err := e.l.Begin(e.ctx, always, requestHash("connection refused"), lease)
+	require.NoError(t, err)
+	_, err = e.l.Authorize(e.ctx, c, inFlight, contract)
+	require.NoError(t, err)
+	_, err = e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed})
+	require.NoError(t, err)
+	e.age(always, 90*time.Second)
+	pass, err = e.l.RetryDue(e.ctx, 100)
+	require.NoError(t, err)
+	require.Zero(t, pass.Retried, "90 s is short of the second backoff (120 s)")
+	e.age(always, 121*time.Second)
+	pass, err = e.l.RetryDue(e.ctx, 100)
+	require.NoError(t, err)
+	require.Equal(t, 1, pass.Retried)
+
+	// Listing the reason in the account's policy makes it retryable from the next pass on.
+	e.exec(`INSERT INTO policies (scope, retryable_reasons, updated_by) VALUES ($1, ARRAY['platform_rejected'], 'test')`, account)
+	pass, err = e.l.RetryDue(e.ctx, 100)
+	require.NoError(t, err)
+	require.Equal(t, []identity.DeliveryKey{notListed}, pass.Changed)
+	require.Equal(t, ledger.Pending, e.state(notListed))
+}
+
+// A retryable failure is retried at most cap times (counting authorized attempts), then parked
+// attempts_exhausted: never pending again.
+func TestRetryDueParksAnIntentAtItsAttemptCap(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.setPolicy("attempt_cap", 2)
+	e.setPolicy("backoff_base_ms", 0)
+	key := e.failed("fails every time", ledger.ReasonConnectionFailed)
+	retried := 0
+	for range 5 {
+		pass, err := e.l.RetryDue(e.ctx, 100)
+		require.NoError(t, err)
+		retried += pass.Retried
+		if pass.Exhausted == 1 {
+			break
+		}
+		c, err := e.l.Begin(e.ctx, key, requestHash("fails every time"), lease)
+		require.NoError(t, err)
+		_, err = e.l.Authorize(e.ctx, c, inFlight, contract)
+		require.NoError(t, err)
+		_, err = e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed})
+		require.NoError(t, err)
+	}
+	require.Equal(t, 1, retried, "cap 2: the first attempt and one retry")
+	in := e.intent(key)
+	require.Equal(t, ledger.Parked, in.State)
+	require.Equal(t, ledger.ReasonAttemptsExhausted, in.Reason)
+	require.Equal(t, 2, e.attempts(key))
+}
+
+// The retry bucket releases a backlog at the policy's rate: a pass takes at most the burst,
+// the next pass only what refilled since, and two sweepers at once share one budget.
+func TestRetryDueReleasesABacklogAtThePolicyRate(t *testing.T) {
+	t.Parallel()
+	forEachIsolation(t, func(t *testing.T, e *env) {
+		e.setPolicy("backoff_base_ms", 0)
+		e.setPolicy("rate_per_minute", 60) // one a second
+		e.setPolicy("rate_burst", 5)
+		const backlog = 40
+		var keys []identity.DeliveryKey
+		for i := range backlog {
+			keys = append(keys, e.submit(fmt.Sprintf("backlog %d", i)))
+		}
+		// Fail them straight in the database: the rate limit would stop authorizing them.
+		for _, k := range keys {
+			e.exec(`UPDATE intents SET state = 'failed', reason = 'connection_failed', updated_at = now() - INTERVAL '1 hour' WHERE delivery_key = $1`, k.Bytes())
+		}
+		start := time.Now()
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		total := 0
+		for s := range 2 {
+			l := e.ledgerWith(ledger.Config{Actor: fmt.Sprintf("sweeper-%d", s)})
+			wg.Go(func() {
+				for range 20 {
+					pass, err := l.RetryDue(e.ctx, 1000)
+					require.NoError(t, err)
+					mu.Lock()
+					total += pass.Retried
+					mu.Unlock()
+					time.Sleep(50 * time.Millisecond)
+				}
+			})
+		}
+		wg.Wait()
+		elapsed := time.Since(start)
+		bound := 5 + int(elapsed.Seconds()) + 1
+		require.LessOrEqual(t, total, bound, "burst 5 plus one a second over %s", elapsed)
+		require.GreaterOrEqual(t, total, 5, "the burst is released at once")
+		require.Equal(t, total, e.count(`SELECT count(*) FROM intents WHERE state = 'pending'`))
+		require.Equal(t, backlog-total, e.count(`SELECT count(*) FROM intents WHERE state = 'failed'`))
+	})
+}
+
+func TestParkUnreconciledParksLostLookupsAndForgottenIntentsOnly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	lost := e.indeterminate("reconciler died after its claim")
+	rec, err := e.l.ClaimReconciliation(e.ctx, lost.Key)
+	require.NoError(t, err)
+	e.exec(`UPDATE reconciliations SET at = now() - INTERVAL '1 hour' WHERE delivery_key = $1`, lost.Key.Bytes())
+
+	busy := e.indeterminate("reconciler looking right now")
+	_, err = e.l.ClaimReconciliation(e.ctx, busy.Key)
+	require.NoError(t, err)
+	e.age(busy.Key, 48*time.Hour)
+
+	forgotten := e.indeterminate("no reconciler ever came")
+	e.age(forgotten.Key, 48*time.Hour)
+	waiting := e.indeterminate("waiting for its reconcile delay")
+
+	n, err := e.l.ParkUnreconciled(e.ctx, 10*time.Minute, 24*time.Hour, 100)
+	require.NoError(t, err)
+	require.Equal(t, 1, n.LookupLost)
+	require.Equal(t, 1, n.NeverReconciled)
+	require.ElementsMatch(t, []identity.DeliveryKey{lost.Key, forgotten.Key}, n.Changed)
+	for _, k := range []identity.DeliveryKey{lost.Key, forgotten.Key} {
+		in := e.intent(k)
+		require.Equal(t, ledger.Parked, in.State)
+		require.Equal(t, ledger.ReasonReconcileUnavailable, in.Reason)
+	}
+	require.Equal(t, ledger.Indeterminate, e.state(busy.Key), "a fresh claim is a reconciler at work")
+	require.Equal(t, ledger.Indeterminate, e.state(waiting.Key))
+
+	// The lost lookup is closed: the reconciler that wakes up late cannot resolve it, and no
+	// second lookup can be claimed.
+	_, err = e.l.ResolveReconciliation(e.ctx, rec, ledger.Found, "late-object", nil)
+	requireRefused(t, err, ledger.ErrInvalidTransition)
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM reconciliations WHERE delivery_key = $1 AND step = 'resolved' AND result = 'unavailable'`, lost.Key.Bytes()))
+	_, err = e.l.ClaimReconciliation(e.ctx, forgotten.Key)
+	requireRefused(t, err, ledger.ErrInvalidTransition)
+
+	again, err := e.l.ParkUnreconciled(e.ctx, 10*time.Minute, 24*time.Hour, 100)
+	require.NoError(t, err)
+	require.Empty(t, again.Changed)
+}
+
+func TestReconcileCandidatesAndStatusReadTheDatabaseClock(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	old := e.indeterminate("indeterminate for a minute")
+	e.age(old.Key, time.Minute)
+	young := e.indeterminate("indeterminate just now")
+	claimed := e.indeterminate("claimed already")
+	e.age(claimed.Key, time.Minute)
+	_, err := e.l.ClaimReconciliation(e.ctx, claimed.Key)
+	require.NoError(t, err)
+
+	got, err := e.l.ReconcileCandidates(e.ctx, 30*time.Second, 100)
+	require.NoError(t, err)
+	require.Equal(t, []identity.DeliveryKey{old.Key}, got)
+
+	st, err := e.l.ReconcileStatusOf(e.ctx, old.Key)
+	require.NoError(t, err)
+	require.Equal(t, ledger.Indeterminate, st.State)
+	require.InDelta(t, time.Minute.Seconds(), st.Age.Seconds(), 5)
+	require.False(t, st.Claimed)
+	st, err = e.l.ReconcileStatusOf(e.ctx, claimed.Key)
+	require.NoError(t, err)
+	require.True(t, st.Claimed)
+	require.False(t, st.Resolved)
+	st, err = e.l.ReconcileStatusOf(e.ctx, young.Key)
+	require.NoError(t, err)
+	require.Less(t, st.Age, 30*time.Second)
+	_, err = e.l.ReconcileStatusOf(e.ctx, identity.DeliveryKey{})
+	require.ErrorIs(t, err, ledger.ErrNotFound)
+}
