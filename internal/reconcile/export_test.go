@@ -8,4 +8,3 @@ func WithHook(cfg Config, f func(step string)) Config {
 	cfg.hook = f
 	return cfg
 }
-

@@ -244,4 +244,3 @@ func TestCrashingReconciler(t *testing.T) {
 	require.NoError(t, r.Run(ctx))
 	t.Fatal("the reconciler should have been killed after its claim")
 }
-

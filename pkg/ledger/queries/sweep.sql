@@ -17,7 +17,8 @@ LIMIT @max_rows::INT;
 -- at most max). Each account contributes at most as many as its retry bucket could ever hold
 -- (its burst; max_rows when its rate is unlimited), plus those at the attempt cap, which are
 -- parked without spending a token. Found through intents_sweep_idx: only reasons some policy
--- retries are read, so failed intents nobody retries cost nothing.
+-- retries are read, so failed intents nobody retries cost nothing, and only those older than
+-- the shortest backoff of any policy, so failed intents still inside it cost nothing either.
 WITH due AS (
     SELECT i.delivery_key, i.account_id, i.transition_seq, i.updated_at,
            (i.attempts_authorized >= coalesce(p.attempt_cap, d.attempt_cap))::BOOL AS exhausted,
@@ -29,6 +30,11 @@ WITH due AS (
     WHERE i.state = 'failed'
       AND i.reason = ANY(ARRAY(SELECT DISTINCT unnest(x.retryable_reasons) FROM policies x WHERE x.retryable_reasons IS NOT NULL) || @always::TEXT[])
       AND (i.reason = ANY(@always::TEXT[]) OR i.reason = ANY(coalesce(p.retryable_reasons, d.retryable_reasons)))
+      -- Implied by the backoff test below (no backoff is shorter than its policy's first one),
+      -- and the bound on updated_at the index can use: without it every failed intent inside
+      -- its backoff is read on every pass.
+      AND i.updated_at <= now() - (SELECT min(least(coalesce(x.backoff_base_ms, dx.backoff_base_ms), coalesce(x.backoff_max_ms, dx.backoff_max_ms)))
+                                   FROM policies x JOIN policies dx ON dx.scope = '') * INTERVAL '1 millisecond'
       AND i.updated_at <= now() - least(
               coalesce(p.backoff_base_ms, d.backoff_base_ms)::DOUBLE PRECISION * power(2::DOUBLE PRECISION, least(greatest(i.attempts_authorized - 1, 0), 30)::DOUBLE PRECISION),
               coalesce(p.backoff_max_ms, d.backoff_max_ms)::DOUBLE PRECISION
@@ -133,6 +139,11 @@ FROM intents i
 LEFT JOIN reconciliations c ON c.attempt_token = i.attempt_token AND c.step = 'claimed'
 WHERE i.state = 'indeterminate'
   AND i.reason = ANY(@reasons::TEXT[])
+  -- Implied by both deadlines below (a lookup is claimed only once the intent is
+  -- indeterminate, so a claim is never older than the intent's last transition), and the
+  -- bound on updated_at the index can use: intents younger than the shorter deadline are
+  -- never read.
+  AND i.updated_at <= now() - least(sqlc.arg(stale_ms)::BIGINT, sqlc.arg(unclaimed_ms)::BIGINT) * INTERVAL '1 millisecond'
   AND NOT EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = i.attempt_token AND r.step = 'resolved')
   AND ((c.at IS NOT NULL AND c.at <= now() - sqlc.arg(stale_ms)::BIGINT * INTERVAL '1 millisecond')
        OR (c.at IS NULL AND i.updated_at <= now() - sqlc.arg(unclaimed_ms)::BIGINT * INTERVAL '1 millisecond'))
