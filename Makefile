@@ -39,11 +39,12 @@ generate: ## regenerate the ledger's query code from pkg/ledger/queries with sql
 migrate: build ## create and migrate the ledger at ATMOST_DATABASE_URL
 	$(BIN)/atmost migrate --create-database
 
-bench: ## benchmarks on the real database and JetStream: the ledger at both isolation levels, ingest of 100,000 intents, the relay, end to end through ingest, dispatcher and platformsim
+bench: ## benchmarks on the real database and JetStream: the ledger at both isolation levels, ingest of 100,000 intents, the relay, a sweeper pass over 100,000 intents, end to end through ingest, dispatcher and platformsim
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./pkg/ledger/ -args -isolation=serializable
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./pkg/ledger/ -args -isolation=read-committed
 	$(GO) test -run '^$$' -bench . -benchtime 100000x ./internal/ingest/
 	$(GO) test -run '^$$' -bench . -benchtime 100000x ./internal/relay/
+	$(GO) test -run '^$$' -bench SweepPass -benchtime 20x ./internal/sweep/
 	$(GO) test -run '^$$' -bench EndToEnd -benchtime 10000x ./internal/dispatch/ -args -isolation=serializable
 	$(GO) test -run '^$$' -bench EndToEnd -benchtime 10000x ./internal/dispatch/ -args -isolation=read-committed
 
@@ -59,7 +60,5 @@ clean-test-databases: ## drop every database the tests made on ATMOST_TEST_DATAB
 		"SELECT datname FROM pg_database WHERE datname ~ '^atmost_(test|tmpl|build)_'" | \
 		while read -r db; do psql "$${ATMOST_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}" -qc "DROP DATABASE IF EXISTS \"$$db\" WITH (FORCE)"; done
 
-demo: ## not yet: the demo arrives with the end-to-end work (see README)
-	@echo "make demo is not built yet: it arrives with the end-to-end issue (atmost dev + platformsim)." >&2
-	@echo "What runs today: make test, make migrate, bin/atmost version." >&2
-	@exit 2
+demo: build ## the whole pipeline on the embedded default: every role, an embedded NATS, a fault-injecting platform, a producer, a kill switch mid-run, and the final count (needs PostgreSQL; see README)
+	$(BIN)/atmost demo

@@ -1,0 +1,207 @@
+// Package dev runs every atmost role in one process: `atmost dev` for development, and the
+// stack under `atmost demo`. The ledger is migrated (and its database created) on start; NATS is
+// the one at ATMOST_NATS_URL, or an embedded nats-server with JetStream when it is unset. Each
+// role is the production role (the same Main, configuration, endpoints and metrics), run in a
+// goroutine instead of a process of its own.
+package dev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/atmost/atmost/internal/dispatch"
+	"github.com/atmost/atmost/internal/ingest"
+	"github.com/atmost/atmost/internal/migrate"
+	"github.com/atmost/atmost/internal/reconcile"
+	"github.com/atmost/atmost/internal/sweep"
+)
+
+// DefaultDatabaseURL is the ledger when ATMOST_DATABASE_URL is unset: the local PostgreSQL
+// server's "atmost" database.
+const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/atmost?sslmode=disable"
+
+// Roles are the roles a stack runs, in start order.
+var Roles = []string{"ingest", "dispatcher", "sweeper", "reconciler"}
+
+var mains = map[string]func(ctx context.Context, args []string, getenv func(string) (string, bool), stderr io.Writer) int{
+	"ingest":     ingest.Main,
+	"dispatcher": dispatch.Main,
+	"sweeper":    sweep.Main,
+	"reconciler": reconcile.Main,
+}
+
+// Options configure a Stack.
+type Options struct {
+	// DatabaseURL is the ledger; it is created when missing and migrated.
+	DatabaseURL string
+	// NATSURL is the NATS server; "" starts an embedded one with JetStream.
+	NATSURL string
+	// DataDir holds the embedded server's JetStream store. "" is a fresh temporary directory,
+	// removed when the stack stops.
+	DataDir string
+	// NATSPort is the embedded server's client port; 0 picks a free one.
+	NATSPort int
+	// HTTPAddrs overrides the roles' /healthz, /readyz and /metrics addresses, by role name;
+	// a role not named keeps its default (ingest 9101, dispatcher 9102, sweeper 9103,
+	// reconciler 9104).
+	HTTPAddrs map[string]string
+	// Env is the roles' configuration (ATMOST_* variables), the process environment in
+	// production. The stack's database and NATS URLs are set over it.
+	Env func(string) (string, bool)
+	// Logs receives every role's JSON log lines.
+	Logs io.Writer
+}
+
+// Stack is a running set of roles.
+type Stack struct {
+	DatabaseURL string
+	NATSURL     string
+	// Applied lists the migrations this start applied (none when the schema was current).
+	Applied []migrate.Applied
+
+	nats    *server.Server
+	tempDir string
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	failure error
+	failed  chan struct{}
+}
+
+// Start migrates the ledger, starts NATS when needed, and starts every role. The roles run
+// until ctx ends or Stop is called; Failed reports a role that stopped on its own.
+func Start(ctx context.Context, opts Options) (*Stack, error) {
+	if opts.DatabaseURL == "" {
+		opts.DatabaseURL = DefaultDatabaseURL
+	}
+	if opts.Env == nil {
+		opts.Env = func(string) (string, bool) { return "", false }
+	}
+	if opts.Logs == nil {
+		opts.Logs = io.Discard
+	}
+	applied, err := migrate.Up(ctx, opts.DatabaseURL, migrate.Options{CreateDatabase: true})
+	if err != nil {
+		return nil, fmt.Errorf("the ledger at ATMOST_DATABASE_URL: %w", err)
+	}
+	s := &Stack{DatabaseURL: opts.DatabaseURL, NATSURL: opts.NATSURL, Applied: applied, failed: make(chan struct{})}
+	if s.NATSURL == "" {
+		if err := s.startNATS(opts); err != nil {
+			return nil, err
+		}
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	context.AfterFunc(ctx, cancel)
+	for _, name := range Roles {
+		getenv := overlay(opts.Env, map[string]string{
+			"ATMOST_DATABASE_URL": s.DatabaseURL,
+			"ATMOST_NATS_URL":     s.NATSURL,
+		})
+		if addr, ok := opts.HTTPAddrs[name]; ok {
+			getenv = overlay(getenv, map[string]string{"ATMOST_HTTP_ADDR": addr})
+		}
+		main := mains[name]
+		s.wg.Go(func() {
+			code := main(rctx, nil, getenv, opts.Logs)
+			if rctx.Err() == nil {
+				s.fail(fmt.Errorf("%s stopped on its own with exit code %d (its log lines say why)", name, code))
+			}
+		})
+	}
+	return s, nil
+}
+
+// overlay returns getenv with values set over it.
+func overlay(getenv func(string) (string, bool), values map[string]string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		if v, ok := values[name]; ok {
+			return v, true
+		}
+		return getenv(name)
+	}
+}
+
+func (s *Stack) startNATS(opts Options) error {
+	dir := opts.DataDir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "atmost-dev-nats-")
+		if err != nil {
+			return fmt.Errorf("embedded NATS: %w", err)
+		}
+		dir, s.tempDir = tmp, tmp
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("embedded NATS: data directory %s: %w", dir, err)
+	}
+	port := opts.NATSPort
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	srv, err := server.NewServer(&server.Options{
+		ServerName: "atmost-dev",
+		Host:       "127.0.0.1",
+		Port:       port,
+		JetStream:  true,
+		StoreDir:   filepath.Join(dir, "jetstream"),
+		NoLog:      true,
+		NoSigs:     true,
+	})
+	if err != nil {
+		return fmt.Errorf("embedded NATS: %w", err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		return fmt.Errorf("embedded NATS: not ready for connections after 10s (port %d taken? set ATMOST_NATS_URL to use a running server)", opts.NATSPort)
+	}
+	s.nats = srv
+	s.NATSURL = fmt.Sprintf("nats://%s", srv.Addr().(*net.TCPAddr).String())
+	return nil
+}
+
+func (s *Stack) fail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failure == nil {
+		s.failure = err
+		close(s.failed)
+	}
+}
+
+// Failed is closed when a role stopped on its own; Err then says which.
+func (s *Stack) Failed() <-chan struct{} { return s.failed }
+
+// Err is the first role failure, nil while every role runs.
+func (s *Stack) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failure
+}
+
+// Stop stops every role (each finishes its work in hand, as on SIGTERM), then the embedded
+// NATS server, and returns the first role failure, if any.
+func (s *Stack) Stop() error {
+	s.cancel()
+	s.wg.Wait()
+	if s.nats != nil {
+		s.nats.Shutdown()
+		s.nats.WaitForShutdown()
+	}
+	if s.tempDir != "" {
+		_ = os.RemoveAll(s.tempDir)
+	}
+	err := s.Err()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}

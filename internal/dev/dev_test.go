@@ -1,0 +1,118 @@
+package dev_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/internal/dbtest"
+	"github.com/atmost/atmost/internal/dev"
+	"github.com/atmost/atmost/internal/platformsim"
+	"github.com/atmost/atmost/pkg/events"
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger"
+	"github.com/atmost/atmost/pkg/platform/sim"
+)
+
+// The demo, small: every valid intent stored once, every intent settled in a declared state,
+// at most one object per delivery key on the platform, every bad message rejected with its
+// reason, nothing authorized under the kill switch.
+func TestTheDemoEndsAtMostOnceWithEveryIntentAccountedFor(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t, dbtest.Empty())
+	name := fmt.Sprintf("atmost_test_demo_%d", time.Now().UnixNano())
+	t.Cleanup(func() { db.Pool.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)") })
+	var out bytes.Buffer
+	r, err := dev.Demo(context.Background(), dev.DemoOptions{DatabaseURL: db.URL, Database: name, Intents: 400, Seed: 3, Timeout: 2 * time.Minute, Out: &out})
+	require.NoError(t, err, out.String())
+	require.True(t, r.Settled, out.String())
+	require.True(t, r.OK(), out.String())
+	require.Equal(t, r.Valid, r.Stored)
+	require.LessOrEqual(t, r.Platform.MaxCreatedPerKey, 1)
+	require.Empty(t, r.Platform.KeysOverOne)
+	require.Zero(t, r.SwitchAuthorizations)
+	require.Equal(t, r.Redelivered, r.Dropped, "JetStream dropped every redelivery by its message id")
+	rejects := 0
+	for _, n := range r.Rejects {
+		rejects += n
+	}
+	require.Equal(t, r.Bad, rejects, "every bad message is a reject with its reason")
+	total := 0
+	for st, reasons := range r.States {
+		require.True(t, st.Valid(), "state %q", st)
+		require.NotContains(t, []ledger.State{ledger.Pending, ledger.Authorized, ledger.Indeterminate}, st, "settled")
+		for reason, n := range reasons {
+			rule, ok := reason.Rule()
+			require.True(t, ok, "reason %q", reason)
+			require.Equal(t, st, rule.State)
+			total += n
+		}
+	}
+	require.Equal(t, r.Valid+r.Occurrences, total, "the valid intents and the new occurrences, nothing else")
+	require.Contains(t, out.String(), "verdict: at most once")
+	require.Contains(t, out.String(), "STATE")
+}
+
+// atmost dev's stack: the ledger created and migrated, an embedded NATS, every role running;
+// an intent published by a producer is sent once and published; Stop stops every role.
+func TestTheDevStackRunsEveryRoleOnAnEmbeddedNATS(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t, dbtest.Empty())
+	ctx := context.Background()
+	simSrv, err := platformsim.New(platformsim.Config{})
+	require.NoError(t, err)
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	simURL, _, err := simSrv.Serve(sctx, "127.0.0.1:0")
+	require.NoError(t, err)
+
+	stack, err := dev.Start(ctx, dev.Options{DatabaseURL: db.URL, HTTPAddrs: map[string]string{"ingest": "127.0.0.1:0", "dispatcher": "127.0.0.1:0",
+		"sweeper": "127.0.0.1:0", "reconciler": "127.0.0.1:0"}})
+	require.NoError(t, err)
+	require.NotEmpty(t, stack.Applied, "a fresh database is migrated")
+	require.True(t, strings.HasPrefix(stack.NATSURL, "nats://127.0.0.1:"))
+
+	l, err := ledger.New(db.Pool, ledger.Config{Actor: "test"})
+	require.NoError(t, err)
+	require.NoError(t, l.AddAccount(ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(fmt.Sprintf(`{"url":%q}`, simURL))}))
+	nc, err := nats.Connect(stack.NATSURL)
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	body := `{"v":1,"account":"acct-1","action":"post","request":{"text":"through atmost dev"}}`
+	env, err := identity.ParseEnvelope([]byte(body))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := js.Publish(ctx, events.IntentSubject("acct-1"), []byte(body))
+		return err == nil // the streams exist once ingest started
+	}, 20*time.Second, 100*time.Millisecond)
+	require.Eventually(t, func() bool {
+		in, err := l.Get(ctx, env.DeliveryKey())
+		return err == nil && in.State == ledger.Published
+	}, 30*time.Second, 50*time.Millisecond)
+	require.Equal(t, 1, simSrv.Created(env.DeliveryKey().String()))
+	require.NoError(t, stack.Stop())
+}
+
+// PostgreSQL unreachable: the error names ATMOST_DATABASE_URL, and nothing is started.
+func TestTheDevStackNamesTheFixWhenPostgreSQLIsUnreachable(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	_, err = dev.Start(context.Background(), dev.Options{DatabaseURL: "postgres://postgres@" + addr + "/atmost?sslmode=disable&connect_timeout=2"})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "ATMOST_DATABASE_URL")
+}
