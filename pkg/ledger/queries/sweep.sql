@@ -139,11 +139,6 @@ FROM intents i
 LEFT JOIN reconciliations c ON c.attempt_token = i.attempt_token AND c.step = 'claimed'
 WHERE i.state = 'indeterminate'
   AND i.reason = ANY(@reasons::TEXT[])
-  -- Implied by both deadlines below (a lookup is claimed only once the intent is
-  -- indeterminate, so a claim is never older than the intent's last transition), and the
-  -- bound on updated_at the index can use: intents younger than the shorter deadline are
-  -- never read.
-  AND i.updated_at <= now() - least(sqlc.arg(stale_ms)::BIGINT, sqlc.arg(unclaimed_ms)::BIGINT) * INTERVAL '1 millisecond'
   AND NOT EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = i.attempt_token AND r.step = 'resolved')
   AND ((c.at IS NOT NULL AND c.at <= now() - sqlc.arg(stale_ms)::BIGINT * INTERVAL '1 millisecond')
        OR (c.at IS NULL AND i.updated_at <= now() - sqlc.arg(unclaimed_ms)::BIGINT * INTERVAL '1 millisecond'))

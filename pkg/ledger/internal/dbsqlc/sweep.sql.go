@@ -338,6 +338,11 @@ WITH due AS (
     WHERE i.state = 'failed'
       AND i.reason = ANY(ARRAY(SELECT DISTINCT unnest(x.retryable_reasons) FROM policies x WHERE x.retryable_reasons IS NOT NULL) || $2::TEXT[])
       AND (i.reason = ANY($2::TEXT[]) OR i.reason = ANY(coalesce(p.retryable_reasons, d.retryable_reasons)))
+      -- Implied by the backoff test below (no backoff is shorter than its policy's first one),
+      -- and the bound on updated_at the index can use: without it every failed intent inside
+      -- its backoff is read on every pass.
+      AND i.updated_at <= now() - (SELECT min(least(coalesce(x.backoff_base_ms, dx.backoff_base_ms), coalesce(x.backoff_max_ms, dx.backoff_max_ms)))
+                                   FROM policies x JOIN policies dx ON dx.scope = '') * INTERVAL '1 millisecond'
       AND i.updated_at <= now() - least(
               coalesce(p.backoff_base_ms, d.backoff_base_ms)::DOUBLE PRECISION * power(2::DOUBLE PRECISION, least(greatest(i.attempts_authorized - 1, 0), 30)::DOUBLE PRECISION),
               coalesce(p.backoff_max_ms, d.backoff_max_ms)::DOUBLE PRECISION
@@ -373,7 +378,8 @@ type SweepRetryCandidatesRow struct {
 // at most max). Each account contributes at most as many as its retry bucket could ever hold
 // (its burst; max_rows when its rate is unlimited), plus those at the attempt cap, which are
 // parked without spending a token. Found through intents_sweep_idx: only reasons some policy
-// retries are read, so failed intents nobody retries cost nothing.
+// retries are read, so failed intents nobody retries cost nothing, and only those older than
+// the shortest backoff of any policy, so failed intents still inside it cost nothing either.
 func (q *Queries) SweepRetryCandidates(ctx context.Context, arg SweepRetryCandidatesParams) ([]SweepRetryCandidatesRow, error) {
 	rows, err := q.db.Query(ctx, sweepRetryCandidates, arg.MaxRows, arg.Always)
 	if err != nil {
