@@ -19,7 +19,11 @@ WITH changed AS (
         updated_at = now()
     WHERE i.delivery_key = ANY(@delivery_keys::BYTEA[])
       AND i.state IN ('pending', 'authorized')
-      AND i.lease_expires_at <= now()
+      -- Written so that no index can serve it: the rows are reached by primary key (DESIGN
+      -- section 7). A bare lease_expires_at <= now() lets the planner prefer a range of
+      -- intents_lease_expires_idx once a batch is large, a shared index whose predicate locks
+      -- would abort the dispatchers' transitions under SERIALIZABLE.
+      AND (i.lease_expires_at <= now()) IS TRUE
     RETURNING i.delivery_key, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq
 ),
 abandoned AS (
