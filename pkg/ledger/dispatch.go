@@ -102,8 +102,10 @@ func (l *Ledger) UnpublishedFor(ctx context.Context, keys []identity.DeliveryKey
 	for i, k := range keys {
 		raw[i] = k.Bytes()
 	}
+	// READ COMMITTED (see inReadCommitted): every transition committed before the call is
+	// seen, which is all the witness needs.
 	var rows []dbsqlc.OutboxPendingForRow
-	err := l.inTx(ctx, "outbox", func(q *dbsqlc.Queries) (err error) {
+	err := l.scan(ctx, "outbox", func(q *dbsqlc.Queries) (err error) {
 		rows, err = q.OutboxPendingFor(ctx, raw)
 		return err
 	})

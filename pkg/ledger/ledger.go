@@ -126,9 +126,21 @@ var ErrRetriesExhausted = errors.New("ledger: transaction restarted too often")
 // after a jittered pause: fn must therefore have no effect outside the database (no publish,
 // no ack, no HTTP) and must not keep state between runs.
 func (l *Ledger) inTx(ctx context.Context, what string, fn func(q *dbsqlc.Queries) error) error {
+	return l.inTxWith(ctx, what, pgx.TxOptions{IsoLevel: l.cfg.Isolation}, fn)
+}
+
+// inReadCommitted is inTx at READ COMMITTED whatever the ledger's isolation: for the outbox's
+// bookkeeping, which guards nothing. The outbox is a small table whose rows come and go; a
+// SERIALIZABLE read or delete of it may be planned as a sequential scan, which takes a
+// predicate lock on the whole table and so conflicts with every writer appending to it.
+func (l *Ledger) inReadCommitted(ctx context.Context, what string, fn func(q *dbsqlc.Queries) error) error {
+	return l.inTxWith(ctx, what, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, fn)
+}
+
+func (l *Ledger) inTxWith(ctx context.Context, what string, opts pgx.TxOptions, fn func(q *dbsqlc.Queries) error) error {
 	backoff := l.cfg.RetryBackoff
 	for restart := 0; ; restart++ {
-		err := l.tryTx(ctx, fn)
+		err := l.tryTx(ctx, opts, fn)
 		if err == nil || !restartable(err) {
 			return err
 		}
@@ -144,8 +156,8 @@ func (l *Ledger) inTx(ctx context.Context, what string, fn func(q *dbsqlc.Querie
 	}
 }
 
-func (l *Ledger) tryTx(ctx context.Context, fn func(q *dbsqlc.Queries) error) error {
-	tx, err := l.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: l.cfg.Isolation})
+func (l *Ledger) tryTx(ctx context.Context, opts pgx.TxOptions, fn func(q *dbsqlc.Queries) error) error {
+	tx, err := l.db.BeginTx(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
 	}

@@ -18,10 +18,11 @@ type Unpublished struct {
 	Dispatch bool
 }
 
-// Unpublished returns up to max transitions from the outbox, oldest first.
+// Unpublished returns up to max transitions from the outbox, oldest first. It reads at READ
+// COMMITTED (see inReadCommitted): every transition committed before the call is seen.
 func (l *Ledger) Unpublished(ctx context.Context, max int) ([]Unpublished, error) {
 	var rows []dbsqlc.OutboxPendingRow
-	err := l.inTx(ctx, "outbox", func(q *dbsqlc.Queries) (err error) {
+	err := l.scan(ctx, "outbox", func(q *dbsqlc.Queries) (err error) {
 		rows, err = q.OutboxPending(ctx, int32(max))
 		return err
 	})
@@ -51,7 +52,7 @@ func (l *Ledger) Published(ctx context.Context, done []Unpublished) (int64, erro
 		p.Seqs = append(p.Seqs, u.Seq)
 	}
 	var n int64
-	err := l.inTx(ctx, "outbox", func(q *dbsqlc.Queries) (err error) {
+	err := l.inReadCommitted(ctx, "outbox", func(q *dbsqlc.Queries) (err error) {
 		n, err = q.OutboxDelete(ctx, p)
 		return err
 	})
