@@ -24,6 +24,10 @@ build: ## build every command into bin/
 test: ## run every test with the race detector (needs PostgreSQL; see README)
 	$(GO) test -race -count=1 ./...
 
+.PHONY: test-crdb
+test-crdb: ## the ledger suite on CockroachDB: ATMOST_CRDB_URL, or a cockroach binary on PATH (skips without)
+	$(GO) test -race -count=1 -timeout 30m -run '^TestCockroachDB$$' -v ./pkg/ledger/
+
 lint: ## go vet, staticcheck and a gofmt check
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...

@@ -14,6 +14,8 @@
 // create databases and roles. When the server cannot be reached, tests are skipped with a
 // message naming the fix, except under CI=true, where they fail: CI must never pass by skipping
 // the real-database lane.
+//
+// UseCockroachDB points New at a CockroachDB cluster instead, for the optional CockroachDB lane.
 package dbtest
 
 import (
@@ -90,6 +92,9 @@ func New(t testing.TB, opts ...Option) *DB {
 	o := options{isolation: Serializable}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if s := cockroach.Load(); s != nil {
+		return s.newDB(t, o)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
