@@ -47,8 +47,14 @@ var commands = map[string]command{
 	"accounts": {"configure accounts: add, ls, rotate, revoke (the credential stays outside the ledger)", runAccounts},
 	"controls": {"controls log: every operator change to switches, policies and the epoch, newest first", runControls},
 	"epoch":    {"epoch show, epoch bump: the restore epoch (bump it after a restore, before any worker starts)", runEpoch},
+	"events":   {"events tail: the transitions on ATMOST_EVENTS, the last few or from a time, --follow for new ones", runEvents},
+	"intents":  {"intents ls, intents show KEY: a page of intents; one with its attempts, evidence, history, reconciliations", runIntents},
 	"migrate":  {"apply the ledger schema to ATMOST_DATABASE_URL (migrate status: show it)", runMigrate},
+	"park":     {"park KEY --reason R: stop an intent; a human owns it from then on", runPark},
 	"policy":   {"policy get, policy set: attempt caps, backoff, rate limits, retryable reasons", runPolicy},
+	"rejects":  {"rejects ls: refused input, newest first, with its reason", runRejects},
+	"resolve":  {"resolve KEY --published --object-id ID | --failed, --evidence E: a human's verdict on a parked intent", runResolve},
+	"retry":    {"retry KEY --reason R: reopen a failed intent (only failed: nothing was sent)", runRetry},
 	"switch":   {"switch ls, switch on, switch off: the global and per-account kill switches", runSwitch},
 	"version":  {"print the version of this binary and the schema version it expects", runVersion},
 }
@@ -84,7 +90,9 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-10s %s\n", name, commands[name].summary)
 	}
 	fmt.Fprintln(w, "\nEnvironment:\n  ATMOST_DATABASE_URL  the ledger (default "+DefaultDatabaseURL+")")
-	fmt.Fprintln(w, "  ATMOST_OPERATOR      who makes changes to controls (default user:<OS user name>)")
+	fmt.Fprintln(w, "  ATMOST_OPERATOR      who makes changes to controls and intents (default user:<OS user name>)")
+	fmt.Fprintln(w, "  ATMOST_NATS_URL      events tail reads it (default "+DefaultNATSURL+"); park, resolve and retry publish")
+	fmt.Fprintln(w, "                       their event on it right away when it is set (else the next relay round does)")
 }
 
 // setting returns the environment variable's value, or def when it is unset or blank.

@@ -35,39 +35,89 @@ type controlLine struct {
 // --attempt-cap 5` never looks as if it had set something. done is true when the command is
 // over (help, or a bad command line) and code is its exit code.
 func parseControl(io IO, group, usage string, args []string, subs map[string][]string, define func(fs *flag.FlagSet)) (c controlLine, sub string, code int, done bool) {
-	c.io = io
-	c.fs = flag.NewFlagSet("atmost "+group, flag.ContinueOnError)
-	c.fs.SetOutput(io.Stderr)
-	c.fs.Usage = func() { fmt.Fprint(io.Stderr, usage, "\nFlags:\n"); c.fs.PrintDefaults() }
-	c.databaseURL = c.fs.String("database-url", setting(io.Env, "ATMOST_DATABASE_URL", DefaultDatabaseURL), "the ledger database (env ATMOST_DATABASE_URL)")
-	c.asJSON = c.fs.Bool("json", false, "print JSON instead of a table")
-	c.operator = c.fs.String("operator", "", "changes: who makes the change, written to the control history (default $ATMOST_OPERATOR, else user:<OS user name>)")
-	c.reason = c.fs.String("reason", "", "changes: why, written to the control history (required)")
-	define(c.fs)
+	c, sub, _, code, done = parseGroup(io, group, usage, args, subs, nil, define)
+	return c, sub, code, done
+}
 
+// parseGroup is parseControl for groups whose subcommands also take positional arguments:
+// positional maps a subcommand to the names of the arguments it requires (`intents show KEY`),
+// returned in pos.
+func parseGroup(io IO, group, usage string, args []string, subs, positional map[string][]string, define func(fs *flag.FlagSet)) (c controlLine, sub string, pos []string, code int, done bool) {
+	c = newLine(io, "atmost "+group, usage, define)
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		c.fs.Usage()
 		if len(args) == 0 {
-			return c, "", ExitUsage, true
+			return c, "", nil, ExitUsage, true
 		}
-		return c, "", ExitOK, true
+		return c, "", nil, ExitOK, true
 	}
 	sub, args = args[0], args[1:]
 	allowed, ok := subs[sub]
 	if !ok {
 		fmt.Fprintf(io.Stderr, "atmost %s: unknown command %q\n\n%s", group, sub, usage)
-		return c, sub, ExitUsage, true
+		return c, sub, nil, ExitUsage, true
 	}
 	c.name = "atmost " + group + " " + sub
 	c.fs.Init(c.name, flag.ContinueOnError)
-	if err := c.fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return c, sub, ExitOK, true
+	pos, code, done = c.parse(args, allowed, positional[sub])
+	return c, sub, pos, code, done
+}
+
+// parseCommand parses `atmost name ARG... [flags]`, a command without subcommands: allowed and
+// positional mean what they mean for parseGroup. Without any argument it prints its usage.
+func parseCommand(io IO, name, usage string, args []string, allowed, positional []string, define func(fs *flag.FlagSet)) (c controlLine, pos []string, code int, done bool) {
+	c = newLine(io, "atmost "+name, usage, define)
+	if len(args) == 0 || (len(args) == 1 && args[0] == "help") {
+		c.fs.Usage()
+		if len(args) == 0 {
+			return c, nil, ExitUsage, true
 		}
-		return c, sub, ExitUsage, true
+		return c, nil, ExitOK, true
+	}
+	pos, code, done = c.parse(args, allowed, positional)
+	return c, pos, code, done
+}
+
+// newLine is a command line with the flags every command takes; define adds the command's own.
+func newLine(io IO, name, usage string, define func(fs *flag.FlagSet)) controlLine {
+	c := controlLine{io: io, name: name}
+	c.fs = flag.NewFlagSet(name, flag.ContinueOnError)
+	c.fs.SetOutput(io.Stderr)
+	c.fs.Usage = func() { fmt.Fprint(io.Stderr, usage, "\nFlags:\n"); c.fs.PrintDefaults() }
+	c.databaseURL = c.fs.String("database-url", setting(io.Env, "ATMOST_DATABASE_URL", DefaultDatabaseURL), "the ledger database (env ATMOST_DATABASE_URL)")
+	c.asJSON = c.fs.Bool("json", false, "print JSON instead of a table")
+	c.operator = c.fs.String("operator", "", "changes: who makes the change, written to the history (default $ATMOST_OPERATOR, else user:<OS user name>)")
+	c.reason = c.fs.String("reason", "", "changes: why, written to the history (required)")
+	define(c.fs)
+	return c
+}
+
+// parse parses the flags and the positional arguments of a command line. The arguments named
+// by positional are required and may come before, between or after the flags; any other
+// argument is a usage error, and so is a flag the command does not take (allowed names those
+// it takes besides --database-url and --json).
+func (c *controlLine) parse(args, allowed, positional []string) (pos []string, code int, done bool) {
+	for {
+		if err := c.fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, ExitOK, true
+			}
+			return nil, ExitUsage, true
+		}
+		if c.fs.NArg() == 0 || len(positional) == 0 {
+			break
+		}
+		if len(pos) == len(positional) {
+			return nil, c.usageError("unexpected argument %q after %s", c.fs.Arg(0), strings.Join(positional, " ")), true
+		}
+		pos = append(pos, c.fs.Arg(0))
+		args = c.fs.Args()[1:]
 	}
 	if c.fs.NArg() > 0 {
-		return c, sub, c.usageError("unexpected argument %q (flags come as --name value)", c.fs.Arg(0)), true
+		return nil, c.usageError("unexpected argument %q (flags come as --name value)", c.fs.Arg(0)), true
+	}
+	if len(pos) < len(positional) {
+		return nil, c.usageError("give the %s", strings.Join(positional[len(pos):], " and the ")), true
 	}
 	var stray []string
 	c.fs.Visit(func(f *flag.Flag) {
@@ -76,9 +126,10 @@ func parseControl(io IO, group, usage string, args []string, subs map[string][]s
 		}
 	})
 	if len(stray) > 0 {
-		return c, sub, c.usageError("%s: not a flag of %s", strings.Join(stray, ", "), sub), true
+		sub := c.name[strings.LastIndex(c.name, " ")+1:]
+		return nil, c.usageError("%s: not a flag of %s", strings.Join(stray, ", "), sub), true
 	}
-	return c, sub, ExitOK, false
+	return pos, ExitOK, false
 }
 
 // given reports whether the command line set the flag.

@@ -73,12 +73,26 @@ type Transition struct {
 	At         time.Time
 }
 
+// ReconciliationStep is one row of an attempt's reconciliation: the claim of its one lookup
+// (Step "claimed", written before the lookup is made) and what the lookup found (Step
+// "resolved", Result found, not_found, not_sent or unavailable).
+type ReconciliationStep struct {
+	Token    identity.AttemptToken
+	Step     string
+	Result   string // "" for a claim
+	ObjectID string
+	Actor    string
+	Detail   []byte
+	At       time.Time
+}
+
 // Record is an intent with everything the ledger knows about it.
 type Record struct {
-	Intent      Intent
-	Attempts    []Attempt
-	Evidence    []Evidence
-	Transitions []Transition
+	Intent          Intent
+	Attempts        []Attempt
+	Evidence        []Evidence
+	Transitions     []Transition
+	Reconciliations []ReconciliationStep
 }
 
 // Get returns one intent, or ErrNotFound.
@@ -97,8 +111,8 @@ func (l *Ledger) Get(ctx context.Context, key identity.DeliveryKey) (Intent, err
 	return intentFromRow(row)
 }
 
-// Inspect returns an intent with its attempts, evidence and history, read in one
-// transaction so they agree with each other.
+// Inspect returns an intent with its attempts, evidence, history and reconciliation steps,
+// read in one transaction so they agree with each other.
 func (l *Ledger) Inspect(ctx context.Context, key identity.DeliveryKey) (Record, error) {
 	var rec Record
 	err := l.inTx(ctx, "inspect", func(q *dbsqlc.Queries) error {
@@ -147,6 +161,17 @@ func (l *Ledger) Inspect(ctx context.Context, key identity.DeliveryKey) (Record,
 				t.Token = &token
 			}
 			rec.Transitions = append(rec.Transitions, t)
+		}
+		steps, err := q.ReconciliationsByIntent(ctx, key.Bytes())
+		if err != nil {
+			return err
+		}
+		for _, r := range steps {
+			token, err := identity.AttemptTokenFromBytes(r.AttemptToken)
+			if err != nil {
+				return err
+			}
+			rec.Reconciliations = append(rec.Reconciliations, ReconciliationStep{token, r.Step, r.Result.String, r.ObjectID.String, r.Actor, r.Detail, r.At})
 		}
 		return nil
 	})

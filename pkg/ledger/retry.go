@@ -2,8 +2,10 @@ package ledger
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -16,9 +18,27 @@ import (
 // with ErrInvalidTransition from every state but failed: only failed proves nothing was sent.
 // When the attempt cap is reached it parks the intent and returns ErrAttemptsExhausted.
 func (l *Ledger) Retry(ctx context.Context, key identity.DeliveryKey) error {
+	return l.retry(ctx, key, l.cfg.Actor, nil)
+}
+
+// RetryAs is Retry on an operator's word: actor names the operator and note says why; both are
+// written to the history row of the transition (into pending, or into parked when the attempt
+// cap is reached), not the Ledger's configured Actor. It is refused exactly as Retry is.
+func (l *Ledger) RetryAs(ctx context.Context, key identity.DeliveryKey, actor, note string) error {
+	if strings.TrimSpace(actor) == "" {
+		return errors.New("retry: an operator must be named")
+	}
+	detail, err := json.Marshal(map[string]string{"note": note})
+	if err != nil {
+		return err
+	}
+	return l.retry(ctx, key, actor, detail)
+}
+
+func (l *Ledger) retry(ctx context.Context, key identity.DeliveryKey, actor string, detail []byte) error {
 	var row dbsqlc.IntentRetryRow
 	err := l.inTx(ctx, string(OpRetry), func(q *dbsqlc.Queries) (err error) {
-		row, err = q.IntentRetry(ctx, dbsqlc.IntentRetryParams{DeliveryKey: key.Bytes(), Actor: l.cfg.Actor})
+		row, err = q.IntentRetry(ctx, dbsqlc.IntentRetryParams{DeliveryKey: key.Bytes(), Actor: actor, Detail: detail})
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -2,7 +2,8 @@
 -- Reopens a failed intent: back to pending, with a dispatch work item, and NO attempt row (the
 -- next Begin writes exactly one). When the attempt cap is reached it parks the intent instead
 -- (attempts_exhausted). outcome: retry | exhausted | invalid_transition; no row when the
--- intent does not exist.
+-- intent does not exist. @actor is who asked (a role, or an operator), @detail (NULL: none)
+-- goes to the history row, e.g. an operator's note.
 WITH cur AS (
     SELECT i.delivery_key, i.account_id, i.state, i.attempts_authorized, i.transition_seq,
            i.attempt_token, i.epoch, i.generation
@@ -37,8 +38,9 @@ changed AS (
     RETURNING i.delivery_key, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq
 ),
 hist AS (
-    INSERT INTO history (delivery_key, seq, from_state, to_state, reason, attempt_token, epoch, generation, actor)
-    SELECT c.delivery_key, c.transition_seq, 'failed', c.state, c.reason, c.attempt_token, c.epoch, c.generation, @actor::TEXT
+    INSERT INTO history (delivery_key, seq, from_state, to_state, reason, attempt_token, epoch, generation, actor, detail)
+    SELECT c.delivery_key, c.transition_seq, 'failed', c.state, c.reason, c.attempt_token, c.epoch, c.generation, @actor::TEXT,
+           coalesce(sqlc.narg(detail)::JSONB, '{}'::JSONB)
     FROM changed c
     RETURNING delivery_key, seq, to_state
 ),

@@ -46,8 +46,9 @@ changed AS (
     RETURNING i.delivery_key, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq
 ),
 hist AS (
-    INSERT INTO history (delivery_key, seq, from_state, to_state, reason, attempt_token, epoch, generation, actor)
-    SELECT c.delivery_key, c.transition_seq, 'failed', c.state, c.reason, c.attempt_token, c.epoch, c.generation, $2::TEXT
+    INSERT INTO history (delivery_key, seq, from_state, to_state, reason, attempt_token, epoch, generation, actor, detail)
+    SELECT c.delivery_key, c.transition_seq, 'failed', c.state, c.reason, c.attempt_token, c.epoch, c.generation, $2::TEXT,
+           coalesce($3::JSONB, '{}'::JSONB)
     FROM changed c
     RETURNING delivery_key, seq, to_state
 ),
@@ -64,6 +65,7 @@ LEFT JOIN changed c ON true
 type IntentRetryParams struct {
 	DeliveryKey []byte
 	Actor       string
+	Detail      []byte
 }
 
 type IntentRetryRow struct {
@@ -75,9 +77,10 @@ type IntentRetryRow struct {
 // Reopens a failed intent: back to pending, with a dispatch work item, and NO attempt row (the
 // next Begin writes exactly one). When the attempt cap is reached it parks the intent instead
 // (attempts_exhausted). outcome: retry | exhausted | invalid_transition; no row when the
-// intent does not exist.
+// intent does not exist. @actor is who asked (a role, or an operator), @detail (NULL: none)
+// goes to the history row, e.g. an operator's note.
 func (q *Queries) IntentRetry(ctx context.Context, arg IntentRetryParams) (IntentRetryRow, error) {
-	row := q.db.QueryRow(ctx, intentRetry, arg.DeliveryKey, arg.Actor)
+	row := q.db.QueryRow(ctx, intentRetry, arg.DeliveryKey, arg.Actor, arg.Detail)
 	var i IntentRetryRow
 	err := row.Scan(&i.Outcome, &i.PriorState, &i.NewState)
 	return i, err

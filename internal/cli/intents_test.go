@@ -1,0 +1,505 @@
+package cli_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/internal/cli"
+	"github.com/atmost/atmost/internal/dbtest"
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+// scene is one test's ledger with acct-1 configured (controlEnv), and the ledger API to put
+// intents into the states the operator commands act on, as the roles would.
+type scene struct {
+	t   *testing.T
+	ctx context.Context
+	db  *dbtest.DB
+	l   *ledger.Ledger
+	env map[string]string
+}
+
+func newScene(t *testing.T) *scene {
+	t.Helper()
+	db, env := controlEnv(t)
+	l, err := ledger.New(db.Pool, ledger.Config{Actor: "test"})
+	require.NoError(t, err)
+	s := &scene{t: t, ctx: context.Background(), db: db, l: l, env: env}
+	s.exec(`UPDATE policies SET rate_per_minute = 0 WHERE scope = ''`)
+	return s
+}
+
+func (s *scene) exec(sql string, args ...any) {
+	s.t.Helper()
+	_, err := s.db.Pool.Exec(s.ctx, sql, args...)
+	require.NoError(s.t, err, sql)
+}
+
+func (s *scene) run(args ...string) result { return run(s.env, args...) }
+
+func (s *scene) submit(text string) identity.DeliveryKey {
+	s.t.Helper()
+	req, err := json.Marshal(map[string]string{"text": text})
+	require.NoError(s.t, err)
+	e, err := identity.NewEnvelope("acct-1", "post", "", req, "", nil)
+	require.NoError(s.t, err)
+	res, err := s.l.Submit(s.ctx, []identity.Envelope{e})
+	require.NoError(s.t, err)
+	require.Equal(s.t, ledger.Created, res[0].Outcome)
+	return res[0].Key
+}
+
+func (s *scene) authorized(text string) ledger.Claim {
+	s.t.Helper()
+	c, err := s.l.Begin(s.ctx, s.submit(text), sha256.Sum256([]byte(text)), time.Minute)
+	require.NoError(s.t, err)
+	a, err := s.l.Authorize(s.ctx, c, 2*time.Minute, "sim/1")
+	require.NoError(s.t, err)
+	require.Equal(s.t, ledger.Authorized, a.State, "reason %s", a.Reason)
+	return c
+}
+
+func (s *scene) completed(text string, o ledger.Outcome) identity.DeliveryKey {
+	s.t.Helper()
+	c := s.authorized(text)
+	_, err := s.l.Complete(s.ctx, c, o)
+	require.NoError(s.t, err)
+	return c.Key
+}
+
+func (s *scene) failed(text string) identity.DeliveryKey {
+	return s.completed(text, ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed})
+}
+
+func (s *scene) indeterminate(text string) identity.DeliveryKey {
+	return s.completed(text, ledger.Outcome{Result: ledger.Unknown})
+}
+
+func (s *scene) published(text string) identity.DeliveryKey {
+	return s.completed(text, ledger.Outcome{Result: ledger.Sent, ObjectID: "obj-" + text, Confirmed: true})
+}
+
+func (s *scene) parked(text string) identity.DeliveryKey {
+	s.t.Helper()
+	key := s.submit(text)
+	require.NoError(s.t, s.l.Park(s.ctx, key, "bob", "scene"))
+	return key
+}
+
+func (s *scene) intent(key identity.DeliveryKey) ledger.Intent {
+	s.t.Helper()
+	in, err := s.l.Get(s.ctx, key)
+	require.NoError(s.t, err)
+	return in
+}
+
+func (s *scene) lastTransition(key identity.DeliveryKey) ledger.Transition {
+	s.t.Helper()
+	rec, err := s.l.Inspect(s.ctx, key)
+	require.NoError(s.t, err)
+	return rec.Transitions[len(rec.Transitions)-1]
+}
+
+// ledgerState is what a refused or malformed command must leave as it was: every intent's
+// state and sequence, and the history, outbox and attempts rows.
+func (s *scene) ledgerState() string {
+	s.t.Helper()
+	var state string
+	require.NoError(s.t, s.db.Pool.QueryRow(s.ctx, `SELECT concat_ws(' | ',
+		(SELECT string_agg(encode(delivery_key, 'hex') || state || reason || transition_seq::TEXT, ',' ORDER BY delivery_key) FROM intents),
+		(SELECT count(*)::TEXT FROM history), (SELECT count(*)::TEXT FROM outbox), (SELECT count(*)::TEXT FROM attempts),
+		(SELECT count(*)::TEXT FROM text_claims))`).Scan(&state))
+	return state
+}
+
+func (s *scene) outboxRows(key identity.DeliveryKey) int {
+	s.t.Helper()
+	var n int
+	require.NoError(s.t, s.db.Pool.QueryRow(s.ctx, `SELECT count(*) FROM outbox WHERE delivery_key = $1`, key.Bytes()).Scan(&n))
+	return n
+}
+
+type listed struct {
+	Intents []struct {
+		Key                string
+		Account            string
+		Action             string
+		State              string
+		Reason             string
+		AttemptsAuthorized int `json:"attempts_authorized"`
+	}
+	NextAfter *string `json:"next_after"`
+}
+
+func TestIntentsLsPagesInKeyOrderAndFilters(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	for i := range 3 {
+		s.submit(fmt.Sprintf("pending %d", i))
+	}
+	failed := s.failed("failed")
+	parked := s.parked("parked")
+
+	res := s.run("intents", "ls")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
+	require.Len(t, lines, 6, res.stdout)
+	require.Regexp(t, `^KEY\s+ACCOUNT\s+ACTION\s+STATE\s+REASON\s+ATTEMPTS\s+UPDATED$`, lines[0])
+	require.Empty(t, res.stderr, "one page holds them all: no next page")
+
+	res = s.run("intents", "ls", "--state", "failed")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.Regexp(t, `(?m)^`+failed.String()+`\s+acct-1\s+post\s+failed\s+connection_failed\s+1\s+\S+$`, res.stdout)
+	require.Equal(t, 2, strings.Count(res.stdout, "\n"))
+
+	res = s.run("intents", "ls", "--account", "acct-1", "--state", "parked", "--json")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	var page listed
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &page))
+	require.Len(t, page.Intents, 1)
+	require.Equal(t, parked.String(), page.Intents[0].Key)
+	require.Equal(t, "operator_parked", page.Intents[0].Reason)
+	require.Nil(t, page.NextAfter)
+
+	res = s.run("intents", "ls", "--account", "acct-other")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.Equal(t, 1, strings.Count(res.stdout, "\n"), "only the header")
+
+	// Page through all five, two at a time, with the cursor each page hands over.
+	var keys []string
+	args := []string{"intents", "ls", "--limit", "2", "--json"}
+	for range 5 {
+		res = s.run(args...)
+		require.Equal(t, cli.ExitOK, res.code, res.stderr)
+		page = listed{}
+		require.NoError(t, json.Unmarshal([]byte(res.stdout), &page))
+		for _, in := range page.Intents {
+			keys = append(keys, in.Key)
+		}
+		if page.NextAfter == nil {
+			break
+		}
+		require.Equal(t, keys[len(keys)-1], *page.NextAfter)
+		args = []string{"intents", "ls", "--limit", "2", "--json", "--after", *page.NextAfter}
+	}
+	require.Len(t, keys, 5)
+	require.IsIncreasing(t, keys, "delivery-key order, each intent once")
+
+	res = s.run("intents", "ls", "--limit", "2")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.Equal(t, "more intents follow: atmost intents ls --limit 2 --after "+keys[1]+"\n", res.stderr)
+}
+
+func TestIntentsShowPrintsEverySection(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	key := s.indeterminate("lost in the network")
+	rec, err := s.l.ClaimReconciliation(s.ctx, key)
+	require.NoError(t, err)
+	_, err = s.l.ResolveReconciliation(s.ctx, rec, ledger.NotFound, "", map[string]any{"lookup": "by text"})
+	require.NoError(t, err)
+
+	res := s.run("intents", "show", key.String())
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.Regexp(t, `(?m)^intent\s+`+key.String()+`$`, res.stdout)
+	require.Regexp(t, `(?m)^request\s+\{"text":"lost in the network"\}$`, res.stdout)
+	require.Regexp(t, `(?m)^state\s+parked \(reconcile_not_found\)$`, res.stdout)
+	require.Regexp(t, `(?m)^attempts\s+1 authorized, 1 opened$`, res.stdout)
+	for _, section := range []string{"\nattempts (1)\nTOKEN", "\nevidence (1)\nAT", "\nhistory (5)\nSEQ", "\nreconciliations (2)\nAT"} {
+		require.Contains(t, res.stdout, section)
+	}
+	require.Regexp(t, `(?m)^1\s+\S+\s+\(new\) -> pending\s+submitted\s+test\s+-$`, res.stdout)
+	require.Regexp(t, `(?m)^5\s+\S+\s+indeterminate -> parked\s+reconcile_not_found\s+test\s+\{"lookup":"by text"\}$`, res.stdout)
+	require.Regexp(t, `(?m)^\S+\s+`+rec.Token.String()+`\s+resolved\s+not_found\s+-\s+test`, res.stdout)
+
+	res = s.run("intents", "show", "--json", key.String())
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	var doc struct {
+		Intent struct {
+			Key     string
+			State   string
+			Request json.RawMessage
+			Attempt *string
+		}
+		Attempts []struct{ Attempt string }
+		Evidence []struct {
+			Result string
+			Detail json.RawMessage
+		}
+		History []struct {
+			Seq      int64
+			From, To string
+			Actor    string
+		}
+		Reconciliations []struct{ Step, Result string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc))
+	require.Equal(t, key.String(), doc.Intent.Key)
+	require.Equal(t, "parked", doc.Intent.State)
+	require.JSONEq(t, `{"text":"lost in the network"}`, string(doc.Intent.Request))
+	require.Equal(t, rec.Token.String(), *doc.Intent.Attempt)
+	require.Len(t, doc.Attempts, 1)
+	require.Equal(t, rec.Token.String(), doc.Attempts[0].Attempt)
+	require.Len(t, doc.Evidence, 1)
+	require.Equal(t, "unknown", doc.Evidence[0].Result)
+	require.Len(t, doc.History, 5)
+	require.Equal(t, "", doc.History[0].From)
+	require.Equal(t, "parked", doc.History[4].To)
+	require.Equal(t, []struct{ Step, Result string }{{"claimed", ""}, {"resolved", "not_found"}}, doc.Reconciliations)
+
+	// A fresh intent: empty sections say so, and the JSON has empty lists, not nulls.
+	fresh := s.submit("fresh")
+	res = s.run("intents", "show", fresh.String())
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, "\nattempts (0)\n  none\n")
+	require.Contains(t, res.stdout, "\nreconciliations (0)\n  none\n")
+	res = s.run("intents", "show", fresh.String(), "--json")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, `"attempts": []`)
+	require.Contains(t, res.stdout, `"reconciliations": []`)
+	require.Contains(t, res.stdout, `"attempt": null`)
+
+	res = s.run("intents", "show", "dk1:"+strings.Repeat("0", 63)+"1")
+	require.Equal(t, cli.ExitError, res.code)
+	require.Contains(t, res.stderr, "no intent has the delivery key dk1:000")
+}
+
+func TestParkResolveRetryActAsTheOperator(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	failed := s.failed("platform was down")
+	waiting := s.outboxRows(failed)
+
+	res := s.run("retry", failed.String(), "--reason", "platform is back")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.Equal(t, failed.String()+": failed -> pending (retried, by alice: platform is back)\n"+
+		"the event is published by the next relay round (a running ingest or sweeper drains the outbox)\n", res.stdout)
+	require.Equal(t, ledger.Pending, s.intent(failed).State)
+	last := s.lastTransition(failed)
+	require.Equal(t, "alice", last.Actor, "the operator, not the CLI's ledger actor")
+	require.JSONEq(t, `{"note": "platform is back"}`, string(last.Detail))
+	require.Equal(t, waiting+1, s.outboxRows(failed), "the transition waits in the outbox for a relay")
+
+	// Park it (pending), flags before the key this time, the operator named by the flag.
+	res = s.run("park", "--reason", "customer asked to stop", "--operator", "bob", "--json", failed.String())
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.JSONEq(t, `{"key": "`+failed.String()+`", "state": "parked", "reason": "operator_parked", "actor": "bob",
+		"note": "customer asked to stop", "event": "outbox"}`, res.stdout)
+	require.Equal(t, ledger.Parked, s.intent(failed).State)
+	last = s.lastTransition(failed)
+	require.Equal(t, ledger.Pending, last.From)
+	require.Equal(t, "bob", last.Actor)
+
+	res = s.run("resolve", failed.String(), "--failed", "--evidence", "the platform has no such post")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, failed.String()+": parked -> failed (operator_failed, by alice: the platform has no such post)\n")
+	require.Equal(t, ledger.Failed, s.intent(failed).State)
+	require.JSONEq(t, `{"evidence": "the platform has no such post"}`, string(s.lastTransition(failed).Detail))
+
+	unknown := s.indeterminate("did it go?")
+	require.Equal(t, cli.ExitOK, s.run("park", unknown.String(), "--reason", "look by hand").code)
+	res = s.run("resolve", unknown.String(), "--published", "--object-id", "post-77", "--evidence", "found it on the profile", "--json")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.JSONEq(t, `{"key": "`+unknown.String()+`", "from": "parked", "state": "published", "reason": "operator_published", "actor": "alice",
+		"note": "found it on the profile", "object_id": "post-77", "event": "outbox"}`, res.stdout)
+	in := s.intent(unknown)
+	require.Equal(t, ledger.Published, in.State)
+	require.Equal(t, "post-77", in.ObjectID)
+	require.Equal(t, "alice", s.lastTransition(unknown).Actor)
+}
+
+// Every refusal exits 1 with a sentence naming the intent's state, and changes nothing.
+func TestRefusalsNameTheStateAndChangeNothing(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	pending := s.submit("pending")
+	live := s.authorized("in flight")
+	published := s.published("done")
+	unknown := s.indeterminate("unknown")
+	parked := s.parked("parked")
+	nobody := "dk1:" + strings.Repeat("ab", 32)
+	before := s.ledgerState()
+
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"retry", unknown.String(), "--reason", "x"}, []string{"is indeterminate", "never retried"}},
+		{[]string{"retry", pending.String(), "--reason", "x"}, []string{"is pending", "only a failed intent can be retried"}},
+		{[]string{"retry", live.Key.String(), "--reason", "x"}, []string{"is authorized", "only a failed intent can be retried"}},
+		{[]string{"retry", published.String(), "--reason", "x"}, []string{"is published", "never moves again"}},
+		{[]string{"retry", parked.String(), "--reason", "x"}, []string{"is parked", "resolve it --failed"}},
+		{[]string{"park", live.Key.String(), "--reason", "x"}, []string{"is authorized and its worker's lease is live"}},
+		{[]string{"park", published.String(), "--reason", "x"}, []string{"is published"}},
+		{[]string{"park", parked.String(), "--reason", "x"}, []string{"is already parked", "atmost resolve"}},
+		{[]string{"resolve", pending.String(), "--failed", "--evidence", "x"}, []string{"is pending, not parked"}},
+		{[]string{"resolve", unknown.String(), "--published", "--object-id", "o", "--evidence", "x"}, []string{"is indeterminate, not parked"}},
+		{[]string{"resolve", published.String(), "--failed", "--evidence", "x"}, []string{"is published"}},
+		{[]string{"park", nobody, "--reason", "x"}, []string{"no intent has the delivery key " + nobody}},
+		{[]string{"retry", nobody, "--reason", "x"}, []string{"no intent has the delivery key"}},
+		{[]string{"resolve", nobody, "--failed", "--evidence", "x"}, []string{"no intent has the delivery key"}},
+	} {
+		res := s.run(tc.args...)
+		require.Equal(t, cli.ExitError, res.code, "atmost %q: %s", tc.args, res.stderr)
+		require.True(t, strings.HasPrefix(res.stderr, "atmost "+tc.args[0]+": refused: "), "atmost %q: %s", tc.args, res.stderr)
+		for _, want := range tc.want {
+			require.Contains(t, res.stderr, want, "atmost %q", tc.args)
+		}
+		require.Contains(t, res.stderr, "othing was changed", "atmost %q", tc.args)
+		require.Empty(t, res.stdout)
+	}
+	require.Equal(t, before, s.ledgerState(), "no refused command changed anything")
+}
+
+// At the attempt cap a retry parks the intent (the ledger's rule) and says so: exit 1, the
+// JSON shows the state it is in now.
+func TestRetryAtTheAttemptCapParksAndSaysSo(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	res := s.run("policy", "set", "--attempt-cap", "1", "--reason", "one try")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	key := s.failed("once only")
+
+	res = s.run("retry", key.String(), "--reason", "try again", "--json")
+	require.Equal(t, cli.ExitError, res.code)
+	require.Contains(t, res.stderr, "has reached its attempt cap, so it was parked (attempts_exhausted) instead of retried")
+	require.JSONEq(t, `{"key": "`+key.String()+`", "from": "failed", "state": "parked", "reason": "attempts_exhausted", "actor": "alice",
+		"note": "try again", "event": "outbox"}`, res.stdout)
+	in := s.intent(key)
+	require.Equal(t, ledger.Parked, in.State)
+	require.Equal(t, ledger.ReasonAttemptsExhausted, in.Reason)
+	require.Equal(t, "alice", s.lastTransition(key).Actor)
+}
+
+// A bad command line exits 2, names the fix, and changes nothing in the ledger.
+func TestBadIntentCommandLinesExitWithUsageAndChangeNothing(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	parked := s.parked("parked").String()
+	failed := s.failed("failed").String()
+	before := s.ledgerState()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"park"}, "Usage:"},
+		{[]string{"park", "--reason", "x"}, "give the KEY"},
+		{[]string{"park", "dk1:zz", "--reason", "x"}, `"dk1:zz" is not a delivery key`},
+		{[]string{"park", parked}, "--reason is required"},
+		{[]string{"park", parked, "--reason", " "}, "--reason is required"},
+		{[]string{"park", parked, failed, "--reason", "x"}, "unexpected argument"},
+		{[]string{"park", parked, "--reason", "x", "--evidence", "e"}, "flag provided but not defined: -evidence"},
+		{[]string{"park", parked, "--no-such-flag"}, "flag provided but not defined"},
+		{[]string{"resolve", parked, "--evidence", "e"}, "give --published or --failed"},
+		{[]string{"resolve", parked, "--published", "--failed", "--evidence", "e"}, "give --published or --failed"},
+		{[]string{"resolve", parked, "--published", "--evidence", "e"}, "--published needs --object-id"},
+		{[]string{"resolve", parked, "--failed", "--object-id", "o", "--evidence", "e"}, "contradict"},
+		{[]string{"resolve", parked, "--failed"}, "--evidence is required"},
+		{[]string{"resolve", parked, "--failed", "--evidence", "e", "--reason", "r"}, "--reason: not a flag of resolve"},
+		{[]string{"retry", failed}, "--reason is required"},
+		{[]string{"retry", failed, "--reason", "x", "--limit", "3"}, "flag provided but not defined: -limit"},
+		{[]string{"intents"}, "Usage:"},
+		{[]string{"intents", "list"}, `unknown command "list"`},
+		{[]string{"intents", "ls", "--state", "lost"}, "pending, authorized, published, failed, indeterminate, parked"},
+		{[]string{"intents", "ls", "--state", ""}, "--state is empty"},
+		{[]string{"intents", "ls", "--account", ""}, "--account is empty"},
+		{[]string{"intents", "ls", "--limit", "0"}, "give 1 to 1000"},
+		{[]string{"intents", "ls", "--after", "nope"}, `"nope" is not a delivery key`},
+		{[]string{"intents", "ls", "--reason", "x"}, "--reason: not a flag of ls"},
+		{[]string{"intents", "show"}, "give the KEY"},
+		{[]string{"intents", "show", parked, "--state", "failed"}, "--state: not a flag of show"},
+		{[]string{"intents", "show", parked, failed}, "unexpected argument"},
+		{[]string{"rejects", "ls", "--reason", "bogus"}, "malformed_json"},
+		{[]string{"rejects", "ls", "--limit", "0"}, "give 1 to 1000"},
+		{[]string{"rejects", "ls", "extra"}, "unexpected argument"},
+	} {
+		res := s.run(tc.args...)
+		require.Equal(t, cli.ExitUsage, res.code, "atmost %q: %s", tc.args, res.stderr)
+		require.Contains(t, res.stderr, tc.want, "atmost %q", tc.args)
+	}
+	require.Equal(t, before, s.ledgerState(), "no bad command line changed anything")
+}
+
+func TestIntentCommandsHelpListsTheirFlags(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args  []string
+		flags []string
+	}{
+		{[]string{"park", "--help"}, []string{"-reason", "-operator", "-nats-url", "-json"}},
+		{[]string{"resolve", "-h"}, []string{"-published", "-failed", "-object-id", "-evidence", "-operator", "-nats-url"}},
+		{[]string{"retry", "help"}, []string{"-reason", "-operator", "-nats-url"}},
+		{[]string{"intents", "--help"}, []string{"-state", "-account", "-limit", "-after", "-json"}},
+		{[]string{"rejects", "ls", "--help"}, []string{"-reason", "-limit", "-json"}},
+		{[]string{"events", "tail", "--help"}, []string{"-subject", "-since", "-follow", "-limit", "-nats-url", "-json"}},
+	} {
+		res := run(nil, tc.args...)
+		require.Equal(t, cli.ExitOK, res.code, "atmost %v", tc.args)
+		for _, f := range tc.flags {
+			require.Contains(t, res.stderr, f, "atmost %v", tc.args)
+		}
+	}
+	res := run(nil, "help")
+	for _, name := range []string{"intents", "park", "resolve", "retry", "rejects", "events", "ATMOST_NATS_URL"} {
+		require.Contains(t, res.stdout, name)
+	}
+}
+
+func TestRejectsLsNewestFirst(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	for i, r := range []ledger.Rejection{
+		{Reason: "malformed_json", Detail: "unexpected end of JSON input", Subject: "atmost.intent.acct-1", Stream: "ATMOST_INTENTS", StreamSeq: 7, Raw: []byte("{\"v\":1,\n")},
+		{Reason: "unknown_account", Detail: `account "acct-9" is not configured`, Subject: "atmost.intent.acct-9", Stream: "ATMOST_INTENTS", StreamSeq: 8,
+			Raw: []byte(`{"v":1,"account":"acct-9"}`), Headers: map[string][]string{"Nats-Msg-Id": {"m8"}}},
+	} {
+		_, err := s.l.Reject(s.ctx, []ledger.Rejection{r})
+		require.NoError(t, err)
+		s.exec(`UPDATE rejects SET received_at = now() - make_interval(secs => $1) WHERE stream_seq = $2`, 10-i, r.StreamSeq)
+	}
+
+	res := s.run("rejects", "ls")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
+	require.Len(t, lines, 3, res.stdout)
+	require.Regexp(t, `^AT\s+REASON\s+SUBJECT\s+SEQ\s+SIZE\s+DETAIL\s+STARTS WITH$`, lines[0])
+	require.Regexp(t, `unknown_account\s+atmost.intent.acct-9\s+8\s+26\s+account "acct-9" is not configured\s+\{"v":1,"account":"acct-9"\}$`, lines[1])
+	require.Regexp(t, `malformed_json\s+atmost.intent.acct-1\s+7\s+8\s+unexpected end of JSON input\s+\{"v":1,\\n$`, lines[2], "a newline in the input stays on one line")
+
+	res = s.run("rejects", "ls", "--reason", "unknown_account", "--json")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	var rejects []struct {
+		ID        string
+		Reason    string
+		StreamSeq int64 `json:"stream_seq"`
+		Headers   map[string][]string
+		Preview   string
+		Size      int
+		Truncated bool
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &rejects))
+	require.Len(t, rejects, 1)
+	require.NotEmpty(t, rejects[0].ID)
+	require.Equal(t, int64(8), rejects[0].StreamSeq)
+	require.Equal(t, []string{"m8"}, rejects[0].Headers["Nats-Msg-Id"])
+	require.Equal(t, `{"v":1,"account":"acct-9"}`, rejects[0].Preview)
+	require.Equal(t, 26, rejects[0].Size)
+
+	res = s.run("rejects", "ls", "--limit", "1", "--json")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &rejects))
+	require.Len(t, rejects, 1)
+	require.Equal(t, "unknown_account", rejects[0].Reason, "the newest")
+
+	res = s.run("rejects", "ls", "--reason", "too_large", "--json")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.Equal(t, "[]\n", res.stdout)
+}

@@ -1,0 +1,267 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/atmost/atmost/internal/relay"
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+// The operator's verbs on one intent: park, resolve, retry. Each is one guarded ledger
+// operation with the operator as its actor; a refusal changes nothing (except a retry at the
+// attempt cap, which parks) and exits 1 with a sentence naming the intent's state.
+//
+// Like every transition, the change writes an outbox row in its transaction. The CLI keeps no
+// NATS connection of its own by default: the event (and, for a retry, the dispatch work item)
+// goes out with the next relay round of a running role (ingest's relay loop, every second by
+// default, or the sweeper's next pass). When the operator names a NATS server (--nats-url or
+// ATMOST_NATS_URL), the CLI publishes it right away with the relay and says so; if that fails
+// the change stands and the relay still publishes it later.
+
+const parkUsage = `Usage:
+  atmost park KEY --reason TEXT [--operator NAME] [--nats-url URL] [--json]
+
+Stops an intent on an operator's word: it becomes parked (operator_parked), owned by a human,
+and no machine moves it on; atmost resolve ends it. Allowed from pending, failed, indeterminate,
+and authorized once its worker's lease has expired; refused for a published or parked intent,
+and for an authorized one whose lease is live (bytes may be leaving right now).
+` + publishNote
+
+const resolveUsage = `Usage:
+  atmost resolve KEY --published --object-id ID --evidence TEXT [--operator NAME] [--nats-url URL] [--json]
+  atmost resolve KEY --failed --evidence TEXT [--operator NAME] [--nats-url URL] [--json]
+
+A human's verdict on a parked intent: --published (the object is on the platform, and
+--object-id names it) or --failed (it was not sent: its text is released, and atmost retry may
+send it again). --evidence says how you know; it is written to the history with you as actor.
+Only a parked intent can be resolved.
+` + publishNote
+
+const retryUsage = `Usage:
+  atmost retry KEY --reason TEXT [--operator NAME] [--nats-url URL] [--json]
+
+Reopens a failed intent: back to pending with a new work item, and no attempt row (the next
+dispatcher to take it opens exactly one). Only failed proves nothing was sent, so every other
+state is refused; an indeterminate intent is never retried. At the attempt cap the intent is
+parked (attempts_exhausted) instead, and the command exits 1.
+` + publishNote
+
+const publishNote = `
+The change writes its event to the ledger's outbox. Without a NATS server named (--nats-url or
+ATMOST_NATS_URL), the event is published by the next relay round of a running role (ingest,
+every second; the sweeper, every pass). With one, it is published right away.
+`
+
+// changeJSON is what park, resolve and retry print with --json.
+type changeJSON struct {
+	Key      string        `json:"key"`
+	From     ledger.State  `json:"from,omitempty"` // park: any state it may leave
+	State    ledger.State  `json:"state"`
+	Reason   ledger.Reason `json:"reason"`
+	Actor    string        `json:"actor"`
+	Note     string        `json:"note"`
+	ObjectID string        `json:"object_id,omitempty"`
+	// Event is "published" when the CLI published the change's event itself, "outbox" when
+	// the next relay round will.
+	Event      string `json:"event"`
+	EventError string `json:"event_error,omitempty"`
+}
+
+// verbLine is the parsed command line of park, resolve or retry.
+type verbLine struct {
+	controlLine
+	key     identity.DeliveryKey
+	natsURL *string
+}
+
+func parseVerb(io IO, name, usage string, args []string, allowed []string, define func(fs *flag.FlagSet)) (v verbLine, code int, done bool) {
+	c, pos, code, done := parseCommand(io, name, usage, args, append(allowed, "operator", "nats-url"), []string{"KEY"}, func(fs *flag.FlagSet) {
+		v.natsURL = fs.String("nats-url", setting(io.Env, "ATMOST_NATS_URL", ""), "publish the change's event right away on this NATS server (env ATMOST_NATS_URL; empty: the next relay round publishes it)")
+		define(fs)
+	})
+	v.controlLine = c
+	if done {
+		return v, code, true
+	}
+	if v.key, code = c.key(pos[0]); code != ExitOK {
+		return v, code, true
+	}
+	return v, ExitOK, false
+}
+
+func runPark(ctx context.Context, io IO, args []string) int {
+	v, code, done := parseVerb(io, "park", parkUsage, args, []string{"reason"}, func(*flag.FlagSet) {})
+	if done {
+		return code
+	}
+	operator, reason, code := v.change()
+	if code != ExitOK {
+		return code
+	}
+	return v.apply(ctx, changeJSON{State: ledger.Parked, Reason: ledger.ReasonOperatorParked, Actor: operator, Note: reason},
+		func(l *ledger.Ledger) error { return l.Park(ctx, v.key, operator, reason) })
+}
+
+func runResolve(ctx context.Context, io IO, args []string) int {
+	var published, failed *bool
+	var objectID, evidence *string
+	v, code, done := parseVerb(io, "resolve", resolveUsage, args, []string{"published", "failed", "object-id", "evidence"}, func(fs *flag.FlagSet) {
+		published = fs.Bool("published", false, "the object is on the platform (give --object-id)")
+		failed = fs.Bool("failed", false, "it was not sent")
+		objectID = fs.String("object-id", "", "with --published: the platform's id of the object")
+		evidence = fs.String("evidence", "", "how you know, written to the history (required)")
+	})
+	if done {
+		return code
+	}
+	ch := changeJSON{From: ledger.Parked, ObjectID: strings.TrimSpace(*objectID), Note: strings.TrimSpace(*evidence)}
+	switch {
+	case *published == *failed:
+		return v.usageError("give --published or --failed: the verdict on the parked intent")
+	case *published && ch.ObjectID == "":
+		return v.usageError("--published needs --object-id: the platform's id of the object you found")
+	case *failed && v.given("object-id"):
+		return v.usageError("--object-id and --failed contradict each other: an intent that was not sent has no object")
+	case ch.Note == "":
+		return v.usageError("--evidence is required: say how you know (a link, what the platform answered), for the history")
+	}
+	ch.State, ch.Reason = ledger.Published, ledger.ReasonOperatorPublished
+	if *failed {
+		ch.State, ch.Reason = ledger.Failed, ledger.ReasonOperatorFailed
+	}
+	operator, err := operatorName(io, *v.operator)
+	if err != nil {
+		return v.usageError("%v", err)
+	}
+	ch.Actor = operator
+	return v.apply(ctx, ch, func(l *ledger.Ledger) error {
+		return l.Resolve(ctx, v.key, ch.State, ch.ObjectID, operator, ch.Note)
+	})
+}
+
+func runRetry(ctx context.Context, io IO, args []string) int {
+	v, code, done := parseVerb(io, "retry", retryUsage, args, []string{"reason"}, func(*flag.FlagSet) {})
+	if done {
+		return code
+	}
+	operator, reason, code := v.change()
+	if code != ExitOK {
+		return code
+	}
+	return v.apply(ctx, changeJSON{From: ledger.Failed, State: ledger.Pending, Reason: ledger.ReasonRetried, Actor: operator, Note: reason},
+		func(l *ledger.Ledger) error { return l.RetryAs(ctx, v.key, operator, reason) })
+}
+
+// apply makes the change, publishes its event when a NATS server is named, and reports.
+func (v verbLine) apply(ctx context.Context, ch changeJSON, change func(l *ledger.Ledger) error) int {
+	l, closeLedger, err := openLedger(ctx, *v.databaseURL)
+	if err != nil {
+		return v.fail(err)
+	}
+	defer closeLedger()
+	ch.Key = v.key.String()
+	err = change(l)
+	var refusal *ledger.RefusedError
+	refused := errors.As(err, &refusal)
+	exhausted := refused && errors.Is(err, ledger.ErrAttemptsExhausted)
+	switch {
+	case err != nil && !refused:
+		return v.fail(err)
+	case refused && !exhausted:
+		fmt.Fprintf(v.io.Stderr, "%s: refused: %s\n", v.name, refusedSentence(v.name, v.key, refusal))
+		return ExitError
+	}
+	if exhausted {
+		ch.State, ch.Reason = ledger.Parked, ledger.ReasonAttemptsExhausted
+	}
+
+	ch.Event = "outbox"
+	if url := strings.TrimSpace(*v.natsURL); url != "" {
+		if err := publishNow(ctx, l, url, v.key); err != nil {
+			ch.EventError = err.Error()
+			fmt.Fprintf(v.io.Stderr, "%s: the change is made, but publishing its event failed: %v\n(it stays in the outbox: the next relay round publishes it)\n", v.name, err)
+		} else {
+			ch.Event = "published"
+		}
+	}
+
+	if exhausted {
+		// The ledger changed, but not as asked: the JSON says what happened, stderr why.
+		fmt.Fprintf(v.io.Stderr, "%s: refused: %s\n", v.name, refusedSentence(v.name, v.key, refusal))
+		if *v.asJSON {
+			_ = writeJSON(v.io, ch)
+		}
+		return ExitError
+	}
+	if *v.asJSON {
+		return writeJSON(v.io, ch)
+	}
+	what := string(ch.State)
+	if ch.From != "" {
+		what = fmt.Sprintf("%s -> %s", ch.From, ch.State)
+	}
+	if ch.ObjectID != "" {
+		what += ", object " + ch.ObjectID
+	}
+	fmt.Fprintf(v.io.Stdout, "%s: %s (%s, by %s: %s)\n", ch.Key, what, ch.Reason, ch.Actor, ch.Note)
+	if ch.Event == "published" {
+		fmt.Fprintln(v.io.Stdout, "its event is published on ATMOST_EVENTS")
+	} else {
+		fmt.Fprintln(v.io.Stdout, "the event is published by the next relay round (a running ingest or sweeper drains the outbox)")
+	}
+	return ExitOK
+}
+
+// refusedSentence says why the ledger refused an operator's change of key, naming the state
+// the intent is in and what to do instead. A retry at the attempt cap parked the intent.
+func refusedSentence(name string, key identity.DeliveryKey, r *ledger.RefusedError) string {
+	state := r.State
+	switch {
+	case errors.Is(r.Err, ledger.ErrNotFound):
+		return fmt.Sprintf("no intent has the delivery key %s (atmost intents ls lists them); nothing was changed", key)
+	case errors.Is(r.Err, ledger.ErrAttemptsExhausted):
+		return fmt.Sprintf("%s has reached its attempt cap, so it was parked (attempts_exhausted) instead of retried; raise the cap (atmost policy set --attempt-cap) and resolve it, or leave it parked", key)
+	case errors.Is(r.Err, ledger.ErrLeaseLive):
+		return fmt.Sprintf("%s is authorized and its worker's lease is live: bytes may be leaving right now, so it cannot be parked; its outcome, or its lease's expiry into indeterminate, comes first: park it then. Nothing was changed", key)
+	}
+	switch {
+	case state == ledger.Published:
+		return fmt.Sprintf("%s is published: the platform holds it, and a published intent never moves again; nothing was changed", key)
+	case strings.HasSuffix(name, " park") && state == ledger.Parked:
+		return fmt.Sprintf("%s is already parked: end it with atmost resolve; nothing was changed", key)
+	case strings.HasSuffix(name, " resolve"):
+		return fmt.Sprintf("%s is %s, not parked: only a parked intent is resolved by an operator (atmost park it first); nothing was changed", key, state)
+	case state == ledger.Indeterminate:
+		return fmt.Sprintf("%s is indeterminate: its outcome is unknown, so it is never retried (a resend could deliver it twice); the reconciler looks it up once, or park it and resolve it with evidence. Nothing was changed", key)
+	case state == ledger.Parked:
+		return fmt.Sprintf("%s is parked: a human owns it; if it was not sent, resolve it --failed with evidence first, then retry. Nothing was changed", key)
+	case state == ledger.Pending || state == ledger.Authorized:
+		return fmt.Sprintf("%s is %s: it is already on its way, and only a failed intent can be retried; nothing was changed", key, state)
+	}
+	return fmt.Sprintf("%s is %s: %v; nothing was changed", key, state, r.Err)
+}
+
+// publishNow publishes the outbox rows of key with the relay, as the role that made a change
+// does after its commit.
+func publishNow(ctx context.Context, l *ledger.Ledger, url string, key identity.DeliveryKey) error {
+	nc, err := connectNATS(url)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	return relay.New(l, js, relay.Config{AckTimeout: 10 * time.Second}).PublishFor(ctx, []identity.DeliveryKey{key})
+}

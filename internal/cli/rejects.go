@@ -1,0 +1,123 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/atmost/atmost/pkg/identity"
+)
+
+const rejectsUsage = `Usage:
+  atmost rejects ls [--reason R] [--limit N] [--json]
+
+Input that ingest refused, newest first: when, why (the reason and its detail), the subject and
+stream sequence it came from, its size and the start of its bytes. The ledger keeps every
+refused message (up to 64 KiB of it) and publishes it on atmost.rejected.<reason>; nothing
+refused is lost, and nothing in this table is retried.
+`
+
+// rejectJSON is a refused message as rejects ls prints it; Preview is the message's first
+// bytes (ledger.RejectPreviewBytes) as text.
+type rejectJSON struct {
+	ID        string              `json:"id"`
+	Reason    string              `json:"reason"`
+	Detail    string              `json:"detail"`
+	Subject   string              `json:"subject"`
+	Stream    string              `json:"stream"`
+	StreamSeq int64               `json:"stream_seq"`
+	Headers   map[string][]string `json:"headers"`
+	Preview   string              `json:"preview"`
+	Size      int                 `json:"size"`
+	Truncated bool                `json:"truncated"`
+	At        time.Time           `json:"at"`
+}
+
+func runRejects(ctx context.Context, io IO, args []string) int {
+	var limit *int
+	c, _, code, done := parseControl(io, "rejects", rejectsUsage, args, map[string][]string{"ls": {"reason", "limit"}}, func(fs *flag.FlagSet) {
+		// --reason is every command's flag; here it filters.
+		fs.Lookup("reason").Usage = "changes: why, written to the history; rejects ls: only messages refused for this reason"
+		limit = fs.Int("limit", 20, "ls: at most this many messages (1 to 1000)")
+	})
+	if done {
+		return code
+	}
+	reason := strings.TrimSpace(*c.reason)
+	if c.given("reason") && !identity.Reason(reason).Valid() {
+		return c.usageError("--reason %q: give one of %s", *c.reason, strings.Join(rejectReasons(), ", "))
+	}
+	if *limit < 1 || *limit > 1000 {
+		return c.usageError("--limit %d: give 1 to 1000", *limit)
+	}
+	l, closeLedger, err := openLedger(ctx, *c.databaseURL)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer closeLedger()
+	rejects, err := l.Rejects(ctx, reason, *limit)
+	if err != nil {
+		return c.fail(err)
+	}
+	if *c.asJSON {
+		out := make([]rejectJSON, len(rejects))
+		for i, r := range rejects {
+			out[i] = rejectJSON{r.ID, r.Reason, r.Detail, r.Subject, r.Stream, r.StreamSeq, r.Headers, string(r.Preview), r.Size, r.Truncated, r.At}
+		}
+		return writeJSON(io, out)
+	}
+	w := tabwriter.NewWriter(io.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "AT\tREASON\tSUBJECT\tSEQ\tSIZE\tDETAIL\tSTARTS WITH")
+	for _, r := range rejects {
+		seq := "-"
+		if r.StreamSeq > 0 {
+			seq = fmt.Sprint(r.StreamSeq)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", timestamp(r.At), r.Reason, dash(r.Subject), seq, r.Size, oneLine(r.Detail, 60), oneLine(string(r.Preview), 40))
+	}
+	_ = w.Flush()
+	return ExitOK
+}
+
+func rejectReasons() []string {
+	var out []string
+	for _, r := range identity.AllReasons() {
+		out = append(out, string(r))
+	}
+	return out
+}
+
+// oneLine shows untrusted text in one table cell: control characters and invalid UTF-8 as
+// escapes, cut at max runes, "-" when empty.
+func oneLine(s string, max int) string {
+	var b strings.Builder
+	runes := 0
+	for len(s) > 0 {
+		r, size := utf8.DecodeRuneInString(s)
+		var piece string
+		switch {
+		case r == utf8.RuneError && size == 1:
+			piece = fmt.Sprintf(`\x%02x`, s[0])
+		case r == '\t' || r == '\n' || r == '\r' || !unicode.IsPrint(r):
+			piece = strings.Trim(fmt.Sprintf("%q", string(r)), `"`)
+		default:
+			piece = string(r)
+		}
+		if runes+utf8.RuneCountInString(piece) > max {
+			b.WriteString("…")
+			break
+		}
+		b.WriteString(piece)
+		runes += utf8.RuneCountInString(piece)
+		s = s[size:]
+	}
+	if b.Len() == 0 {
+		return "-"
+	}
+	return b.String()
+}

@@ -1,0 +1,100 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
+)
+
+// What operators read: pages of intents and of refused input. Like the sweeper's scans these
+// run read-only at READ COMMITTED (scan), so an operator paging through the ledger takes no
+// predicate locks and never makes a worker's transition fail to serialize.
+
+// IntentFilter chooses the intents ListIntents returns. Zero fields do not filter.
+type IntentFilter struct {
+	// State: only intents in this state.
+	State State
+	// Account: only intents of this account.
+	Account string
+	// After: only intents whose delivery key sorts after this one (the last key of the previous
+	// page); the zero key starts at the first.
+	After identity.DeliveryKey
+}
+
+// ListIntents returns up to max intents matching f, in delivery-key order: keyset pagination
+// on the primary key, so a page costs the rows it returns and those the filters skip, never an
+// offset, and reads no history.
+func (l *Ledger) ListIntents(ctx context.Context, f IntentFilter, max int) ([]Intent, error) {
+	if f.State != "" && !f.State.Valid() {
+		return nil, fmt.Errorf("list intents: %q is not a state", f.State)
+	}
+	if max < 1 {
+		return nil, fmt.Errorf("list intents: max %d, want at least 1", max)
+	}
+	var rows []dbsqlc.Intent
+	err := l.scan(ctx, "list intents", func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.IntentsPage(ctx, dbsqlc.IntentsPageParams{AfterKey: f.After.Bytes(), State: string(f.State), AccountID: f.Account, MaxRows: int32(max)})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Intent, 0, len(rows))
+	for _, r := range rows {
+		in, err := intentFromRow(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+// RejectPreviewBytes is how many bytes of each refused message Rejects returns.
+const RejectPreviewBytes = 256
+
+// StoredRejection is one row of the rejects table as Rejects reads it: the refused message's
+// first RejectPreviewBytes bytes, with its full size (the ledger keeps up to MaxRejectRaw).
+type StoredRejection struct {
+	ID        string
+	Reason    string
+	Detail    string
+	Subject   string
+	Stream    string
+	StreamSeq int64 // 0 when the message did not come from a stream
+	Headers   map[string][]string
+	Preview   []byte
+	Size      int  // of the message as it arrived
+	Truncated bool // whether the ledger kept less than Size bytes
+	At        time.Time
+}
+
+// Rejects returns up to max refused input messages, newest first; reason "" means any reason.
+func (l *Ledger) Rejects(ctx context.Context, reason string, max int) ([]StoredRejection, error) {
+	if max < 1 {
+		return nil, fmt.Errorf("list rejects: max %d, want at least 1", max)
+	}
+	var rows []dbsqlc.RejectsListRow
+	err := l.scan(ctx, "list rejects", func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.RejectsList(ctx, dbsqlc.RejectsListParams{PreviewBytes: RejectPreviewBytes, Reason: strings.TrimSpace(reason), MaxRows: int32(max)})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]StoredRejection, len(rows))
+	for i, r := range rows {
+		var headers map[string][]string
+		if err := json.Unmarshal(r.Headers, &headers); err != nil {
+			return nil, fmt.Errorf("list rejects: headers of %s: %w", r.RejectID, err)
+		}
+		out[i] = StoredRejection{ID: r.RejectID, Reason: r.Reason, Detail: r.Detail, Subject: r.Subject, Stream: r.Stream,
+			StreamSeq: r.StreamSeq.Int64, Headers: headers, Preview: r.Preview, Size: int(r.RawSize), Truncated: r.RawTruncated, At: r.ReceivedAt}
+	}
+	return out, nil
+}

@@ -1,0 +1,142 @@
+package ledger_test
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+func TestListIntentsPagesInKeyOrderAndFilters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`INSERT INTO accounts (account_id, platform) VALUES ('acct-2', 'sim')`)
+	var keys []identity.DeliveryKey
+	for i := range 5 {
+		keys = append(keys, e.submit(fmt.Sprintf("one %d", i)))
+	}
+	res, err := e.l.Submit(e.ctx, []identity.Envelope{envelope(t, "acct-2", "two")})
+	require.NoError(t, err)
+	other := res[0].Key
+	failed := e.authorized("failed")
+	_, err = e.l.Complete(e.ctx, failed, ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed})
+	require.NoError(t, err)
+
+	// Every intent, two at a time: each page starts after the last key of the one before.
+	var seen []identity.DeliveryKey
+	var after identity.DeliveryKey
+	for {
+		page, err := e.l.ListIntents(e.ctx, ledger.IntentFilter{After: after}, 2)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(page), 2)
+		for _, in := range page {
+			seen = append(seen, in.Key)
+		}
+		if len(page) < 2 {
+			break
+		}
+		after = page[len(page)-1].Key
+	}
+	require.Len(t, seen, 7, "every intent once")
+	for i := 1; i < len(seen); i++ {
+		require.Negative(t, bytes.Compare(seen[i-1].Bytes(), seen[i].Bytes()), "delivery-key order")
+	}
+
+	page, err := e.l.ListIntents(e.ctx, ledger.IntentFilter{Account: "acct-2"}, 10)
+	require.NoError(t, err)
+	require.Len(t, page, 1)
+	require.Equal(t, other, page[0].Key)
+
+	page, err = e.l.ListIntents(e.ctx, ledger.IntentFilter{State: ledger.Failed, Account: account}, 10)
+	require.NoError(t, err)
+	require.Len(t, page, 1)
+	require.Equal(t, failed.Key, page[0].Key)
+	require.Equal(t, ledger.ReasonConnectionFailed, page[0].Reason)
+	require.Equal(t, 1, page[0].AttemptsAuthorized)
+
+	page, err = e.l.ListIntents(e.ctx, ledger.IntentFilter{State: ledger.Pending, Account: "acct-2"}, 10)
+	require.NoError(t, err)
+	require.Len(t, page, 1)
+
+	_, err = e.l.ListIntents(e.ctx, ledger.IntentFilter{State: "lost"}, 10)
+	require.ErrorContains(t, err, "not a state")
+}
+
+func TestRejectsListNewestFirstByReason(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	big := bytes.Repeat([]byte("x"), ledger.RejectPreviewBytes+10)
+	for i, r := range []ledger.Rejection{
+		{Reason: "malformed_json", Detail: "unexpected end", Subject: "atmost.intent.a", Stream: "ATMOST_INTENTS", StreamSeq: 1, Raw: []byte("{")},
+		{Reason: "unknown_account", Detail: "acct-x", Subject: "atmost.intent.b", Stream: "ATMOST_INTENTS", StreamSeq: 2, Raw: big,
+			Headers: map[string][]string{"Nats-Msg-Id": {"m2"}}},
+		{Reason: "malformed_json", Detail: "not JSON", Subject: "atmost.intent.c", Stream: "ATMOST_INTENTS", StreamSeq: 3, Raw: []byte("nope")},
+	} {
+		_, err := e.l.Reject(e.ctx, []ledger.Rejection{r})
+		require.NoError(t, err, "reject %d", i)
+		// received_at is the database clock; keep the order unambiguous.
+		e.exec(`UPDATE rejects SET received_at = now() - make_interval(secs => $1) WHERE stream_seq = $2`, 10-i, r.StreamSeq)
+	}
+
+	all, err := e.l.Rejects(e.ctx, "", 10)
+	require.NoError(t, err)
+	require.Len(t, all, 3)
+	require.Equal(t, []int64{3, 2, 1}, []int64{all[0].StreamSeq, all[1].StreamSeq, all[2].StreamSeq}, "newest first")
+	require.Equal(t, "nope", string(all[0].Preview))
+	require.Len(t, all[1].Preview, ledger.RejectPreviewBytes, "a preview, not the whole message")
+	require.Equal(t, len(big), all[1].Size)
+	require.Equal(t, []string{"m2"}, all[1].Headers["Nats-Msg-Id"])
+
+	some, err := e.l.Rejects(e.ctx, "malformed_json", 1)
+	require.NoError(t, err)
+	require.Len(t, some, 1)
+	require.Equal(t, int64(3), some[0].StreamSeq)
+	require.Equal(t, "not JSON", some[0].Detail)
+}
+
+func TestInspectIncludesTheReconciliation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.indeterminate("unknown")
+	rec, err := e.l.ClaimReconciliation(e.ctx, c.Key)
+	require.NoError(t, err)
+	_, err = e.l.ResolveReconciliation(e.ctx, rec, ledger.NotFound, "", map[string]any{"looked": "by text"})
+	require.NoError(t, err)
+
+	r, err := e.l.Inspect(e.ctx, c.Key)
+	require.NoError(t, err)
+	require.Equal(t, ledger.Parked, r.Intent.State)
+	require.Len(t, r.Reconciliations, 2)
+	require.Equal(t, "claimed", r.Reconciliations[0].Step)
+	require.Empty(t, r.Reconciliations[0].Result)
+	require.Equal(t, "resolved", r.Reconciliations[1].Step)
+	require.Equal(t, "not_found", r.Reconciliations[1].Result)
+	require.Equal(t, c.Token, r.Reconciliations[1].Token)
+	require.JSONEq(t, `{"looked": "by text"}`, string(r.Reconciliations[1].Detail))
+}
+
+func TestRetryAsRecordsTheOperatorAndTheNote(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.authorized("again")
+	_, err := e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonPlatformRejected})
+	require.NoError(t, err)
+
+	require.ErrorContains(t, e.l.RetryAs(e.ctx, c.Key, " ", "why"), "operator must be named")
+	require.Equal(t, ledger.Failed, e.state(c.Key))
+	require.NoError(t, e.l.RetryAs(e.ctx, c.Key, "alice", "platform fixed"))
+	r, err := e.l.Inspect(e.ctx, c.Key)
+	require.NoError(t, err)
+	last := r.Transitions[len(r.Transitions)-1]
+	require.Equal(t, ledger.Failed, last.From)
+	require.Equal(t, ledger.Pending, last.To)
+	require.Equal(t, "alice", last.Actor, "the operator, not the ledger's configured actor")
+	require.JSONEq(t, `{"note": "platform fixed"}`, string(last.Detail))
+	require.Equal(t, 1, e.attempts(c.Key), "RetryAs writes no attempt row either")
+
+	requireRefused(t, e.l.RetryAs(e.ctx, c.Key, "alice", "again"), ledger.ErrInvalidTransition)
+}
