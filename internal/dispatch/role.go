@@ -101,16 +101,8 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 	deps.Registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "atmost_dispatch_in_progress",
 			Help: "Intents being worked by this process (sends in flight included)."}, func() float64 { return float64(len(d.slots)) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "atmost_dispatch_consumer_pending",
-			Help: "Work items waiting on ATMOST_DISPATCH for this consumer (-1 when JetStream did not answer)."}, func() float64 {
-			ictx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			info, err := d.consumer.Info(ictx)
-			if err != nil {
-				return -1
-			}
-			return float64(info.NumPending)
-		}))
+		role.ConsumerPending("atmost_dispatch_consumer_pending",
+			"Work items waiting on ATMOST_DISPATCH for this consumer (-1 when JetStream did not answer).", d.consumer))
 	addr, err := deps.Serve(ctx, cfg.HTTPAddr, log)
 	if err != nil {
 		return err

@@ -95,7 +95,7 @@ func TestDispatcherRoleRunsAndStopsCleanly(t *testing.T) {
 	}, 5*time.Second, 20*time.Millisecond)
 	_, metrics := get("/metrics")
 	for _, name := range []string{"atmost_dispatch_work_total", "atmost_dispatch_in_progress", "atmost_dispatch_consumer_pending",
-		"atmost_relay_events_published_total", "atmost_ledger_transaction_restarts_total", "atmost_dispatch_send_seconds"} {
+		"atmost_relay_events_published_total", "atmost_ledger_transaction_restarts_total", "atmost_dispatch_send_seconds", "atmost_transitions_total", "atmost_relay_lag_seconds"} {
 		require.Contains(t, metrics, name)
 	}
 

@@ -84,6 +84,8 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 		return err
 	}
 	metrics := newRoleMetrics(deps.Registry)
+	deps.Registry.MustRegister(role.ConsumerPending("atmost_ingest_consumer_pending",
+		"Producers' messages waiting on ATMOST_INTENTS for ingest (-1 when JetStream did not answer).", in.consumer))
 	addr, err := deps.Serve(ctx, cfg.HTTPAddr, log)
 	if err != nil {
 		return err

@@ -71,6 +71,10 @@ func TestIngestRoleRunsAndStopsCleanly(t *testing.T) {
 	require.Contains(t, metrics, `atmost_ingest_messages_total{outcome="created"} 1`)
 	require.Contains(t, metrics, "atmost_relay_events_published_total 1")
 	require.Contains(t, metrics, "atmost_ledger_transaction_restarts_total")
+	require.Contains(t, metrics, `atmost_transitions_total{reason="submitted",to="pending"} 1`)
+	require.Contains(t, metrics, "atmost_ingest_consumer_pending 0")
+	require.Contains(t, metrics, "atmost_relay_lag_seconds 0")
+	require.Contains(t, metrics, "atmost_outbox_rows 0")
 
 	cancel()
 	select {

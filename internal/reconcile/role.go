@@ -83,6 +83,8 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 		return err
 	}
 	deps.Registry.MustRegister(r.Collectors()...)
+	deps.Registry.MustRegister(role.ConsumerPending("atmost_reconcile_consumer_pending",
+		"Indeterminate events waiting on ATMOST_EVENTS for the reconciler (-1 when JetStream did not answer).", r.consumer))
 	addr, err := deps.Serve(ctx, cfg.HTTPAddr, log)
 	if err != nil {
 		return err

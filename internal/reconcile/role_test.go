@@ -92,7 +92,7 @@ func TestReconcilerRoleRunsAndStopsCleanly(t *testing.T) {
 			strings.Contains(metrics, `atmost_reconcile_turns_total{result="resolved_found"} 1`)
 	}, 5*time.Second, 20*time.Millisecond)
 	_, metrics := get("/metrics")
-	for _, name := range []string{"atmost_relay_events_published_total", "atmost_ledger_transaction_restarts_total"} {
+	for _, name := range []string{"atmost_relay_events_published_total", "atmost_ledger_transaction_restarts_total", "atmost_reconcile_consumer_pending", "atmost_relay_lag_seconds"} {
 		require.Contains(t, metrics, name)
 	}
 	cancel()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/atmost/atmost/pkg/events"
@@ -66,6 +67,9 @@ type Relay struct {
 	log       *zap.Logger
 	published atomic.Uint64
 	draining  sync.Mutex
+	// transitions counts what this relay published, by the state each transition led to and
+	// its reason.
+	transitions *prometheus.CounterVec
 }
 
 // Published returns how many transitions this relay published and removed from the outbox.
@@ -74,8 +78,14 @@ func (r *Relay) Published() uint64 { return r.published.Load() }
 // New returns a relay from outbox to js.
 func New(outbox Outbox, js jetstream.JetStream, cfg Config) *Relay {
 	cfg = cfg.withDefaults()
-	return &Relay{outbox: outbox, js: js, cfg: cfg, log: cfg.Logger.Named("relay")}
+	return &Relay{outbox: outbox, js: js, cfg: cfg, log: cfg.Logger.Named("relay"),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "atmost_transitions_total",
+			Help: "Transitions this process published to ATMOST_EVENTS, by the state they led to and their reason (a transition two processes publish at once, rarely, counts in both)."},
+			[]string{"to", "reason"})}
 }
+
+// Collectors are the relay's metrics, for a role's registry.
+func (r *Relay) Collectors() []prometheus.Collector { return []prometheus.Collector{r.transitions} }
 
 // Event is the event a transition publishes.
 func Event(u ledger.Unpublished) events.Event {
@@ -129,6 +139,9 @@ func (r *Relay) PublishFor(ctx context.Context, keys []identity.DeliveryKey) err
 // relay removed (a row another relay removed first is counted there).
 func (r *Relay) round(ctx context.Context, rows []ledger.Unpublished) (int, error) {
 	acked, err := r.publish(ctx, rows)
+	for _, u := range acked {
+		r.transitions.WithLabelValues(string(u.To), string(u.Reason)).Inc()
+	}
 	removed, clearErr := r.outbox.Published(ctx, acked)
 	if clearErr != nil {
 		return 0, clearErr

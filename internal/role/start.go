@@ -3,6 +3,7 @@ package role
 import (
 	"context"
 	"net"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
@@ -66,8 +67,30 @@ func Start(ctx context.Context, name string, c Common, relayCfg relay.Config, lo
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "atmost_relay_events_published_total",
 			Help: "Transitions this process published and removed from the outbox."}, func() float64 { return float64(d.Relay.Published()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "atmost_ledger_transaction_restarts_total",
-			Help: "Ledger transactions restarted after a serialization failure or deadlock."}, func() float64 { return float64(d.Ledger.Retries()) }))
+			Help: "Ledger transactions restarted after a serialization failure or deadlock."}, func() float64 { return float64(d.Ledger.Retries()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "atmost_relay_lag_seconds",
+			Help: "Age of the oldest transition waiting in the outbox, by the database's clock (0 when it is empty; -1 when the ledger did not answer)."},
+			func() float64 { _, oldest, err := d.outboxLag(); return orMinusOne(oldest.Seconds(), err) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "atmost_outbox_rows",
+			Help: "Transitions waiting in the outbox for a relay (-1 when the ledger did not answer)."},
+			func() float64 { rows, _, err := d.outboxLag(); return orMinusOne(float64(rows), err) }))
+	d.Registry.MustRegister(d.Relay.Collectors()...)
 	return d, nil
+}
+
+// outboxLag reads the outbox's size and age for a scrape, within a second.
+func (d *Deps) outboxLag() (int64, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return d.Ledger.OutboxLag(ctx)
+}
+
+// orMinusOne is v, or -1 when the value could not be read: a gauge's way to say "unknown".
+func orMinusOne(v float64, err error) float64 {
+	if err != nil {
+		return -1
+	}
+	return v
 }
 
 // Serve serves /healthz, /readyz (PostgreSQL and NATS) and /metrics on addr until ctx ends.
@@ -81,4 +104,18 @@ func (d *Deps) Close() {
 		_ = d.NATS.Drain()
 	}
 	d.Pool.Close()
+}
+
+// ConsumerPending is a gauge of the messages waiting for consumer c on its stream, read from
+// JetStream at each scrape within a second (-1 when JetStream did not answer).
+func ConsumerPending(name, help string, c jetstream.Consumer) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		info, err := c.Info(ctx)
+		if err != nil {
+			return -1
+		}
+		return float64(info.NumPending)
+	})
 }

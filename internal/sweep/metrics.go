@@ -1,7 +1,12 @@
 package sweep
 
 import (
+	"context"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/atmost/atmost/pkg/ledger"
 )
 
 // counters are what a Sweeper counts, exported as Prometheus metrics.
@@ -39,5 +44,29 @@ func (c *counters) pass(r Report, ok bool) {
 
 // Collectors are the sweeper's metrics, for a role's registry.
 func (s *Sweeper) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.counts.passes, s.counts.seconds, s.counts.changes}
+	return []prometheus.Collector{s.counts.passes, s.counts.seconds, s.counts.changes, intentsCollector{s.ledger}}
+}
+
+// intentsCollector is the gauge atmost_intents{state} of the intents that may still move, read
+// from the ledger at each scrape (one statement, through the indexes that hold only them).
+// Published and parked intents are not counted: they are the ledger's bulk, and atmost intents
+// ls --state parked lists the parked ones.
+type intentsCollector struct{ ledger *ledger.Ledger }
+
+var intentsDesc = prometheus.NewDesc("atmost_intents",
+	"Intents that may still move, by state (pending, authorized, failed, indeterminate), read from the ledger at each scrape.", []string{"state"}, nil)
+
+func (c intentsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- intentsDesc }
+
+func (c intentsCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	counts, err := c.ledger.Moving(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(intentsDesc, err)
+		return
+	}
+	for st, n := range counts {
+		ch <- prometheus.MustNewConstMetric(intentsDesc, prometheus.GaugeValue, float64(n), string(st))
+	}
 }

@@ -86,10 +86,11 @@ func TestSweeperRoleRunsAndStopsCleanly(t *testing.T) {
 	require.Eventually(t, func() bool { return e.intent(auths[0].Key).State == ledger.Indeterminate }, 10*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool {
 		_, metrics := get("/metrics")
-		return strings.Contains(metrics, `atmost_sweep_changes_total{duty="lease_expired"} 1`)
+		return strings.Contains(metrics, `atmost_sweep_changes_total{duty="lease_expired"} 1`) &&
+			strings.Contains(metrics, `atmost_intents{state="indeterminate"} 1`) && strings.Contains(metrics, `atmost_intents{state="authorized"} 0`)
 	}, 5*time.Second, 20*time.Millisecond)
 	_, metrics := get("/metrics")
-	for _, name := range []string{"atmost_sweep_passes_total", "atmost_sweep_pass_seconds", "atmost_relay_events_published_total", "atmost_ledger_transaction_restarts_total"} {
+	for _, name := range []string{"atmost_sweep_passes_total", "atmost_sweep_pass_seconds", "atmost_relay_events_published_total", "atmost_ledger_transaction_restarts_total", "atmost_intents", "atmost_relay_lag_seconds", "atmost_outbox_rows", "atmost_transitions_total"} {
 		require.Contains(t, metrics, name)
 	}
 	cancel()

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
@@ -79,4 +80,15 @@ func unpublishedFromRow(r dbsqlc.OutboxPendingRow) (Unpublished, error) {
 		u.Token = &token
 	}
 	return u, nil
+}
+
+// OutboxLag returns how many transitions wait in the outbox and how long the oldest has waited,
+// by the database's clock: how far the relays are behind.
+func (l *Ledger) OutboxLag(ctx context.Context) (rows int64, oldest time.Duration, err error) {
+	var r dbsqlc.OutboxLagRow
+	err = l.scan(ctx, "outbox lag", func(q *dbsqlc.Queries) (err error) {
+		r, err = q.OutboxLag(ctx)
+		return err
+	})
+	return r.Rows, time.Duration(r.OldestMs) * time.Millisecond, err
 }

@@ -316,3 +316,17 @@ func (l *Ledger) ReconcileStatusOf(ctx context.Context, key identity.DeliveryKey
 	}
 	return ReconcileStatus{State: State(row.State), Age: time.Duration(row.AgeMs) * time.Millisecond, Claimed: row.Claimed, Resolved: row.Resolved}, nil
 }
+
+// Moving counts the intents that may still move (pending, authorized, failed, indeterminate),
+// each through an index that holds only them.
+func (l *Ledger) Moving(ctx context.Context) (map[State]int64, error) {
+	var r dbsqlc.IntentsMovingRow
+	err := l.scan(ctx, "moving intents", func(q *dbsqlc.Queries) (err error) {
+		r, err = q.IntentsMoving(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return map[State]int64{Pending: r.Pending, Authorized: r.Authorized, Failed: r.Failed, Indeterminate: r.Indeterminate}, nil
+}

@@ -18,3 +18,9 @@ LIMIT @max_rows::INT;
 DELETE FROM outbox o
 USING (SELECT unnest(@delivery_keys::BYTEA[]) AS delivery_key, unnest(@seqs::BIGINT[]) AS seq) d
 WHERE o.delivery_key = d.delivery_key AND o.seq = d.seq;
+
+-- name: OutboxLag :one
+-- How far the relays are behind: the outbox's rows and the age of the oldest, by the
+-- database's clock (outbox_created_at_idx finds it).
+SELECT (SELECT count(*) FROM outbox)::BIGINT AS rows,
+       coalesce((SELECT (extract(epoch FROM now() - min(o.created_at)) * 1000)::BIGINT FROM outbox o), 0)::BIGINT AS oldest_ms;

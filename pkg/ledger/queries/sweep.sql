@@ -236,3 +236,12 @@ SELECT i.state,
        EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = i.attempt_token AND r.step = 'resolved')::BOOL AS resolved
 FROM intents i
 WHERE i.delivery_key = @delivery_key::BYTEA;
+
+-- name: IntentsMoving :one
+-- The intents that may still move, and those waiting for a human, by state: each count is read
+-- through an index that holds only those intents (intents_sweep_idx, intents_lease_expires_idx),
+-- never a scan of the whole ledger.
+SELECT (SELECT count(*) FROM intents i WHERE i.state = 'pending')::BIGINT AS pending,
+       (SELECT count(*) FROM intents i WHERE i.lease_expires_at IS NOT NULL AND i.state = 'authorized')::BIGINT AS authorized,
+       (SELECT count(*) FROM intents i WHERE i.state = 'failed')::BIGINT AS failed,
+       (SELECT count(*) FROM intents i WHERE i.state = 'indeterminate')::BIGINT AS indeterminate;

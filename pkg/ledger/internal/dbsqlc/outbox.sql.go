@@ -32,6 +32,25 @@ func (q *Queries) OutboxDelete(ctx context.Context, arg OutboxDeleteParams) (int
 	return result.RowsAffected(), nil
 }
 
+const outboxLag = `-- name: OutboxLag :one
+SELECT (SELECT count(*) FROM outbox)::BIGINT AS rows,
+       coalesce((SELECT (extract(epoch FROM now() - min(o.created_at)) * 1000)::BIGINT FROM outbox o), 0)::BIGINT AS oldest_ms
+`
+
+type OutboxLagRow struct {
+	Rows     int64
+	OldestMs int64
+}
+
+// How far the relays are behind: the outbox's rows and the age of the oldest, by the
+// database's clock (outbox_created_at_idx finds it).
+func (q *Queries) OutboxLag(ctx context.Context) (OutboxLagRow, error) {
+	row := q.db.QueryRow(ctx, outboxLag)
+	var i OutboxLagRow
+	err := row.Scan(&i.Rows, &i.OldestMs)
+	return i, err
+}
+
 const outboxPending = `-- name: OutboxPending :many
 SELECT o.delivery_key, o.seq, o.dispatch, x.account_id,
        x.from_state, x.to_state, x.reason, x.attempt_token, x.epoch, x.generation, x.actor, x.at

@@ -11,6 +11,35 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const intentsMoving = `-- name: IntentsMoving :one
+SELECT (SELECT count(*) FROM intents i WHERE i.state = 'pending')::BIGINT AS pending,
+       (SELECT count(*) FROM intents i WHERE i.lease_expires_at IS NOT NULL AND i.state = 'authorized')::BIGINT AS authorized,
+       (SELECT count(*) FROM intents i WHERE i.state = 'failed')::BIGINT AS failed,
+       (SELECT count(*) FROM intents i WHERE i.state = 'indeterminate')::BIGINT AS indeterminate
+`
+
+type IntentsMovingRow struct {
+	Pending       int64
+	Authorized    int64
+	Failed        int64
+	Indeterminate int64
+}
+
+// The intents that may still move, and those waiting for a human, by state: each count is read
+// through an index that holds only those intents (intents_sweep_idx, intents_lease_expires_idx),
+// never a scan of the whole ledger.
+func (q *Queries) IntentsMoving(ctx context.Context) (IntentsMovingRow, error) {
+	row := q.db.QueryRow(ctx, intentsMoving)
+	var i IntentsMovingRow
+	err := row.Scan(
+		&i.Pending,
+		&i.Authorized,
+		&i.Failed,
+		&i.Indeterminate,
+	)
+	return i, err
+}
+
 const intentsParkUnreconciled = `-- name: IntentsParkUnreconciled :many
 WITH cur AS (
     SELECT i.delivery_key, i.state, i.attempt_token, i.updated_at
