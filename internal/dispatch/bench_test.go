@@ -6,11 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -146,4 +148,34 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 	c := s.Counts()
 	require.LessOrEqual(b, c.MaxCreatedPerKey, 1, "never two objects for one key")
 	require.Equal(b, b.N, c.Objects)
+
+	// PostgreSQL's own ceiling on this machine, measured in the same run: single-row insert
+	// commits from as many connections as the roles above held (a pool of 4 each), so the
+	// ratio of atmost's commit rate to the database's is visible.
+	ceiling := singleRowCommits(b, ctx, db.Pool, 4, 3*time.Second)
+	commitsPerSecond := float64(after-before) / seconds
+	b.ReportMetric(ceiling, "pg-commits/s")
+	b.ReportMetric(commitsPerSecond, "commits/s")
+	b.ReportMetric(commitsPerSecond/ceiling, "of-pg-ceiling")
+}
+
+// singleRowCommits measures how many single-row INSERT commits per second PostgreSQL takes
+// from workers connections at once, for d.
+func singleRowCommits(b *testing.B, ctx context.Context, pool *pgxpool.Pool, workers int, d time.Duration) float64 {
+	_, err := pool.Exec(ctx, `CREATE TABLE commit_probe (worker INT NOT NULL, n BIGINT NOT NULL, at TIMESTAMPTZ NOT NULL DEFAULT now(), PRIMARY KEY (worker, n))`)
+	require.NoError(b, err)
+	var total atomic.Int64
+	var wg sync.WaitGroup
+	stop := time.Now().Add(d)
+	for w := range workers {
+		wg.Go(func() {
+			for n := 0; time.Now().Before(stop); n++ {
+				if _, err := pool.Exec(ctx, `INSERT INTO commit_probe (worker, n) VALUES ($1, $2)`, w, n); err == nil {
+					total.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return float64(total.Load()) / d.Seconds()
 }
