@@ -25,10 +25,11 @@ const (
 
 // Reasons the ledger writes.
 const (
-	ReasonSubmitted Reason = "submitted" // created by ingest
-	ReasonClaimed   Reason = "claimed"   // Begin opened an attempt (pending with a claim)
-	ReasonAbandoned Reason = "abandoned" // the pre-authorization lease expired: nothing was sent
-	ReasonRetried   Reason = "retried"   // Retry reopened a failed intent
+	ReasonSubmitted      Reason = "submitted"       // created by ingest
+	ReasonClaimed        Reason = "claimed"         // Begin opened an attempt (pending with a claim)
+	ReasonAbandoned      Reason = "abandoned"       // the pre-authorization lease expired: nothing was sent
+	ReasonRetried        Reason = "retried"         // Retry reopened a failed intent
+	ReasonRestoreResumed Reason = "restore_resumed" // after a restore: the stream shows it pending, never authorized since the backup
 
 	ReasonAuthorized Reason = "authorized"
 
@@ -36,6 +37,7 @@ const (
 	ReasonReconciledFound   Reason = "reconciled_found"   // the one lookup found it
 	ReasonEvidenceFound     Reason = "evidence_found"     // a fenced-out worker's confirmed success
 	ReasonOperatorPublished Reason = "operator_published" // a human resolved it as published
+	ReasonRestorePublished  Reason = "restore_published"  // after a restore: ATMOST_EVENTS shows it published
 
 	ReasonConnectionFailed   Reason = "connection_failed"   // refused, DNS or TLS failure before any byte
 	ReasonPlatformRejected   Reason = "platform_rejected"   // a definitive refusal (the adapter's list)
@@ -49,6 +51,7 @@ const (
 	ReasonSendUnknown      Reason = "send_unknown"      // timeout or reset after bytes left; 5xx; no object id
 	ReasonReadbackMismatch Reason = "readback_mismatch" // success, but the read-back is missing or different
 	ReasonLeaseExpired     Reason = "lease_expired"     // the worker's lease expired after authorization
+	ReasonRestoreAhead     Reason = "restore_ahead"     // after a restore: ATMOST_EVENTS shows an authorization the ledger lost
 
 	ReasonDuplicateText        Reason = "duplicate_text"        // the same text in the account's window
 	ReasonSupersededSource     Reason = "superseded_source"     // the source is no longer the stored head
@@ -58,6 +61,7 @@ const (
 	ReasonReconcileUnavailable Reason = "reconcile_unavailable" // the lookup could not be made
 	ReasonEvidenceConflict     Reason = "evidence_conflict"     // the lookup says not sent, a worker reported success
 	ReasonOperatorParked       Reason = "operator_parked"       // a human said stop
+	ReasonRestoreParked        Reason = "restore_parked"        // after a restore: the stream shows steps the ledger lost and cannot redo
 )
 
 // ReasonRule is where a reason leads.
@@ -69,10 +73,11 @@ type ReasonRule struct {
 // Reasons maps every reason the ledger writes to its state and retryability. It is the one
 // place that says so in code.
 var Reasons = map[Reason]ReasonRule{
-	ReasonSubmitted: {Pending, Progress},
-	ReasonClaimed:   {Pending, Progress},
-	ReasonAbandoned: {Pending, Progress},
-	ReasonRetried:   {Pending, Progress},
+	ReasonSubmitted:      {Pending, Progress},
+	ReasonClaimed:        {Pending, Progress},
+	ReasonAbandoned:      {Pending, Progress},
+	ReasonRetried:        {Pending, Progress},
+	ReasonRestoreResumed: {Pending, Progress},
 
 	ReasonAuthorized: {Authorized, Progress},
 
@@ -80,6 +85,7 @@ var Reasons = map[Reason]ReasonRule{
 	ReasonReconciledFound:   {Published, Done},
 	ReasonEvidenceFound:     {Published, Done},
 	ReasonOperatorPublished: {Published, Done},
+	ReasonRestorePublished:  {Published, Done},
 
 	ReasonConnectionFailed:   {Failed, RetryYes},
 	ReasonPlatformRejected:   {Failed, RetryByPolicy},
@@ -93,6 +99,7 @@ var Reasons = map[Reason]ReasonRule{
 	ReasonSendUnknown:      {Indeterminate, RetryNever},
 	ReasonReadbackMismatch: {Indeterminate, RetryNever},
 	ReasonLeaseExpired:     {Indeterminate, RetryNever},
+	ReasonRestoreAhead:     {Indeterminate, RetryNever},
 
 	ReasonDuplicateText:        {Parked, Human},
 	ReasonSupersededSource:     {Parked, Human},
@@ -102,6 +109,7 @@ var Reasons = map[Reason]ReasonRule{
 	ReasonReconcileUnavailable: {Parked, Human},
 	ReasonEvidenceConflict:     {Parked, Human},
 	ReasonOperatorParked:       {Parked, Human},
+	ReasonRestoreParked:        {Parked, Human},
 }
 
 // Rule returns where r leads, and false for a reason the ledger does not know.
