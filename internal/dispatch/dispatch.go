@@ -97,6 +97,8 @@ type work struct {
 	outcome      ledger.Outcome
 	// stop ends the InProgress keep-alive of msg.
 	stop func()
+	// unsendable is why the adapter cannot render the request (platform.ErrUnsendable).
+	unsendable error
 }
 
 // Run works intents until ctx ends, then stops taking work, lets every send in flight finish
@@ -252,7 +254,8 @@ func (d *Dispatcher) delay(w *work, result string, wait time.Duration) {
 func (d *Dispatcher) dispatch(stop, ctx context.Context, msgs []jetstream.Msg) {
 	batch := d.parse(msgs)
 	batch = d.pending(ctx, batch)
-	batch = d.gate(ctx, batch)
+	batch, unsendable := d.gate(ctx, batch)
+	d.park(ctx, unsendable)
 	if stop.Err() != nil {
 		d.delayAll(batch, "shutdown", 0)
 		return
@@ -343,10 +346,11 @@ func (d *Dispatcher) pending(ctx context.Context, batch []*work) []*work {
 }
 
 // gate checks the cheap transient gates per account, opens each account's adapter and renders
-// each wire request. While a gate refuses, no attempt is created: the work waits.
-func (d *Dispatcher) gate(ctx context.Context, batch []*work) []*work {
+// each wire request. While a gate refuses, no attempt is created: the work waits. Work whose
+// request the adapter cannot render (platform.ErrUnsendable) is returned apart, for park.
+func (d *Dispatcher) gate(ctx context.Context, batch []*work) (keep, unsendable []*work) {
 	if len(batch) == 0 {
-		return nil
+		return nil, nil
 	}
 	var accounts []string
 	seen := map[string]bool{}
@@ -365,9 +369,8 @@ func (d *Dispatcher) gate(ctx context.Context, batch []*work) []*work {
 	gates, err := d.ledger.Gates(lctx, accounts)
 	if err != nil {
 		d.log.Warn("ledger read failed; the batch will be redelivered", zap.Error(err))
-		return d.delayAll(batch, "ledger_unavailable", time.Second)
+		return d.delayAll(batch, "ledger_unavailable", time.Second), nil
 	}
-	var keep []*work
 	for _, w := range batch {
 		g, ok := gates[w.intent.Account]
 		if !ok {
@@ -387,17 +390,27 @@ func (d *Dispatcher) gate(ctx context.Context, batch []*work) []*work {
 		}
 		w.credentialVersion = g.Account.CredentialVersion
 		ad, err := d.adapters.Open(g.Account)
-		if err == nil {
-			w.adapter = ad
-			w.request, err = platforms.RequestOf(w.intent)
-		}
-		if err == nil {
-			w.prepared, err = ad.Prepare(w.request)
-		}
 		if err != nil {
 			// A configuration the operator must fix: the work waits for it, no attempt made.
-			d.log.Error("cannot prepare the send", zap.String("account", w.intent.Account), zap.Stringer("delivery_key", w.intent.Key), zap.Error(err))
-			d.delay(w, "unsendable", d.cfg.GateDelay)
+			d.log.Error("cannot open the account's platform adapter", zap.String("account", w.intent.Account), zap.Stringer("delivery_key", w.intent.Key), zap.Error(err))
+			d.delay(w, "adapter_unavailable", d.cfg.GateDelay)
+			continue
+		}
+		w.adapter = ad
+		if w.request, err = platforms.RequestOf(w.intent); err != nil {
+			err = fmt.Errorf("%w: %w", platform.ErrUnsendable, err)
+		} else {
+			w.prepared, err = ad.Prepare(w.request)
+		}
+		if errors.Is(err, platform.ErrUnsendable) {
+			// No configuration makes this request sendable: a human decides.
+			w.unsendable = err
+			unsendable = append(unsendable, w)
+			continue
+		}
+		if err != nil {
+			d.log.Error("cannot prepare the send; the work waits for the configuration to be fixed", zap.String("account", w.intent.Account), zap.Stringer("delivery_key", w.intent.Key), zap.Error(err))
+			d.delay(w, "unpreparable", d.cfg.GateDelay)
 			continue
 		}
 		// Last, so that nothing in this loop gives the token back while the lock is held.
@@ -405,7 +418,42 @@ func (d *Dispatcher) gate(ctx context.Context, batch []*work) []*work {
 		w.reserved = true
 		keep = append(keep, w)
 	}
-	return keep
+	return keep, unsendable
+}
+
+// park parks the intents whose requests the platform cannot render (request_unsendable): no
+// attempt was opened and nothing was sent. An intent that moved on meanwhile is left alone.
+func (d *Dispatcher) park(ctx context.Context, batch []*work) {
+	var parked []*work
+	for _, w := range batch {
+		lctx, cancel := context.WithTimeout(ctx, d.cfg.LedgerTimeout)
+		err := d.ledger.ParkUnsendable(lctx, w.intent.Key, w.unsendable.Error())
+		cancel()
+		switch {
+		case err == nil:
+			d.log.Warn("request unsendable on its platform: parked for a human", zap.String("account", w.intent.Account),
+				zap.Stringer("delivery_key", w.intent.Key), zap.Error(w.unsendable))
+			parked = append(parked, w)
+		case errors.Is(err, ledger.ErrInvalidTransition), errors.Is(err, ledger.ErrNotFound):
+			d.finish(w, "not_pending")
+		default:
+			d.log.Warn("parking an unsendable request failed; the work comes back", zap.Stringer("delivery_key", w.intent.Key), zap.Error(err))
+			d.delay(w, "ledger_unavailable", time.Second)
+		}
+	}
+	if len(parked) == 0 {
+		return
+	}
+	keys := make([]identity.DeliveryKey, len(parked))
+	for i, w := range parked {
+		keys[i] = w.intent.Key
+	}
+	if err := d.publishFor(ctx, keys); err != nil {
+		d.log.Warn("publishing the parked intents failed; the outbox keeps them", zap.Error(err))
+	}
+	for _, w := range parked {
+		d.finish(w, "parked_unsendable")
+	}
 }
 
 // begin opens one attempt per intent, binding the prepared request's hash to it.

@@ -2,12 +2,16 @@ package dispatch_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/internal/platformsim"
+	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
 	"github.com/atmost/atmost/pkg/platform"
 	"github.com/atmost/atmost/pkg/platform/sim"
@@ -45,4 +49,63 @@ func TestAnOutcomeTheLedgerRefusesIsRecordedAsUnknown(t *testing.T) {
 		require.NoError(t, err)
 		require.Contains(t, string(rec.Evidence[len(rec.Evidence)-1].Detail), "refused_outcome")
 	}
+}
+
+// picky is the sim adapter for a platform that knows only posts: any other action cannot be
+// rendered (platform.ErrUnsendable), and its first Open fails as a broken configuration would.
+type picky struct{ platform.Adapter }
+
+func (p picky) Prepare(r platform.Request) (platform.Prepared, error) {
+	if r.Action != "post" {
+		return platform.Prepared{}, fmt.Errorf("picky: no action %q here: %w", r.Action, platform.ErrUnsendable)
+	}
+	return p.Adapter.Prepare(r)
+}
+
+// A request the platform cannot render is parked for a human at once (request_unsendable): no
+// attempt, no send, never retried. An adapter that cannot be opened (a configuration to fix)
+// makes the work wait instead, and it goes through once the adapter opens.
+func TestAnUnsendableRequestIsParkedAndABrokenConfigurationWaits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, platformsim.Config{})
+	posts := e.submit("acct-1", texts("a post", 3)...)
+	var likes []identity.DeliveryKey
+	for i := range 2 {
+		env, err := identity.ParseEnvelope([]byte(fmt.Sprintf(`{"v":1,"account":"acct-1","action":"like","target":"post-%d","request":{}}`, i)))
+		require.NoError(t, err)
+		res, err := e.ledger.Submit(e.ctx, []identity.Envelope{env})
+		require.NoError(t, err)
+		likes = append(likes, res[0].Key)
+	}
+	_, err := e.relay.Drain(e.ctx)
+	require.NoError(t, err)
+	var opens atomic.Int32
+	cfg := e.config()
+	cfg.Platforms = platform.Registry{sim.Name: func(a platform.Account) (platform.Adapter, error) {
+		if opens.Add(1) <= 2 {
+			return nil, errors.New("picky: the configuration is being fixed")
+		}
+		ad, err := sim.Open(a)
+		return picky{ad}, err
+	}}
+	e.run(cfg)
+	intents := e.settle(append(posts, likes...), 20*time.Second)
+	for _, k := range posts {
+		require.Equal(t, ledger.Published, intents[k].State, "the posts waited for the adapter, then went")
+		require.Equal(t, 1, e.sim.Created(k.String()))
+	}
+	for _, k := range likes {
+		in := intents[k]
+		require.Equal(t, ledger.Parked, in.State)
+		require.Equal(t, ledger.ReasonRequestUnsendable, in.Reason)
+		require.Zero(t, in.AttemptsAuthorized)
+		require.Zero(t, e.sim.Received(k.String()))
+		rec, err := e.ledger.Inspect(e.ctx, k)
+		require.NoError(t, err)
+		require.Empty(t, rec.Attempts, "no attempt was opened")
+		require.Contains(t, string(rec.Transitions[len(rec.Transitions)-1].Detail), "no action")
+	}
+	require.GreaterOrEqual(t, opens.Load(), int32(3))
+	e.drained()
+	require.Zero(t, e.count(`SELECT count(*) FROM outbox`), "the parking was published")
 }

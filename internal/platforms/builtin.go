@@ -2,6 +2,7 @@ package platforms
 
 import (
 	"github.com/atmost/atmost/pkg/platform"
+	"github.com/atmost/atmost/pkg/platform/bluesky"
 	"github.com/atmost/atmost/pkg/platform/sim"
 	"github.com/atmost/atmost/pkg/platform/webhook"
 )
@@ -10,6 +11,7 @@ import (
 // configuration gives.
 func Builtin() platform.Registry {
 	return platform.Registry{
+		bluesky.Name: bluesky.Open,
 		sim.Name:     sim.Open,
 		webhook.Name: webhook.Open,
 	}

@@ -3,8 +3,11 @@ package ledger
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
@@ -121,4 +124,30 @@ func (l *Ledger) UnpublishedFor(ctx context.Context, keys []identity.DeliveryKey
 		out = append(out, u)
 	}
 	return out, nil
+}
+
+// ParkUnsendable parks a pending intent that its platform adapter cannot render
+// (request_unsendable), with why in the history row's detail: no attempt was opened and nothing
+// was sent, and no change of configuration would make it sendable, so a human decides. Refused
+// with ErrInvalidTransition unless the intent is pending with no claim.
+func (l *Ledger) ParkUnsendable(ctx context.Context, key identity.DeliveryKey, why string) error {
+	detail, err := detailJSON(map[string]any{"why": why})
+	if err != nil {
+		return err
+	}
+	var row dbsqlc.IntentParkUnsendableRow
+	err = l.inTx(ctx, string(OpPark), func(q *dbsqlc.Queries) (err error) {
+		row, err = q.IntentParkUnsendable(ctx, dbsqlc.IntentParkUnsendableParams{DeliveryKey: key.Bytes(), Actor: l.cfg.Actor, Detail: detail})
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return refused(OpPark, ErrNotFound, "")
+	}
+	if err != nil {
+		return fmt.Errorf("park %s as unsendable: %w", key, err)
+	}
+	if !row.Changed {
+		return refused(OpPark, ErrInvalidTransition, State(row.PriorState))
+	}
+	return nil
 }

@@ -149,3 +149,27 @@ func TestDuplicateTextAtTheWindowEdge(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, a.Authorized(), "the window is per account")
 }
+
+// Only a pending intent nobody holds is parked as unsendable: a claim or an authorization is a
+// worker's, whose attempt decides first.
+func TestParkUnsendableOnlyFromPendingWithoutAClaim(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	free := e.submit("an action the platform does not know")
+	claimed := e.claim("claimed by a worker")
+	authorized := e.authorized("authorized")
+
+	require.NoError(t, e.l.ParkUnsendable(e.ctx, free, "no such action"))
+	in := e.intent(free)
+	require.Equal(t, ledger.Parked, in.State)
+	require.Equal(t, ledger.ReasonRequestUnsendable, in.Reason)
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM history WHERE delivery_key = $1 AND reason = 'request_unsendable' AND detail->>'why' = 'no such action'`, free.Bytes()))
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM outbox WHERE delivery_key = $1 AND seq = $2`, free.Bytes(), in.Seq))
+
+	requireRefused(t, e.l.ParkUnsendable(e.ctx, claimed.Key, "x"), ledger.ErrInvalidTransition)
+	require.Equal(t, ledger.Pending, e.state(claimed.Key))
+	requireRefused(t, e.l.ParkUnsendable(e.ctx, authorized.Key, "x"), ledger.ErrInvalidTransition)
+	require.Equal(t, ledger.Authorized, e.state(authorized.Key))
+	requireRefused(t, e.l.ParkUnsendable(e.ctx, free, "again"), ledger.ErrInvalidTransition)
+	requireRefused(t, e.l.ParkUnsendable(e.ctx, identity.DeliveryKey{}, "x"), ledger.ErrNotFound)
+}

@@ -61,6 +61,7 @@ const (
 	ReasonReconcileUnavailable Reason = "reconcile_unavailable" // the lookup could not be made
 	ReasonEvidenceConflict     Reason = "evidence_conflict"     // the lookup says not sent, a worker reported success
 	ReasonOperatorParked       Reason = "operator_parked"       // a human said stop
+	ReasonRequestUnsendable    Reason = "request_unsendable"    // the platform adapter cannot render the request
 	ReasonRestoreParked        Reason = "restore_parked"        // after a restore: the stream shows steps the ledger lost and cannot redo
 )
 
@@ -109,6 +110,7 @@ var Reasons = map[Reason]ReasonRule{
 	ReasonReconcileUnavailable: {Parked, Human},
 	ReasonEvidenceConflict:     {Parked, Human},
 	ReasonOperatorParked:       {Parked, Human},
+	ReasonRequestUnsendable:    {Parked, Human},
 	ReasonRestoreParked:        {Parked, Human},
 }
 

@@ -133,12 +133,20 @@ var ErrNotFound = errors.New("platform: object not found")
 // at all: a success then cannot be confirmed, and the intent goes indeterminate.
 var ErrNoReadBack = errors.New("platform: no read-back is possible")
 
+// ErrUnsendable is what Prepare wraps when the request itself cannot be rendered for the
+// platform (an action it does not know, a field it needs missing or malformed): no change of
+// configuration will make it sendable, so the dispatcher parks the intent for a human instead
+// of waiting. Any other Prepare error is taken for a configuration to fix, and the work waits.
+var ErrUnsendable = errors.New("platform: the request cannot be sent to this platform")
+
 // Adapter is one platform, opened for one account.
 type Adapter interface {
 	// Capabilities are fixed for the adapter's life.
 	Capabilities() Capabilities
 	// Prepare renders the wire request. It sends nothing and may be called any number of
-	// times; the same Request always gives the same Prepared.
+	// times. The dispatcher prepares once per attempt, binds the Prepared's hash in Begin and
+	// sends exactly those bytes, so a Prepared may carry the moment it was made (a record's
+	// creation time); a Request the platform cannot render fails with ErrUnsendable.
 	Prepare(r Request) (Prepared, error)
 	// Send writes the prepared request once, with every automatic retry off, and classifies
 	// what happened. It sends no byte after ctx's deadline.

@@ -34,11 +34,11 @@ func (a *adapter) Prepare(r platform.Request) (platform.Prepared, error) {
 	case r.Account != a.account:
 		return platform.Prepared{}, fmt.Errorf("%w: prepare: request for %q, adapter opened for %q", ErrWrongAccount, r.Account, a.account)
 	case r.Action == "":
-		return platform.Prepared{}, errors.New("sim: prepare: the request has no action")
+		return platform.Prepared{}, fmt.Errorf("sim: prepare: the request has no action: %w", platform.ErrUnsendable)
 	}
 	req, err := identity.CanonicalObject(r.Request)
 	if err != nil {
-		return platform.Prepared{}, fmt.Errorf("sim: prepare: the request projection: %w", err)
+		return platform.Prepared{}, fmt.Errorf("sim: prepare: the request projection: %w (%w)", err, platform.ErrUnsendable)
 	}
 	body, err := json.Marshal(wireBody{Action: r.Action, Request: req, Target: r.Target, Text: r.Text})
 	if err != nil {

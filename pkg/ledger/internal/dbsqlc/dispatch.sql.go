@@ -83,6 +83,64 @@ func (q *Queries) DispatchGates(ctx context.Context, arg DispatchGatesParams) ([
 	return items, nil
 }
 
+const intentParkUnsendable = `-- name: IntentParkUnsendable :one
+WITH cur AS (
+    SELECT i.delivery_key, i.state
+    FROM intents i
+    WHERE i.delivery_key = $1::BYTEA
+    FOR UPDATE
+),
+changed AS (
+    UPDATE intents i SET
+        state = 'parked',
+        reason = 'request_unsendable',
+        transition_seq = i.transition_seq + 1,
+        updated_at = now()
+    FROM cur
+    WHERE i.delivery_key = cur.delivery_key
+      -- The guard, on the row being changed: pending, and nobody holds it.
+      AND i.state = 'pending'
+      AND i.lease_expires_at IS NULL
+    RETURNING i.delivery_key, i.attempt_token, i.epoch, i.generation, i.transition_seq
+),
+hist AS (
+    INSERT INTO history (delivery_key, seq, from_state, to_state, reason, attempt_token, epoch, generation, actor, detail)
+    SELECT c.delivery_key, c.transition_seq, 'pending', 'parked', 'request_unsendable', c.attempt_token, c.epoch, c.generation, $2::TEXT, $3::JSONB
+    FROM changed c
+    RETURNING delivery_key, seq
+),
+outbox_rows AS (
+    INSERT INTO outbox (delivery_key, seq, dispatch)
+    SELECT h.delivery_key, h.seq, false FROM hist h
+    RETURNING seq
+)
+SELECT cur.state::TEXT AS prior_state, EXISTS (SELECT 1 FROM changed)::BOOL AS changed
+FROM cur
+`
+
+type IntentParkUnsendableParams struct {
+	DeliveryKey []byte
+	Actor       string
+	Detail      []byte
+}
+
+type IntentParkUnsendableRow struct {
+	PriorState string
+	Changed    bool
+}
+
+// The dispatcher parks a pending intent that its platform adapter cannot render
+// (request_unsendable): the request names an action the platform does not know, or lacks a
+// field it needs. No attempt was opened and nothing was sent. Only from pending with no claim
+// (a stale claim is abandoned first, by the sweeper or the next Begin); changed is false
+// otherwise, and no row comes back for a key the ledger does not hold.
+func (q *Queries) IntentParkUnsendable(ctx context.Context, arg IntentParkUnsendableParams) (IntentParkUnsendableRow, error) {
+	row := q.db.QueryRow(ctx, intentParkUnsendable, arg.DeliveryKey, arg.Actor, arg.Detail)
+	var i IntentParkUnsendableRow
+	err := row.Scan(&i.PriorState, &i.Changed)
+	return i, err
+}
+
 const intentsGetMany = `-- name: IntentsGetMany :many
 SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
        source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
