@@ -44,6 +44,10 @@ func TestChaos(t *testing.T) {
 	require.Positive(t, res.Pauses)
 	require.NotEmpty(t, res.Kills)
 	require.Positive(t, res.Accepted)
+	// A run that sent nothing would pass every check above: most intents must be published,
+	// each as one object.
+	require.Greater(t, res.States["published"], res.Accepted/2, "%s", res.Line())
+	require.Equal(t, res.States["published"], res.Objects, "one object per published intent")
 }
 
 // keepLogs copies the processes' logs where a human can read them after the test's temporary

@@ -68,29 +68,37 @@ func Start(ctx context.Context, name string, c Common, relayCfg relay.Config, lo
 			Help: "Transitions this process published and removed from the outbox."}, func() float64 { return float64(d.Relay.Published()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "atmost_ledger_transaction_restarts_total",
 			Help: "Ledger transactions restarted after a serialization failure or deadlock."}, func() float64 { return float64(d.Ledger.Retries()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "atmost_relay_lag_seconds",
-			Help: "Age of the oldest transition waiting in the outbox, by the database's clock (0 when it is empty; -1 when the ledger did not answer)."},
-			func() float64 { _, oldest, err := d.outboxLag(); return orMinusOne(oldest.Seconds(), err) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "atmost_outbox_rows",
-			Help: "Transitions waiting in the outbox for a relay (-1 when the ledger did not answer)."},
-			func() float64 { rows, _, err := d.outboxLag(); return orMinusOne(float64(rows), err) }))
+		outboxCollector{d.Ledger})
 	d.Registry.MustRegister(d.Relay.Collectors()...)
 	return d, nil
 }
 
-// outboxLag reads the outbox's size and age for a scrape, within a second.
-func (d *Deps) outboxLag() (int64, time.Duration, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	return d.Ledger.OutboxLag(ctx)
+// outboxCollector is atmost_relay_lag_seconds and atmost_outbox_rows, read from the ledger
+// once per scrape, within a second.
+type outboxCollector struct{ ledger *ledger.Ledger }
+
+var (
+	relayLagDesc = prometheus.NewDesc("atmost_relay_lag_seconds",
+		"Age of the oldest transition waiting in the outbox, by the database's clock (0 when it is empty).", nil, nil)
+	outboxRowsDesc = prometheus.NewDesc("atmost_outbox_rows", "Transitions waiting in the outbox for a relay.", nil, nil)
+)
+
+func (c outboxCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- relayLagDesc
+	ch <- outboxRowsDesc
 }
 
-// orMinusOne is v, or -1 when the value could not be read: a gauge's way to say "unknown".
-func orMinusOne(v float64, err error) float64 {
+func (c outboxCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	rows, oldest, err := c.ledger.OutboxLag(ctx)
 	if err != nil {
-		return -1
+		ch <- prometheus.NewInvalidMetric(relayLagDesc, err)
+		ch <- prometheus.NewInvalidMetric(outboxRowsDesc, err)
+		return
 	}
-	return v
+	ch <- prometheus.MustNewConstMetric(relayLagDesc, prometheus.GaugeValue, oldest.Seconds())
+	ch <- prometheus.MustNewConstMetric(outboxRowsDesc, prometheus.GaugeValue, float64(rows))
 }
 
 // Serve serves /healthz, /readyz (PostgreSQL and NATS) and /metrics on addr until ctx ends.

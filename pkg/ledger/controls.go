@@ -47,8 +47,17 @@ func (l *Ledger) SetSwitch(ctx context.Context, scope string, engaged bool, acto
 	}
 	var row dbsqlc.SwitchSetRow
 	err := l.inTx(ctx, "switch", func(q *dbsqlc.Queries) (err error) {
-		row, err = q.SwitchSet(ctx, dbsqlc.SwitchSetParams{Scope: scope, Engaged: engaged, Reason: reason, Actor: actor})
-		return err
+		// At READ COMMITTED a switch created by another operator after this statement's
+		// snapshot leaves it unchanged (it never records a wrong before); the next statement
+		// sees that switch, so the change is made again on top of it. An emergency stop must
+		// not fail because two operators pulled it at once.
+		for range 3 {
+			row, err = q.SwitchSet(ctx, dbsqlc.SwitchSetParams{Scope: scope, Engaged: engaged, Reason: reason, Actor: actor})
+			if err != nil || !row.Known || row.Changed {
+				return err
+			}
+		}
+		return nil
 	})
 	switch {
 	case err != nil:
@@ -226,8 +235,14 @@ func (l *Ledger) SetPolicy(ctx context.Context, scope string, edit PolicyEdit, a
 	params.Actor, params.Reason = actor, reason
 	var row dbsqlc.PolicySetRow
 	err = l.inTx(ctx, "policy", func(q *dbsqlc.Queries) (err error) {
-		row, err = q.PolicySet(ctx, params)
-		return err
+		// As for SetSwitch: a row created meanwhile by another operator is changed on top of.
+		for range 3 {
+			row, err = q.PolicySet(ctx, params)
+			if err != nil || !row.Known || row.Changed {
+				return err
+			}
+		}
+		return nil
 	})
 	switch {
 	case err != nil:

@@ -60,7 +60,9 @@ ON CONFLICT (account_id) DO UPDATE SET
     tokens = least(sqlc.arg(rate_burst)::FLOAT8,
                    retry_buckets.tokens + greatest(extract(epoch FROM now() - retry_buckets.refilled_at)::DOUBLE PRECISION, 0)
                                           * sqlc.arg(rate_per_minute)::FLOAT8 / 60.0),
-    refilled_at = now()
+    -- now() is the transaction's start: a sweeper that started before another's refill
+    -- committed must not move the refill time back and be credited the same interval twice.
+    refilled_at = greatest(retry_buckets.refilled_at, now())
 RETURNING tokens;
 
 -- name: RetryBucketSpend :exec
@@ -173,11 +175,20 @@ verdict AS (
     FROM cur
 ),
 closed AS (
+    -- The primary key decides, not this statement's snapshot: a lost lookup is closed with
+    -- its 'resolved' row, an unclaimed one is claimed by the sweeper (so no reconciler can
+    -- claim it later); a reconciler's claim or resolution that committed meanwhile makes the
+    -- insert a no-op, and nothing is parked.
     INSERT INTO reconciliations (attempt_token, step, delivery_key, result, actor, detail)
-    SELECT v.attempt_token, 'resolved', v.delivery_key, 'unavailable', @actor::TEXT,
-           jsonb_build_object('why', 'the claimed lookup never resolved')
+    SELECT v.attempt_token,
+           (CASE WHEN v.outcome = 'lookup_lost' THEN 'resolved' ELSE 'claimed' END),
+           v.delivery_key,
+           (CASE WHEN v.outcome = 'lookup_lost' THEN 'unavailable' END),
+           @actor::TEXT,
+           jsonb_build_object('why', (CASE WHEN v.outcome = 'lookup_lost' THEN 'the claimed lookup never resolved'
+                                          ELSE 'no reconciler claimed the lookup in time: it is not made' END))
     FROM verdict v
-    WHERE v.outcome = 'lookup_lost'
+    WHERE v.outcome IN ('lookup_lost', 'never_reconciled')
     ON CONFLICT (attempt_token, step) DO NOTHING
     RETURNING attempt_token
 ),
@@ -191,11 +202,10 @@ changed AS (
     WHERE i.delivery_key = v.delivery_key
       AND i.state = 'indeterminate'
       AND i.attempt_token = v.attempt_token
-      -- The guard: a lost lookup is parked only if this statement closed it; an unclaimed
-      -- one only while no claim exists.
-      AND ((v.outcome = 'lookup_lost' AND EXISTS (SELECT 1 FROM closed c WHERE c.attempt_token = i.attempt_token))
-           OR (v.outcome = 'never_reconciled'
-               AND NOT EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = i.attempt_token)))
+      -- The guard: parked only if this statement's row went in (the lost lookup closed, or
+      -- the unclaimed lookup claimed by the sweeper before any reconciler).
+      AND v.outcome IN ('lookup_lost', 'never_reconciled')
+      AND EXISTS (SELECT 1 FROM closed c WHERE c.attempt_token = i.attempt_token)
     RETURNING i.delivery_key, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq
 ),
 hist AS (
