@@ -28,6 +28,11 @@ test: ## run every test with the race detector (needs PostgreSQL; see README)
 test-crdb: ## the ledger suite on CockroachDB: ATMOST_CRDB_URL, or a cockroach binary on PATH (skips without)
 	$(GO) test -race -count=1 -timeout 30m -run '^TestCockroachDB$$' -v ./pkg/ledger/
 
+.PHONY: test-bluesky
+test-bluesky: ## the Bluesky lane on a real PDS on loopback: installs Node 22 and @atproto/dev-env (scripts/bluesky-pds/install), then fails, never skips, without them
+	scripts/bluesky-pds/install
+	ATMOST_BLUESKY_LANE=1 $(GO) test -race -count=1 -timeout 10m -v ./internal/blueskylane/
+
 lint: ## go vet, staticcheck and a gofmt check
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...

@@ -1,0 +1,167 @@
+package blueskylane_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/internal/blueskylane"
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+const (
+	posts   = "app.bsky.feed.post"
+	likes   = "app.bsky.feed.like"
+	reposts = "app.bsky.feed.repost"
+	follows = "app.bsky.graph.follow"
+)
+
+// Every action the adapter speaks goes through ingest's ledger, the relay and the dispatcher to
+// the reference PDS and is read back there: one createRecord per intent, one record per intent
+// under the record key derived from its delivery key, and a redelivered work item sends nothing.
+func TestEveryActionIsPublishedOnceOnARealPDS(t *testing.T) {
+	t.Parallel()
+	e := newLane(t)
+	e.dispatcher()
+
+	post := e.submit(envelope("post", "", map[string]any{"text": "Hello from atmost's Bluesky lane", "langs": []string{"en"}}))[0]
+	in := e.await([]identity.DeliveryKey{post}, time.Minute, ledger.Published)[post]
+	require.Equal(t, ledger.ReasonPublished, in.Reason)
+	stored, ok := e.getRecord(posts, post)
+	require.True(t, ok, "the PDS has no record under the post's record key")
+	require.Equal(t, in.ObjectID, stored.URI, "the ledger names the record the PDS holds")
+	require.Equal(t, "Hello from atmost's Bluesky lane", stored.Value["text"])
+	require.Equal(t, posts, stored.Value["$type"])
+
+	keys := e.submit(
+		envelope("reply", stored.URI, map[string]any{"text": "and a reply to it", "parent": stored.ref(), "root": stored.ref()}),
+		envelope("like", stored.URI, map[string]any{"subject": stored.ref()}),
+		envelope("repost", stored.URI, map[string]any{"subject": stored.ref()}),
+		envelope("follow", e.pds.FriendDID, map[string]any{}),
+	)
+	reply, like, repost, follow := keys[0], keys[1], keys[2], keys[3]
+	intents := e.await(keys, time.Minute, ledger.Published)
+	for _, k := range keys {
+		require.Equal(t, ledger.ReasonPublished, intents[k].Reason, intents[k].Action)
+	}
+
+	r, ok := e.getRecord(posts, reply)
+	require.True(t, ok, "no reply record")
+	require.Equal(t, intents[reply].ObjectID, r.URI)
+	require.Equal(t, "and a reply to it", r.Value["text"])
+	require.Equal(t, map[string]any{"parent": toAny(stored.ref()), "root": toAny(stored.ref())}, r.Value["reply"])
+	for _, c := range []struct {
+		key        identity.DeliveryKey
+		collection string
+	}{{like, likes}, {repost, reposts}} {
+		r, ok := e.getRecord(c.collection, c.key)
+		require.True(t, ok, "no %s record", c.collection)
+		require.Equal(t, intents[c.key].ObjectID, r.URI)
+		require.Equal(t, toAny(stored.ref()), r.Value["subject"], c.collection)
+	}
+	f, ok := e.getRecord(follows, follow)
+	require.True(t, ok, "no follow record")
+	require.Equal(t, intents[follow].ObjectID, f.URI)
+	require.Equal(t, e.pds.FriendDID, f.Value["subject"])
+
+	// The repository holds exactly what was asked for, once.
+	counts := func() map[string]int {
+		return map[string]int{posts: len(e.listRecords(posts)), likes: len(e.listRecords(likes)), reposts: len(e.listRecords(reposts)), follows: len(e.listRecords(follows))}
+	}
+	want := map[string]int{posts: 2, likes: 1, reposts: 1, follows: 1}
+	require.Equal(t, want, counts())
+	require.EqualValues(t, 5, e.proxy.Forwarded(), "one createRecord per intent reached the PDS")
+
+	// Every work item delivered again: the ledger refuses a second attempt, nothing is sent.
+	for _, k := range append(keys, post) {
+		e.republish(k)
+	}
+	e.drained()
+	require.Equal(t, want, counts())
+	require.EqualValues(t, 5, e.proxy.Forwarded(), "a redelivered work item sent nothing")
+}
+
+// A createRecord written whole whose connection dies before the answer: the PDS created the
+// record, the adapter cannot know it, so the intent goes indeterminate and is never resent. The
+// reconciler's one lookup (getRecord under the record key) finds the record, and the intent
+// ends published. The PDS holds exactly one record.
+func TestACreateRecordDroppedAfterTheRequestEndsPublishedByTheLookup(t *testing.T) {
+	t.Parallel()
+	e := newLane(t)
+	e.dispatcher()
+
+	e.proxy.DropNext(blueskylane.DropAfterRequest)
+	key := e.submit(envelope("post", "", map[string]any{"text": "sent, and the answer lost"}))[0]
+	in := e.await([]identity.DeliveryKey{key}, time.Minute, ledger.Indeterminate)[key]
+	require.Equal(t, ledger.ReasonSendUnknown, in.Reason)
+	require.EqualValues(t, 1, e.proxy.Dropped(), "the proxy dropped the connection")
+	require.EqualValues(t, 1, e.proxy.Forwarded(), "the request reached the PDS once")
+	stored, ok := e.getRecord(posts, key)
+	require.True(t, ok, "the PDS created the record although its answer was lost")
+	require.Equal(t, "sent, and the answer lost", stored.Value["text"])
+
+	e.reconciler()
+	in = e.await([]identity.DeliveryKey{key}, 30*time.Second, ledger.Published)[key]
+	require.Equal(t, ledger.ReasonReconciledFound, in.Reason, "published by the lookup")
+	require.Equal(t, stored.URI, in.ObjectID)
+	last := e.lastTransition(key)
+	require.Equal(t, ledger.Indeterminate, last.From)
+	require.Equal(t, ledger.Published, last.To)
+	require.Equal(t, "reconciler", last.Actor)
+
+	rec, err := e.ledger.Inspect(e.ctx, key)
+	require.NoError(t, err)
+	require.Len(t, rec.Attempts, 1, "one attempt: the unknown outcome was never retried")
+	steps := []string{}
+	for _, s := range rec.Reconciliations {
+		steps = append(steps, s.Step+":"+s.Result)
+	}
+	require.Equal(t, []string{"claimed:", "resolved:found"}, steps, "one lookup, claimed before it was made")
+
+	require.Len(t, e.listRecords(posts), 1, "one record on the PDS")
+	require.EqualValues(t, 1, e.proxy.Forwarded(), "no second createRecord")
+}
+
+// A createRecord whose connection dies after the client wrote it but before a byte reached the
+// PDS: the adapter cannot tell this from the case above, so the intent goes indeterminate too.
+// The lookup is an idempotency-status lookup (the record key is derived from the delivery
+// key), so the PDS's RecordNotFound proves nothing was created: the intent fails, a retry
+// sends it, and the PDS ends with one record.
+func TestACreateRecordDroppedBeforeThePDSIsProvenNotSentAndRetried(t *testing.T) {
+	t.Parallel()
+	e := newLane(t)
+	e.dispatcher()
+
+	e.proxy.DropNext(blueskylane.DropBeforeRequest)
+	key := e.submit(envelope("post", "", map[string]any{"text": "lost on the way"}))[0]
+	in := e.await([]identity.DeliveryKey{key}, time.Minute, ledger.Indeterminate)[key]
+	require.Equal(t, ledger.ReasonSendUnknown, in.Reason)
+	require.EqualValues(t, 0, e.proxy.Forwarded(), "nothing reached the PDS")
+	_, ok := e.getRecord(posts, key)
+	require.False(t, ok)
+
+	e.reconciler()
+	in = e.await([]identity.DeliveryKey{key}, 30*time.Second, ledger.Failed)[key]
+	require.Equal(t, ledger.ReasonReconciledNotSent, in.Reason)
+
+	require.NoError(t, e.ledger.Retry(e.ctx, key))
+	_, err := e.relay.Drain(e.ctx)
+	require.NoError(t, err)
+	in = e.await([]identity.DeliveryKey{key}, time.Minute, ledger.Published)[key]
+	require.Equal(t, ledger.ReasonPublished, in.Reason)
+	stored, ok := e.getRecord(posts, key)
+	require.True(t, ok)
+	require.Equal(t, in.ObjectID, stored.URI)
+	require.Len(t, e.listRecords(posts), 1, "one record on the PDS")
+	require.EqualValues(t, 1, e.proxy.Forwarded())
+}
+
+func toAny(m map[string]string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

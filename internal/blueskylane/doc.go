@@ -1,0 +1,13 @@
+// Package blueskylane is the integration lane of the Bluesky adapter (pkg/platform/bluesky)
+// against a real PDS: the reference implementation (@atproto/pds, with an in-process PLC
+// directory from @atproto/dev-env) started on loopback by scripts/bluesky-pds/start.mjs.
+//
+// Its tests drive intents through the real ledger, relay, dispatcher and reconciler, and check
+// what the PDS itself holds. They need Node 22 and the packages scripts/bluesky-pds/install
+// puts in place; where those are absent they skip with a message saying so, unless
+// ATMOST_BLUESKY_LANE=1 (set by `make test-bluesky`), where that is a failure.
+//
+// Start runs the PDS; Proxy sits between the adapter and the PDS and drops a connection at a
+// chosen step of a createRecord, so that the outcome the adapter sees is unknown while what the
+// PDS did is known.
+package blueskylane
