@@ -179,10 +179,12 @@ func TestRestoreReconcileAfterAMidRunRestoreSendsNothingTwice(t *testing.T) {
 	// Before the backup: some intents published, some waiting.
 	early := w.submit("early", 10)
 	w.dispatch(early, 30*time.Second)
+	// The backup time given to the command is at or before the backup (earlier is always
+	// safe) and no later than the newest history row the backup holds (the command checks).
+	since := time.Now()
 	waiting := w.submit("waiting", 12)
 
 	// The backup.
-	since := time.Now().Add(-time.Second)
 	dump := filepath.Join(t.TempDir(), "ledger.dump")
 	out, err := exec.Command("pg_dump", "-Fc", "-f", dump, libpqURL(t, w.db)).CombinedOutput()
 	require.NoError(t, err, string(out))
@@ -332,16 +334,21 @@ func TestRestoreReconcileListsIntentsItCannotRecreate(t *testing.T) {
 	db := dbtest.New(t)
 	w := (&restoreWorld{t: t, ctx: ctx, js: js}).on(db)
 	require.NoError(t, w.l.AddAccount(ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(`{"url":"http://127.0.0.1:1"}`)}))
-	since := time.Now().Add(-time.Second)
+	since := afterStreams(t)
 	// Submitted and relayed, but its envelope never reached ATMOST_INTENTS here; then the
-	// ledger loses it (the restore of a backup without it).
+	// ledger loses it (the restore of a backup without it). The backup holds another intent.
+	w.submit("kept", 1)
 	env, err := identity.ParseEnvelope([]byte(`{"v":1,"account":"acct-1","action":"post","request":{"text":"lost"}}`))
 	require.NoError(t, err)
 	_, err = w.l.Submit(ctx, []identity.Envelope{env})
 	require.NoError(t, err)
 	_, err = w.relay.Drain(ctx)
 	require.NoError(t, err)
-	_, err = db.Pool.Exec(ctx, `DELETE FROM outbox; DELETE FROM history; DELETE FROM intents`)
+	_, err = db.Pool.Exec(ctx, `DELETE FROM outbox WHERE delivery_key = $1`, env.DeliveryKey().Bytes())
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, `DELETE FROM history WHERE delivery_key = $1`, env.DeliveryKey().Bytes())
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, `DELETE FROM intents WHERE delivery_key = $1`, env.DeliveryKey().Bytes())
 	require.NoError(t, err)
 
 	env2 := map[string]string{"ATMOST_DATABASE_URL": db.URL, "ATMOST_NATS_URL": srv.URL, "ATMOST_OPERATOR": "alice"}
@@ -350,8 +357,26 @@ func TestRestoreReconcileListsIntentsItCannotRecreate(t *testing.T) {
 	require.Contains(t, res.stdout, env.DeliveryKey().String())
 	require.Contains(t, res.stdout, "NOT RECREATED: no_envelope")
 	require.Contains(t, res.stderr, "a human must decide")
+	require.Contains(t, res.stderr, "their delivery keys are blocked")
 	_, err = w.l.Get(ctx, env.DeliveryKey())
 	require.ErrorIs(t, err, ledger.ErrNotFound)
+
+	// The producer publishes it again: a duplicate, never a pending intent (a second send).
+	sub, err := w.l.Submit(ctx, []identity.Envelope{env})
+	require.NoError(t, err)
+	require.Equal(t, ledger.Duplicate, sub[0].Outcome)
+	_, err = w.l.Get(ctx, env.DeliveryKey())
+	require.ErrorIs(t, err, ledger.ErrNotFound)
+}
+
+// afterStreams returns a time after the streams were created (the command refuses a --since
+// before ATMOST_EVENTS existed) and before anything the test submits next.
+func afterStreams(t *testing.T) time.Time {
+	t.Helper()
+	time.Sleep(20 * time.Millisecond)
+	since := time.Now()
+	time.Sleep(20 * time.Millisecond)
+	return since
 }
 
 func TestRestoreReconcileNeedsSince(t *testing.T) {
@@ -365,4 +390,161 @@ func TestRestoreReconcileNeedsSince(t *testing.T) {
 		res := run(map[string]string{"ATMOST_OPERATOR": "alice"}, args...)
 		require.Equal(t, cli.ExitUsage, res.code, "%v: %s", args, res.stderr)
 	}
+}
+
+// restoreCase is a small world for the refusals: NATS with atmost's streams, a migrated ledger
+// with one account, and the command's environment.
+func restoreCase(t *testing.T, ensure bool) (*restoreWorld, *natstest.Server, map[string]string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	srv := natstest.New(t)
+	nc := srv.Connect(t)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	if ensure {
+		require.NoError(t, streams.Ensure(ctx, nc, js, streams.Config{}))
+	}
+	db := dbtest.New(t)
+	w := (&restoreWorld{t: t, ctx: ctx, js: js}).on(db)
+	require.NoError(t, w.l.AddAccount(ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(`{"url":"http://127.0.0.1:1"}`)}))
+	return w, srv, map[string]string{"ATMOST_DATABASE_URL": db.URL, "ATMOST_NATS_URL": srv.URL, "ATMOST_OPERATOR": "alice"}
+}
+
+func reconcileArgs(since time.Time, more ...string) []string {
+	return append([]string{"restore", "reconcile", "--since", since.UTC().Format(time.RFC3339Nano)}, more...)
+}
+
+// publishEvent puts a transition on ATMOST_EVENTS as the relay would.
+func (w *restoreWorld) publishEvent(key identity.DeliveryKey, seq int64, from, to string) {
+	w.t.Helper()
+	e := events.Event{V: events.Version, ID: events.NewID(key, seq), DeliveryKey: key, Seq: seq, Account: "acct-1",
+		From: from, To: to, Reason: "test", Actor: "test", At: time.Now()}
+	data, err := e.Marshal()
+	require.NoError(w.t, err)
+	_, err = w.js.Publish(w.ctx, e.Subject(), data)
+	require.NoError(w.t, err)
+}
+
+// When the replay cannot be proven complete, the command changes nothing and exits 1, even
+// with the epoch bumped: what it cannot see may be an authorization, and an intent resumed
+// pending on a partial history would be sent twice.
+func TestRestoreReconcileRefusesAReplayItCannotProveComplete(t *testing.T) {
+	t.Parallel()
+	bump := []string{"--bump-epoch", "--reason", "restored"}
+
+	t.Run("every event aged out after since", func(t *testing.T) {
+		t.Parallel()
+		w, _, env := restoreCase(t, true)
+		since := afterStreams(t)
+		w.submit("sent, then aged out", 1)
+		stream, err := w.js.Stream(w.ctx, events.EventsStream)
+		require.NoError(t, err)
+		require.NoError(t, stream.Purge(w.ctx))
+		before := snapshot(t, w.db)
+		res := run(env, reconcileArgs(since, bump...)...)
+		require.Equal(t, cli.ExitError, res.code, res.stdout)
+		require.Contains(t, res.stderr, "holds no event")
+		require.Equal(t, before, snapshot(t, w.db))
+	})
+
+	t.Run("the stream was created after since", func(t *testing.T) {
+		t.Parallel()
+		w, srv, env := restoreCase(t, false)
+		since := time.Now()
+		time.Sleep(20 * time.Millisecond)
+		require.NoError(t, streams.Ensure(w.ctx, srv.Connect(t), w.js, streams.Config{}))
+		w.submit("after the stream was recreated", 1)
+		before := snapshot(t, w.db)
+		res := run(env, reconcileArgs(since, bump...)...)
+		require.Equal(t, cli.ExitError, res.code, res.stdout)
+		require.Contains(t, res.stderr, "was created at")
+		require.Equal(t, before, snapshot(t, w.db))
+	})
+
+	t.Run("since is later than the restored ledger's newest history", func(t *testing.T) {
+		t.Parallel()
+		w, _, env := restoreCase(t, true)
+		w.submit("the backup's last", 1)
+		since := time.Now()
+		before := snapshot(t, w.db)
+		res := run(env, reconcileArgs(since, bump...)...)
+		require.Equal(t, cli.ExitError, res.code, res.stdout)
+		require.Contains(t, res.stderr, "later than the newest history row")
+		require.Equal(t, before, snapshot(t, w.db))
+	})
+
+	t.Run("an intent's replay starts after a gap", func(t *testing.T) {
+		t.Parallel()
+		w, _, env := restoreCase(t, true)
+		time.Sleep(20 * time.Millisecond)
+		gapped := w.submit("claimed before since, authorized after", 1)[0]
+		w.publishEvent(gapped, 2, "pending", "pending")
+		since := afterStreams(t)
+		w.submit("the backup's last", 1)
+		w.publishEvent(gapped, 3, "pending", "failed") // seq 2 is before since: not replayed
+		before := snapshot(t, w.db)
+		res := run(env, reconcileArgs(since, bump...)...)
+		require.Equal(t, cli.ExitError, res.code, res.stdout)
+		require.Contains(t, res.stderr, "replay does not hold")
+		require.Contains(t, res.stderr, gapped.String())
+		require.Equal(t, before, snapshot(t, w.db))
+	})
+
+	t.Run("an event cannot be read", func(t *testing.T) {
+		t.Parallel()
+		w, _, env := restoreCase(t, true)
+		since := afterStreams(t)
+		key := w.submit("behind the stream", 1)[0]
+		w.publishEvent(key, 2, "pending", "pending")
+		_, err := w.js.Publish(w.ctx, events.EventSubject("authorized", "acct-1"), []byte(`{"v":1,"not":"an event"}`))
+		require.NoError(t, err)
+		before := snapshot(t, w.db)
+		res := run(env, reconcileArgs(since, bump...)...)
+		require.Equal(t, cli.ExitError, res.code, res.stdout)
+		require.Contains(t, res.stderr, "cannot be read")
+		require.Contains(t, res.stderr, events.EventSubject("authorized", "acct-1")+" seq 3")
+		require.Equal(t, before, snapshot(t, w.db))
+
+		// Told to go on without it: it does, lists it, and still exits 1.
+		res = run(env, reconcileArgs(since, append(bump, "--skip-unreadable")...)...)
+		require.Equal(t, cli.ExitError, res.code, res.stdout)
+		require.Contains(t, res.stderr, "unreadable events were skipped")
+		require.Contains(t, res.stderr, " seq 3")
+		require.Equal(t, ledger.Pending, w.state(key))
+		require.Contains(t, res.stdout, "changed 1:")
+	})
+}
+
+// The current epoch must have been bumped after the restore: an epoch the restored data
+// already holds (bumped between since and the backup), or one a worker already used, is not
+// enough.
+func TestRestoreReconcileRefusesAnEpochThatWasNotBumpedAfterTheRestore(t *testing.T) {
+	t.Parallel()
+	w, _, env := restoreCase(t, true)
+	since := afterStreams(t)
+	w.submit("before the bump", 1)
+	_, err := w.l.BumpEpoch(w.ctx, "bob", "an epoch bump before the backup")
+	require.NoError(t, err)
+	time.Sleep(20 * time.Millisecond)
+	key := w.submit("claimed in the new epoch, before the backup", 1)[0]
+	_, err = w.l.Begin(w.ctx, key, [32]byte{1}, ledger.MinLease)
+	require.NoError(t, err)
+	before := snapshot(t, w.db)
+	res := run(env, reconcileArgs(since)...)
+	require.Equal(t, cli.ExitError, res.code, res.stdout)
+	require.Contains(t, res.stderr, "before the newest history row")
+	require.Equal(t, before, snapshot(t, w.db))
+
+	// Bumped by the command: it goes on.
+	res = run(env, reconcileArgs(since, "--bump-epoch", "--reason", "restored")...)
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.Contains(t, res.stderr, "epoch bumped to 3")
+}
+
+func (w *restoreWorld) state(key identity.DeliveryKey) ledger.State {
+	w.t.Helper()
+	in, err := w.l.Get(w.ctx, key)
+	require.NoError(w.t, err)
+	return in.State
 }

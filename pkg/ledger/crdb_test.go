@@ -123,6 +123,21 @@ var cockroachSuite = []func(*testing.T){
 	TestSourceHeadAdvancesToTheNewestVersionWhateverIsStored,
 	TestListByStatePagesInKeyOrder,
 	TestSubmittingANewVersionSupersedesTheStoredHead,
+
+	// The restore protocol's ledger side: one transaction of separate statements (CockroachDB
+	// refuses a statement that modifies a table twice), the blocks and the restored point.
+	TestRestoreMovesAnIntentTheStreamShowsAuthorizedToIndeterminate,
+	TestRestorePublishesWhatTheStreamShowsPublished,
+	TestRestoreDoesNotMoveAnIntentWhoseLedgerIsNotBehind,
+	TestRestoreNeverLeavesPublished,
+	TestRestoreResumesPendingOnlyWhenNothingAheadWasAuthorized,
+	TestRestoreNeverMakesAnIntentTheStreamShowsAuthorizedPending,
+	TestRestoreRecreatesAnIntentTheLedgerLacksFromItsEnvelope,
+	TestRestoreDryRunChangesNothing,
+	TestRestoreRefusesMalformedHistories,
+	TestRestoreRetakesTheDuplicateTextClaim,
+	TestRestoreBlocksAKeyItCannotRecreate,
+	TestRestorePointNamesTheNewestHistoryAndTheEpochs,
 }
 
 // TestCockroachDB is the CockroachDB lane. It uses the cluster at ATMOST_CRDB_URL, or starts a

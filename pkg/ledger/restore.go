@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
@@ -79,6 +83,9 @@ type RestoreResult struct {
 	// NewSeq numbers the restore's transition: one past the stream's highest, so its event id
 	// is new.
 	NewSeq int64 `json:"new_seq,omitempty"`
+	// Blocked: the verdict needs a human, and the delivery key was blocked (restore_blocks):
+	// Submit answers it as a duplicate until a human lifts the block.
+	Blocked bool `json:"blocked,omitempty"`
 }
 
 // Changes reports whether the verdict moved or created the intent.
@@ -97,9 +104,14 @@ var restoreReasons = map[State]Reason{
 var errDryRun = errors.New("ledger: dry run")
 
 // Restore brings one intent of a restored ledger up to what the stream shows happened to it
-// after the backup point, in one guarded statement that writes its history row (actor, and
-// detail with the ledger's and the stream's sequence numbers) and outbox row. Only transitions
-// ahead of the ledger (seq above its transition_seq) count:
+// after the backup point, in one transaction: the row is locked and the verdict taken
+// (IntentRestoreVerdict), then one statement changes the row (IntentRestoreUpdate when the
+// ledger holds the intent, IntentRestoreCreate when it lacks it), restating every guard on the
+// row it changes, and one more writes the history row (actor, and detail with the ledger's and
+// the stream's sequence numbers), the outbox row and the duplicate-text claim
+// (IntentRestoreRecord). CockroachDB refuses one statement that modifies a table twice, so
+// these are separate statements. Only transitions ahead of the ledger (seq above its
+// transition_seq) count:
 //
 //   - a publication ahead: published (restore_published);
 //   - an authorization ahead (a transition to or from authorized) with the stream's latest
@@ -112,11 +124,19 @@ var errDryRun = errors.New("ledger: dry run")
 //     before any byte (the witness), so no byte left after the ledger's point;
 //   - anything else: parked (restore_parked).
 //
+// An intent restored to anything but pending re-takes its account's duplicate-text claim (the
+// claim its authorization took after the backup is not in the restored ledger), so no other
+// intent with the same text is authorized inside the window. The restore cannot carry an
+// object id into a published intent: ATMOST_EVENTS does not carry object ids, and the
+// restored ledger has no record of the send; object_id stays NULL.
+//
 // An intent the ledger lacks is created in that state from h.Envelope; without an envelope or
-// with an unknown account it is left out and reported (NeedsHuman). Nothing changes for an
+// with an unknown account it is left out, reported (NeedsHuman) and its delivery key blocked
+// (restore_blocks): Submit answers a blocked key as a duplicate, so a producer publishing it
+// again never creates a pending intent for what may have been sent. Nothing changes for an
 // intent the ledger holds as published or not behind the stream, so Restore is idempotent:
 // its transition is numbered one past the stream's highest. An intent the stream shows
-// authorized or beyond is never made pending. With dryRun the statement runs and is rolled
+// authorized or beyond is never made pending. With dryRun the statements run and are rolled
 // back: the result is what it would do.
 //
 // Run it after bumping the epoch and before any worker starts (the restore protocol).
@@ -127,12 +147,10 @@ func (l *Ledger) Restore(ctx context.Context, h StreamHistory, actor string, det
 	if err := h.validate(); err != nil {
 		return RestoreResult{}, fmt.Errorf("restore %s: %w", h.Key, err)
 	}
-	raw, err := detailJSON(detail)
-	if err != nil {
+	if _, err := detailJSON(detail); err != nil {
 		return RestoreResult{}, fmt.Errorf("restore %s: detail: %w", h.Key, err)
 	}
-	p := dbsqlc.IntentRestoreParams{DeliveryKey: h.Key.Bytes(), AccountID: h.Account, Actor: actor, Detail: raw,
-		TextHash: []byte{}, SourceVersion: []byte{}}
+	p := dbsqlc.IntentRestoreVerdictParams{DeliveryKey: h.Key.Bytes(), AccountID: h.Account, HasEnvelope: h.Envelope != nil}
 	for _, t := range h.Transitions {
 		token := []byte{}
 		if !t.Attempt.IsZero() {
@@ -145,43 +163,57 @@ func (l *Ledger) Restore(ctx context.Context, h StreamHistory, actor string, det
 		p.Epochs = append(p.Epochs, t.Epoch)
 		p.Generations = append(p.Generations, t.Generation)
 	}
-	if e := h.Envelope; e != nil {
-		p.HasEnvelope = true
-		p.Action, p.Target, p.Request, p.Occurrence = e.Action, e.Target, string(e.Request), e.Occurrence
-		if th, ok := e.TextHash(); ok {
-			p.TextHash = th.Bytes()
+	var (
+		v       dbsqlc.IntentRestoreVerdictRow
+		moved   bool
+		newSeq  int64
+		blocked bool
+	)
+	err := l.inTx(ctx, string(OpRestore), func(q *dbsqlc.Queries) (err error) {
+		moved, newSeq, blocked = false, 0, false
+		if v, err = q.IntentRestoreVerdict(ctx, p); err != nil {
+			return err
 		}
-		if e.Source != nil {
-			p.SourceID, p.SourceVersion = e.Source.ID, e.Source.Version.Bytes()
+		switch {
+		case v.ToState != "":
+			if moved, newSeq, err = restoreWrite(ctx, q, h, v, p, actor, detail); err != nil {
+				return err
+			}
+		case v.LedgerState == "" && v.StreamSeq > 0 && (!v.AccountKnown || h.Envelope == nil):
+			reason := RestoreNoEnvelope
+			if !v.AccountKnown {
+				reason = RestoreUnknownAccount
+			}
+			if err = q.IntentRestoreBlock(ctx, dbsqlc.IntentRestoreBlockParams{DeliveryKey: h.Key.Bytes(), AccountID: h.Account,
+				Reason: string(reason), Actor: actor, StreamSeq: v.StreamSeq, StreamState: v.StreamState}); err != nil {
+				return err
+			}
+			blocked = true
 		}
-	}
-	var row dbsqlc.IntentRestoreRow
-	err = l.inTx(ctx, string(OpRestore), func(q *dbsqlc.Queries) (err error) {
-		row, err = q.IntentRestore(ctx, p)
-		if err == nil && dryRun {
+		if dryRun {
 			return errDryRun
 		}
-		return err
+		return nil
 	})
 	if err != nil && !errors.Is(err, errDryRun) {
 		return RestoreResult{}, fmt.Errorf("restore %s: %w", h.Key, err)
 	}
 	res := RestoreResult{
 		Key: h.Key, Account: h.Account,
-		LedgerSeq: row.LedgerSeq, LedgerState: State(row.LedgerState),
-		StreamSeq: row.StreamSeq, StreamState: State(row.StreamState),
-		To: State(row.ToState),
+		LedgerSeq: v.LedgerSeq, LedgerState: State(v.LedgerState),
+		StreamSeq: v.StreamSeq, StreamState: State(v.StreamState),
+		To: State(v.ToState), Blocked: blocked,
 	}
 	switch {
-	case res.To != "" && !row.Moved:
+	case res.To != "" && !moved:
 		// The verdict was taken on the locked row, so only a concurrent creation of a missing
-		// intent gets here: nothing was written.
+		// intent, or a row that changed after the verdict, gets here: nothing was written.
 		return res, refused(OpRestore, ErrInvalidTransition, res.LedgerState)
 	case res.To != "" && res.LedgerState == "":
 		res.Verdict = RestoreCreated
 	case res.To != "":
 		res.Verdict = RestoreMoved
-	case res.LedgerState == "" && !row.AccountKnown:
+	case res.LedgerState == "" && !v.AccountKnown:
 		res.Verdict = RestoreUnknownAccount
 	case res.LedgerState == "" && h.Envelope == nil:
 		res.Verdict = RestoreNoEnvelope
@@ -191,9 +223,134 @@ func (l *Ledger) Restore(ctx context.Context, h StreamHistory, actor string, det
 		res.Verdict = RestoreNotBehind
 	}
 	if res.To != "" {
-		res.Reason, res.NewSeq = restoreReasons[res.To], row.NewSeq
+		res.Reason, res.NewSeq = restoreReasons[res.To], newSeq
 	}
 	return res, nil
+}
+
+// restoreWrite changes the row as the verdict v says (the guards restated in the statement)
+// and, when it did, records the transition. moved is false when the statement's guard refused.
+func restoreWrite(ctx context.Context, q *dbsqlc.Queries, h StreamHistory, v dbsqlc.IntentRestoreVerdictRow,
+	p dbsqlc.IntentRestoreVerdictParams, actor string, detail map[string]any) (moved bool, newSeq int64, err error) {
+	to := State(v.ToState)
+	reason, ok := restoreReasons[to]
+	if !ok {
+		return false, 0, fmt.Errorf("restore verdict %q is not a state the restore writes", v.ToState)
+	}
+	// The history row's detail: the caller's, and the ledger's and the stream's points.
+	facts := make(map[string]any, len(detail)+4)
+	for k, x := range detail {
+		facts[k] = x
+	}
+	facts["ledger_seq"], facts["stream_seq"] = v.LedgerSeq, v.StreamSeq
+	facts["stream_state"], facts["authorizations_ahead"] = v.StreamState, v.AuthorizationsAhead
+	raw, err := detailJSON(facts)
+	if err != nil {
+		return false, 0, err
+	}
+	type written struct {
+		account    string
+		state      string
+		token      []byte
+		epoch, gen pgtype.Int8
+		seq        int64
+		textHash   []byte
+	}
+	var w written
+	if v.LedgerState != "" {
+		row, err := q.IntentRestoreUpdate(ctx, dbsqlc.IntentRestoreUpdateParams{DeliveryKey: p.DeliveryKey,
+			Seqs: p.Seqs, FromStates: p.FromStates, ToStates: p.ToStates, ToState: v.ToState, ToReason: string(reason),
+			LedgerSeq: v.LedgerSeq, StreamSeq: v.StreamSeq, StreamAttemptToken: v.StreamAttemptToken,
+			StreamEpoch: v.StreamEpoch, StreamGeneration: v.StreamGeneration, AuthorizationsAhead: v.AuthorizationsAhead})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return false, 0, nil
+		}
+		if err != nil {
+			return false, 0, err
+		}
+		w = written{row.AccountID, row.State, row.AttemptToken, row.Epoch, row.Generation, row.TransitionSeq, row.TextHash}
+	} else {
+		c := dbsqlc.IntentRestoreCreateParams{DeliveryKey: p.DeliveryKey, AccountID: h.Account,
+			Seqs: p.Seqs, FromStates: p.FromStates, ToStates: p.ToStates, ToState: v.ToState, ToReason: string(reason),
+			StreamSeq: v.StreamSeq, StreamAttemptToken: v.StreamAttemptToken, StreamEpoch: v.StreamEpoch,
+			StreamGeneration: v.StreamGeneration, AuthorizationsAhead: v.AuthorizationsAhead,
+			TextHash: []byte{}, SourceVersion: []byte{}}
+		if e := h.Envelope; e != nil {
+			c.Action, c.Target, c.Request, c.Occurrence = e.Action, e.Target, string(e.Request), e.Occurrence
+			if th, ok := e.TextHash(); ok {
+				c.TextHash = th.Bytes()
+			}
+			if e.Source != nil {
+				c.SourceID, c.SourceVersion = e.Source.ID, e.Source.Version.Bytes()
+			}
+		}
+		row, err := q.IntentRestoreCreate(ctx, c)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return false, 0, nil
+		}
+		if err != nil {
+			return false, 0, err
+		}
+		w = written{row.AccountID, row.State, row.AttemptToken, row.Epoch, row.Generation, row.TransitionSeq, row.TextHash}
+	}
+	// From the ledger's state, or, for an intent the ledger lacked, from the stream's latest:
+	// the transition continues the history the stream holds.
+	from := v.LedgerState
+	if from == "" {
+		from = v.StreamState
+	}
+	rec, err := q.IntentRestoreRecord(ctx, dbsqlc.IntentRestoreRecordParams{DeliveryKey: p.DeliveryKey, Seq: w.seq,
+		FromState: from, ToState: w.state, Reason: string(reason), AttemptToken: w.token, Epoch: w.epoch, Generation: w.gen,
+		Actor: actor, Detail: raw, AccountID: w.account, TextHash: w.textHash})
+	if err != nil {
+		return false, 0, err
+	}
+	if rec.HistoryRows != 1 {
+		return false, 0, fmt.Errorf("restore: %d history rows written, want 1", rec.HistoryRows)
+	}
+	return true, w.seq, nil
+}
+
+// RestorePoint is what a restored ledger says about its backup point and its epochs, for the
+// checks of the restore protocol (atmost restore reconcile).
+type RestorePoint struct {
+	// Epoch is the current epoch; OtherEpochsAt when the newest other one began (zero when
+	// there is none).
+	Epoch         EpochStart
+	OtherEpochsAt time.Time
+	// NewestHistoryAt is the time of the newest history row not written by a restore (zero when
+	// there is none): the backup was taken at or after it.
+	NewestHistoryAt time.Time
+	// CurrentEpochHistory counts the history rows not written by a restore that carry the
+	// current epoch: a worker of that epoch already worked.
+	CurrentEpochHistory int64
+}
+
+// RestorePoint reads the restored ledger's backup point and epochs.
+func (l *Ledger) RestorePoint(ctx context.Context) (RestorePoint, error) {
+	var row dbsqlc.RestoreLedgerPointRow
+	err := l.inTx(ctx, "restore point", func(q *dbsqlc.Queries) (err error) {
+		row, err = q.RestoreLedgerPoint(ctx)
+		return err
+	})
+	if err != nil {
+		return RestorePoint{}, fmt.Errorf("restore point: %w", err)
+	}
+	epoch, err := l.CurrentEpoch(ctx)
+	if err != nil {
+		return RestorePoint{}, err
+	}
+	if epoch.Epoch != row.CurrentEpoch {
+		return RestorePoint{}, errors.New("restore point: the epoch changed while it was read; run it again")
+	}
+	pt := RestorePoint{Epoch: epoch, CurrentEpochHistory: row.CurrentEpochHistory}
+	if row.HasOtherEpochs {
+		pt.OtherEpochsAt = row.OtherEpochsAt
+	}
+	if row.HasHistory {
+		pt.NewestHistoryAt = row.NewestHistoryAt
+	}
+	return pt, nil
 }
 
 func (h StreamHistory) validate() error {

@@ -162,6 +162,14 @@ func TestRestoreResumesPendingOnlyWhenNothingAheadWasAuthorized(t *testing.T) {
 	tr, _ = stream(t, ledger.Pending, ledger.Pending, ledger.Failed)
 	res = e.restore(key, account, tr, nil, false)
 	require.Equal(t, ledger.Parked, res.To)
+
+	// The same for an intent the restored ledger lacks: recreated parked, never pending.
+	env := envelope(t, account, "created, authorized, failed, retried after the backup")
+	tr, _ = stream(t, ledger.Pending, ledger.Pending, ledger.Authorized, ledger.Failed, ledger.Pending)
+	res = e.restore(env.DeliveryKey(), account, tr, &env, false)
+	require.Equal(t, ledger.RestoreCreated, res.Verdict)
+	require.Equal(t, ledger.Parked, res.To)
+	require.Equal(t, ledger.Parked, e.state(env.DeliveryKey()))
 }
 
 // Whatever the stream holds ahead of the ledger, an authorization there never leaves the intent
@@ -302,4 +310,168 @@ func TestRestoreRefusesMalformedHistories(t *testing.T) {
 	_, err := e.l.Restore(e.ctx, ledger.StreamHistory{Key: key, Account: account, Transitions: tr}, " ", nil, false)
 	require.Error(t, err, "an operator must be named")
 	require.Equal(t, ledger.Pending, e.state(key))
+}
+
+// The duplicate-text claim an authorization took after the backup is not in the restored
+// ledger: the restore re-takes it for every intent it does not resume as pending, so another
+// intent with the same text is not authorized inside the window.
+func TestRestoreRetakesTheDuplicateTextClaim(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.setPolicy("text_window_seconds", 3600)
+	claims := func(key identity.DeliveryKey) int {
+		return e.count(`SELECT count(*) FROM text_claims WHERE account_id = $1 AND delivery_key = $2 AND last_at >= now() - INTERVAL '1 minute'`,
+			account, key.Bytes())
+	}
+	for _, tc := range []struct {
+		name   string
+		states []ledger.State
+		to     ledger.State
+	}{
+		{"indeterminate", []ledger.State{ledger.Pending, ledger.Pending, ledger.Authorized}, ledger.Indeterminate},
+		{"published", []ledger.State{ledger.Pending, ledger.Pending, ledger.Authorized, ledger.Published}, ledger.Published},
+		{"parked", []ledger.State{ledger.Pending, ledger.Pending, ledger.Authorized, ledger.Failed}, ledger.Parked},
+	} {
+		text := "said once after the backup: " + tc.name
+		key := e.submit(text)
+		tr, _ := stream(t, tc.states...)
+		require.Zero(t, claims(key))
+		res := e.restore(key, account, tr, nil, false)
+		require.Equal(t, tc.to, res.To, tc.name)
+		require.Equal(t, 1, claims(key), "%s: the claim its authorization took is taken again", tc.name)
+
+		// Another intent with the same text, inside the window: a duplicate.
+		other := envelopeWithOccurrence(t, account, text, "again")
+		sub, err := e.l.Submit(e.ctx, []identity.Envelope{other})
+		require.NoError(t, err)
+		c, err := e.l.Begin(e.ctx, sub[0].Key, requestHash(text+" again"), lease)
+		require.NoError(t, err)
+		a, err := e.l.Authorize(e.ctx, c, inFlight, contract)
+		require.NoError(t, err)
+		require.Equal(t, ledger.Parked, a.State, "%s", tc.name)
+		require.Equal(t, ledger.ReasonDuplicateText, a.Reason, "%s", tc.name)
+	}
+
+	// An intent the restore makes pending again took no claim: nothing of it can have left.
+	key := e.submit("resumed, never authorized")
+	tr, _ := stream(t, ledger.Pending, ledger.Pending)
+	require.Equal(t, ledger.Pending, e.restore(key, account, tr, nil, false).To)
+	require.Zero(t, claims(key))
+
+	// A recreated intent takes its claim too, and a dry run takes none.
+	env := envelope(t, account, "recreated and claimed")
+	tr, _ = stream(t, ledger.Pending, ledger.Pending, ledger.Authorized)
+	require.Equal(t, ledger.RestoreCreated, e.restore(env.DeliveryKey(), account, tr, &env, true).Verdict)
+	require.Zero(t, claims(env.DeliveryKey()))
+	require.Equal(t, ledger.RestoreCreated, e.restore(env.DeliveryKey(), account, tr, &env, false).Verdict)
+	require.Equal(t, 1, claims(env.DeliveryKey()))
+	in := e.intent(env.DeliveryKey())
+	require.Empty(t, in.ObjectID, "ATMOST_EVENTS carries no object ids: a restored intent has none")
+}
+
+// A key the restore cannot recreate (its envelope aged out, or its account is not in the
+// restored ledger) is blocked: a producer publishing it again gets a duplicate, never a pending
+// intent for what may already have been sent.
+func TestRestoreBlocksAKeyItCannotRecreate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tr, _ := stream(t, ledger.Pending, ledger.Pending, ledger.Authorized, ledger.Published)
+
+	env := envelope(t, account, "its envelope aged out, it was published")
+	dry := e.restore(env.DeliveryKey(), account, tr, nil, true)
+	require.Equal(t, ledger.RestoreNoEnvelope, dry.Verdict)
+	require.Zero(t, e.count(`SELECT count(*) FROM restore_blocks`), "a dry run blocks nothing")
+	res := e.restore(env.DeliveryKey(), account, tr, nil, false)
+	require.Equal(t, ledger.RestoreNoEnvelope, res.Verdict)
+	require.True(t, res.Blocked)
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM restore_blocks WHERE delivery_key = $1 AND reason = 'no_envelope'
+		AND actor = 'alice' AND stream_seq = 4 AND stream_state = 'published'`, env.DeliveryKey().Bytes()))
+	sub, err := e.l.Submit(e.ctx, []identity.Envelope{env, envelope(t, account, "something new")})
+	require.NoError(t, err)
+	require.Equal(t, ledger.Duplicate, sub[0].Outcome, "a blocked key is never created again")
+	require.Equal(t, ledger.Created, sub[1].Outcome)
+	_, err = e.l.Get(e.ctx, env.DeliveryKey())
+	require.ErrorIs(t, err, ledger.ErrNotFound)
+	require.Equal(t, ledger.RestoreNoEnvelope, e.restore(env.DeliveryKey(), account, tr, nil, false).Verdict, "a second run changes nothing")
+
+	// The account is not in the restored ledger: blocked too; once a human adds the account,
+	// a producer's re-publication is still a duplicate, and a restore run with the envelope
+	// recreates the intent.
+	lost := envelope(t, "acct-later", "an account added after the backup")
+	res = e.restore(lost.DeliveryKey(), "acct-later", tr, &lost, false)
+	require.Equal(t, ledger.RestoreUnknownAccount, res.Verdict)
+	require.True(t, res.Blocked)
+	require.NoError(t, e.l.AddAccount(e.ctx, ledger.Account{ID: "acct-later", Platform: "sim", Settings: []byte(`{"url":"http://127.0.0.1:1"}`)}))
+	sub, err = e.l.Submit(e.ctx, []identity.Envelope{lost})
+	require.NoError(t, err)
+	require.Equal(t, ledger.Duplicate, sub[0].Outcome)
+	res = e.restore(lost.DeliveryKey(), "acct-later", tr, &lost, false)
+	require.Equal(t, ledger.RestoreCreated, res.Verdict)
+	require.Equal(t, ledger.Published, e.state(lost.DeliveryKey()))
+}
+
+// Restore reads the restored ledger's backup point and epochs for the command's checks.
+func TestRestorePointNamesTheNewestHistoryAndTheEpochs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	pt, err := e.l.RestorePoint(e.ctx)
+	require.NoError(t, err)
+	require.True(t, pt.NewestHistoryAt.IsZero(), "no history yet")
+	require.True(t, pt.OtherEpochsAt.IsZero(), "one epoch only")
+	require.Equal(t, int64(1), pt.Epoch.Epoch)
+
+	c := e.claim("worked in epoch 1")
+	pt, err = e.l.RestorePoint(e.ctx)
+	require.NoError(t, err)
+	require.False(t, pt.NewestHistoryAt.IsZero())
+	require.Equal(t, int64(1), pt.CurrentEpochHistory, "the claim's history row carries epoch 1")
+
+	first := pt.Epoch.At
+	_, err = e.l.BumpEpoch(e.ctx, "alice", "restored")
+	require.NoError(t, err)
+	pt, err = e.l.RestorePoint(e.ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), pt.Epoch.Epoch)
+	require.Equal(t, first, pt.OtherEpochsAt)
+	require.True(t, pt.Epoch.At.After(pt.NewestHistoryAt))
+	require.Zero(t, pt.CurrentEpochHistory)
+
+	// A restore's own rows do not count as the ledger's point.
+	before := pt.NewestHistoryAt
+	tr, _ := stream(t, ledger.Pending, ledger.Pending, ledger.Authorized)
+	require.Equal(t, ledger.Indeterminate, e.restore(c.Key, account, tr, nil, false).To)
+	pt, err = e.l.RestorePoint(e.ctx)
+	require.NoError(t, err)
+	require.Equal(t, before, pt.NewestHistoryAt)
+}
+
+// A completion commits while Restore waits for the intent's row: Restore must decide on the
+// row as the completion left it (published: never left), not on what it read before. At READ
+// COMMITTED that is the row its verdict locked FOR UPDATE, or, had it not locked it, the guard
+// its UPDATE restates on the newest row version; at SERIALIZABLE the restart.
+func TestRestoreThatWaitedOnACompletionLeavesItPublished(t *testing.T) {
+	t.Parallel()
+	forEachIsolation(t, func(t *testing.T, e *env) {
+		c := e.authorized("published while the restore waited")
+		tr, _ := stream(t, ledger.Pending, ledger.Pending, ledger.Authorized, ledger.Indeterminate)
+		var res ledger.RestoreResult
+		firstErr, secondErr := e.interleave(1, func(l *ledger.Ledger) error {
+			_, err := l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.Sent, ObjectID: "obj-1", Confirmed: true})
+			return err
+		}, func() (err error) {
+			res, err = e.l.Restore(e.ctx, ledger.StreamHistory{Key: c.Key, Account: account, Transitions: tr}, "alice", nil, false)
+			return err
+		})
+		require.NoError(t, firstErr)
+		if secondErr != nil {
+			requireRefused(t, secondErr, ledger.ErrInvalidTransition)
+		} else {
+			require.False(t, res.Changes(), "verdict %s", res.Verdict)
+		}
+		in := e.intent(c.Key)
+		require.Equal(t, ledger.Published, in.State)
+		require.Equal(t, int64(4), in.Seq)
+		require.Equal(t, "obj-1", in.ObjectID)
+		require.Zero(t, e.count(`SELECT count(*) FROM history WHERE delivery_key = $1 AND actor = 'alice'`, c.Key.Bytes()))
+	})
 }

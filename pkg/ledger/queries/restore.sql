@@ -1,9 +1,16 @@
--- name: IntentRestore :one
--- After a ledger restore: brings one intent up to what ATMOST_EVENTS shows happened to it after
--- the backup point. @seqs, @from_states, @to_states, @attempt_tokens ('' for none), @epochs and
--- @generations (0 for none) are the intent's transitions on the stream, in any order. Only the
--- transitions AHEAD of the ledger (seq above its transition_seq; every one of them when the
--- ledger lacks the intent) count, and the verdict is taken here, on the locked row:
+-- name: IntentRestoreVerdict :one
+-- After a ledger restore, Ledger.Restore brings one intent up to what ATMOST_EVENTS shows
+-- happened to it after the backup point, in ONE transaction of separate statements (CockroachDB
+-- refuses a statement that modifies the same table twice): IntentRestoreVerdict locks the row
+-- and takes the verdict; IntentRestoreUpdate (the ledger holds the intent) or
+-- IntentRestoreCreate (it lacks it) writes it, each restating every guard on the row it
+-- changes; IntentRestoreRecord appends the history and outbox rows and re-takes the
+-- duplicate-text claim. A key the restore cannot recreate is blocked (IntentRestoreBlock).
+--
+-- seqs, from_states, to_states, attempt_tokens ('' for none), epochs and generations
+-- (0 for none) are the intent's transitions on the stream, in any order. Only the transitions
+-- AHEAD of the ledger (seq above its transition_seq; every one of them when the ledger lacks
+-- the intent) count, and the verdict is taken on the row locked here:
 --   a published transition ahead                       -> published (restore_published)
 --   an authorization ahead (to or from authorized), the stream's latest state authorized or
 --   indeterminate, and an attempt named                -> indeterminate (restore_ahead), that attempt
@@ -11,11 +18,9 @@
 --   no authorization ahead, the stream's latest pending -> pending (restore_resumed): nothing can
 --                                                          have been sent since (the witness rule)
 --   anything else                                       -> parked (restore_parked)
--- An intent the ledger does not hold at all is created from its envelope (@has_envelope) in
--- that state. The new transition is numbered one past the stream's highest, so its event id is
--- new. Nothing changes (to_state '') when the ledger is not behind the stream, when it holds the
--- intent as published (it never leaves published), or when the intent is missing and so is its
--- envelope or its account. to_state is the verdict; moved says whether it was written.
+-- Nothing changes (to_state '') when the ledger is not behind the stream, when it holds the
+-- intent as published (it never leaves published), or when the intent is missing and so is
+-- its envelope or its account.
 WITH ev AS (
     SELECT unnest(@seqs::BIGINT[]) AS seq,
            unnest(@from_states::TEXT[]) AS from_state,
@@ -25,7 +30,7 @@ WITH ev AS (
            unnest(@generations::BIGINT[]) AS generation
 ),
 cur AS (
-    SELECT i.delivery_key, i.state, i.transition_seq
+    SELECT i.delivery_key, i.state, i.transition_seq, i.text_hash
     FROM intents i
     WHERE i.delivery_key = @delivery_key::BYTEA
     FOR UPDATE
@@ -56,58 +61,92 @@ facts AS (
            (SELECT count(*) FROM ahead a WHERE a.to_state = 'authorized')::INT AS authorizations_ahead,
            EXISTS (SELECT 1 FROM accounts acc WHERE acc.account_id = @account_id::TEXT) AS account_known
     FROM base b
+)
+SELECT (CASE
+            WHEN f.ledger_seq >= f.stream_seq THEN ''
+            WHEN f.ledger_state = 'published' THEN ''
+            WHEN f.ledger_state IS NULL AND NOT (@has_envelope::BOOL AND f.account_known) THEN ''
+            WHEN f.published_ahead THEN 'published'
+            WHEN f.authorized_ahead AND f.stream_state IN ('authorized', 'indeterminate') AND t.attempt_token IS NOT NULL THEN 'indeterminate'
+            WHEN f.authorized_ahead THEN 'parked'
+            WHEN f.stream_state = 'pending' THEN 'pending'
+            ELSE 'parked'
+        END)::TEXT AS to_state,
+       f.ledger_seq,
+       coalesce(f.ledger_state, '')::TEXT AS ledger_state,
+       f.stream_seq,
+       coalesce(f.stream_state, '')::TEXT AS stream_state,
+       f.account_known,
+       f.authorizations_ahead,
+       coalesce(t.attempt_token, ''::BYTEA)::BYTEA AS stream_attempt_token,
+       coalesce(t.epoch, 0)::BIGINT AS stream_epoch,
+       coalesce(t.generation, 0)::BIGINT AS stream_generation
+FROM facts f
+LEFT JOIN attempt t ON true;
+
+-- name: IntentRestoreUpdate :one
+-- Moves an intent the ledger holds to to_state, as IntentRestoreVerdict decided on the locked
+-- row. The guard is restated here, on the row being changed, from the stream's transitions
+-- themselves: only an intent at the ledger point the verdict saw and behind the stream, never
+-- out of published, back to pending only when nothing ahead of the row was authorized or
+-- published and the stream's latest is pending, and to indeterminate only with an attempt.
+WITH ev AS (
+    SELECT unnest(@seqs::BIGINT[]) AS seq,
+           unnest(@from_states::TEXT[]) AS from_state,
+           unnest(@to_states::TEXT[]) AS to_state
 ),
-verdict AS (
-    SELECT f.*,
-           t.attempt_token AS stream_attempt_token,
-           t.epoch AS stream_epoch,
-           t.generation AS stream_generation,
-           (CASE
-                WHEN f.ledger_seq >= f.stream_seq THEN NULL
-                WHEN f.ledger_state = 'published' THEN NULL
-                WHEN f.ledger_state IS NULL AND NOT (@has_envelope::BOOL AND f.account_known) THEN NULL
-                WHEN f.published_ahead THEN 'published'
-                WHEN f.authorized_ahead AND f.stream_state IN ('authorized', 'indeterminate') AND t.attempt_token IS NOT NULL THEN 'indeterminate'
-                WHEN f.authorized_ahead THEN 'parked'
-                WHEN f.stream_state = 'pending' THEN 'pending'
-                ELSE 'parked'
-            END)::TEXT AS to_state
-    FROM facts f
-    LEFT JOIN attempt t ON true
+t AS (
+    SELECT @to_state::TEXT AS to_state,
+           @to_reason::TEXT AS to_reason,
+           @ledger_seq::BIGINT AS ledger_seq,
+           @stream_seq::BIGINT AS stream_seq,
+           @stream_attempt_token::BYTEA AS attempt_token,
+           @stream_epoch::BIGINT AS epoch,
+           @stream_generation::BIGINT AS generation,
+           @authorizations_ahead::INT AS authorizations_ahead
+)
+UPDATE intents i SET
+    state = t.to_state,
+    reason = t.to_reason,
+    transition_seq = t.stream_seq + 1,
+    lease_expires_at = NULL,
+    attempt_token = (CASE WHEN t.to_state = 'indeterminate' THEN t.attempt_token ELSE i.attempt_token END),
+    epoch = (CASE WHEN t.to_state = 'indeterminate' THEN t.epoch ELSE i.epoch END),
+    generation = (CASE WHEN t.to_state = 'indeterminate' THEN t.generation ELSE i.generation END),
+    attempts_authorized = i.attempts_authorized + t.authorizations_ahead,
+    updated_at = now()
+FROM t
+WHERE i.delivery_key = @delivery_key::BYTEA
+  AND i.transition_seq = t.ledger_seq
+  AND i.transition_seq < t.stream_seq
+  AND i.state <> 'published'
+  AND (t.to_state <> 'pending' OR (
+          NOT EXISTS (SELECT 1 FROM ev WHERE ev.seq > i.transition_seq
+                      AND (ev.to_state IN ('authorized', 'published') OR ev.from_state = 'authorized'))
+          AND (SELECT ev.to_state FROM ev WHERE ev.seq > i.transition_seq ORDER BY ev.seq DESC LIMIT 1) = 'pending'))
+  AND (t.to_state <> 'indeterminate' OR (octet_length(t.attempt_token) = 16 AND t.epoch > 0 AND t.generation > 0))
+RETURNING i.delivery_key, i.account_id, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq, i.text_hash;
+
+-- name: IntentRestoreCreate :one
+-- Creates an intent the ledger lacks from its envelope, in to_state, as IntentRestoreVerdict
+-- decided. The same guard, restated for an intent all of whose transitions are ahead: its
+-- account exists, pending only when nothing on the stream was authorized or published and the
+-- stream's latest is pending, indeterminate only with an attempt. A created intent's source
+-- version becomes the stored head as Submit would make it (a version the ledger has seen
+-- before never becomes head again; the statement's snapshot does not see its own insert).
+WITH ev AS (
+    SELECT unnest(@seqs::BIGINT[]) AS seq,
+           unnest(@from_states::TEXT[]) AS from_state,
+           unnest(@to_states::TEXT[]) AS to_state
 ),
-target AS (
-    SELECT v.*,
-           (CASE v.to_state
-                WHEN 'published' THEN 'restore_published'
-                WHEN 'indeterminate' THEN 'restore_ahead'
-                WHEN 'pending' THEN 'restore_resumed'
-                ELSE 'restore_parked'
-            END)::TEXT AS to_reason
-    FROM verdict v
-    WHERE v.to_state IS NOT NULL
-),
-changed AS (
-    UPDATE intents i SET
-        state = t.to_state,
-        reason = t.to_reason,
-        transition_seq = t.stream_seq + 1,
-        lease_expires_at = NULL,
-        attempt_token = (CASE WHEN t.to_state = 'indeterminate' THEN t.stream_attempt_token ELSE i.attempt_token END),
-        epoch = (CASE WHEN t.to_state = 'indeterminate' THEN t.stream_epoch ELSE i.epoch END),
-        generation = (CASE WHEN t.to_state = 'indeterminate' THEN t.stream_generation ELSE i.generation END),
-        attempts_authorized = i.attempts_authorized + t.authorizations_ahead,
-        updated_at = now()
-    FROM target t
-    WHERE i.delivery_key = @delivery_key::BYTEA
-      -- The guard, on the row being changed: only an intent behind the stream, never out of
-      -- published, back to pending only when nothing ahead was authorized or published, and
-      -- to indeterminate only with the attempt whose outcome is unknown.
-      AND i.transition_seq = t.ledger_seq
-      AND i.transition_seq < t.stream_seq
-      AND i.state <> 'published'
-      AND (t.to_state <> 'pending' OR (NOT t.authorized_ahead AND NOT t.published_ahead AND t.stream_state = 'pending'))
-      AND (t.to_state <> 'indeterminate' OR t.stream_attempt_token IS NOT NULL)
-    RETURNING i.delivery_key, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq
+t AS (
+    SELECT @to_state::TEXT AS to_state,
+           @to_reason::TEXT AS to_reason,
+           @stream_seq::BIGINT AS stream_seq,
+           @stream_attempt_token::BYTEA AS attempt_token,
+           @stream_epoch::BIGINT AS epoch,
+           @stream_generation::BIGINT AS generation,
+           @authorizations_ahead::INT AS authorizations_ahead
 ),
 created AS (
     INSERT INTO intents (delivery_key, account_id, action, target, request, occurrence, text_hash, source_id, source_version,
@@ -115,48 +154,20 @@ created AS (
     SELECT @delivery_key::BYTEA, @account_id::TEXT, @action::TEXT, @target::TEXT, @request::TEXT, @occurrence::TEXT,
            NULLIF(@text_hash::BYTEA, ''::BYTEA), NULLIF(@source_id::TEXT, ''), NULLIF(@source_version::BYTEA, ''::BYTEA),
            t.to_state, t.to_reason, t.stream_seq + 1, t.authorizations_ahead,
-           (CASE WHEN t.to_state = 'indeterminate' THEN t.stream_attempt_token END),
-           (CASE WHEN t.to_state = 'indeterminate' THEN t.stream_epoch END),
-           (CASE WHEN t.to_state = 'indeterminate' THEN t.stream_generation END)
-    FROM target t
-    WHERE t.ledger_state IS NULL
-      AND @has_envelope::BOOL
-      AND t.account_known
-      -- The same guard for an intent the ledger lacks: all of its transitions are ahead.
-      AND (t.to_state <> 'pending' OR (NOT t.authorized_ahead AND NOT t.published_ahead AND t.stream_state = 'pending'))
-      AND (t.to_state <> 'indeterminate' OR t.stream_attempt_token IS NOT NULL)
+           (CASE WHEN t.to_state = 'indeterminate' THEN t.attempt_token END),
+           (CASE WHEN t.to_state = 'indeterminate' THEN t.epoch END),
+           (CASE WHEN t.to_state = 'indeterminate' THEN t.generation END)
+    FROM t
+    WHERE EXISTS (SELECT 1 FROM accounts acc WHERE acc.account_id = @account_id::TEXT)
+      AND t.stream_seq = (SELECT max(ev.seq) FROM ev)
+      AND (t.to_state <> 'pending' OR (
+              NOT EXISTS (SELECT 1 FROM ev WHERE ev.to_state IN ('authorized', 'published') OR ev.from_state = 'authorized')
+              AND (SELECT ev.to_state FROM ev ORDER BY ev.seq DESC LIMIT 1) = 'pending'))
+      AND (t.to_state <> 'indeterminate' OR (octet_length(t.attempt_token) = 16 AND t.epoch > 0 AND t.generation > 0))
     ON CONFLICT (delivery_key) DO NOTHING
-    RETURNING delivery_key, state, reason, attempt_token, epoch, generation, transition_seq, source_id, source_version
-),
-moved AS (
-    SELECT c.delivery_key, c.state, c.reason, c.attempt_token, c.epoch, c.generation, c.transition_seq FROM changed c
-    UNION ALL
-    SELECT c.delivery_key, c.state, c.reason, c.attempt_token, c.epoch, c.generation, c.transition_seq FROM created c
-),
-facts_json AS (
-    -- The ledger's and the stream's points, for the history row's detail.
-    SELECT row_to_json(r)::JSONB AS facts
-    FROM (SELECT t.ledger_seq, t.stream_seq, t.stream_state, t.authorizations_ahead FROM target t) r
-),
-hist AS (
-    -- From the ledger's state, or, for an intent the ledger lacked, from the stream's latest:
-    -- the transition continues the history the stream holds.
-    INSERT INTO history (delivery_key, seq, from_state, to_state, reason, attempt_token, epoch, generation, actor, detail)
-    SELECT m.delivery_key, m.transition_seq, coalesce(t.ledger_state, t.stream_state), m.state, m.reason,
-           m.attempt_token, m.epoch, m.generation, @actor::TEXT,
-           @detail::JSONB || f.facts
-    FROM moved m CROSS JOIN target t CROSS JOIN facts_json f
-    RETURNING delivery_key, seq, to_state
-),
-outbox_rows AS (
-    -- A resumed intent is work again: its outbox row also asks for dispatch.
-    INSERT INTO outbox (delivery_key, seq, dispatch)
-    SELECT h.delivery_key, h.seq, h.to_state = 'pending' FROM hist h
-    RETURNING seq
+    RETURNING delivery_key, account_id, state, reason, attempt_token, epoch, generation, transition_seq, text_hash, source_id, source_version
 ),
 heads AS (
-    -- A created intent's source version becomes the stored head as Submit would make it: a
-    -- version the ledger has seen before never becomes head again.
     INSERT INTO source_heads (source_id, head_version)
     SELECT c.source_id, c.source_version
     FROM created c
@@ -170,12 +181,74 @@ heads AS (
       AND source_heads.previous_version IS DISTINCT FROM excluded.head_version
     RETURNING source_id
 )
-SELECT coalesce(v.to_state, '')::TEXT AS to_state,
-       v.ledger_seq,
-       coalesce(v.ledger_state, '')::TEXT AS ledger_state,
-       v.stream_seq,
-       coalesce(v.stream_state, '')::TEXT AS stream_state,
-       v.account_known,
-       EXISTS (SELECT 1 FROM moved) AS moved,
-       coalesce((SELECT m.transition_seq FROM moved m), 0)::BIGINT AS new_seq
-FROM verdict v;
+SELECT c.delivery_key, c.account_id, c.state, c.reason, c.attempt_token, c.epoch, c.generation, c.transition_seq, c.text_hash
+FROM created c;
+
+-- name: IntentRestoreRecord :one
+-- The restore's transition, written after IntentRestoreUpdate or IntentRestoreCreate changed
+-- the row: its history row (from the ledger's state, or, for an intent the ledger lacked, from
+-- the stream's latest: the transition continues the history the stream holds; the detail, built
+-- by Ledger.Restore, names the ledger's and the stream's points), its outbox row (a resumed intent is work again: it
+-- also asks for dispatch), and, for an intent restored to anything but pending, the account's
+-- duplicate-text claim re-taken: the claim its authorization took after the backup is not in
+-- the restored ledger. It is taken whatever holds it, and its time only ever moves forward
+-- (the authorization's own time is not known; the restore's is later, so the window is longer,
+-- never shorter). The history row is the row the statement inserts, so history_rows is 1.
+WITH hist AS (
+    INSERT INTO history (delivery_key, seq, from_state, to_state, reason, attempt_token, epoch, generation, actor, detail)
+    VALUES (@delivery_key::BYTEA, @seq::BIGINT, @from_state::TEXT, @to_state::TEXT, @reason::TEXT,
+            sqlc.narg(attempt_token)::BYTEA, sqlc.narg(epoch)::BIGINT, sqlc.narg(generation)::BIGINT, @actor::TEXT,
+            @detail::JSONB)
+    RETURNING delivery_key, seq, to_state
+),
+outbox_rows AS (
+    INSERT INTO outbox (delivery_key, seq, dispatch)
+    SELECT h.delivery_key, h.seq, h.to_state = 'pending' FROM hist h
+    RETURNING seq
+),
+text_claim AS (
+    INSERT INTO text_claims (account_id, text_hash, delivery_key, last_at)
+    SELECT @account_id::TEXT, sqlc.narg(text_hash)::BYTEA, h.delivery_key, now()
+    FROM hist h
+    WHERE sqlc.narg(text_hash)::BYTEA IS NOT NULL
+      AND h.to_state IN ('published', 'indeterminate', 'parked')
+    ON CONFLICT (account_id, text_hash) DO UPDATE SET
+        delivery_key = excluded.delivery_key,
+        last_at = greatest(text_claims.last_at, excluded.last_at)
+    RETURNING delivery_key
+)
+SELECT (SELECT count(*) FROM hist)::INT AS history_rows,
+       (SELECT count(*) FROM text_claim)::INT AS text_claims;
+
+-- name: IntentRestoreBlock :exec
+-- Blocks a delivery key the stream knows but the restore cannot recreate (its envelope aged
+-- out of ATMOST_INTENTS, or the restored ledger lacks its account): Submit reports a key in
+-- restore_blocks as a duplicate, so a producer publishing it again never creates a pending
+-- intent for something that may already have been sent.
+INSERT INTO restore_blocks (delivery_key, account_id, reason, actor, stream_seq, stream_state)
+VALUES (@delivery_key::BYTEA, @account_id::TEXT, @reason::TEXT, @actor::TEXT, @stream_seq::BIGINT, @stream_state::TEXT)
+ON CONFLICT (delivery_key) DO NOTHING;
+
+-- name: RestoreLedgerPoint :one
+-- What the restored ledger says about its backup point and its epochs: the newest history row
+-- written by anything but a restore (a lower bound on the backup time; has_history false when
+-- there is none), the current epoch and when it began, when the newest other epoch began
+-- (has_other_epochs), and how many history rows not written by a restore already carry the
+-- current epoch (a dispatcher of that epoch already worked). Times absent are 1970-01-01.
+WITH cur AS (
+    SELECT e.epoch, e.created_at FROM epochs e ORDER BY e.epoch DESC LIMIT 1
+),
+hist AS (
+    SELECT max(h.at) AS at FROM history h WHERE h.reason NOT IN ('restore_published', 'restore_ahead', 'restore_resumed', 'restore_parked')
+),
+others AS (
+    SELECT max(e.created_at) AS at FROM epochs e, cur c WHERE e.epoch <> c.epoch
+)
+SELECT c.epoch AS current_epoch,
+       c.created_at AS current_epoch_at,
+       (o.at IS NOT NULL)::BOOL AS has_other_epochs,
+       coalesce(o.at, '1970-01-01T00:00:00Z'::TIMESTAMPTZ)::TIMESTAMPTZ AS other_epochs_at,
+       (hi.at IS NOT NULL)::BOOL AS has_history,
+       coalesce(hi.at, '1970-01-01T00:00:00Z'::TIMESTAMPTZ)::TIMESTAMPTZ AS newest_history_at,
+       (SELECT count(*) FROM history h WHERE h.epoch = c.epoch AND h.reason NOT IN ('restore_published', 'restore_ahead', 'restore_resumed', 'restore_parked'))::BIGINT AS current_epoch_history
+FROM cur c, hist hi, others o;

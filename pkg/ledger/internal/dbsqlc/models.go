@@ -157,6 +157,16 @@ type Reject struct {
 	ReceivedAt   time.Time
 }
 
+type RestoreBlock struct {
+	DeliveryKey []byte
+	AccountID   string
+	Reason      string
+	Actor       string
+	StreamSeq   int64
+	StreamState string
+	CreatedAt   time.Time
+}
+
 type RetryBucket struct {
 	AccountID  string
 	Tokens     float64

@@ -7,21 +7,362 @@ package dbsqlc
 
 import (
 	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const intentRestore = `-- name: IntentRestore :one
+const intentRestoreBlock = `-- name: IntentRestoreBlock :exec
+INSERT INTO restore_blocks (delivery_key, account_id, reason, actor, stream_seq, stream_state)
+VALUES ($1::BYTEA, $2::TEXT, $3::TEXT, $4::TEXT, $5::BIGINT, $6::TEXT)
+ON CONFLICT (delivery_key) DO NOTHING
+`
+
+type IntentRestoreBlockParams struct {
+	DeliveryKey []byte
+	AccountID   string
+	Reason      string
+	Actor       string
+	StreamSeq   int64
+	StreamState string
+}
+
+// Blocks a delivery key the stream knows but the restore cannot recreate (its envelope aged
+// out of ATMOST_INTENTS, or the restored ledger lacks its account): Submit reports a key in
+// restore_blocks as a duplicate, so a producer publishing it again never creates a pending
+// intent for something that may already have been sent.
+func (q *Queries) IntentRestoreBlock(ctx context.Context, arg IntentRestoreBlockParams) error {
+	_, err := q.db.Exec(ctx, intentRestoreBlock,
+		arg.DeliveryKey,
+		arg.AccountID,
+		arg.Reason,
+		arg.Actor,
+		arg.StreamSeq,
+		arg.StreamState,
+	)
+	return err
+}
+
+const intentRestoreCreate = `-- name: IntentRestoreCreate :one
 WITH ev AS (
     SELECT unnest($1::BIGINT[]) AS seq,
            unnest($2::TEXT[]) AS from_state,
-           unnest($3::TEXT[]) AS to_state,
-           unnest($4::BYTEA[]) AS attempt_token,
-           unnest($5::BIGINT[]) AS epoch,
-           unnest($6::BIGINT[]) AS generation
+           unnest($3::TEXT[]) AS to_state
+),
+t AS (
+    SELECT $4::TEXT AS to_state,
+           $5::TEXT AS to_reason,
+           $6::BIGINT AS stream_seq,
+           $7::BYTEA AS attempt_token,
+           $8::BIGINT AS epoch,
+           $9::BIGINT AS generation,
+           $10::INT AS authorizations_ahead
+),
+created AS (
+    INSERT INTO intents (delivery_key, account_id, action, target, request, occurrence, text_hash, source_id, source_version,
+                         state, reason, transition_seq, attempts_authorized, attempt_token, epoch, generation)
+    SELECT $11::BYTEA, $12::TEXT, $13::TEXT, $14::TEXT, $15::TEXT, $16::TEXT,
+           NULLIF($17::BYTEA, ''::BYTEA), NULLIF($18::TEXT, ''), NULLIF($19::BYTEA, ''::BYTEA),
+           t.to_state, t.to_reason, t.stream_seq + 1, t.authorizations_ahead,
+           (CASE WHEN t.to_state = 'indeterminate' THEN t.attempt_token END),
+           (CASE WHEN t.to_state = 'indeterminate' THEN t.epoch END),
+           (CASE WHEN t.to_state = 'indeterminate' THEN t.generation END)
+    FROM t
+    WHERE EXISTS (SELECT 1 FROM accounts acc WHERE acc.account_id = $12::TEXT)
+      AND t.stream_seq = (SELECT max(ev.seq) FROM ev)
+      AND (t.to_state <> 'pending' OR (
+              NOT EXISTS (SELECT 1 FROM ev WHERE ev.to_state IN ('authorized', 'published') OR ev.from_state = 'authorized')
+              AND (SELECT ev.to_state FROM ev ORDER BY ev.seq DESC LIMIT 1) = 'pending'))
+      AND (t.to_state <> 'indeterminate' OR (octet_length(t.attempt_token) = 16 AND t.epoch > 0 AND t.generation > 0))
+    ON CONFLICT (delivery_key) DO NOTHING
+    RETURNING delivery_key, account_id, state, reason, attempt_token, epoch, generation, transition_seq, text_hash, source_id, source_version
+),
+heads AS (
+    INSERT INTO source_heads (source_id, head_version)
+    SELECT c.source_id, c.source_version
+    FROM created c
+    WHERE c.source_id IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.source_id = c.source_id AND i.source_version = c.source_version)
+    ON CONFLICT (source_id) DO UPDATE SET
+        previous_version = source_heads.head_version,
+        head_version = excluded.head_version,
+        updated_at = now()
+    WHERE source_heads.head_version <> excluded.head_version
+      AND source_heads.previous_version IS DISTINCT FROM excluded.head_version
+    RETURNING source_id
+)
+SELECT c.delivery_key, c.account_id, c.state, c.reason, c.attempt_token, c.epoch, c.generation, c.transition_seq, c.text_hash
+FROM created c
+`
+
+type IntentRestoreCreateParams struct {
+	Seqs                []int64
+	FromStates          []string
+	ToStates            []string
+	ToState             string
+	ToReason            string
+	StreamSeq           int64
+	StreamAttemptToken  []byte
+	StreamEpoch         int64
+	StreamGeneration    int64
+	AuthorizationsAhead int32
+	DeliveryKey         []byte
+	AccountID           string
+	Action              string
+	Target              string
+	Request             string
+	Occurrence          string
+	TextHash            []byte
+	SourceID            string
+	SourceVersion       []byte
+}
+
+type IntentRestoreCreateRow struct {
+	DeliveryKey   []byte
+	AccountID     string
+	State         string
+	Reason        string
+	AttemptToken  []byte
+	Epoch         pgtype.Int8
+	Generation    pgtype.Int8
+	TransitionSeq int64
+	TextHash      []byte
+}
+
+// Creates an intent the ledger lacks from its envelope, in to_state, as IntentRestoreVerdict
+// decided. The same guard, restated for an intent all of whose transitions are ahead: its
+// account exists, pending only when nothing on the stream was authorized or published and the
+// stream's latest is pending, indeterminate only with an attempt. A created intent's source
+// version becomes the stored head as Submit would make it (a version the ledger has seen
+// before never becomes head again; the statement's snapshot does not see its own insert).
+func (q *Queries) IntentRestoreCreate(ctx context.Context, arg IntentRestoreCreateParams) (IntentRestoreCreateRow, error) {
+	row := q.db.QueryRow(ctx, intentRestoreCreate,
+		arg.Seqs,
+		arg.FromStates,
+		arg.ToStates,
+		arg.ToState,
+		arg.ToReason,
+		arg.StreamSeq,
+		arg.StreamAttemptToken,
+		arg.StreamEpoch,
+		arg.StreamGeneration,
+		arg.AuthorizationsAhead,
+		arg.DeliveryKey,
+		arg.AccountID,
+		arg.Action,
+		arg.Target,
+		arg.Request,
+		arg.Occurrence,
+		arg.TextHash,
+		arg.SourceID,
+		arg.SourceVersion,
+	)
+	var i IntentRestoreCreateRow
+	err := row.Scan(
+		&i.DeliveryKey,
+		&i.AccountID,
+		&i.State,
+		&i.Reason,
+		&i.AttemptToken,
+		&i.Epoch,
+		&i.Generation,
+		&i.TransitionSeq,
+		&i.TextHash,
+	)
+	return i, err
+}
+
+const intentRestoreRecord = `-- name: IntentRestoreRecord :one
+WITH hist AS (
+    INSERT INTO history (delivery_key, seq, from_state, to_state, reason, attempt_token, epoch, generation, actor, detail)
+    VALUES ($1::BYTEA, $2::BIGINT, $3::TEXT, $4::TEXT, $5::TEXT,
+            $6::BYTEA, $7::BIGINT, $8::BIGINT, $9::TEXT,
+            $10::JSONB)
+    RETURNING delivery_key, seq, to_state
+),
+outbox_rows AS (
+    INSERT INTO outbox (delivery_key, seq, dispatch)
+    SELECT h.delivery_key, h.seq, h.to_state = 'pending' FROM hist h
+    RETURNING seq
+),
+text_claim AS (
+    INSERT INTO text_claims (account_id, text_hash, delivery_key, last_at)
+    SELECT $11::TEXT, $12::BYTEA, h.delivery_key, now()
+    FROM hist h
+    WHERE $12::BYTEA IS NOT NULL
+      AND h.to_state IN ('published', 'indeterminate', 'parked')
+    ON CONFLICT (account_id, text_hash) DO UPDATE SET
+        delivery_key = excluded.delivery_key,
+        last_at = greatest(text_claims.last_at, excluded.last_at)
+    RETURNING delivery_key
+)
+SELECT (SELECT count(*) FROM hist)::INT AS history_rows,
+       (SELECT count(*) FROM text_claim)::INT AS text_claims
+`
+
+type IntentRestoreRecordParams struct {
+	DeliveryKey  []byte
+	Seq          int64
+	FromState    string
+	ToState      string
+	Reason       string
+	AttemptToken []byte
+	Epoch        pgtype.Int8
+	Generation   pgtype.Int8
+	Actor        string
+	Detail       []byte
+	AccountID    string
+	TextHash     []byte
+}
+
+type IntentRestoreRecordRow struct {
+	HistoryRows int32
+	TextClaims  int32
+}
+
+// The restore's transition, written after IntentRestoreUpdate or IntentRestoreCreate changed
+// the row: its history row (from the ledger's state, or, for an intent the ledger lacked, from
+// the stream's latest: the transition continues the history the stream holds; the detail, built
+// by Ledger.Restore, names the ledger's and the stream's points), its outbox row (a resumed intent is work again: it
+// also asks for dispatch), and, for an intent restored to anything but pending, the account's
+// duplicate-text claim re-taken: the claim its authorization took after the backup is not in
+// the restored ledger. It is taken whatever holds it, and its time only ever moves forward
+// (the authorization's own time is not known; the restore's is later, so the window is longer,
+// never shorter). The history row is the row the statement inserts, so history_rows is 1.
+func (q *Queries) IntentRestoreRecord(ctx context.Context, arg IntentRestoreRecordParams) (IntentRestoreRecordRow, error) {
+	row := q.db.QueryRow(ctx, intentRestoreRecord,
+		arg.DeliveryKey,
+		arg.Seq,
+		arg.FromState,
+		arg.ToState,
+		arg.Reason,
+		arg.AttemptToken,
+		arg.Epoch,
+		arg.Generation,
+		arg.Actor,
+		arg.Detail,
+		arg.AccountID,
+		arg.TextHash,
+	)
+	var i IntentRestoreRecordRow
+	err := row.Scan(&i.HistoryRows, &i.TextClaims)
+	return i, err
+}
+
+const intentRestoreUpdate = `-- name: IntentRestoreUpdate :one
+WITH ev AS (
+    SELECT unnest($2::BIGINT[]) AS seq,
+           unnest($3::TEXT[]) AS from_state,
+           unnest($4::TEXT[]) AS to_state
+),
+t AS (
+    SELECT $5::TEXT AS to_state,
+           $6::TEXT AS to_reason,
+           $7::BIGINT AS ledger_seq,
+           $8::BIGINT AS stream_seq,
+           $9::BYTEA AS attempt_token,
+           $10::BIGINT AS epoch,
+           $11::BIGINT AS generation,
+           $12::INT AS authorizations_ahead
+)
+UPDATE intents i SET
+    state = t.to_state,
+    reason = t.to_reason,
+    transition_seq = t.stream_seq + 1,
+    lease_expires_at = NULL,
+    attempt_token = (CASE WHEN t.to_state = 'indeterminate' THEN t.attempt_token ELSE i.attempt_token END),
+    epoch = (CASE WHEN t.to_state = 'indeterminate' THEN t.epoch ELSE i.epoch END),
+    generation = (CASE WHEN t.to_state = 'indeterminate' THEN t.generation ELSE i.generation END),
+    attempts_authorized = i.attempts_authorized + t.authorizations_ahead,
+    updated_at = now()
+FROM t
+WHERE i.delivery_key = $1::BYTEA
+  AND i.transition_seq = t.ledger_seq
+  AND i.transition_seq < t.stream_seq
+  AND i.state <> 'published'
+  AND (t.to_state <> 'pending' OR (
+          NOT EXISTS (SELECT 1 FROM ev WHERE ev.seq > i.transition_seq
+                      AND (ev.to_state IN ('authorized', 'published') OR ev.from_state = 'authorized'))
+          AND (SELECT ev.to_state FROM ev WHERE ev.seq > i.transition_seq ORDER BY ev.seq DESC LIMIT 1) = 'pending'))
+  AND (t.to_state <> 'indeterminate' OR (octet_length(t.attempt_token) = 16 AND t.epoch > 0 AND t.generation > 0))
+RETURNING i.delivery_key, i.account_id, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq, i.text_hash
+`
+
+type IntentRestoreUpdateParams struct {
+	DeliveryKey         []byte
+	Seqs                []int64
+	FromStates          []string
+	ToStates            []string
+	ToState             string
+	ToReason            string
+	LedgerSeq           int64
+	StreamSeq           int64
+	StreamAttemptToken  []byte
+	StreamEpoch         int64
+	StreamGeneration    int64
+	AuthorizationsAhead int32
+}
+
+type IntentRestoreUpdateRow struct {
+	DeliveryKey   []byte
+	AccountID     string
+	State         string
+	Reason        string
+	AttemptToken  []byte
+	Epoch         pgtype.Int8
+	Generation    pgtype.Int8
+	TransitionSeq int64
+	TextHash      []byte
+}
+
+// Moves an intent the ledger holds to to_state, as IntentRestoreVerdict decided on the locked
+// row. The guard is restated here, on the row being changed, from the stream's transitions
+// themselves: only an intent at the ledger point the verdict saw and behind the stream, never
+// out of published, back to pending only when nothing ahead of the row was authorized or
+// published and the stream's latest is pending, and to indeterminate only with an attempt.
+func (q *Queries) IntentRestoreUpdate(ctx context.Context, arg IntentRestoreUpdateParams) (IntentRestoreUpdateRow, error) {
+	row := q.db.QueryRow(ctx, intentRestoreUpdate,
+		arg.DeliveryKey,
+		arg.Seqs,
+		arg.FromStates,
+		arg.ToStates,
+		arg.ToState,
+		arg.ToReason,
+		arg.LedgerSeq,
+		arg.StreamSeq,
+		arg.StreamAttemptToken,
+		arg.StreamEpoch,
+		arg.StreamGeneration,
+		arg.AuthorizationsAhead,
+	)
+	var i IntentRestoreUpdateRow
+	err := row.Scan(
+		&i.DeliveryKey,
+		&i.AccountID,
+		&i.State,
+		&i.Reason,
+		&i.AttemptToken,
+		&i.Epoch,
+		&i.Generation,
+		&i.TransitionSeq,
+		&i.TextHash,
+	)
+	return i, err
+}
+
+const intentRestoreVerdict = `-- name: IntentRestoreVerdict :one
+WITH ev AS (
+    SELECT unnest($2::BIGINT[]) AS seq,
+           unnest($3::TEXT[]) AS from_state,
+           unnest($4::TEXT[]) AS to_state,
+           unnest($5::BYTEA[]) AS attempt_token,
+           unnest($6::BIGINT[]) AS epoch,
+           unnest($7::BIGINT[]) AS generation
 ),
 cur AS (
-    SELECT i.delivery_key, i.state, i.transition_seq
+    SELECT i.delivery_key, i.state, i.transition_seq, i.text_hash
     FROM intents i
-    WHERE i.delivery_key = $7::BYTEA
+    WHERE i.delivery_key = $8::BYTEA
     FOR UPDATE
 ),
 base AS (
@@ -48,134 +389,34 @@ facts AS (
            EXISTS (SELECT 1 FROM ahead a WHERE a.to_state = 'published') AS published_ahead,
            EXISTS (SELECT 1 FROM ahead a WHERE a.to_state = 'authorized' OR a.from_state = 'authorized') AS authorized_ahead,
            (SELECT count(*) FROM ahead a WHERE a.to_state = 'authorized')::INT AS authorizations_ahead,
-           EXISTS (SELECT 1 FROM accounts acc WHERE acc.account_id = $8::TEXT) AS account_known
+           EXISTS (SELECT 1 FROM accounts acc WHERE acc.account_id = $9::TEXT) AS account_known
     FROM base b
-),
-verdict AS (
-    SELECT f.ledger_seq, f.ledger_state, f.stream_seq, f.stream_state, f.published_ahead, f.authorized_ahead, f.authorizations_ahead, f.account_known,
-           t.attempt_token AS stream_attempt_token,
-           t.epoch AS stream_epoch,
-           t.generation AS stream_generation,
-           (CASE
-                WHEN f.ledger_seq >= f.stream_seq THEN NULL
-                WHEN f.ledger_state = 'published' THEN NULL
-                WHEN f.ledger_state IS NULL AND NOT ($9::BOOL AND f.account_known) THEN NULL
-                WHEN f.published_ahead THEN 'published'
-                WHEN f.authorized_ahead AND f.stream_state IN ('authorized', 'indeterminate') AND t.attempt_token IS NOT NULL THEN 'indeterminate'
-                WHEN f.authorized_ahead THEN 'parked'
-                WHEN f.stream_state = 'pending' THEN 'pending'
-                ELSE 'parked'
-            END)::TEXT AS to_state
-    FROM facts f
-    LEFT JOIN attempt t ON true
-),
-target AS (
-    SELECT v.ledger_seq, v.ledger_state, v.stream_seq, v.stream_state, v.published_ahead, v.authorized_ahead, v.authorizations_ahead, v.account_known, v.stream_attempt_token, v.stream_epoch, v.stream_generation, v.to_state,
-           (CASE v.to_state
-                WHEN 'published' THEN 'restore_published'
-                WHEN 'indeterminate' THEN 'restore_ahead'
-                WHEN 'pending' THEN 'restore_resumed'
-                ELSE 'restore_parked'
-            END)::TEXT AS to_reason
-    FROM verdict v
-    WHERE v.to_state IS NOT NULL
-),
-changed AS (
-    UPDATE intents i SET
-        state = t.to_state,
-        reason = t.to_reason,
-        transition_seq = t.stream_seq + 1,
-        lease_expires_at = NULL,
-        attempt_token = (CASE WHEN t.to_state = 'indeterminate' THEN t.stream_attempt_token ELSE i.attempt_token END),
-        epoch = (CASE WHEN t.to_state = 'indeterminate' THEN t.stream_epoch ELSE i.epoch END),
-        generation = (CASE WHEN t.to_state = 'indeterminate' THEN t.stream_generation ELSE i.generation END),
-        attempts_authorized = i.attempts_authorized + t.authorizations_ahead,
-        updated_at = now()
-    FROM target t
-    WHERE i.delivery_key = $7::BYTEA
-      -- The guard, on the row being changed: only an intent behind the stream, never out of
-      -- published, back to pending only when nothing ahead was authorized or published, and
-      -- to indeterminate only with the attempt whose outcome is unknown.
-      AND i.transition_seq = t.ledger_seq
-      AND i.transition_seq < t.stream_seq
-      AND i.state <> 'published'
-      AND (t.to_state <> 'pending' OR (NOT t.authorized_ahead AND NOT t.published_ahead AND t.stream_state = 'pending'))
-      AND (t.to_state <> 'indeterminate' OR t.stream_attempt_token IS NOT NULL)
-    RETURNING i.delivery_key, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq
-),
-created AS (
-    INSERT INTO intents (delivery_key, account_id, action, target, request, occurrence, text_hash, source_id, source_version,
-                         state, reason, transition_seq, attempts_authorized, attempt_token, epoch, generation)
-    SELECT $7::BYTEA, $8::TEXT, $10::TEXT, $11::TEXT, $12::TEXT, $13::TEXT,
-           NULLIF($14::BYTEA, ''::BYTEA), NULLIF($15::TEXT, ''), NULLIF($16::BYTEA, ''::BYTEA),
-           t.to_state, t.to_reason, t.stream_seq + 1, t.authorizations_ahead,
-           (CASE WHEN t.to_state = 'indeterminate' THEN t.stream_attempt_token END),
-           (CASE WHEN t.to_state = 'indeterminate' THEN t.stream_epoch END),
-           (CASE WHEN t.to_state = 'indeterminate' THEN t.stream_generation END)
-    FROM target t
-    WHERE t.ledger_state IS NULL
-      AND $9::BOOL
-      AND t.account_known
-      -- The same guard for an intent the ledger lacks: all of its transitions are ahead.
-      AND (t.to_state <> 'pending' OR (NOT t.authorized_ahead AND NOT t.published_ahead AND t.stream_state = 'pending'))
-      AND (t.to_state <> 'indeterminate' OR t.stream_attempt_token IS NOT NULL)
-    ON CONFLICT (delivery_key) DO NOTHING
-    RETURNING delivery_key, state, reason, attempt_token, epoch, generation, transition_seq, source_id, source_version
-),
-moved AS (
-    SELECT c.delivery_key, c.state, c.reason, c.attempt_token, c.epoch, c.generation, c.transition_seq FROM changed c
-    UNION ALL
-    SELECT c.delivery_key, c.state, c.reason, c.attempt_token, c.epoch, c.generation, c.transition_seq FROM created c
-),
-facts_json AS (
-    -- The ledger's and the stream's points, for the history row's detail.
-    SELECT row_to_json(r)::JSONB AS facts
-    FROM (SELECT t.ledger_seq, t.stream_seq, t.stream_state, t.authorizations_ahead FROM target t) r
-),
-hist AS (
-    -- From the ledger's state, or, for an intent the ledger lacked, from the stream's latest:
-    -- the transition continues the history the stream holds.
-    INSERT INTO history (delivery_key, seq, from_state, to_state, reason, attempt_token, epoch, generation, actor, detail)
-    SELECT m.delivery_key, m.transition_seq, coalesce(t.ledger_state, t.stream_state), m.state, m.reason,
-           m.attempt_token, m.epoch, m.generation, $17::TEXT,
-           $18::JSONB || f.facts
-    FROM moved m CROSS JOIN target t CROSS JOIN facts_json f
-    RETURNING delivery_key, seq, to_state
-),
-outbox_rows AS (
-    -- A resumed intent is work again: its outbox row also asks for dispatch.
-    INSERT INTO outbox (delivery_key, seq, dispatch)
-    SELECT h.delivery_key, h.seq, h.to_state = 'pending' FROM hist h
-    RETURNING seq
-),
-heads AS (
-    -- A created intent's source version becomes the stored head as Submit would make it: a
-    -- version the ledger has seen before never becomes head again.
-    INSERT INTO source_heads (source_id, head_version)
-    SELECT c.source_id, c.source_version
-    FROM created c
-    WHERE c.source_id IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.source_id = c.source_id AND i.source_version = c.source_version)
-    ON CONFLICT (source_id) DO UPDATE SET
-        previous_version = source_heads.head_version,
-        head_version = excluded.head_version,
-        updated_at = now()
-    WHERE source_heads.head_version <> excluded.head_version
-      AND source_heads.previous_version IS DISTINCT FROM excluded.head_version
-    RETURNING source_id
 )
-SELECT coalesce(v.to_state, '')::TEXT AS to_state,
-       v.ledger_seq,
-       coalesce(v.ledger_state, '')::TEXT AS ledger_state,
-       v.stream_seq,
-       coalesce(v.stream_state, '')::TEXT AS stream_state,
-       v.account_known,
-       EXISTS (SELECT 1 FROM moved) AS moved,
-       coalesce((SELECT m.transition_seq FROM moved m), 0)::BIGINT AS new_seq
-FROM verdict v
+SELECT (CASE
+            WHEN f.ledger_seq >= f.stream_seq THEN ''
+            WHEN f.ledger_state = 'published' THEN ''
+            WHEN f.ledger_state IS NULL AND NOT ($1::BOOL AND f.account_known) THEN ''
+            WHEN f.published_ahead THEN 'published'
+            WHEN f.authorized_ahead AND f.stream_state IN ('authorized', 'indeterminate') AND t.attempt_token IS NOT NULL THEN 'indeterminate'
+            WHEN f.authorized_ahead THEN 'parked'
+            WHEN f.stream_state = 'pending' THEN 'pending'
+            ELSE 'parked'
+        END)::TEXT AS to_state,
+       f.ledger_seq,
+       coalesce(f.ledger_state, '')::TEXT AS ledger_state,
+       f.stream_seq,
+       coalesce(f.stream_state, '')::TEXT AS stream_state,
+       f.account_known,
+       f.authorizations_ahead,
+       coalesce(t.attempt_token, ''::BYTEA)::BYTEA AS stream_attempt_token,
+       coalesce(t.epoch, 0)::BIGINT AS stream_epoch,
+       coalesce(t.generation, 0)::BIGINT AS stream_generation
+FROM facts f
+LEFT JOIN attempt t ON true
 `
 
-type IntentRestoreParams struct {
+type IntentRestoreVerdictParams struct {
+	HasEnvelope   bool
 	Seqs          []int64
 	FromStates    []string
 	ToStates      []string
@@ -184,34 +425,33 @@ type IntentRestoreParams struct {
 	Generations   []int64
 	DeliveryKey   []byte
 	AccountID     string
-	HasEnvelope   bool
-	Action        string
-	Target        string
-	Request       string
-	Occurrence    string
-	TextHash      []byte
-	SourceID      string
-	SourceVersion []byte
-	Actor         string
-	Detail        []byte
 }
 
-type IntentRestoreRow struct {
-	ToState      string
-	LedgerSeq    int64
-	LedgerState  string
-	StreamSeq    int64
-	StreamState  string
-	AccountKnown bool
-	Moved        bool
-	NewSeq       int64
+type IntentRestoreVerdictRow struct {
+	ToState             string
+	LedgerSeq           int64
+	LedgerState         string
+	StreamSeq           int64
+	StreamState         string
+	AccountKnown        bool
+	AuthorizationsAhead int32
+	StreamAttemptToken  []byte
+	StreamEpoch         int64
+	StreamGeneration    int64
 }
 
-// After a ledger restore: brings one intent up to what ATMOST_EVENTS shows happened to it after
-// the backup point. @seqs, @from_states, @to_states, @attempt_tokens (” for none), @epochs and
-// @generations (0 for none) are the intent's transitions on the stream, in any order. Only the
-// transitions AHEAD of the ledger (seq above its transition_seq; every one of them when the
-// ledger lacks the intent) count, and the verdict is taken here, on the locked row:
+// After a ledger restore, Ledger.Restore brings one intent up to what ATMOST_EVENTS shows
+// happened to it after the backup point, in ONE transaction of separate statements (CockroachDB
+// refuses a statement that modifies the same table twice): IntentRestoreVerdict locks the row
+// and takes the verdict; IntentRestoreUpdate (the ledger holds the intent) or
+// IntentRestoreCreate (it lacks it) writes it, each restating every guard on the row it
+// changes; IntentRestoreRecord appends the history and outbox rows and re-takes the
+// duplicate-text claim. A key the restore cannot recreate is blocked (IntentRestoreBlock).
+//
+// seqs, from_states, to_states, attempt_tokens (” for none), epochs and generations
+// (0 for none) are the intent's transitions on the stream, in any order. Only the transitions
+// AHEAD of the ledger (seq above its transition_seq; every one of them when the ledger lacks
+// the intent) count, and the verdict is taken on the row locked here:
 //
 //	a published transition ahead                       -> published (restore_published)
 //	an authorization ahead (to or from authorized), the stream's latest state authorized or
@@ -221,13 +461,12 @@ type IntentRestoreRow struct {
 //	                                                       have been sent since (the witness rule)
 //	anything else                                       -> parked (restore_parked)
 //
-// An intent the ledger does not hold at all is created from its envelope (@has_envelope) in
-// that state. The new transition is numbered one past the stream's highest, so its event id is
-// new. Nothing changes (to_state ”) when the ledger is not behind the stream, when it holds the
-// intent as published (it never leaves published), or when the intent is missing and so is its
-// envelope or its account. to_state is the verdict; moved says whether it was written.
-func (q *Queries) IntentRestore(ctx context.Context, arg IntentRestoreParams) (IntentRestoreRow, error) {
-	row := q.db.QueryRow(ctx, intentRestore,
+// Nothing changes (to_state ”) when the ledger is not behind the stream, when it holds the
+// intent as published (it never leaves published), or when the intent is missing and so is
+// its envelope or its account.
+func (q *Queries) IntentRestoreVerdict(ctx context.Context, arg IntentRestoreVerdictParams) (IntentRestoreVerdictRow, error) {
+	row := q.db.QueryRow(ctx, intentRestoreVerdict,
+		arg.HasEnvelope,
 		arg.Seqs,
 		arg.FromStates,
 		arg.ToStates,
@@ -236,18 +475,8 @@ func (q *Queries) IntentRestore(ctx context.Context, arg IntentRestoreParams) (I
 		arg.Generations,
 		arg.DeliveryKey,
 		arg.AccountID,
-		arg.HasEnvelope,
-		arg.Action,
-		arg.Target,
-		arg.Request,
-		arg.Occurrence,
-		arg.TextHash,
-		arg.SourceID,
-		arg.SourceVersion,
-		arg.Actor,
-		arg.Detail,
 	)
-	var i IntentRestoreRow
+	var i IntentRestoreVerdictRow
 	err := row.Scan(
 		&i.ToState,
 		&i.LedgerSeq,
@@ -255,8 +484,60 @@ func (q *Queries) IntentRestore(ctx context.Context, arg IntentRestoreParams) (I
 		&i.StreamSeq,
 		&i.StreamState,
 		&i.AccountKnown,
-		&i.Moved,
-		&i.NewSeq,
+		&i.AuthorizationsAhead,
+		&i.StreamAttemptToken,
+		&i.StreamEpoch,
+		&i.StreamGeneration,
+	)
+	return i, err
+}
+
+const restoreLedgerPoint = `-- name: RestoreLedgerPoint :one
+WITH cur AS (
+    SELECT e.epoch, e.created_at FROM epochs e ORDER BY e.epoch DESC LIMIT 1
+),
+hist AS (
+    SELECT max(h.at) AS at FROM history h WHERE h.reason NOT IN ('restore_published', 'restore_ahead', 'restore_resumed', 'restore_parked')
+),
+others AS (
+    SELECT max(e.created_at) AS at FROM epochs e, cur c WHERE e.epoch <> c.epoch
+)
+SELECT c.epoch AS current_epoch,
+       c.created_at AS current_epoch_at,
+       (o.at IS NOT NULL)::BOOL AS has_other_epochs,
+       coalesce(o.at, '1970-01-01T00:00:00Z'::TIMESTAMPTZ)::TIMESTAMPTZ AS other_epochs_at,
+       (hi.at IS NOT NULL)::BOOL AS has_history,
+       coalesce(hi.at, '1970-01-01T00:00:00Z'::TIMESTAMPTZ)::TIMESTAMPTZ AS newest_history_at,
+       (SELECT count(*) FROM history h WHERE h.epoch = c.epoch AND h.reason NOT IN ('restore_published', 'restore_ahead', 'restore_resumed', 'restore_parked'))::BIGINT AS current_epoch_history
+FROM cur c, hist hi, others o
+`
+
+type RestoreLedgerPointRow struct {
+	CurrentEpoch        int64
+	CurrentEpochAt      time.Time
+	HasOtherEpochs      bool
+	OtherEpochsAt       time.Time
+	HasHistory          bool
+	NewestHistoryAt     time.Time
+	CurrentEpochHistory int64
+}
+
+// What the restored ledger says about its backup point and its epochs: the newest history row
+// written by anything but a restore (a lower bound on the backup time; has_history false when
+// there is none), the current epoch and when it began, when the newest other epoch began
+// (has_other_epochs), and how many history rows not written by a restore already carry the
+// current epoch (a dispatcher of that epoch already worked). Times absent are 1970-01-01.
+func (q *Queries) RestoreLedgerPoint(ctx context.Context) (RestoreLedgerPointRow, error) {
+	row := q.db.QueryRow(ctx, restoreLedgerPoint)
+	var i RestoreLedgerPointRow
+	err := row.Scan(
+		&i.CurrentEpoch,
+		&i.CurrentEpochAt,
+		&i.HasOtherEpochs,
+		&i.OtherEpochsAt,
+		&i.HasHistory,
+		&i.NewestHistoryAt,
+		&i.CurrentEpochHistory,
 	)
 	return i, err
 }

@@ -36,6 +36,9 @@ created AS (
     INSERT INTO intents (delivery_key, account_id, action, target, request, occurrence, text_hash, source_id, source_version, state, reason, transition_seq)
     SELECT k.delivery_key, k.account_id, k.action, k.target, k.request, k.occurrence, k.text_hash, k.source_id, k.source_version, 'pending', 'submitted', 1
     FROM known k
+    -- A key a ledger restore could not recreate (restore_blocks) is never created again: it
+    -- answers duplicate, as the intent itself would.
+    WHERE NOT EXISTS (SELECT 1 FROM restore_blocks rb WHERE rb.delivery_key = k.delivery_key)
     ON CONFLICT (delivery_key) DO NOTHING
     RETURNING delivery_key, source_id, source_version
 ),
@@ -99,7 +102,8 @@ type IntentSubmitRow struct {
 
 // Creates every intent of the batch that does not exist yet, in pending, with its history row
 // (seq 1, reason submitted) and its outbox row (a dispatch work item), in one statement.
-// Returns one row per distinct input key: created, duplicate (the delivery key exists) or unknown_account.
+// Returns one row per distinct input key: created, duplicate (the delivery key exists, or a ledger
+// restore blocked it: restore_blocks) or unknown_account.
 // A created intent's source version becomes the source's stored head.
 func (q *Queries) IntentSubmit(ctx context.Context, arg IntentSubmitParams) ([]IntentSubmitRow, error) {
 	rows, err := q.db.Query(ctx, intentSubmit,
