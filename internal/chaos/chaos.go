@@ -398,18 +398,38 @@ func (r *run) ensureRunning() {
 	}
 }
 
-// settle waits until no intent is pending, authorized or indeterminate, the outbox is empty,
-// and nothing has moved for five seconds.
+// settle waits until ingest has every producer's message (none waiting, none taken and
+// unacknowledged: a message taken by an ingester that was killed comes back only after its ack
+// wait), no intent is pending, authorized or indeterminate, the outbox is empty, and nothing
+// has moved for five seconds.
 func (r *run) settle(ctx context.Context, within time.Duration) bool {
 	deadline := time.Now().Add(within)
 	var last string
 	stable := 0
+	nc, err := nats.Connect(r.natsURL(), nats.MaxReconnects(-1))
+	if err != nil {
+		return false
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return false
+	}
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(time.Second)
 		r.ensureRunning()
+		ingest, err := js.Consumer(ctx, events.IntentsStream, "ingest")
+		if err != nil {
+			continue
+		}
+		info, err := ingest.Info(ctx)
+		if err != nil || info.NumPending > 0 || info.NumAckPending > 0 {
+			stable = 0
+			continue
+		}
 		var moving, outbox int
 		var sig string
-		err := r.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state IN ('pending', 'authorized', 'indeterminate')),
+		err = r.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state IN ('pending', 'authorized', 'indeterminate')),
 			(SELECT count(*) FROM outbox), (SELECT coalesce(max(seq), 0)::TEXT FROM history) || ':' || count(*)::TEXT FROM intents`).Scan(&moving, &outbox, &sig)
 		if err != nil {
 			continue
