@@ -472,55 +472,22 @@ func settle(ctx context.Context, pool *pgxpool.Pool, stack *Stack, expected int,
 
 func report(ctx context.Context, pool *pgxpool.Pool, p *producer, simSrv *platformsim.Server, r *DemoReport) error {
 	r.States = map[ledger.State]map[ledger.Reason]int{}
-	rows, err := pool.Query(ctx, `SELECT state, reason, count(*) FROM intents GROUP BY state, reason`)
+	byStateReason, err := countBy(ctx, pool, `SELECT state || '/' || reason, count(*) FROM intents GROUP BY state, reason`)
 	if err != nil {
 		return err
 	}
-	for rows.Next() {
-		var st, reason string
-		var n int
-		if err := rows.Scan(&st, &reason, &n); err != nil {
-			return err
-		}
+	for sr, n := range byStateReason {
+		st, reason, _ := strings.Cut(sr, "/")
 		if r.States[ledger.State(st)] == nil {
 			r.States[ledger.State(st)] = map[ledger.Reason]int{}
 		}
 		r.States[ledger.State(st)][ledger.Reason(reason)] = n
 	}
-	if err := rows.Err(); err != nil {
+	if r.Rejects, err = countBy(ctx, pool, `SELECT reason, count(*) FROM rejects GROUP BY reason`); err != nil {
 		return err
 	}
-	r.Rejects = map[string]int{}
-	rows, err = pool.Query(ctx, `SELECT reason, count(*) FROM rejects GROUP BY reason`)
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
-		var reason string
-		var n int
-		if err := rows.Scan(&reason, &n); err != nil {
-			return err
-		}
-		r.Rejects[reason] = n
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	r.Along = map[string]int{}
-	rows, err = pool.Query(ctx, `SELECT reason, count(*) FROM history WHERE reason = ANY($1) GROUP BY reason`,
-		[]string{"retried", "kill_switch", "connection_failed", "platform_rejected", "send_unknown", "readback_mismatch", "lease_expired", "abandoned", "reconciled_not_sent"})
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
-		var reason string
-		var n int
-		if err := rows.Scan(&reason, &n); err != nil {
-			return err
-		}
-		r.Along[reason] = n
-	}
-	if err := rows.Err(); err != nil {
+	if r.Along, err = countBy(ctx, pool, `SELECT reason, count(*) FROM history WHERE reason = ANY($1) GROUP BY reason`,
+		[]string{"retried", "kill_switch", "connection_failed", "platform_rejected", "send_unknown", "readback_mismatch", "lease_expired", "abandoned", "reconciled_not_sent"}); err != nil {
 		return err
 	}
 	keys := make([][]byte, 0, len(p.keys))
@@ -532,6 +499,24 @@ func report(ctx context.Context, pool *pgxpool.Pool, p *producer, simSrv *platfo
 	}
 	r.Platform = simSrv.Counts()
 	return nil
+}
+
+// countBy runs a query of (name, count) rows and returns the counts by name.
+func countBy(ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) (map[string]int, error) {
+	rows, err := pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for rows.Next() {
+		var name string
+		var n int
+		if err := rows.Scan(&name, &n); err != nil {
+			return nil, err
+		}
+		out[name] = n
+	}
+	return out, rows.Err()
 }
 
 func printReport(w io.Writer, r DemoReport) {

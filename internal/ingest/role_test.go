@@ -3,7 +3,6 @@ package ingest_test
 import (
 	"bytes"
 	"context"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/atmost/atmost/internal/dbtest"
 	"github.com/atmost/atmost/internal/ingest"
 	"github.com/atmost/atmost/internal/natstest"
+	"github.com/atmost/atmost/internal/roletest"
 	"github.com/atmost/atmost/pkg/events"
 )
 
@@ -35,26 +35,9 @@ func TestIngestRoleRunsAndStopsCleanly(t *testing.T) {
 	_, err := db.Pool.Exec(context.Background(), `INSERT INTO accounts (account_id, platform) VALUES ('acct-1', 'sim')`)
 	require.NoError(t, err)
 	srv := natstest.New(t)
-	addr := freeAddr(t)
-	env := map[string]string{"ATMOST_DATABASE_URL": db.AppURL(), "ATMOST_NATS_URL": srv.URL, "ATMOST_HTTP_ADDR": addr}
-	getenv := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int)
-	var stderr bytes.Buffer
-	go func() { done <- ingest.Main(ctx, []string{"--relay-interval", "100ms"}, getenv, &stderr) }()
-
-	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + addr + path)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
-	require.Eventually(t, func() bool { code, _ := get("/readyz"); return code == http.StatusOK }, 20*time.Second, 50*time.Millisecond)
-	code, _ := get("/healthz")
+	r := roletest.Start(t, ingest.Main, map[string]string{"ATMOST_DATABASE_URL": db.AppURL(), "ATMOST_NATS_URL": srv.URL}, "--relay-interval", "100ms")
+	r.WaitReady(t)
+	code, _ := r.Get("/healthz")
 	require.Equal(t, http.StatusOK, code)
 
 	nc := srv.Connect(t)
@@ -67,7 +50,7 @@ func TestIngestRoleRunsAndStopsCleanly(t *testing.T) {
 		return intents == 1 && n == 0
 	}, 20*time.Second, 50*time.Millisecond, "the intent is stored and its creation relayed")
 
-	_, metrics := get("/metrics")
+	_, metrics := r.Get("/metrics")
 	require.Contains(t, metrics, `atmost_ingest_messages_total{outcome="created"} 1`)
 	require.Contains(t, metrics, "atmost_relay_events_published_total 1")
 	require.Contains(t, metrics, "atmost_ledger_transaction_restarts_total")
@@ -75,14 +58,7 @@ func TestIngestRoleRunsAndStopsCleanly(t *testing.T) {
 	require.Contains(t, metrics, "atmost_ingest_consumer_pending 0")
 	require.Contains(t, metrics, "atmost_relay_lag_seconds 0")
 	require.Contains(t, metrics, "atmost_outbox_rows 0")
-
-	cancel()
-	select {
-	case code := <-done:
-		require.Equal(t, 0, code, stderr.String())
-	case <-time.After(15 * time.Second):
-		t.Fatal("ingest did not stop after its context ended")
-	}
+	r.Stop(t)
 }
 
 func TestIngestRoleRefusesABadCommandLine(t *testing.T) {
