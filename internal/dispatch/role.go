@@ -79,7 +79,7 @@ func parseRoleConfig(args []string, getenv func(string) (string, bool), stderr i
 	fs.DurationVar(&cfg.ReadBackTimeout, "readback-timeout", env.Duration("ATMOST_READBACK_TIMEOUT", 5*time.Second), "bound of the read-back after a claimed success (env ATMOST_READBACK_TIMEOUT)")
 	fs.DurationVar(&cfg.Margin, "lease-margin", env.Duration("ATMOST_LEASE_MARGIN", 2*time.Second), "the send's context ends this long before the in-flight lease (env ATMOST_LEASE_MARGIN)")
 	fs.DurationVar(&cfg.GateDelay, "gate-delay", env.Duration("ATMOST_GATE_DELAY", 5*time.Second), "how long work waits while a kill switch or a revoked credential refuses it (env ATMOST_GATE_DELAY)")
-	code := role.Parse(fs, "dispatcher", "Works the intents of ATMOST_DISPATCH: gates, Begin, Authorize, the witness on ATMOST_EVENTS, one send, read-back, Complete.", args, stderr, func() error { return cfg.validate() })
+	code := role.Parse(fs, env, "dispatcher", "Works the intents of ATMOST_DISPATCH: gates, Begin, Authorize, the witness on ATMOST_EVENTS, one send, read-back, Complete.", args, stderr, func() error { return cfg.validate() })
 	return cfg, code
 }
 

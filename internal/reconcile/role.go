@@ -61,7 +61,7 @@ func Main(ctx context.Context, args []string, getenv func(string) (string, bool)
 		"how often the ledger is scanned for indeterminate intents whose event was missed (env ATMOST_RECONCILE_SCAN_INTERVAL)")
 	fs.DurationVar(&cfg.RetryDelay, "retry-delay", env.Duration("ATMOST_RECONCILE_RETRY_DELAY", 30*time.Second),
 		"how long an intent waits when it cannot be worked now: adapter not opened, ledger failing (env ATMOST_RECONCILE_RETRY_DELAY)")
-	code := role.Parse(fs, "reconciler", "Resolves indeterminate intents: evidence first, then after the reconcile delay ONE durably claimed lookup per intent.",
+	code := role.Parse(fs, env, "reconciler", "Resolves indeterminate intents: evidence first, then after the reconcile delay ONE durably claimed lookup per intent.",
 		args, stderr, func() error { return cfg.validate() })
 	if code >= 0 {
 		return code

@@ -9,7 +9,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -61,6 +63,9 @@ func (e Env) Duration(name string, def time.Duration) time.Duration {
 	return def
 }
 
+// envOfFlag finds the environment variable a flag's usage names: "(env ATMOST_...)".
+var envOfFlag = regexp.MustCompile(`\(env (ATMOST_[A-Z0-9_]+)\)`)
+
 // Common is the configuration every role has.
 type Common struct {
 	DatabaseURL string // ATMOST_DATABASE_URL
@@ -100,13 +105,33 @@ func (c Common) IsoLevel() (pgx.TxIsoLevel, error) {
 	return "", fmt.Errorf("isolation %q: must be serializable or read-committed", c.Isolation)
 }
 
-// Parse parses a role's command line. It returns -1 when the role should run, otherwise the
-// exit code: 0 for --help, 2 for a bad command line (the message is on stderr).
-func Parse(fs *flag.FlagSet, name, summary string, args []string, stderr io.Writer, validate func() error) int {
+// Parse parses a role's command line, after holding every environment variable a flag names
+// ("(env ATMOST_...)" in its usage) to that flag's parsing. It returns -1 when the role should
+// run, otherwise the exit code: 0 for --help, 2 for a bad command line or environment (the
+// message is on stderr).
+func Parse(fs *flag.FlagSet, env Env, name, summary string, args []string, stderr io.Writer, validate func() error) int {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: %s [flags]\n\n%s\nEvery flag has an environment variable; the flag wins.\n\nFlags:\n", name, summary)
 		fs.PrintDefaults()
+	}
+	// The environment is held to the flags' own parsing: a variable set to something its flag
+	// would refuse is an error, never silently the default.
+	var bad []string
+	fs.VisitAll(func(f *flag.Flag) {
+		m := envOfFlag.FindStringSubmatch(f.Usage)
+		if m == nil {
+			return
+		}
+		if v := env.String(m[1], ""); v != "" {
+			if err := fs.Set(f.Name, v); err != nil {
+				bad = append(bad, fmt.Sprintf("%s=%q: %v", m[1], v, err))
+			}
+		}
+	})
+	if len(bad) > 0 {
+		fmt.Fprintf(stderr, "%s: the environment: %s\n", name, strings.Join(bad, "; "))
+		return 2
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

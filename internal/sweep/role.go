@@ -60,7 +60,7 @@ func Main(ctx context.Context, args []string, getenv func(string) (string, bool)
 	fs.DurationVar(&cfg.UnreconciledAfter, "unreconciled-after", env.Duration("ATMOST_SWEEP_UNRECONCILED_AFTER", 24*time.Hour),
 		"an indeterminate intent with no lookup claimed this long is parked for a human (env ATMOST_SWEEP_UNRECONCILED_AFTER)")
 	fs.BoolVar(&cfg.Drain, "drain", env.Bool("ATMOST_SWEEP_DRAIN", true), "publish the outbox every pass, the relay's slow path; --drain=false when another role does (env ATMOST_SWEEP_DRAIN)")
-	code := role.Parse(fs, "sweeper", "Expires leases one way, republishes stranded work, retries failed intents by policy and at its rate, parks what no reconciler will finish, drains the outbox.",
+	code := role.Parse(fs, env, "sweeper", "Expires leases one way, republishes stranded work, retries failed intents by policy and at its rate, parks what no reconciler will finish, drains the outbox.",
 		args, stderr, func() error { return cfg.validate() })
 	if code >= 0 {
 		return code
