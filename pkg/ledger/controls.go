@@ -587,28 +587,3 @@ func (l *Ledger) AdvanceSourceHead(ctx context.Context, sourceID string, version
 	}
 	return replaced, row.Changed, nil
 }
-
-// ListByState returns up to max intents in state, in delivery-key order after the key after
-// (the zero key to start).
-func (l *Ledger) ListByState(ctx context.Context, state State, after identity.DeliveryKey, max int) ([]Intent, error) {
-	if !state.Valid() {
-		return nil, fmt.Errorf("list: %q is not a state", state)
-	}
-	var rows []dbsqlc.Intent
-	err := l.inTx(ctx, "list", func(q *dbsqlc.Queries) (err error) {
-		rows, err = q.IntentsByState(ctx, dbsqlc.IntentsByStateParams{State: string(state), AfterKey: after.Bytes(), MaxRows: int32(max)})
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", state, err)
-	}
-	out := make([]Intent, 0, len(rows))
-	for _, r := range rows {
-		in, err := intentFromRow(r)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, in)
-	}
-	return out, nil
-}

@@ -246,24 +246,6 @@ func TestSourceHeadAdvancesToTheNewestVersionWhateverIsStored(t *testing.T) {
 	require.Equal(t, ledger.ReasonSupersededSource, a.Reason)
 }
 
-func TestListByStatePagesInKeyOrder(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	for i := 0; i < 5; i++ {
-		e.submit(string(rune('a' + i)))
-	}
-	e.authorized("not pending")
-	first, err := e.l.ListByState(e.ctx, ledger.Pending, identity.DeliveryKey{}, 3)
-	require.NoError(t, err)
-	require.Len(t, first, 3)
-	rest, err := e.l.ListByState(e.ctx, ledger.Pending, first[2].Key, 10)
-	require.NoError(t, err)
-	require.Len(t, rest, 2)
-	require.Less(t, first[2].Key.String(), rest[0].Key.String())
-	_, err = e.l.ListByState(e.ctx, "in_flight", identity.DeliveryKey{}, 1)
-	require.Error(t, err)
-}
-
 // A producer moves a source's head simply by submitting an intent on a newer version; intents
 // on the version it replaced are parked at authorization, not sent.
 func TestSubmittingANewVersionSupersedesTheStoredHead(t *testing.T) {

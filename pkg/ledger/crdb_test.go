@@ -121,7 +121,6 @@ var cockroachSuite = []func(*testing.T){
 	TestEveryControlChangeIsRecordedWithItsOperator,
 	TestAppRoleCannotRewriteTheControlHistory,
 	TestSourceHeadAdvancesToTheNewestVersionWhateverIsStored,
-	TestListByStatePagesInKeyOrder,
 	TestSubmittingANewVersionSupersedesTheStoredHead,
 
 	// The restore protocol's ledger side: one transaction of separate statements (CockroachDB

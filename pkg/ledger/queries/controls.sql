@@ -173,13 +173,3 @@ advanced AS (
 )
 SELECT (SELECT p.head_version FROM prior p) AS replaced,
        EXISTS (SELECT 1 FROM advanced) AS changed;
-
--- name: IntentsByState :many
--- An operator's page of intents in one state, in delivery-key order after @after_key.
-SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
-       source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
-       generation, lease_expires_at, object_id, created_at, updated_at
-FROM intents
-WHERE state = @state::TEXT AND delivery_key > @after_key::BYTEA
-ORDER BY delivery_key
-LIMIT @max_rows::INT;

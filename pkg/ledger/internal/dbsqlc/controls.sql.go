@@ -66,64 +66,6 @@ func (q *Queries) ControlHistoryList(ctx context.Context, arg ControlHistoryList
 	return items, nil
 }
 
-const intentsByState = `-- name: IntentsByState :many
-SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
-       source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
-       generation, lease_expires_at, object_id, created_at, updated_at
-FROM intents
-WHERE state = $1::TEXT AND delivery_key > $2::BYTEA
-ORDER BY delivery_key
-LIMIT $3::INT
-`
-
-type IntentsByStateParams struct {
-	State    string
-	AfterKey []byte
-	MaxRows  int32
-}
-
-// An operator's page of intents in one state, in delivery-key order after @after_key.
-func (q *Queries) IntentsByState(ctx context.Context, arg IntentsByStateParams) ([]Intent, error) {
-	rows, err := q.db.Query(ctx, intentsByState, arg.State, arg.AfterKey, arg.MaxRows)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []Intent
-	for rows.Next() {
-		var i Intent
-		if err := rows.Scan(
-			&i.DeliveryKey,
-			&i.AccountID,
-			&i.Action,
-			&i.Target,
-			&i.Request,
-			&i.Occurrence,
-			&i.TextHash,
-			&i.SourceID,
-			&i.SourceVersion,
-			&i.State,
-			&i.Reason,
-			&i.TransitionSeq,
-			&i.AttemptsAuthorized,
-			&i.AttemptToken,
-			&i.Epoch,
-			&i.Generation,
-			&i.LeaseExpiresAt,
-			&i.ObjectID,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const policiesList = `-- name: PoliciesList :many
 SELECT scope, attempt_cap, backoff_base_ms, backoff_max_ms, rate_per_minute, rate_burst, text_window_seconds,
        retryable_reasons, updated_by, updated_at
