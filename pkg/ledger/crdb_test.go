@@ -109,6 +109,7 @@ var cockroachSuite = []func(*testing.T){
 	TestRetryDueParksAnIntentAtItsAttemptCap,
 	TestRetryDueReleasesABacklogAtThePolicyRate,
 	TestParkUnreconciledParksLostLookupsAndForgottenIntentsOnly,
+	TestParkUnsendableOnlyFromPendingWithoutAClaim,
 	TestReconcileCandidatesAndStatusReadTheDatabaseClock,
 
 	// Accounts and operator controls, and the append-only grants of the application role.
