@@ -7,7 +7,6 @@ package dev
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -199,9 +198,5 @@ func (s *Stack) Stop() error {
 	if s.tempDir != "" {
 		_ = os.RemoveAll(s.tempDir)
 	}
-	err := s.Err()
-	if errors.Is(err, context.Canceled) {
-		return nil
-	}
-	return err
+	return s.Err()
 }

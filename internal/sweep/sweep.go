@@ -39,7 +39,8 @@ type Config struct {
 	// UnreconciledAfter is how long an indeterminate intent may wait with no lookup claimed
 	// before it is parked for a human. Default 24 h.
 	UnreconciledAfter time.Duration
-	// Drain: publish the outbox every pass (the relay's slow path). Default true; see NoDrain.
+	// NoDrain turns off publishing the outbox every pass (the relay's slow path), for when
+	// another role does it. The zero value drains.
 	NoDrain bool
 	// Logger; nil means no logging.
 	Logger *zap.Logger

@@ -108,12 +108,12 @@ func (l *Ledger) UnpublishedFor(ctx context.Context, keys []identity.DeliveryKey
 	// READ COMMITTED (see inReadCommitted): every transition committed before the call is
 	// seen, which is all the witness needs.
 	var rows []dbsqlc.OutboxPendingForRow
-	err := l.scan(ctx, "outbox", func(q *dbsqlc.Queries) (err error) {
+	err := l.scan(ctx, fmt.Sprintf("read outbox of %d intents", len(keys)), func(q *dbsqlc.Queries) (err error) {
 		rows, err = q.OutboxPendingFor(ctx, raw)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read outbox of %d intents: %w", len(keys), err)
+		return nil, err
 	}
 	out := make([]Unpublished, 0, len(rows))
 	for _, r := range rows {

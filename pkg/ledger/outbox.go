@@ -23,12 +23,12 @@ type Unpublished struct {
 // COMMITTED (see inReadCommitted): every transition committed before the call is seen.
 func (l *Ledger) Unpublished(ctx context.Context, max int) ([]Unpublished, error) {
 	var rows []dbsqlc.OutboxPendingRow
-	err := l.scan(ctx, "outbox", func(q *dbsqlc.Queries) (err error) {
+	err := l.scan(ctx, "read outbox", func(q *dbsqlc.Queries) (err error) {
 		rows, err = q.OutboxPending(ctx, int32(max))
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read outbox: %w", err)
+		return nil, err
 	}
 	out := make([]Unpublished, 0, len(rows))
 	for _, r := range rows {

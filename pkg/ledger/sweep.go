@@ -304,7 +304,7 @@ type ReconcileStatus struct {
 // ReconcileStatusOf returns where key's reconciliation stands, or ErrNotFound.
 func (l *Ledger) ReconcileStatusOf(ctx context.Context, key identity.DeliveryKey) (ReconcileStatus, error) {
 	var row dbsqlc.ReconcileStatusRow
-	err := l.scan(ctx, "reconcile status", func(q *dbsqlc.Queries) (err error) {
+	err := l.scan(ctx, "reconcile status of "+key.String(), func(q *dbsqlc.Queries) (err error) {
 		row, err = q.ReconcileStatus(ctx, key.Bytes())
 		return err
 	})
@@ -312,7 +312,7 @@ func (l *Ledger) ReconcileStatusOf(ctx context.Context, key identity.DeliveryKey
 		return ReconcileStatus{}, ErrNotFound
 	}
 	if err != nil {
-		return ReconcileStatus{}, fmt.Errorf("reconcile status of %s: %w", key, err)
+		return ReconcileStatus{}, err
 	}
 	return ReconcileStatus{State: State(row.State), Age: time.Duration(row.AgeMs) * time.Millisecond, Claimed: row.Claimed, Resolved: row.Resolved}, nil
 }
