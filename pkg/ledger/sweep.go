@@ -61,8 +61,6 @@ func alwaysRetried() []string {
 	return out
 }
 
-func ms(d time.Duration) int64 { return d.Milliseconds() }
-
 // Stranded is a pending intent that nobody holds and nothing has moved for a while: its work
 // item may have been lost.
 type Stranded struct {
@@ -80,7 +78,7 @@ func (l *Ledger) StrandedPending(ctx context.Context, idle time.Duration, max in
 	}
 	var rows []dbsqlc.SweepStrandedPendingRow
 	err := l.scan(ctx, "stranded pending", func(q *dbsqlc.Queries) (err error) {
-		rows, err = q.SweepStrandedPending(ctx, dbsqlc.SweepStrandedPendingParams{Reasons: reasonsOf(Pending), IdleMs: ms(idle), MaxRows: int32(max)})
+		rows, err = q.SweepStrandedPending(ctx, dbsqlc.SweepStrandedPendingParams{Reasons: reasonsOf(Pending), IdleMs: idle.Milliseconds(), MaxRows: int32(max)})
 		return err
 	})
 	if err != nil {
@@ -231,7 +229,7 @@ func (l *Ledger) ParkUnreconciled(ctx context.Context, stale, unclaimed time.Dur
 	}
 	var keys [][]byte
 	err := l.scan(ctx, "unreconciled", func(q *dbsqlc.Queries) (err error) {
-		keys, err = q.SweepUnreconciled(ctx, dbsqlc.SweepUnreconciledParams{Reasons: reasonsOf(Indeterminate), StaleMs: ms(stale), UnclaimedMs: ms(unclaimed), MaxRows: int32(max)})
+		keys, err = q.SweepUnreconciled(ctx, dbsqlc.SweepUnreconciledParams{Reasons: reasonsOf(Indeterminate), StaleMs: stale.Milliseconds(), UnclaimedMs: unclaimed.Milliseconds(), MaxRows: int32(max)})
 		return err
 	})
 	if err != nil || len(keys) == 0 {
@@ -239,7 +237,7 @@ func (l *Ledger) ParkUnreconciled(ctx context.Context, stale, unclaimed time.Dur
 	}
 	var rows []dbsqlc.IntentsParkUnreconciledRow
 	err = l.inTx(ctx, string(OpPark), func(q *dbsqlc.Queries) (err error) {
-		rows, err = q.IntentsParkUnreconciled(ctx, dbsqlc.IntentsParkUnreconciledParams{DeliveryKeys: keys, StaleMs: ms(stale), UnclaimedMs: ms(unclaimed), Actor: l.cfg.Actor})
+		rows, err = q.IntentsParkUnreconciled(ctx, dbsqlc.IntentsParkUnreconciledParams{DeliveryKeys: keys, StaleMs: stale.Milliseconds(), UnclaimedMs: unclaimed.Milliseconds(), Actor: l.cfg.Actor})
 		return err
 	})
 	if err != nil {
@@ -274,7 +272,7 @@ func (l *Ledger) ReconcileCandidates(ctx context.Context, minAge time.Duration, 
 	}
 	var rows [][]byte
 	err := l.scan(ctx, "reconcile candidates", func(q *dbsqlc.Queries) (err error) {
-		rows, err = q.ReconcileCandidates(ctx, dbsqlc.ReconcileCandidatesParams{Reasons: reasonsOf(Indeterminate), MinAgeMs: ms(minAge), MaxRows: int32(max)})
+		rows, err = q.ReconcileCandidates(ctx, dbsqlc.ReconcileCandidatesParams{Reasons: reasonsOf(Indeterminate), MinAgeMs: minAge.Milliseconds(), MaxRows: int32(max)})
 		return err
 	})
 	if err != nil {
