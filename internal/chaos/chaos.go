@@ -71,6 +71,9 @@ type Result struct {
 	// EventsMissing is the number of history rows not on ATMOST_EVENTS; EventsDuplicated the
 	// number of transitions on it more than once, EventsUnknown the events with no history row.
 	EventsMissing, EventsDuplicated, EventsUnknown int
+	// Orphans is the number of attempts, evidence, history, reconciliation and outbox rows
+	// whose intent (or history row) does not exist (ledger.Orphans).
+	Orphans int64
 	// States counts the intents by state at the end.
 	States map[string]int
 	// What was done to the processes.
@@ -86,7 +89,7 @@ type Result struct {
 
 // OK reports whether every promise held.
 func (r Result) OK() bool {
-	return r.Duplicates == 0 && r.Lost == 0 && r.Undeclared == 0 && r.EventsMissing == 0 && r.EventsDuplicated == 0 && r.EventsUnknown == 0
+	return r.Duplicates == 0 && r.Lost == 0 && r.Undeclared == 0 && r.EventsMissing == 0 && r.EventsDuplicated == 0 && r.EventsUnknown == 0 && r.Orphans == 0
 }
 
 // Line is the suite's one-line verdict, then the counts per state.
@@ -95,8 +98,8 @@ func (r Result) Line() string {
 	for _, s := range []string{"pending", "authorized", "published", "failed", "indeterminate", "parked"} {
 		states = append(states, fmt.Sprintf("%s: %d", s, r.States[s]))
 	}
-	return fmt.Sprintf("duplicates: %d, lost: %d, undeclared: %d, events_missing: %d\n%s",
-		r.Duplicates, r.Lost, r.Undeclared, r.EventsMissing, strings.Join(states, ", "))
+	return fmt.Sprintf("duplicates: %d, lost: %d, undeclared: %d, events_missing: %d, orphans: %d\n%s",
+		r.Duplicates, r.Lost, r.Undeclared, r.EventsMissing, r.Orphans, strings.Join(states, ", "))
 }
 
 var roleNames = []string{"ingest", "dispatcher-1", "dispatcher-2", "sweeper", "reconciler"}
@@ -497,6 +500,15 @@ func (r *run) check(ctx context.Context, p *producer, res *Result) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	l, err := ledger.New(r.pool, ledger.Config{Actor: "chaos"})
+	if err != nil {
+		return err
+	}
+	orphans, err := l.Orphans(ctx)
+	if err != nil {
+		return err
+	}
+	res.Orphans = orphans.Total()
 	return r.checkEvents(ctx, res)
 }
 

@@ -316,6 +316,9 @@ func TestRestoreReconcileAfterAMidRunRestoreSendsNothingTwice(t *testing.T) {
 	for _, in := range final {
 		require.Equal(t, ledger.Published, in.State)
 	}
+	orphans, err := r.l.Orphans(ctx)
+	require.NoError(t, err)
+	require.Zero(t, orphans.Total(), "the restore wrote rows whose intent does not exist: %+v", orphans)
 }
 
 func streamEvents(t *testing.T, ctx context.Context, js jetstream.JetStream) uint64 {

@@ -47,6 +47,7 @@ type Dispatcher struct {
 	reserved map[string]int // rate tokens set aside per account, between the gate and Authorize
 	reports  chan *work     // sends done, waiting for Complete
 	sending  sync.WaitGroup // sends in flight
+	reads    chan *read     // claimed successes, waiting for their read-back
 }
 
 // New creates (or attaches to) the durable consumer on ATMOST_DISPATCH. The streams must exist.
@@ -73,6 +74,7 @@ func New(ctx context.Context, js jetstream.JetStream, l *ledger.Ledger, rel *rel
 		slots:    make(chan struct{}, cfg.Concurrency),
 		reserved: map[string]int{},
 		reports:  make(chan *work, cfg.Concurrency),
+		reads:    make(chan *read, cfg.Concurrency),
 	}, nil
 }
 
@@ -129,6 +131,11 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		defer close(completed)
 		d.completeLoop()
 	}()
+	readsDone := make(chan struct{})
+	go func() {
+		defer close(readsDone)
+		d.readLoop()
+	}()
 
 	// Several pipelines take batches at once, so one batch's ledger round trips overlap
 	// another's. The batch in hand is finished even when ctx ends meanwhile.
@@ -153,6 +160,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		_ = m.Nak() // taken from the server, never started: redeliver at once
 	}
 	d.sending.Wait()
+	close(d.reads)
+	<-readsDone
 	close(d.reports)
 	<-completed
 	if ctx.Err() == nil {
@@ -691,16 +700,135 @@ func (d *Dispatcher) send(w *work) {
 	d.reports <- w
 }
 
+// read is one claimed success waiting for its read-back; the verdict arrives on done.
+type read struct {
+	w        *work
+	objectID string
+	deadline time.Time // the read-back budget's end
+	done     chan readVerdict
+}
+
+type readVerdict struct {
+	confirmed bool
+	why       string
+	detail    string
+}
+
+// Read-backs are grouped: whatever claimed successes are waiting when a group starts go
+// together, up to maxReadGroup, and readPipelines groups are read at once.
+const (
+	maxReadGroup  = 100
+	readPipelines = 2
+)
+
 // readBack fetches the object the platform named and compares its text with the intent's,
-// within the read-back budget.
+// within the read-back budget. It waits for the read loop, which reads the objects of many
+// sends in one request where the adapter can.
 func (d *Dispatcher) readBack(w *work, objectID string) (bool, string) {
-	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.ReadBackTimeout)
-	defer cancel()
-	confirmed, why, detail := platforms.ReadBack(ctx, w.adapter, w.request, objectID)
-	if !confirmed {
-		d.counts.readBack(why)
+	r := &read{w: w, objectID: objectID, deadline: time.Now().Add(d.cfg.ReadBackTimeout), done: make(chan readVerdict, 1)}
+	d.reads <- r
+	v := <-r.done
+	if !v.confirmed {
+		d.counts.readBack(v.why)
 	}
-	return confirmed, detail
+	return v.confirmed, v.detail
+}
+
+// readLoop groups the read-backs waiting when a group starts; it returns when reads is
+// closed and every group it started has its verdicts.
+func (d *Dispatcher) readLoop() {
+	var groups sync.WaitGroup
+	defer groups.Wait()
+	slots := make(chan struct{}, readPipelines)
+	for first := range d.reads {
+		slots <- struct{}{} // while every pipeline reads, the next group grows
+		group := []*read{first}
+	more:
+		for len(group) < maxReadGroup {
+			select {
+			case r, ok := <-d.reads:
+				if !ok {
+					break more
+				}
+				group = append(group, r)
+			default:
+				break more
+			}
+		}
+		groups.Add(1)
+		go func() {
+			defer groups.Done()
+			defer func() { <-slots }()
+			d.readGroup(group)
+		}()
+	}
+}
+
+// readGroup reads a group, one request per adapter that can read many objects at once. Each
+// read whose first answer could not tell (not found yet, or the read failed) is read again on
+// its own within its budget, without holding up the group; so is every read of an adapter
+// that reads one object at a time.
+func (d *Dispatcher) readGroup(group []*read) {
+	byAdapter := map[platform.Adapter][]*read{}
+	for _, r := range group {
+		byAdapter[r.w.adapter] = append(byAdapter[r.w.adapter], r)
+	}
+	alone := func(r *read, first *platform.ReadResult) {
+		go func() {
+			ctx, cancel := context.WithDeadline(context.Background(), r.deadline)
+			defer cancel()
+			var v readVerdict
+			if first != nil {
+				v.confirmed, v.why, v.detail = platforms.ReadBackAfter(ctx, r.w.adapter, r.w.request, r.objectID, *first)
+			} else {
+				v.confirmed, v.why, v.detail = platforms.ReadBack(ctx, r.w.adapter, r.w.request, r.objectID)
+			}
+			r.done <- v
+		}()
+	}
+	var reading sync.WaitGroup
+	for ad, reads := range byAdapter {
+		many, ok := ad.(platform.ManyReader)
+		if !ok {
+			for _, r := range reads {
+				alone(r, nil)
+			}
+			continue
+		}
+		reading.Go(func() {
+			items := make([]platform.ReadItem, len(reads))
+			earliest := reads[0].deadline
+			for i, r := range reads {
+				items[i] = platform.ReadItem{Request: r.w.request, ObjectID: r.objectID}
+				if r.deadline.Before(earliest) {
+					earliest = r.deadline
+				}
+			}
+			ctx, cancel := context.WithDeadline(context.Background(), earliest)
+			results := many.ReadBackMany(ctx, items)
+			cancel()
+			if len(results) != len(items) {
+				// An adapter that broke its contract: trust none of it; read each alone.
+				d.log.Error("a grouped read-back answered for the wrong number of objects; reading them one by one",
+					zap.Int("asked", len(items)), zap.Int("answered", len(results)))
+				for _, r := range reads {
+					alone(r, nil)
+				}
+				return
+			}
+			for i, r := range reads {
+				var v readVerdict
+				var final bool
+				v.confirmed, v.why, v.detail, final = platforms.Judge(r.w.request, results[i].Object, results[i].Err)
+				if !final {
+					alone(r, &results[i])
+					continue
+				}
+				r.done <- v
+			}
+		})
+	}
+	reading.Wait()
 }
 
 // completeLoop records outcomes in batches: whatever arrived while the previous batch was

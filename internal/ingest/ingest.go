@@ -104,20 +104,29 @@ type message struct {
 // Batch fetches up to Config.Batch messages and ingests them. It returns what it did; an error
 // means some messages were nak'ed for redelivery.
 func (in *Ingester) Batch(ctx context.Context) (Stats, error) {
+	stats, _, err := in.BatchCreated(ctx)
+	return stats, err
+}
+
+// BatchCreated is Batch, and also returns the delivery keys of the intents the batch created:
+// their transitions are the caller's to publish right after the commit (relay.PublishFor),
+// leaving other writers' outbox rows to their own writers.
+func (in *Ingester) BatchCreated(ctx context.Context) (Stats, []identity.DeliveryKey, error) {
 	var stats Stats
+	var created []identity.DeliveryKey
 	fetched, err := in.consumer.Fetch(in.cfg.Batch, jetstream.FetchMaxWait(in.cfg.MaxWait))
 	if err != nil {
-		return stats, fmt.Errorf("ingest: fetch: %w", err)
+		return stats, created, fmt.Errorf("ingest: fetch: %w", err)
 	}
 	var batch []*message
 	for msg := range fetched.Messages() {
 		batch = append(batch, classify(msg))
 	}
 	if err := fetched.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && len(batch) == 0 {
-		return stats, fmt.Errorf("ingest: fetch: %w", err)
+		return stats, created, fmt.Errorf("ingest: fetch: %w", err)
 	}
 	if len(batch) == 0 {
-		return stats, nil
+		return stats, created, nil
 	}
 
 	// Valid intents: one Submit. Unknown accounts become rejections.
@@ -134,12 +143,13 @@ func (in *Ingester) Batch(ctx context.Context) (Stats, error) {
 		if err != nil {
 			in.nak(batch)
 			stats.Retried = len(batch)
-			return stats, fmt.Errorf("ingest: submit: %w", err)
+			return stats, created, fmt.Errorf("ingest: submit: %w", err)
 		}
 		for i, r := range results {
 			switch r.Outcome {
 			case ledger.Created:
 				stats.Created++
+				created = append(created, r.Key)
 			case ledger.Duplicate:
 				stats.Duplicates++
 			case ledger.UnknownAccount:
@@ -164,18 +174,18 @@ func (in *Ingester) Batch(ctx context.Context) (Stats, error) {
 			in.nak(rejected)
 			in.ack(ctx, without(batch, rejected))
 			stats.Retried = len(rejected)
-			return stats, fmt.Errorf("ingest: store rejects: %w", err)
+			return stats, created, fmt.Errorf("ingest: store rejects: %w", err)
 		}
 		if err := in.publishRejects(ctx, rejected); err != nil {
 			in.nak(rejected)
 			in.ack(ctx, without(batch, rejected))
 			stats.Retried = len(rejected)
-			return stats, err
+			return stats, created, err
 		}
 		stats.Rejected = len(rejected)
 	}
 	in.ack(ctx, batch)
-	return stats, nil
+	return stats, created, nil
 }
 
 // classify parses one message: an envelope, or the reason it is refused.

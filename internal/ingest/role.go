@@ -99,7 +99,7 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 	}()
 	for ctx.Err() == nil {
 		// The batch in hand is finished even when ctx ends meanwhile (SIGTERM).
-		stats, err := in.Batch(context.WithoutCancel(ctx))
+		stats, created, err := in.BatchCreated(context.WithoutCancel(ctx))
 		metrics.intents.WithLabelValues("created").Add(float64(stats.Created))
 		metrics.intents.WithLabelValues("duplicate").Add(float64(stats.Duplicates))
 		metrics.intents.WithLabelValues("rejected").Add(float64(stats.Rejected))
@@ -112,9 +112,11 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 		if stats != (Stats{}) {
 			metrics.batches.WithLabelValues("ok").Inc()
 		}
-		if stats.Created > 0 {
-			// The fast path: publish this batch's transitions right after their commit.
-			if _, err := rel.Drain(context.WithoutCancel(ctx)); err != nil {
+		if len(created) > 0 {
+			// The fast path: publish this batch's transitions right after their commit. Only
+			// its own: the rows other writers (dispatchers, sweepers) committed meanwhile are
+			// theirs to publish, and the slow path catches whatever a writer missed.
+			if err := rel.PublishFor(context.WithoutCancel(ctx), created); err != nil {
 				log.Warn("relay after commit failed; the relay loop will retry", zap.Error(err))
 			}
 		}

@@ -41,16 +41,36 @@ const (
 // new object, or failed) is tried again until ctx ends. It returns whether the text was
 // confirmed, and otherwise why not (one of the ReadBack constants) with a detail for humans.
 func ReadBack(ctx context.Context, ad platform.Adapter, r platform.Request, objectID string) (confirmed bool, why, detail string) {
+	obj, err := ad.ReadBack(ctx, r, objectID)
+	return readBackFrom(ctx, ad, r, objectID, obj, err)
+}
+
+// ReadBackAfter is ReadBack for an object whose first read was already made (one item of a
+// platform.ManyReader's grouped read), with that read's answer: when it could not tell, the
+// object is read again, alone, after a pause, until ctx ends.
+func ReadBackAfter(ctx context.Context, ad platform.Adapter, r platform.Request, objectID string, first platform.ReadResult) (confirmed bool, why, detail string) {
+	return readBackFrom(ctx, ad, r, objectID, first.Object, first.Err)
+}
+
+// Judge is what one read's answer says: final is false when it could not tell (not found, or
+// the read failed) and reading again may.
+func Judge(r platform.Request, obj platform.Object, err error) (confirmed bool, why, detail string, final bool) {
+	switch {
+	case err == nil && identity.SameText(obj.Text, r.Text):
+		return true, "", "confirmed", true
+	case err == nil:
+		return false, ReadBackMismatch, "text differs", true
+	case errors.Is(err, platform.ErrNoReadBack):
+		return false, ReadBackUnsupported, "the platform offers no read-back", true
+	}
+	return false, "", "", false
+}
+
+func readBackFrom(ctx context.Context, ad platform.Adapter, r platform.Request, objectID string, obj platform.Object, err error) (confirmed bool, why, detail string) {
 	pause := 50 * time.Millisecond
 	for {
-		obj, err := ad.ReadBack(ctx, r, objectID)
-		switch {
-		case err == nil && identity.SameText(obj.Text, r.Text):
-			return true, "", "confirmed"
-		case err == nil:
-			return false, ReadBackMismatch, "text differs"
-		case errors.Is(err, platform.ErrNoReadBack):
-			return false, ReadBackUnsupported, "the platform offers no read-back"
+		if confirmed, why, detail, final := Judge(r, obj, err); final {
+			return confirmed, why, detail
 		}
 		t := time.NewTimer(pause)
 		select {
@@ -63,5 +83,6 @@ func ReadBack(ctx context.Context, ad platform.Adapter, r platform.Request, obje
 		case <-t.C:
 		}
 		pause = min(2*pause, time.Second)
+		obj, err = ad.ReadBack(ctx, r, objectID)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -51,6 +52,7 @@ type Server struct {
 	inflight  map[string]int       // create requests per key being handled right now
 	faults    map[Fault]int
 	requests  int
+	reads     int      // grouped reads served (GET /v1/objects)
 	overOne   []string // keys with more than one object, in the order they got there
 	maxPerKey int
 	plan      *drawer
@@ -86,6 +88,7 @@ func New(cfg Config) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/accounts/{account}/{action}", s.handleCreate)
 	mux.HandleFunc("GET /v1/objects/{id}", s.handleObject)
+	mux.HandleFunc("GET /v1/objects", s.handleObjects)
 	mux.HandleFunc("GET /v1/accounts/{account}/objects", s.handleList)
 	mux.HandleFunc("GET /v1/idempotency/{key}", s.handleStatus)
 	mux.HandleFunc("GET /v1/counts", s.handleCounts)
@@ -138,6 +141,8 @@ type Counts struct {
 	Objects int `json:"objects"`
 	// Requests is the total number of create requests received, malformed ones included.
 	Requests int `json:"requests"`
+	// GroupedReads is how many grouped reads (GET /v1/objects?id=...) were answered.
+	GroupedReads int `json:"grouped_reads"`
 	// MaxCreatedPerKey is the largest value in Created: above 1 means a double send.
 	MaxCreatedPerKey int `json:"max_created_per_key"`
 	// KeysOverOne lists the keys with more than one object, in the order they got there.
@@ -155,6 +160,7 @@ func (s *Server) Counts() Counts {
 		Faults:           make(map[Fault]int, len(s.faults)),
 		Objects:          len(s.objects),
 		Requests:         s.requests,
+		GroupedReads:     s.reads,
 		MaxCreatedPerKey: s.maxPerKey,
 		KeysOverOne:      append([]string{}, s.overOne...),
 	}
@@ -178,6 +184,14 @@ func (s *Server) Created(key string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.byKey[key])
+}
+
+// ObjectCount returns how many objects the platform holds: what Counts().Objects says,
+// without copying every count.
+func (s *Server) ObjectCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.objects)
 }
 
 // Received returns how many create requests keyed key reached the handler.
@@ -256,6 +270,34 @@ func (s *Server) handleObject(w http.ResponseWriter, r *http.Request) {
 
 type listing struct {
 	Objects []Object `json:"objects"`
+}
+
+// MaxObjectsPerRead is how many ids one GET /v1/objects may name.
+const MaxObjectsPerRead = 100
+
+// handleObjects answers GET /v1/objects?id=A&id=B...: the objects among those ids, in the
+// order asked, an id with no object left out. Like GET /v1/objects/{id} it is consistent
+// (no listing lag): a committed object is there.
+func (s *Server) handleObjects(w http.ResponseWriter, r *http.Request) {
+	ids := r.URL.Query()["id"]
+	switch {
+	case len(ids) == 0:
+		writeError(w, http.StatusBadRequest, "name the objects: ?id=A&id=B")
+		return
+	case len(ids) > MaxObjectsPerRead:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("%d ids: at most %d per read", len(ids), MaxObjectsPerRead))
+		return
+	}
+	out := listing{Objects: make([]Object, 0, len(ids))}
+	s.mu.Lock()
+	for _, id := range ids {
+		if rec, ok := s.objects[id]; ok {
+			out.Objects = append(out.Objects, rec.Object)
+		}
+	}
+	s.reads++
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {

@@ -61,6 +61,32 @@ func TestUnknownObjectIs404(t *testing.T) {
 	require.NotEmpty(t, a.Body["error"])
 }
 
+func TestAGroupedReadReturnsTheObjectsItNamesInOrderAndLeavesOutUnknownIDs(t *testing.T) {
+	t.Parallel()
+	s, url := start(t, platformsim.Config{})
+	c := client(t)
+	first := create(t, c, url, "a", "post", "k1", `{"text":"one"}`).Body["id"].(string)
+	second := create(t, c, url, "a", "post", "k2", `{"text":"two"}`).Body["id"].(string)
+
+	got := get(t, c, url+"/v1/objects?id="+second+"&id=obj_nope&id="+first)
+	require.Equal(t, http.StatusOK, got.Status)
+	objs := got.Body["objects"].([]any)
+	require.Len(t, objs, 2)
+	require.Equal(t, second, objs[0].(map[string]any)["id"])
+	require.Equal(t, "two", objs[0].(map[string]any)["text"])
+	require.Equal(t, first, objs[1].(map[string]any)["id"])
+	require.Equal(t, 1, s.Counts().GroupedReads)
+
+	require.Equal(t, http.StatusBadRequest, get(t, c, url+"/v1/objects").Status, "no id named")
+	many := url + "/v1/objects?id=x"
+	for range platformsim.MaxObjectsPerRead {
+		many += "&id=x"
+	}
+	tooMany := get(t, c, many)
+	require.Equal(t, http.StatusBadRequest, tooMany.Status)
+	require.Contains(t, tooMany.Body["error"], "at most 100")
+}
+
 func TestMalformedCreatesAreRefusedAndCreateNothing(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {

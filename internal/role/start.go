@@ -29,10 +29,12 @@ type Deps struct {
 	Registry *prometheus.Registry
 }
 
-// Start connects a role: PostgreSQL (lazily), NATS (waiting with backoff), the streams
-// (created idempotently; an incompatible one stops it), the ledger with the role's name as
-// actor, and the relay. Close releases what it opened.
+// Start connects a role: it sets the collector's target (TuneGC), then connects PostgreSQL
+// (lazily), NATS (waiting with backoff), the streams (created idempotently; an incompatible
+// one stops it), the ledger with the role's name as actor, and the relay. Close releases what
+// it opened.
 func Start(ctx context.Context, name string, c Common, relayCfg relay.Config, log *zap.Logger) (*Deps, error) {
+	TuneGC()
 	iso, err := c.IsoLevel()
 	if err != nil {
 		return nil, err

@@ -97,6 +97,9 @@ func TestRandomOperationsKeepTheInvariants(t *testing.T) {
 		for _, key := range keys {
 			checkHistory(t, e, key)
 		}
+		orphans, err := e.l.Orphans(e.ctx)
+		require.NoError(t, err)
+		require.Zero(t, orphans.Total(), "rows whose intent does not exist: %+v", orphans)
 		// The run must have exercised the machine, or the invariants above prove little.
 		require.Positive(t, e.count(`SELECT count(*) FROM history WHERE to_state = 'authorized'`))
 		require.Positive(t, e.count(`SELECT count(*) FROM history WHERE from_state IS NOT NULL AND from_state <> to_state AND to_state <> 'authorized'`))

@@ -159,6 +159,30 @@ type Adapter interface {
 	Lookup(ctx context.Context, r Request) Lookup
 }
 
+// ReadItem names one object to read back: the request it should answer and the id the
+// platform gave it.
+type ReadItem struct {
+	Request  Request
+	ObjectID string
+}
+
+// ReadResult is one item's answer from ReadBackMany: the object, or an error as ReadBack
+// would return it (ErrNotFound when the platform has none).
+type ReadResult struct {
+	Object Object
+	Err    error
+}
+
+// ManyReader is implemented by adapters whose platform reads several objects in one request.
+// Reads are safe to repeat and send nothing, so grouping them changes no promise: the
+// dispatcher reads the objects of many sends at once, and reads one by one only what a
+// grouped read could not tell.
+type ManyReader interface {
+	// ReadBackMany reads items, in as few requests as the platform allows, and returns one
+	// result per item, in order. An item's result means what ReadBack's would.
+	ReadBackMany(ctx context.Context, items []ReadItem) []ReadResult
+}
+
 // Account is the operator's configuration of one account, as an adapter needs it.
 type Account struct {
 	ID       string

@@ -48,6 +48,80 @@ func (a *adapter) ReadBack(ctx context.Context, r platform.Request, objectID str
 	return platform.Object{ID: o.ID, Text: o.Text}, nil
 }
 
+// maxPerRead is how many ids one GET /v1/objects names (the simulator's limit).
+const maxPerRead = 100
+
+// ReadBackMany reads items with GET {url}/v1/objects?id=..., up to 100 ids a request. An
+// object the answer leaves out is platform.ErrNotFound; a request that failed fails each of
+// its items as ReadBack would; an object of another key or account is an error for its item
+// alone.
+func (a *adapter) ReadBackMany(ctx context.Context, items []platform.ReadItem) []platform.ReadResult {
+	out := make([]platform.ReadResult, len(items))
+	for start := 0; start < len(items); start += maxPerRead {
+		chunk := items[start:min(start+maxPerRead, len(items))]
+		a.readChunk(ctx, chunk, out[start:start+len(chunk)])
+	}
+	return out
+}
+
+func (a *adapter) readChunk(ctx context.Context, items []platform.ReadItem, out []platform.ReadResult) {
+	q := make(url.Values, 1)
+	for i, it := range items {
+		if it.ObjectID == "" {
+			out[i].Err = fmt.Errorf("sim: read-back: empty object id")
+			continue
+		}
+		q.Add("id", it.ObjectID)
+	}
+	if len(q["id"]) == 0 {
+		return
+	}
+	fail := func(err error) {
+		for i := range out {
+			if out[i].Err == nil {
+				out[i].Err = fmt.Errorf("sim: read-back of %s: %w", items[i].ObjectID, err)
+			}
+		}
+	}
+	ex := a.client.Do(ctx, http.MethodGet, a.base+"/v1/objects?"+q.Encode(), nil, nil)
+	switch {
+	case ex.Status == 0:
+		fail(ex.Err)
+		return
+	case ex.Status != http.StatusOK:
+		fail(fmt.Errorf("status %d", ex.Status))
+		return
+	case ex.Err != nil:
+		fail(fmt.Errorf("reading the answer: %w", ex.Err))
+		return
+	}
+	var l struct {
+		Objects []object `json:"objects"`
+	}
+	if err := json.Unmarshal(ex.Body, &l); err != nil {
+		fail(fmt.Errorf("decoding the answer: %w", err))
+		return
+	}
+	found := make(map[string]object, len(l.Objects))
+	for _, o := range l.Objects {
+		found[o.ID] = o
+	}
+	for i, it := range items {
+		if out[i].Err != nil {
+			continue
+		}
+		o, ok := found[it.ObjectID]
+		switch {
+		case !ok:
+			out[i].Err = fmt.Errorf("sim: read-back of %s: %w", it.ObjectID, platform.ErrNotFound)
+		case o.Key != it.Request.Key.String() || o.Account != it.Request.Account:
+			out[i].Err = fmt.Errorf("sim: read-back of %s: the object is of key %s on account %q, not this request's", it.ObjectID, o.Key, o.Account)
+		default:
+			out[i].Object = platform.Object{ID: o.ID, Text: o.Text}
+		}
+	}
+}
+
 // Lookup is the one reconciliation lookup. With status_lookup it asks GET
 // {url}/v1/idempotency/{key}: created is Found, not_seen is NotFound with ProvenNotSent (the
 // simulator answers for the original request's key), in_progress or any failure is

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -126,4 +127,48 @@ func TestLookupForAnotherAccountIsUnavailable(t *testing.T) {
 	l := a.Lookup(context.Background(), r)
 	require.Equal(t, platform.Unavailable, l.Result)
 	require.Contains(t, l.Detail["error"], "another account")
+}
+
+// A grouped read answers each item as ReadBack would: the object, ErrNotFound for an id the
+// platform does not have, an error for another request's object; more than 100 items take
+// more than one request.
+func TestReadBackManyAnswersEachItemAsReadBackWould(t *testing.T) {
+	t.Parallel()
+	s, url := startSim(t, platformsim.Config{})
+	a := open(t, url, nil)
+	var items []platform.ReadItem
+	for i := range 130 {
+		r := request(t, fmt.Sprintf("grouped %d", i))
+		out := send(t, a, r)
+		require.Equal(t, platform.Sent, out.Result)
+		items = append(items, platform.ReadItem{Request: r, ObjectID: out.ObjectID})
+	}
+	mine := request(t, "mine")
+	items = append(items,
+		platform.ReadItem{Request: request(t, "never sent"), ObjectID: "obj_missing"},
+		platform.ReadItem{Request: mine, ObjectID: items[0].ObjectID}, // another request's object
+		platform.ReadItem{Request: mine, ObjectID: ""})
+
+	got := a.ReadBackMany(context.Background(), items)
+	require.Len(t, got, len(items))
+	for i := range 130 {
+		require.NoError(t, got[i].Err)
+		require.Equal(t, platform.Object{ID: items[i].ObjectID, Text: fmt.Sprintf("grouped %d", i)}, got[i].Object)
+	}
+	require.ErrorIs(t, got[130].Err, platform.ErrNotFound)
+	require.ErrorContains(t, got[131].Err, "not this request's")
+	require.NotErrorIs(t, got[131].Err, platform.ErrNotFound)
+	require.ErrorContains(t, got[132].Err, "empty object id")
+	require.Equal(t, 2, s.Counts().GroupedReads, "133 items, 100 ids a request")
+}
+
+func TestReadBackManyOfAnUnreachablePlatformFailsEveryItemNotAsNotFound(t *testing.T) {
+	t.Parallel()
+	a := open(t, closedURL(t), nil)
+	got := a.ReadBackMany(context.Background(), []platform.ReadItem{{Request: request(t, "x"), ObjectID: "obj_1"}, {Request: request(t, "y"), ObjectID: "obj_2"}})
+	require.Len(t, got, 2)
+	for _, r := range got {
+		require.Error(t, r.Err)
+		require.NotErrorIs(t, r.Err, platform.ErrNotFound)
+	}
 }

@@ -1,0 +1,94 @@
+package dispatch_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/internal/platformsim"
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger"
+	"github.com/atmost/atmost/pkg/platform"
+	"github.com/atmost/atmost/pkg/platform/sim"
+)
+
+// Read-backs are grouped: the objects of many sends are read in one request, and each is
+// still confirmed against its own intent's text.
+func TestReadBacksAreGroupedAndEachObjectIsConfirmed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, platformsim.Config{})
+	keys := e.submit("acct-1", texts("grouped", 150)...)
+	cfg := e.config()
+	cfg.Batch, cfg.Concurrency = 64, 128
+	e.run(cfg)
+	intents := e.settle(keys, 30*time.Second)
+	require.Equal(t, map[ledger.State]int{ledger.Published: 150}, states(intents))
+	c := e.sim.Counts()
+	require.Positive(t, c.GroupedReads, "the sim adapter reads in groups")
+	require.Less(t, c.GroupedReads, 150, "fewer grouped reads than objects: reads were grouped")
+	for _, k := range keys {
+		require.Equal(t, 1, e.sim.Created(k.String()))
+	}
+}
+
+// twisted wraps the simulator's adapter: its grouped reads change the text of the objects
+// whose request text starts with "twist", and answer "not found" once for those starting with
+// "late", as a platform slow to show a new object would.
+type twisted struct {
+	platform.Adapter
+	mu   sync.Mutex
+	late map[string]bool // objects already answered "not found" once
+}
+
+func (tw *twisted) ReadBackMany(ctx context.Context, items []platform.ReadItem) []platform.ReadResult {
+	out := tw.Adapter.(platform.ManyReader).ReadBackMany(ctx, items)
+	tw.mu.Lock()
+	defer tw.mu.Unlock()
+	for i, it := range items {
+		switch {
+		case out[i].Err == nil && strings.HasPrefix(it.Request.Text, "twist"):
+			out[i].Object.Text += " (edited by the platform)"
+		case out[i].Err == nil && strings.HasPrefix(it.Request.Text, "late") && !tw.late[it.ObjectID]:
+			tw.late[it.ObjectID] = true
+			out[i] = platform.ReadResult{Err: platform.ErrNotFound}
+		}
+	}
+	return out
+}
+
+// A grouped read that finds other text does not confirm (the intent goes indeterminate, to be
+// reconciled, never resent), and an object a grouped read could not find yet is read again on
+// its own and confirmed.
+func TestAGroupedReadBackJudgesEachObjectAndRereadsWhatItCouldNotFind(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, platformsim.Config{})
+	twistedKeys := e.submit("acct-1", texts("twist", 20)...)
+	lateKeys := e.submit("acct-1", texts("late", 20)...)
+	plainKeys := e.submit("acct-1", texts("plain", 20)...)
+	cfg := e.config()
+	cfg.Platforms = platform.Registry{sim.Name: func(a platform.Account) (platform.Adapter, error) {
+		ad, err := sim.Open(a)
+		if err != nil {
+			return nil, err
+		}
+		return &twisted{Adapter: ad, late: map[string]bool{}}, nil
+	}}
+	e.run(cfg)
+	all := append(append(append([]identity.DeliveryKey{}, twistedKeys...), lateKeys...), plainKeys...)
+	intents := e.settle(all, 30*time.Second)
+	for _, k := range twistedKeys {
+		require.Equal(t, ledger.Indeterminate, intents[k].State, "%s: other text is not a confirmation", k)
+		require.Equal(t, ledger.ReasonReadbackMismatch, intents[k].Reason)
+	}
+	for _, k := range append(lateKeys, plainKeys...) {
+		require.Equal(t, ledger.Published, intents[k].State, "%s", k)
+	}
+	for _, k := range all {
+		require.Equal(t, 1, e.sim.Created(k.String()), "one object for %s", k)
+		require.Equal(t, 1, e.sim.Received(k.String()), "one request for %s", k)
+	}
+}
