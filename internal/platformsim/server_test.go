@@ -165,7 +165,7 @@ func TestCountsOfAnEmptyPlatformAreEmptyNotNull(t *testing.T) {
 	_, url := start(t, platformsim.Config{})
 	a := get(t, client(t), url+"/v1/counts")
 	require.Equal(t, map[string]any{"created": map[string]any{}, "received": map[string]any{}, "lookups": map[string]any{}, "faults": map[string]any{},
-		"objects": 0.0, "requests": 0.0, "max_created_per_key": 0.0, "keys_over_one": []any{}}, a.Body)
+		"objects": 0.0, "requests": 0.0, "grouped_reads": 0.0, "max_created_per_key": 0.0, "keys_over_one": []any{}}, a.Body)
 }
 
 func TestDedupeDecidesWhetherARepeatedKeyCreatesAgain(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"github.com/atmost/atmost/pkg/ledger"
 )
 
-// Orphans is what replaced the foreign keys of migration 39: it must see each kind of row
+// Orphans is what replaced the foreign keys of migrations 39 to 41: it must see each kind of row
 // that points nowhere, and nothing in a sound ledger.
 func TestOrphansFindsRowsWhoseIntentDoesNotExist(t *testing.T) {
 	e := newEnv(t)

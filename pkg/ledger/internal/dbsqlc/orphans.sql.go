@@ -32,7 +32,7 @@ type LedgerOrphansRow struct {
 }
 
 // Rows whose intent (or, for the outbox, whose history row) does not exist: what the foreign
-// keys dropped in migration 39 used to refuse, and the reconciliation and evidence rows that
+// keys dropped in migrations 39 to 41 used to refuse, and the reconciliation and evidence rows that
 // never had one. One statement, so one snapshot: a row and its intent written together are
 // seen together. Every count is zero in a sound ledger.
 func (q *Queries) LedgerOrphans(ctx context.Context) (LedgerOrphansRow, error) {
