@@ -176,13 +176,16 @@ changed AS (
     FROM verdict v
     WHERE i.delivery_key = v.delivery_key
       AND v.fence = 'ok'
-      -- The fence, on the row being changed.
-      AND i.state = 'pending'
+      -- The fence, on the row being changed. IS TRUE keeps the state and lease tests from
+      -- being served by intents_sweep_idx or intents_lease_expires_idx (DESIGN section 7):
+      -- analyzed while few intents were pending, the planner would scan every pending intent
+      -- of a burst for each batch.
+      AND (i.state = 'pending') IS TRUE
       AND i.attempt_token = v.claim_token
       AND i.epoch = v.claim_epoch
       AND i.generation = v.claim_generation
       AND i.epoch = v.current_epoch
-      AND i.lease_expires_at > (SELECT clock.now FROM clock)
+      AND (i.lease_expires_at > (SELECT clock.now FROM clock)) IS TRUE
     RETURNING i.delivery_key, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.lease_expires_at, i.transition_seq
 ),
 hist AS (

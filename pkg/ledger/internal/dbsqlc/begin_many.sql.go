@@ -64,8 +64,10 @@ changed AS (
     WHERE i.delivery_key = v.delivery_key
       AND v.outcome IN ('claim', 'exhausted')
       -- The guard, on the row being changed: pending, no live claim, and the cap decides
-      -- between claiming and parking.
-      AND i.state = 'pending'
+      -- between claiming and parking. IS TRUE keeps intents_sweep_idx from serving the
+      -- state test (DESIGN section 7): analyzed while few intents were pending, the planner
+      -- would scan every pending intent of a burst for each batch.
+      AND (i.state = 'pending') IS TRUE
       AND (i.lease_expires_at IS NULL OR i.lease_expires_at <= now())
       AND (i.attempts_authorized >= v.attempt_cap) = (v.outcome = 'exhausted')
     RETURNING i.delivery_key, i.state, i.attempt_token, i.epoch, i.generation, i.lease_expires_at, i.transition_seq

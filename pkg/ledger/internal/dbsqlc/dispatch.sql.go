@@ -99,7 +99,7 @@ changed AS (
     FROM cur
     WHERE i.delivery_key = cur.delivery_key
       -- The guard, on the row being changed: pending, and nobody holds it.
-      AND i.state = 'pending'
+      AND (i.state = 'pending') IS TRUE -- by primary key, never through intents_sweep_idx (DESIGN section 7)
       AND i.lease_expires_at IS NULL
     RETURNING i.delivery_key, i.attempt_token, i.epoch, i.generation, i.transition_seq
 ),
