@@ -742,19 +742,7 @@ func (d *Dispatcher) readLoop() {
 	slots := make(chan struct{}, readPipelines)
 	for first := range d.reads {
 		slots <- struct{}{} // while every pipeline reads, the next group grows
-		group := []*read{first}
-	more:
-		for len(group) < maxReadGroup {
-			select {
-			case r, ok := <-d.reads:
-				if !ok {
-					break more
-				}
-				group = append(group, r)
-			default:
-				break more
-			}
-		}
+		group := waiting(first, d.reads, maxReadGroup)
 		groups.Add(1)
 		go func() {
 			defer groups.Done()
@@ -835,20 +823,7 @@ func (d *Dispatcher) readGroup(group []*read) {
 // being written goes into the next one.
 func (d *Dispatcher) completeLoop() {
 	for first := range d.reports {
-		batch := []*work{first}
-	more:
-		for len(batch) < d.cfg.Batch {
-			select {
-			case w, ok := <-d.reports:
-				if !ok {
-					break more
-				}
-				batch = append(batch, w)
-			default:
-				break more
-			}
-		}
-		d.complete(batch)
+		d.complete(waiting(first, d.reports, d.cfg.Batch))
 	}
 }
 
@@ -943,6 +918,24 @@ func (d *Dispatcher) delayAll(batch []*work, result string, wait time.Duration) 
 		d.delay(w, result, wait)
 	}
 	return nil
+}
+
+// waiting returns first and whatever else is already waiting on ch, up to limit in all,
+// without waiting for more.
+func waiting[T any](first T, ch <-chan T, limit int) []T {
+	batch := []T{first}
+	for len(batch) < limit {
+		select {
+		case v, ok := <-ch:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, v)
+		default:
+			return batch
+		}
+	}
+	return batch
 }
 
 // keepAlive tells JetStream every interval that msg is still being worked, until stop.
