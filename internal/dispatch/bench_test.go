@@ -96,8 +96,8 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 	irel := relay.New(il, js, relay.Config{})
 	go func() {
 		for ctx.Err() == nil {
-			if _, created, err := in.BatchCreated(ctx); err == nil && len(created) > 0 {
-				_ = irel.PublishFor(ctx, created)
+			if _, keys, err := in.BatchKeys(ctx); err == nil && len(keys) > 0 {
+				_ = irel.PublishFor(ctx, keys)
 			}
 		}
 	}()

@@ -104,29 +104,31 @@ type message struct {
 // Batch fetches up to Config.Batch messages and ingests them. It returns what it did; an error
 // means some messages were nak'ed for redelivery.
 func (in *Ingester) Batch(ctx context.Context) (Stats, error) {
-	stats, _, err := in.BatchCreated(ctx)
+	stats, _, err := in.BatchKeys(ctx)
 	return stats, err
 }
 
-// BatchCreated is Batch, and also returns the delivery keys of the intents the batch created:
-// their transitions are the caller's to publish right after the commit (relay.PublishFor),
-// leaving other writers' outbox rows to their own writers.
-func (in *Ingester) BatchCreated(ctx context.Context) (Stats, []identity.DeliveryKey, error) {
+// BatchKeys is Batch, and also returns the delivery keys of the batch's stored intents: those
+// it created, and those it found stored already (a redelivery, perhaps of a batch whose
+// ingester died between its commit and its publishing). Their transitions are the caller's to
+// publish right after the commit (relay.PublishFor); other writers' outbox rows are left to
+// their own writers.
+func (in *Ingester) BatchKeys(ctx context.Context) (Stats, []identity.DeliveryKey, error) {
 	var stats Stats
-	var created []identity.DeliveryKey
+	var keys []identity.DeliveryKey
 	fetched, err := in.consumer.Fetch(in.cfg.Batch, jetstream.FetchMaxWait(in.cfg.MaxWait))
 	if err != nil {
-		return stats, created, fmt.Errorf("ingest: fetch: %w", err)
+		return stats, keys, fmt.Errorf("ingest: fetch: %w", err)
 	}
 	var batch []*message
 	for msg := range fetched.Messages() {
 		batch = append(batch, classify(msg))
 	}
 	if err := fetched.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && len(batch) == 0 {
-		return stats, created, fmt.Errorf("ingest: fetch: %w", err)
+		return stats, keys, fmt.Errorf("ingest: fetch: %w", err)
 	}
 	if len(batch) == 0 {
-		return stats, created, nil
+		return stats, keys, nil
 	}
 
 	// Valid intents: one Submit. Unknown accounts become rejections.
@@ -143,15 +145,16 @@ func (in *Ingester) BatchCreated(ctx context.Context) (Stats, []identity.Deliver
 		if err != nil {
 			in.nak(batch)
 			stats.Retried = len(batch)
-			return stats, created, fmt.Errorf("ingest: submit: %w", err)
+			return stats, keys, fmt.Errorf("ingest: submit: %w", err)
 		}
 		for i, r := range results {
 			switch r.Outcome {
 			case ledger.Created:
 				stats.Created++
-				created = append(created, r.Key)
+				keys = append(keys, r.Key)
 			case ledger.Duplicate:
 				stats.Duplicates++
+				keys = append(keys, r.Key)
 			case ledger.UnknownAccount:
 				valid[i].reject = rejection(valid[i].msg, valid[i].seq, identity.ReasonUnknownAccount, "account "+quote(valid[i].envelope.Account)+" is not configured")
 			}
@@ -174,18 +177,18 @@ func (in *Ingester) BatchCreated(ctx context.Context) (Stats, []identity.Deliver
 			in.nak(rejected)
 			in.ack(ctx, without(batch, rejected))
 			stats.Retried = len(rejected)
-			return stats, created, fmt.Errorf("ingest: store rejects: %w", err)
+			return stats, keys, fmt.Errorf("ingest: store rejects: %w", err)
 		}
 		if err := in.publishRejects(ctx, rejected); err != nil {
 			in.nak(rejected)
 			in.ack(ctx, without(batch, rejected))
 			stats.Retried = len(rejected)
-			return stats, created, err
+			return stats, keys, err
 		}
 		stats.Rejected = len(rejected)
 	}
 	in.ack(ctx, batch)
-	return stats, created, nil
+	return stats, keys, nil
 }
 
 // classify parses one message: an envelope, or the reason it is refused.

@@ -227,3 +227,40 @@ func TestPublishedTwiceWithAndWithoutMsgIDIsOneIntent(t *testing.T) {
 	require.Equal(t, ingest.Stats{Created: 1, Duplicates: 1}, e.drain())
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM intents`))
 }
+
+// A batch names the keys of its stored intents, created or found stored, for its caller to
+// publish their transitions: a redelivery of a batch whose ingester died before publishing
+// must still get them out at once.
+func TestABatchNamesTheKeysItCreatedAndFoundStored(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.publish("acct-1", post("first"), nil)
+	e.publish("acct-1", post("second"), nil)
+	e.publish("acct-1", `{"v":1,"account":"nobody","action":"post","request":{"text":"x"}}`, nil)
+	want := map[identity.DeliveryKey]bool{keyOf(t, "first"): true, keyOf(t, "second"): true}
+	names := func() map[identity.DeliveryKey]bool {
+		got := map[identity.DeliveryKey]bool{}
+		for range 50 {
+			s, keys, err := e.in.BatchKeys(e.ctx)
+			require.NoError(t, err)
+			for _, k := range keys {
+				got[k] = true
+			}
+			if s == (ingest.Stats{}) {
+				return got
+			}
+		}
+		t.Fatal("the stream never ran dry")
+		return nil
+	}
+	require.Equal(t, want, names(), "the created ones; never a rejected message's")
+	e.publish("acct-1", post("second"), nil) // redelivered, or published again
+	require.Equal(t, map[identity.DeliveryKey]bool{keyOf(t, "second"): true}, names(), "a duplicate's key too")
+}
+
+func keyOf(t *testing.T, text string) identity.DeliveryKey {
+	t.Helper()
+	env, err := identity.ParseEnvelope([]byte(post(text)))
+	require.NoError(t, err)
+	return env.DeliveryKey()
+}

@@ -99,7 +99,7 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 	}()
 	for ctx.Err() == nil {
 		// The batch in hand is finished even when ctx ends meanwhile (SIGTERM).
-		stats, created, err := in.BatchCreated(context.WithoutCancel(ctx))
+		stats, keys, err := in.BatchKeys(context.WithoutCancel(ctx))
 		metrics.intents.WithLabelValues("created").Add(float64(stats.Created))
 		metrics.intents.WithLabelValues("duplicate").Add(float64(stats.Duplicates))
 		metrics.intents.WithLabelValues("rejected").Add(float64(stats.Rejected))
@@ -112,11 +112,11 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 		if stats != (Stats{}) {
 			metrics.batches.WithLabelValues("ok").Inc()
 		}
-		if len(created) > 0 {
-			// The fast path: publish this batch's transitions right after their commit. Only
-			// its own: the rows other writers (dispatchers, sweepers) committed meanwhile are
-			// theirs to publish, and the slow path catches whatever a writer missed.
-			if err := rel.PublishFor(context.WithoutCancel(ctx), created); err != nil {
+		if len(keys) > 0 {
+			// The fast path: publish the transitions of this batch's intents right after the
+			// commit. Only theirs: the rows other writers (dispatchers, sweepers) committed
+			// meanwhile are theirs to publish, and the slow path catches whatever a writer missed.
+			if err := rel.PublishFor(context.WithoutCancel(ctx), keys); err != nil {
 				log.Warn("relay after commit failed; the relay loop will retry", zap.Error(err))
 			}
 		}
