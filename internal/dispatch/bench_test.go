@@ -231,6 +231,11 @@ func preload(b *testing.B, ctx context.Context, pool *pgxpool.Pool, n int) {
 	if n == 0 {
 		return
 	}
+	// One connection throughout: the preload table is temporary, seen only by the session
+	// that made it.
+	conn, err := pool.Acquire(ctx)
+	require.NoError(b, err)
+	defer conn.Release()
 	for _, q := range []string{
 		`CREATE TEMP TABLE preload AS
 		 SELECT g, sha256(convert_to('preload ' || g, 'UTF8')) AS k,
@@ -259,9 +264,9 @@ func preload(b *testing.B, ctx context.Context, pool *pgxpool.Pool, n int) {
 	} {
 		var err error
 		if strings.Contains(q, "$1") {
-			_, err = pool.Exec(ctx, q, n)
+			_, err = conn.Exec(ctx, q, n)
 		} else {
-			_, err = pool.Exec(ctx, q)
+			_, err = conn.Exec(ctx, q)
 		}
 		require.NoError(b, err, q)
 	}

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"time"
 
@@ -722,12 +723,20 @@ const (
 )
 
 // readBack fetches the object the platform named and compares its text with the intent's,
-// within the read-back budget. It waits for the read loop, which reads the objects of many
-// sends in one request where the adapter can.
+// within the read-back budget. Where the adapter reads many objects at once it waits for the
+// read loop, which reads the objects of many sends in one request; otherwise it reads alone.
 func (d *Dispatcher) readBack(w *work, objectID string) (bool, string) {
-	r := &read{w: w, objectID: objectID, deadline: time.Now().Add(d.cfg.ReadBackTimeout), done: make(chan readVerdict, 1)}
-	d.reads <- r
-	v := <-r.done
+	deadline := time.Now().Add(d.cfg.ReadBackTimeout)
+	var v readVerdict
+	if _, ok := w.adapter.(platform.ManyReader); ok {
+		r := &read{w: w, objectID: objectID, deadline: deadline, done: make(chan readVerdict, 1)}
+		d.reads <- r
+		v = <-r.done
+	} else {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		v.confirmed, v.why, v.detail = platforms.ReadBack(ctx, w.adapter, w.request, objectID)
+		cancel()
+	}
 	if !v.confirmed {
 		d.counts.readBack(v.why)
 	}
@@ -752,71 +761,96 @@ func (d *Dispatcher) readLoop() {
 	}
 }
 
-// readGroup reads a group, one request per adapter that can read many objects at once. Each
-// read whose first answer could not tell (not found yet, or the read failed) is read again on
-// its own within its budget, without holding up the group; so is every read of an adapter
-// that reads one object at a time.
+// readGroup reads a group, one request per adapter (each reads many objects at once). Each
+// read whose grouped answer could not tell (not found yet, failed, or about another object
+// than the one asked for) is read again on its own within its budget, without holding up the
+// group.
 func (d *Dispatcher) readGroup(group []*read) {
 	byAdapter := map[platform.Adapter][]*read{}
+	var apart [][]*read
 	for _, r := range group {
-		byAdapter[r.w.adapter] = append(byAdapter[r.w.adapter], r)
-	}
-	alone := func(r *read, first *platform.ReadResult) {
-		go func() {
-			ctx, cancel := context.WithDeadline(context.Background(), r.deadline)
-			defer cancel()
-			var v readVerdict
-			if first != nil {
-				v.confirmed, v.why, v.detail = platforms.ReadBackAfter(ctx, r.w.adapter, r.w.request, r.objectID, *first)
-			} else {
-				v.confirmed, v.why, v.detail = platforms.ReadBack(ctx, r.w.adapter, r.w.request, r.objectID)
-			}
-			r.done <- v
-		}()
-	}
-	var reading sync.WaitGroup
-	for ad, reads := range byAdapter {
-		many, ok := ad.(platform.ManyReader)
-		if !ok {
-			for _, r := range reads {
-				alone(r, nil)
-			}
+		if !reflect.TypeOf(r.w.adapter).Comparable() {
+			// An adapter value that cannot be a map key (a struct holding a map or a slice,
+			// say) reads its objects in groups of one.
+			apart = append(apart, []*read{r})
 			continue
 		}
-		reading.Go(func() {
-			items := make([]platform.ReadItem, len(reads))
-			earliest := reads[0].deadline
-			for i, r := range reads {
-				items[i] = platform.ReadItem{Request: r.w.request, ObjectID: r.objectID}
-				if r.deadline.Before(earliest) {
-					earliest = r.deadline
-				}
-			}
-			ctx, cancel := context.WithDeadline(context.Background(), earliest)
-			results := many.ReadBackMany(ctx, items)
-			cancel()
-			if len(results) != len(items) {
-				// An adapter that broke its contract: trust none of it; read each alone.
-				d.log.Error("a grouped read-back answered for the wrong number of objects; reading them one by one",
-					zap.Int("asked", len(items)), zap.Int("answered", len(results)))
-				for _, r := range reads {
-					alone(r, nil)
-				}
-				return
-			}
-			for i, r := range reads {
-				var v readVerdict
-				var final bool
-				v.confirmed, v.why, v.detail, final = platforms.Judge(r.w.request, results[i].Object, results[i].Err)
-				if !final {
-					alone(r, &results[i])
-					continue
-				}
-				r.done <- v
-			}
-		})
+		byAdapter[r.w.adapter] = append(byAdapter[r.w.adapter], r)
+	}
+	for _, reads := range byAdapter {
+		apart = append(apart, reads)
+	}
+	var reading sync.WaitGroup
+	for _, reads := range apart {
+		reading.Go(func() { d.readMany(reads) })
 	}
 	reading.Wait()
+}
+
+// readMany reads the objects of reads, all of one adapter, with one grouped read and delivers
+// each verdict, or reads alone what the grouped read could not tell.
+func (d *Dispatcher) readMany(reads []*read) {
+	items := make([]platform.ReadItem, len(reads))
+	earliest := reads[0].deadline
+	for i, r := range reads {
+		items[i] = platform.ReadItem{Request: r.w.request, ObjectID: r.objectID}
+		if r.deadline.Before(earliest) {
+			earliest = r.deadline
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), earliest)
+	defer cancel()
+	// An adapter that ignored its context would hold up every read-back and the shutdown:
+	// its answer is waited for only until the context ends.
+	answered := make(chan []platform.ReadResult, 1)
+	go func() { answered <- reads[0].w.adapter.(platform.ManyReader).ReadBackMany(ctx, items) }()
+	var results []platform.ReadResult
+	select {
+	case results = <-answered:
+	case <-ctx.Done():
+	}
+	if len(results) != len(items) {
+		if results != nil {
+			// An adapter that broke its contract: trust none of it; read each alone.
+			d.log.Error("a grouped read-back answered for the wrong number of objects; reading them one by one",
+				zap.Int("asked", len(items)), zap.Int("answered", len(results)))
+		}
+		for _, r := range reads {
+			d.readAlone(r, nil)
+		}
+		return
+	}
+	for i, r := range reads {
+		var v readVerdict
+		var final bool
+		if results[i].Err == nil && results[i].Object.ID != r.objectID {
+			// An answer about another object proves nothing about this one.
+			d.readAlone(r, nil)
+			continue
+		}
+		v.confirmed, v.why, v.detail, final = platforms.Judge(r.w.request, results[i].Object, results[i].Err)
+		if !final {
+			d.readAlone(r, &results[i])
+			continue
+		}
+		r.done <- v
+	}
+}
+
+// readAlone reads r's object on its own, within r's budget, and delivers the verdict; first
+// is the answer a grouped read already gave, if any.
+func (d *Dispatcher) readAlone(r *read, first *platform.ReadResult) {
+	go func() {
+		ctx, cancel := context.WithDeadline(context.Background(), r.deadline)
+		defer cancel()
+		var v readVerdict
+		if first != nil {
+			v.confirmed, v.why, v.detail = platforms.ReadBackAfter(ctx, r.w.adapter, r.w.request, r.objectID, *first)
+		} else {
+			v.confirmed, v.why, v.detail = platforms.ReadBack(ctx, r.w.adapter, r.w.request, r.objectID)
+		}
+		r.done <- v
+	}()
 }
 
 // completeLoop records outcomes in batches: whatever arrived while the previous batch was

@@ -36,8 +36,9 @@ func TestReadBacksAreGroupedAndEachObjectIsConfirmed(t *testing.T) {
 }
 
 // twisted wraps the simulator's adapter: its grouped reads change the text of the objects
-// whose request text starts with "twist", and answer "not found" once for those starting with
-// "late", as a platform slow to show a new object would.
+// whose request text starts with "twist", answer "not found" once for those starting with
+// "late", as a platform slow to show a new object would, and answer with another object of
+// the same text for those starting with "swap", which a read alone then never finds.
 type twisted struct {
 	platform.Adapter
 	mu   sync.Mutex
@@ -55,20 +56,30 @@ func (tw *twisted) ReadBackMany(ctx context.Context, items []platform.ReadItem) 
 		case out[i].Err == nil && strings.HasPrefix(it.Request.Text, "late") && !tw.late[it.ObjectID]:
 			tw.late[it.ObjectID] = true
 			out[i] = platform.ReadResult{Err: platform.ErrNotFound}
+		case out[i].Err == nil && strings.HasPrefix(it.Request.Text, "swap"):
+			out[i].Object.ID = "obj_someone_else"
 		}
 	}
 	return out
 }
 
-// A grouped read that finds other text does not confirm (the intent goes indeterminate, to be
-// reconciled, never resent), and an object a grouped read could not find yet is read again on
-// its own and confirmed.
+func (tw *twisted) ReadBack(ctx context.Context, r platform.Request, objectID string) (platform.Object, error) {
+	if strings.HasPrefix(r.Text, "swap") {
+		return platform.Object{}, platform.ErrNotFound
+	}
+	return tw.Adapter.ReadBack(ctx, r, objectID)
+}
+
+// A grouped read that finds other text, or answers about another object than the one asked
+// for, does not confirm (the intent goes indeterminate, to be reconciled, never resent), and
+// an object a grouped read could not find yet is read again on its own and confirmed.
 func TestAGroupedReadBackJudgesEachObjectAndRereadsWhatItCouldNotFind(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{})
 	twistedKeys := e.submit("acct-1", texts("twist", 20)...)
 	lateKeys := e.submit("acct-1", texts("late", 20)...)
 	plainKeys := e.submit("acct-1", texts("plain", 20)...)
+	swappedKeys := e.submit("acct-1", texts("swap", 10)...)
 	cfg := e.config()
 	cfg.Platforms = platform.Registry{sim.Name: func(a platform.Account) (platform.Adapter, error) {
 		ad, err := sim.Open(a)
@@ -78,11 +89,14 @@ func TestAGroupedReadBackJudgesEachObjectAndRereadsWhatItCouldNotFind(t *testing
 		return &twisted{Adapter: ad, late: map[string]bool{}}, nil
 	}}
 	e.run(cfg)
-	all := append(append(append([]identity.DeliveryKey{}, twistedKeys...), lateKeys...), plainKeys...)
+	all := append(append(append(append([]identity.DeliveryKey{}, twistedKeys...), lateKeys...), plainKeys...), swappedKeys...)
 	intents := e.settle(all, 30*time.Second)
 	for _, k := range twistedKeys {
 		require.Equal(t, ledger.Indeterminate, intents[k].State, "%s: other text is not a confirmation", k)
 		require.Equal(t, ledger.ReasonReadbackMismatch, intents[k].Reason)
+	}
+	for _, k := range swappedKeys {
+		require.Equal(t, ledger.Indeterminate, intents[k].State, "%s: another object is not a confirmation", k)
 	}
 	for _, k := range append(lateKeys, plainKeys...) {
 		require.Equal(t, ledger.Published, intents[k].State, "%s", k)

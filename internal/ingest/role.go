@@ -103,6 +103,15 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 		metrics.intents.WithLabelValues("created").Add(float64(stats.Created))
 		metrics.intents.WithLabelValues("duplicate").Add(float64(stats.Duplicates))
 		metrics.intents.WithLabelValues("rejected").Add(float64(stats.Rejected))
+		if len(keys) > 0 {
+			// The fast path: publish the transitions of this batch's intents right after the
+			// commit, even when the batch failed afterwards (its rejects). Only theirs: the rows
+			// other writers (dispatchers, sweepers) committed meanwhile are theirs to publish,
+			// and the slow path catches whatever a writer missed.
+			if err := rel.PublishFor(context.WithoutCancel(ctx), keys); err != nil {
+				log.Warn("relay after commit failed; the relay loop will retry", zap.Error(err))
+			}
+		}
 		if err != nil {
 			metrics.batches.WithLabelValues("retried").Inc()
 			log.Warn("batch not ingested; it will be redelivered", zap.Error(err))
@@ -111,14 +120,6 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 		}
 		if stats != (Stats{}) {
 			metrics.batches.WithLabelValues("ok").Inc()
-		}
-		if len(keys) > 0 {
-			// The fast path: publish the transitions of this batch's intents right after the
-			// commit. Only theirs: the rows other writers (dispatchers, sweepers) committed
-			// meanwhile are theirs to publish, and the slow path catches whatever a writer missed.
-			if err := rel.PublishFor(context.WithoutCancel(ctx), keys); err != nil {
-				log.Warn("relay after commit failed; the relay loop will retry", zap.Error(err))
-			}
 		}
 	}
 	<-relayDone

@@ -8,9 +8,10 @@ import (
 
 // Orphans counts, per table, the rows that point at an intent (or, for the outbox, a history
 // row) that does not exist. The ledger writes such rows only together with the row they
-// point at, in one statement, and the application role may delete neither intents, attempts
-// nor history, so every count is zero; migrations 39 to 41 dropped the foreign keys that enforced it
-// row by row, and this is the check that replaces them.
+// point at (in the statement that changes the intent, or, restoring, in the same transaction
+// right after it) and the application role may delete neither intents, attempts nor history,
+// so every count is zero; migrations 39 to 41 dropped the foreign keys that enforced it row by
+// row, and this is the check that replaces them.
 type Orphans struct {
 	History, Attempts, Evidence, Reconciliations, Outbox int64
 }
