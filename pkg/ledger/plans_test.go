@@ -95,6 +95,13 @@ func TestHotStatementsReachRowsByPrimaryKey(t *testing.T) {
 		toStates[i], reasons[i], objectIDs[i], outcomes[i], details[i] = "published", "published", "o", "success", "{}"
 	}
 	now := time.Now()
+	// A sweeper's batch of candidates: 1,000 keys.
+	sweepBatch, sweepSeqs := make([][]byte, 1000), make([]int64, 1000)
+	for i := range sweepBatch {
+		sweepBatch[i] = make([]byte, 32)
+		sweepBatch[i][0], sweepBatch[i][1], sweepSeqs[i] = 0xdd, byte(i), 3
+		sweepBatch[i][2] = byte(i >> 8)
+	}
 
 	for name, run := range map[string]func() error{
 		"IntentSubmit": func() error {
@@ -132,6 +139,27 @@ func TestHotStatementsReachRowsByPrimaryKey(t *testing.T) {
 				batch[i][0], batch[i][1] = byte(i>>8), byte(i)
 			}
 			_, err := q.IntentsExpireLeases(e.ctx, dbsqlc.IntentsExpireLeasesParams{DeliveryKeys: batch, Actor: "a"})
+			return err
+		},
+		"IntentParkUnsendable": func() error {
+			_, err := q.IntentParkUnsendable(e.ctx, dbsqlc.IntentParkUnsendableParams{DeliveryKey: key, Actor: "a", Detail: []byte("{}")})
+			return err
+		},
+		"IntentsRetryMany": func() error {
+			_, err := q.IntentsRetryMany(e.ctx, dbsqlc.IntentsRetryManyParams{DeliveryKeys: sweepBatch, Seqs: sweepSeqs, Actor: "a"})
+			return err
+		},
+		"IntentsParkUnreconciled": func() error {
+			_, err := q.IntentsParkUnreconciled(e.ctx, dbsqlc.IntentsParkUnreconciledParams{DeliveryKeys: sweepBatch, StaleMs: 1, UnclaimedMs: 1, Actor: "a"})
+			return err
+		},
+		"IntentResolveFromEvidence": func() error {
+			_, err := q.IntentResolveFromEvidence(e.ctx, dbsqlc.IntentResolveFromEvidenceParams{DeliveryKey: key, ObjectID: "o", Actor: "a"})
+			return err
+		},
+		"ReconciliationResolve": func() error {
+			_, err := q.ReconciliationResolve(e.ctx, dbsqlc.ReconciliationResolveParams{DeliveryKey: key, Result: "found", Actor: "a",
+				Detail: []byte("{}"), AttemptToken: token, ToState: "published", Reason: "reconciled_found"})
 			return err
 		},
 		"ReconciliationClaim": func() error {
