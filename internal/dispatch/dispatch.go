@@ -726,17 +726,13 @@ const (
 // within the read-back budget. Where the adapter reads many objects at once it waits for the
 // read loop, which reads the objects of many sends in one request; otherwise it reads alone.
 func (d *Dispatcher) readBack(w *work, objectID string) (bool, string) {
-	deadline := time.Now().Add(d.cfg.ReadBackTimeout)
-	var v readVerdict
+	r := &read{w: w, objectID: objectID, deadline: time.Now().Add(d.cfg.ReadBackTimeout), done: make(chan readVerdict, 1)}
 	if _, ok := w.adapter.(platform.ManyReader); ok {
-		r := &read{w: w, objectID: objectID, deadline: deadline, done: make(chan readVerdict, 1)}
 		d.reads <- r
-		v = <-r.done
 	} else {
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		v.confirmed, v.why, v.detail = platforms.ReadBack(ctx, w.adapter, w.request, objectID)
-		cancel()
+		d.readAlone(r, nil)
 	}
+	v := <-r.done
 	if !v.confirmed {
 		d.counts.readBack(v.why)
 	}

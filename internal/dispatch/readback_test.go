@@ -106,3 +106,73 @@ func TestAGroupedReadBackJudgesEachObjectAndRereadsWhatItCouldNotFind(t *testing
 		require.Equal(t, 1, e.sim.Received(k.String()), "one request for %s", k)
 	}
 }
+
+// short answers its grouped reads for all but the last object.
+type short struct{ platform.Adapter }
+
+func (s short) ReadBackMany(ctx context.Context, items []platform.ReadItem) []platform.ReadResult {
+	out := s.Adapter.(platform.ManyReader).ReadBackMany(ctx, items)
+	return out[:len(out)-1]
+}
+
+// deaf never answers a grouped read, whatever its context says.
+type deaf struct{ platform.Adapter }
+
+func (deaf) ReadBackMany(context.Context, []platform.ReadItem) []platform.ReadResult {
+	select {}
+}
+
+// unhashable is an adapter value that cannot be a map key.
+type unhashable struct {
+	platform.Adapter
+	seen map[string]bool
+}
+
+func (u unhashable) ReadBackMany(ctx context.Context, items []platform.ReadItem) []platform.ReadResult {
+	return u.Adapter.(platform.ManyReader).ReadBackMany(ctx, items)
+}
+
+// Adapters that break the grouped read's contract (answering for the wrong number of objects,
+// ignoring their context) or cannot be told apart as map keys cost their objects a read alone,
+// never a confirmation, a stuck dispatcher or a panic. The deaf adapter's reads spend their
+// budget waiting, so what their read alone cannot confirm in time goes indeterminate.
+func TestGroupedReadBacksSurviveAdaptersThatBreakTheirContract(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		wrap      func(platform.Adapter) platform.Adapter
+		published bool // every intent ends published
+	}{
+		"wrong count":  {func(a platform.Adapter) platform.Adapter { return short{a} }, true},
+		"ignores ctx":  {func(a platform.Adapter) platform.Adapter { return deaf{a} }, false},
+		"not hashable": {func(a platform.Adapter) platform.Adapter { return unhashable{a, map[string]bool{}} }, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, platformsim.Config{})
+			keys := e.submit("acct-1", texts("contract", 30)...)
+			cfg := e.config()
+			cfg.Platforms = platform.Registry{sim.Name: func(a platform.Account) (platform.Adapter, error) {
+				ad, err := sim.Open(a)
+				if err != nil {
+					return nil, err
+				}
+				return c.wrap(ad), nil
+			}}
+			stop := e.run(cfg)
+			intents := e.settle(keys, 30*time.Second)
+			if c.published {
+				require.Equal(t, map[ledger.State]int{ledger.Published: 30}, states(intents))
+			}
+			for _, in := range intents {
+				require.Contains(t, []ledger.State{ledger.Published, ledger.Indeterminate}, in.State)
+				if in.State == ledger.Indeterminate {
+					require.Equal(t, ledger.ReasonReadbackMismatch, in.Reason, "a success not confirmed in time")
+				}
+			}
+			stop() // Run returns: no read is left waiting on the deaf adapter
+			for _, k := range keys {
+				require.Equal(t, 1, e.sim.Created(k.String()))
+			}
+		})
+	}
+}
