@@ -28,7 +28,7 @@ import (
 type Outbox interface {
 	Unpublished(ctx context.Context, max int) ([]ledger.Unpublished, error)
 	UnpublishedFor(ctx context.Context, keys []identity.DeliveryKey) ([]ledger.Unpublished, error)
-	Published(ctx context.Context, done []ledger.Unpublished) (int64, error)
+	Published(ctx context.Context, done []ledger.Unpublished) ([]ledger.Unpublished, error)
 }
 
 // Config tunes a Relay. The zero value of every field means its default.
@@ -67,8 +67,8 @@ type Relay struct {
 	log       *zap.Logger
 	published atomic.Uint64
 	draining  sync.Mutex
-	// transitions counts what this relay published, by the state each transition led to and
-	// its reason.
+	// transitions counts what this relay published and removed from the outbox, by the state
+	// each transition led to and its reason.
 	transitions *prometheus.CounterVec
 }
 
@@ -80,7 +80,7 @@ func New(outbox Outbox, js jetstream.JetStream, cfg Config) *Relay {
 	cfg = cfg.withDefaults()
 	return &Relay{outbox: outbox, js: js, cfg: cfg, log: cfg.Logger.Named("relay"),
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "atmost_transitions_total",
-			Help: "Transitions this process published to ATMOST_EVENTS, by the state they led to and their reason (a transition two processes publish at once, rarely, counts in both)."},
+			Help: "Transitions this process published to ATMOST_EVENTS and removed from the outbox, by the state they led to and their reason."},
 			[]string{"to", "reason"})}
 }
 
@@ -136,17 +136,18 @@ func (r *Relay) PublishFor(ctx context.Context, keys []identity.DeliveryKey) err
 }
 
 // round publishes rows, removes the acknowledged ones from the outbox and counts those this
-// relay removed (a row another relay removed first is counted there).
+// call removed: a row that two rounds publish at once (this relay's writer path and its loop,
+// or two processes) is counted once, by the round whose delete took it.
 func (r *Relay) round(ctx context.Context, rows []ledger.Unpublished) (int, error) {
 	acked, err := r.publish(ctx, rows)
-	for _, u := range acked {
-		r.transitions.WithLabelValues(string(u.To), string(u.Reason)).Inc()
-	}
 	removed, clearErr := r.outbox.Published(ctx, acked)
 	if clearErr != nil {
 		return 0, clearErr
 	}
-	r.published.Add(uint64(removed))
+	for _, u := range removed {
+		r.transitions.WithLabelValues(string(u.To), string(u.Reason)).Inc()
+	}
+	r.published.Add(uint64(len(removed)))
 	return len(acked), err
 }
 

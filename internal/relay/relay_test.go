@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/internal/dbtest"
@@ -122,10 +123,10 @@ type forgetful struct {
 	fails int
 }
 
-func (f *forgetful) Published(ctx context.Context, done []ledger.Unpublished) (int64, error) {
+func (f *forgetful) Published(ctx context.Context, done []ledger.Unpublished) ([]ledger.Unpublished, error) {
 	if f.fails > 0 {
 		f.fails--
-		return 0, errors.New("crashed before the delete")
+		return nil, errors.New("crashed before the delete")
 	}
 	return f.Ledger.Published(ctx, done)
 }
@@ -145,6 +146,63 @@ func TestARelayCrashBetweenPublishAndDeleteDuplicatesNothing(t *testing.T) {
 		require.Equal(t, 1, count, "%s is in the stream once", id)
 	}
 	require.Len(t, e.streamIDs(t, events.DispatchStream), 5)
+}
+
+// overtaken lets the relay's loop drain the outbox once between a writer's publish and its
+// delete, as the ingest role's fast path and its relay loop can in one process.
+type overtaken struct {
+	*ledger.Ledger
+	relay *relay.Relay
+	once  bool
+}
+
+func (o *overtaken) Published(ctx context.Context, done []ledger.Unpublished) ([]ledger.Unpublished, error) {
+	if !o.once {
+		o.once = true
+		if _, err := o.relay.Drain(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return o.Ledger.Published(ctx, done)
+}
+
+// transitionsCounted sums the relay's atmost_transitions_total over its labels.
+func transitionsCounted(t *testing.T, r *relay.Relay) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	for _, c := range r.Collectors() {
+		require.NoError(t, reg.Register(c))
+	}
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	sum := 0.0
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+// A transition that two rounds publish at once is counted once, by the round whose delete took
+// it from the outbox, in atmost_transitions_total as in atmost_relay_events_published_total.
+func TestATransitionPublishedByTwoRoundsIsCountedOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.lifecycle(t, 3)
+	var keys []identity.DeliveryKey
+	rows, err := e.l.Unpublished(e.ctx, 100)
+	require.NoError(t, err)
+	for _, u := range rows {
+		keys = append(keys, u.Key)
+	}
+	o := &overtaken{Ledger: e.l}
+	r := relay.New(o, e.js, relay.Config{})
+	o.relay = r
+	require.NoError(t, r.PublishFor(e.ctx, keys))
+	require.True(t, o.once)
+	require.EqualValues(t, 12, r.Published())
+	require.EqualValues(t, 12, transitionsCounted(t, r))
 }
 
 func TestEventsCarryTheTransition(t *testing.T) {

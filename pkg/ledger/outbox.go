@@ -41,26 +41,45 @@ func (l *Ledger) Unpublished(ctx context.Context, max int) ([]Unpublished, error
 	return out, nil
 }
 
-// Published removes transitions whose events JetStream acknowledged from the outbox. It
-// returns how many it removed; one already removed (by another relay) is not an error.
-func (l *Ledger) Published(ctx context.Context, done []Unpublished) (int64, error) {
+// Published removes transitions whose events JetStream acknowledged from the outbox and
+// returns those this call removed; one already removed (by another relay, or by this one's
+// other path) is not an error and is not returned.
+func (l *Ledger) Published(ctx context.Context, done []Unpublished) ([]Unpublished, error) {
 	if len(done) == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	p := dbsqlc.OutboxDeleteParams{}
 	for _, u := range done {
 		p.DeliveryKeys = append(p.DeliveryKeys, u.Key.Bytes())
 		p.Seqs = append(p.Seqs, u.Seq)
 	}
-	var n int64
+	var rows []dbsqlc.OutboxDeleteRow
 	err := l.inReadCommitted(ctx, "outbox", func(q *dbsqlc.Queries) (err error) {
-		n, err = q.OutboxDelete(ctx, p)
+		rows, err = q.OutboxDelete(ctx, p)
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("clear outbox: %w", err)
+		return nil, fmt.Errorf("clear outbox: %w", err)
 	}
-	return n, nil
+	type row struct {
+		key identity.DeliveryKey
+		seq int64
+	}
+	gone := make(map[row]bool, len(rows))
+	for _, r := range rows {
+		key, err := identity.DeliveryKeyFromBytes(r.DeliveryKey)
+		if err != nil {
+			return nil, fmt.Errorf("clear outbox: %w", err)
+		}
+		gone[row{key, r.Seq}] = true
+	}
+	removed := make([]Unpublished, 0, len(rows))
+	for _, u := range done {
+		if gone[row{u.Key, u.Seq}] {
+			removed = append(removed, u)
+		}
+	}
+	return removed, nil
 }
 
 func unpublishedFromRow(r dbsqlc.OutboxPendingRow) (Unpublished, error) {

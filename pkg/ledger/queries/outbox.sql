@@ -13,11 +13,13 @@ CROSS JOIN LATERAL (
 ORDER BY o.created_at, o.delivery_key, o.seq
 LIMIT @max_rows::INT;
 
--- name: OutboxDelete :execrows
--- Forgets transitions whose events JetStream acknowledged.
+-- name: OutboxDelete :many
+-- Forgets transitions whose events JetStream acknowledged, and names those this statement
+-- removed (a row another relay removed first is not among them).
 DELETE FROM outbox o
 USING (SELECT unnest(@delivery_keys::BYTEA[]) AS delivery_key, unnest(@seqs::BIGINT[]) AS seq) d
-WHERE o.delivery_key = d.delivery_key AND o.seq = d.seq;
+WHERE o.delivery_key = d.delivery_key AND o.seq = d.seq
+RETURNING o.delivery_key, o.seq;
 
 -- name: OutboxLag :one
 -- How far the relays are behind: the outbox's rows and the age of the oldest, by the

@@ -12,10 +12,11 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const outboxDelete = `-- name: OutboxDelete :execrows
+const outboxDelete = `-- name: OutboxDelete :many
 DELETE FROM outbox o
 USING (SELECT unnest($1::BYTEA[]) AS delivery_key, unnest($2::BIGINT[]) AS seq) d
 WHERE o.delivery_key = d.delivery_key AND o.seq = d.seq
+RETURNING o.delivery_key, o.seq
 `
 
 type OutboxDeleteParams struct {
@@ -23,13 +24,31 @@ type OutboxDeleteParams struct {
 	Seqs         []int64
 }
 
-// Forgets transitions whose events JetStream acknowledged.
-func (q *Queries) OutboxDelete(ctx context.Context, arg OutboxDeleteParams) (int64, error) {
-	result, err := q.db.Exec(ctx, outboxDelete, arg.DeliveryKeys, arg.Seqs)
+type OutboxDeleteRow struct {
+	DeliveryKey []byte
+	Seq         int64
+}
+
+// Forgets transitions whose events JetStream acknowledged, and names those this statement
+// removed (a row another relay removed first is not among them).
+func (q *Queries) OutboxDelete(ctx context.Context, arg OutboxDeleteParams) ([]OutboxDeleteRow, error) {
+	rows, err := q.db.Query(ctx, outboxDelete, arg.DeliveryKeys, arg.Seqs)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	var items []OutboxDeleteRow
+	for rows.Next() {
+		var i OutboxDeleteRow
+		if err := rows.Scan(&i.DeliveryKey, &i.Seq); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const outboxLag = `-- name: OutboxLag :one
