@@ -50,7 +50,7 @@ func TestADispatcherKilledAtEachStepSendsAtMostOnce(t *testing.T) {
 		t.Run(c.step, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, platformsim.Config{})
-			key := e.submit("acct-1", "crash at "+c.step)[0]
+			key := e.Submit("acct-1", "crash at "+c.step)[0]
 			child := e.child(c.step, "kill")
 			err := child.Wait()
 			var exit *exec.ExitError
@@ -89,7 +89,7 @@ func TestAZombieDispatcherIsFencedOutBeforeItSends(t *testing.T) {
 		t.Run(c.step, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, platformsim.Config{})
-			key := e.submit("acct-1", "zombie at "+c.step)[0]
+			key := e.Submit("acct-1", "zombie at "+c.step)[0]
 			child := e.child(c.step, "stop")
 			require.Eventually(t, child.stopped, 20*time.Second, 10*time.Millisecond, "the subprocess never reached %s: %s", c.step, child.output())
 
@@ -107,7 +107,7 @@ func TestAZombieDispatcherIsFencedOutBeforeItSends(t *testing.T) {
 			require.NoError(t, child.Wait(), "the zombie exits cleanly: %s", child.output())
 			require.Contains(t, child.output(), "resumed at "+c.step)
 
-			in, err := e.ledger.Get(e.ctx, key)
+			in, err := e.Ledger.Get(e.Ctx, key)
 			require.NoError(t, err)
 			require.Equal(t, c.state, in.State, "the zombie changed nothing")
 			require.Equal(t, c.reason, in.Reason)
@@ -120,8 +120,8 @@ func TestAZombieDispatcherIsFencedOutBeforeItSends(t *testing.T) {
 // sweep expires leases every 200 ms until the test ends: the sweeper's part.
 func (e *env) sweep() {
 	go func() {
-		for e.ctx.Err() == nil {
-			_, _ = e.ledger.ExpireLeases(e.ctx, 100)
+		for e.Ctx.Err() == nil {
+			_, _ = e.Ledger.ExpireLeases(e.Ctx, 100)
 			time.Sleep(200 * time.Millisecond)
 		}
 	}()
@@ -179,14 +179,14 @@ func (s *subprocess) stopped() bool {
 
 // child runs TestCrashingDispatcher in a subprocess that kills or stops itself at step.
 func (e *env) child(step, action string) *subprocess {
-	e.t.Helper()
+	e.T.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestCrashingDispatcher$", "-test.v")
-	cmd.Env = append(os.Environ(), "ATMOST_CRASH_DB="+e.db.AppURL(), "ATMOST_CRASH_NATS="+e.natsURL,
+	cmd.Env = append(os.Environ(), "ATMOST_CRASH_DB="+e.DB.AppURL(), "ATMOST_CRASH_NATS="+e.NATSURL,
 		"ATMOST_CRASH_STEP="+step, "ATMOST_CRASH_ACTION="+action)
 	out := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
-	require.NoError(e.t, cmd.Start())
-	e.t.Cleanup(func() { _ = cmd.Process.Kill() })
+	require.NoError(e.T, cmd.Start())
+	e.T.Cleanup(func() { _ = cmd.Process.Kill() })
 	return &subprocess{cmd: cmd, out: out}
 }
 
@@ -229,7 +229,7 @@ func TestCrashingDispatcher(t *testing.T) {
 			fmt.Fprintf(os.Stderr, "resumed at %s\n", at)
 		}
 	})
-	e := &env{t: t}
+	var e env // only its configuration: the child has a ledger and a broker of its own
 	d, err := dispatch.New(ctx, js, l, relay.New(l, js, relay.Config{}), e.config())
 	require.NoError(t, err)
 	require.NoError(t, d.Run(ctx))

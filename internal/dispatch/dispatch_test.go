@@ -25,14 +25,14 @@ func texts(prefix string, n int) []string {
 func TestEveryIntentIsSentOnceReadBackAndPublished(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{})
-	keys := e.submit("acct-1", texts("hello", 40)...)
+	keys := e.Submit("acct-1", texts("hello", 40)...)
 	e.run(e.config())
 	intents := e.settle(keys, 20*time.Second)
 	require.Equal(t, map[ledger.State]int{ledger.Published: 40}, states(intents))
 	for _, k := range keys {
 		require.Equal(t, 1, e.sim.Created(k.String()), "one object for %s", k)
 		require.Equal(t, 1, e.sim.Received(k.String()), "one request for %s", k)
-		rec, err := e.ledger.Inspect(e.ctx, k)
+		rec, err := e.Ledger.Inspect(e.Ctx, k)
 		require.NoError(t, err)
 		var path []ledger.Reason
 		for _, tr := range rec.Transitions {
@@ -43,7 +43,7 @@ func TestEveryIntentIsSentOnceReadBackAndPublished(t *testing.T) {
 		require.NotEmpty(t, rec.Intent.ObjectID)
 	}
 	// The dispatcher published its own transitions: the outbox is empty.
-	require.Zero(t, e.count(`SELECT count(*) FROM outbox`))
+	require.Zero(t, e.Count(`SELECT count(*) FROM outbox`))
 }
 
 // Every fault of the simulator's plan ends in the state the error -> outcome table gives it,
@@ -54,7 +54,7 @@ func TestEveryFaultEndsInItsDeclaredState(t *testing.T) {
 		platformsim.FaultDropAfterCommit, platformsim.FaultErrorAfterCommit, platformsim.FaultDelay,
 		platformsim.FaultRateLimited, platformsim.FaultReject}
 	e := newEnv(t, platformsim.Config{Plan: platformsim.Plan{Script: script, Delay: 3 * time.Second}})
-	keys := e.submit("acct-1", texts("fault", len(script))...)
+	keys := e.Submit("acct-1", texts("fault", len(script))...)
 	e.run(e.config()) // send timeout 2 s: the delay fault outlasts it
 	intents := e.settle(keys, 30*time.Second)
 	// ok -> published; a dropped connection (before or after reading, or after committing),
@@ -78,7 +78,7 @@ func TestEveryFaultEndsInItsDeclaredState(t *testing.T) {
 func TestWorkForAnIntentThatIsNotPendingIsIgnored(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{})
-	keys := e.submit("acct-1", "only once")
+	keys := e.Submit("acct-1", "only once")
 	stop := e.run(e.config())
 	e.settle(keys, 10*time.Second)
 	stop()
@@ -87,7 +87,7 @@ func TestWorkForAnIntentThatIsNotPendingIsIgnored(t *testing.T) {
 	e.run(e.config())
 	e.drained()
 	require.Equal(t, 1, e.sim.Received(keys[0].String()))
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM attempts`))
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM attempts`))
 }
 
 // While a kill switch is on, work waits and no attempt is created; when it goes off, the work
@@ -95,25 +95,25 @@ func TestWorkForAnIntentThatIsNotPendingIsIgnored(t *testing.T) {
 func TestAKillSwitchDelaysWorkWithoutOpeningAttempts(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{})
-	_, err := e.ledger.SetSwitch(e.ctx, "acct-1", true, "test", "incident")
+	_, err := e.Ledger.SetSwitch(e.Ctx, "acct-1", true, "test", "incident")
 	require.NoError(t, err)
-	keys := e.submit("acct-1", texts("held", 5)...)
+	keys := e.Submit("acct-1", texts("held", 5)...)
 	e.run(e.config())
 	time.Sleep(time.Second) // several gate delays
-	require.Zero(t, e.count(`SELECT count(*) FROM attempts`), "no attempt while the switch is on")
+	require.Zero(t, e.Count(`SELECT count(*) FROM attempts`), "no attempt while the switch is on")
 	require.Zero(t, e.sim.Counts().Requests)
-	_, err = e.ledger.SetSwitch(e.ctx, "acct-1", false, "test", "resolved")
+	_, err = e.Ledger.SetSwitch(e.Ctx, "acct-1", false, "test", "resolved")
 	require.NoError(t, err)
 	intents := e.settle(keys, 10*time.Second)
 	require.Equal(t, map[ledger.State]int{ledger.Published: 5}, states(intents))
-	require.Equal(t, 5, e.count(`SELECT count(*) FROM attempts`))
+	require.Equal(t, 5, e.Count(`SELECT count(*) FROM attempts`))
 }
 
 // Two dispatchers given the same work twice (a republish racing a redelivery): one send each.
 func TestTwoDispatchersOnRepeatedWorkSendOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{Latency: 50 * time.Millisecond})
-	keys := e.submit("acct-1", texts("contended", 30)...)
+	keys := e.Submit("acct-1", texts("contended", 30)...)
 	for _, k := range keys {
 		e.republishWork(k, "copy")
 	}
@@ -125,7 +125,7 @@ func TestTwoDispatchersOnRepeatedWorkSendOnce(t *testing.T) {
 		require.Equal(t, 1, e.sim.Received(k.String()), "one request for %s", k)
 	}
 	e.drained()
-	require.Equal(t, 30, e.count(`SELECT count(*) FROM attempts`))
+	require.Equal(t, 30, e.Count(`SELECT count(*) FROM attempts`))
 }
 
 // A backlog meets the rate limit before Begin: only as many sends as the bucket holds tokens
@@ -134,9 +134,9 @@ func TestARateLimitReleasesABacklogAtThePolicysRate(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{})
 	rate, burst := 60, 3 // a token a second, three at once
-	_, err := e.ledger.SetPolicy(e.ctx, "acct-1", ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &rate, RateBurst: &burst}}, "test", "the test's rate")
+	_, err := e.Ledger.SetPolicy(e.Ctx, "acct-1", ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &rate, RateBurst: &burst}}, "test", "the test's rate")
 	require.NoError(t, err)
-	keys := e.submit("acct-1", texts("backlog", 12)...)
+	keys := e.Submit("acct-1", texts("backlog", 12)...)
 	cfg := e.config()
 	cfg.Batch = 4 // the backlog in several batches, through the pipelines at once
 	start := time.Now()
@@ -144,7 +144,7 @@ func TestARateLimitReleasesABacklogAtThePolicysRate(t *testing.T) {
 	var intents map[identity.DeliveryKey]ledger.Intent
 	require.Eventually(t, func() bool {
 		var err error
-		intents, err = e.ledger.GetMany(e.ctx, keys)
+		intents, err = e.Ledger.GetMany(e.Ctx, keys)
 		require.NoError(t, err)
 		return states(intents)[ledger.Published] >= 3
 	}, 20*time.Second, 20*time.Millisecond, "the burst goes at once")
@@ -156,6 +156,6 @@ func TestARateLimitReleasesABacklogAtThePolicysRate(t *testing.T) {
 	require.LessOrEqual(t, s[ledger.Published], bound)
 	intents = e.settle(keys, 30*time.Second)
 	require.Equal(t, map[ledger.State]int{ledger.Published: 12}, states(intents))
-	require.Equal(t, 12, e.count(`SELECT count(*) FROM attempts`), "one attempt each: none opened for work the rate held back")
-	require.Zero(t, e.count(`SELECT count(*) FROM history WHERE reason = 'rate_limited'`))
+	require.Equal(t, 12, e.Count(`SELECT count(*) FROM attempts`), "one attempt each: none opened for work the rate held back")
+	require.Zero(t, e.Count(`SELECT count(*) FROM history WHERE reason = 'rate_limited'`))
 }

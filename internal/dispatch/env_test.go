@@ -1,7 +1,6 @@
 package dispatch_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -11,12 +10,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/atmost/atmost/internal/dbtest"
 	"github.com/atmost/atmost/internal/dispatch"
-	"github.com/atmost/atmost/internal/natstest"
 	"github.com/atmost/atmost/internal/platformsim"
-	"github.com/atmost/atmost/internal/relay"
-	"github.com/atmost/atmost/internal/streams"
+	"github.com/atmost/atmost/internal/worldtest"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
@@ -27,65 +23,25 @@ import (
 // env is one dispatcher's world: a migrated ledger, an embedded JetStream with atmost's
 // streams, and the platform simulator, with one account "acct-1" on it and no rate limit.
 type env struct {
-	t       *testing.T
-	ctx     context.Context
-	db      *dbtest.DB
-	ledger  *ledger.Ledger
-	js      jetstream.JetStream
-	relay   *relay.Relay
-	natsURL string
-	sim     *platformsim.Server
-	simURL  string
+	*worldtest.World
+	sim    *platformsim.Server
+	simURL string
 }
 
 func newEnv(t *testing.T, simCfg platformsim.Config) *env {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	db := dbtest.New(t)
-	l, err := ledger.New(db.AppPool(t), ledger.Config{Actor: "test"})
-	require.NoError(t, err)
-	srv := natstest.New(t)
-	nc := srv.Connect(t)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	require.NoError(t, streams.Ensure(ctx, nc, js, streams.Config{}))
-	s, err := platformsim.New(simCfg)
-	require.NoError(t, err)
-	simURL, _, err := s.Serve(ctx, "127.0.0.1:0")
-	require.NoError(t, err)
-	e := &env{t: t, ctx: ctx, db: db, ledger: l, js: js, relay: relay.New(l, js, relay.Config{}), natsURL: srv.URL, sim: s, simURL: simURL}
-	e.addAccount("acct-1", fmt.Sprintf(`{"url":%q}`, simURL))
+	e := &env{World: worldtest.New(t)}
+	e.sim, e.simURL = e.Simulator(simCfg)
+	e.addAccount("acct-1", fmt.Sprintf(`{"url":%q}`, e.simURL))
 	return e
 }
 
 func (e *env) addAccount(id, settings string) {
-	e.t.Helper()
-	require.NoError(e.t, e.ledger.AddAccount(e.ctx, ledger.Account{ID: id, Platform: sim.Name, Settings: json.RawMessage(settings)}))
+	e.T.Helper()
+	require.NoError(e.T, e.Ledger.AddAccount(e.Ctx, ledger.Account{ID: id, Platform: sim.Name, Settings: json.RawMessage(settings)}))
 	unlimited := 0
-	_, err := e.ledger.SetPolicy(e.ctx, id, ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, "test", "tests not about the rate limit")
-	require.NoError(e.t, err)
-}
-
-// submit stores intents and relays their work items, as ingest does.
-func (e *env) submit(account string, texts ...string) []identity.DeliveryKey {
-	e.t.Helper()
-	var envs []identity.Envelope
-	for _, text := range texts {
-		env, err := identity.ParseEnvelope([]byte(fmt.Sprintf(`{"v":1,"account":%q,"action":"post","request":{"text":%q}}`, account, text)))
-		require.NoError(e.t, err)
-		envs = append(envs, env)
-	}
-	results, err := e.ledger.Submit(e.ctx, envs)
-	require.NoError(e.t, err)
-	keys := make([]identity.DeliveryKey, len(results))
-	for i, env := range envs {
-		keys[i] = env.DeliveryKey()
-		require.Equal(e.t, ledger.Created, results[i].Outcome)
-	}
-	_, err = e.relay.Drain(e.ctx)
-	require.NoError(e.t, err)
-	return keys
+	_, err := e.Ledger.SetPolicy(e.Ctx, id, ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, "test", "tests not about the rate limit")
+	require.NoError(e.T, err)
 }
 
 func (e *env) config() dispatch.Config {
@@ -106,53 +62,16 @@ func (e *env) config() dispatch.Config {
 // run starts a dispatcher that runs until the test ends (or stop is called) and returns stop,
 // which waits for Run to return.
 func (e *env) run(cfg dispatch.Config) (stop func()) {
-	e.t.Helper()
-	d, err := dispatch.New(e.ctx, e.js, e.ledger, e.relay, cfg)
-	require.NoError(e.t, err)
-	ctx, cancel := context.WithCancel(e.ctx)
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		require.NoError(e.t, <-done)
-	}
-	e.t.Cleanup(stop)
-	return stop
+	e.T.Helper()
+	d, err := dispatch.New(e.Ctx, e.JS, e.Ledger, e.Relay, cfg)
+	require.NoError(e.T, err)
+	return e.Run(d.Run)
 }
 
 // settle waits until none of keys is pending or authorized, and returns their states.
 func (e *env) settle(keys []identity.DeliveryKey, within time.Duration) map[identity.DeliveryKey]ledger.Intent {
-	e.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		intents, err := e.ledger.GetMany(e.ctx, keys)
-		require.NoError(e.t, err)
-		busy := 0
-		for _, in := range intents {
-			if in.State == ledger.Pending || in.State == ledger.Authorized {
-				busy++
-			}
-		}
-		if busy == 0 {
-			return intents
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%d of %d intents still pending or authorized after %s", busy, len(keys), within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (e *env) count(sql string, args ...any) int {
-	e.t.Helper()
-	var n int
-	require.NoError(e.t, e.db.Pool.QueryRow(e.ctx, sql, args...).Scan(&n))
-	return n
+	e.T.Helper()
+	return e.Settle(keys, within, func(s ledger.State) bool { return s == ledger.Pending || s == ledger.Authorized })
 }
 
 func states(intents map[identity.DeliveryKey]ledger.Intent) map[ledger.State]int {
@@ -166,21 +85,21 @@ func states(intents map[identity.DeliveryKey]ledger.Intent) map[ledger.State]int
 // republishWork publishes the intent's work item again under another message id, as a
 // sweeper's republish of stranded work would.
 func (e *env) republishWork(key identity.DeliveryKey, tag string) {
-	e.t.Helper()
+	e.T.Helper()
 	w := events.WorkItem{V: events.Version, DeliveryKey: key, Account: "acct-1", Event: events.NewID(key, 1)}
 	data, err := json.Marshal(w)
-	require.NoError(e.t, err)
-	_, err = e.js.PublishMsg(e.ctx, &nats.Msg{Subject: w.Subject(), Data: data, Header: nats.Header{jetstream.MsgIDHeader: []string{w.MsgID() + ":" + tag}}})
-	require.NoError(e.t, err)
+	require.NoError(e.T, err)
+	_, err = e.JS.PublishMsg(e.Ctx, &nats.Msg{Subject: w.Subject(), Data: data, Header: nats.Header{jetstream.MsgIDHeader: []string{w.MsgID() + ":" + tag}}})
+	require.NoError(e.T, err)
 }
 
 // drained waits until the dispatcher consumer has nothing pending and nothing unacknowledged.
 func (e *env) drained() {
-	e.t.Helper()
-	c, err := e.js.Consumer(e.ctx, events.DispatchStream, "dispatcher")
-	require.NoError(e.t, err)
-	require.Eventually(e.t, func() bool {
-		info, err := c.Info(e.ctx)
+	e.T.Helper()
+	c, err := e.JS.Consumer(e.Ctx, events.DispatchStream, "dispatcher")
+	require.NoError(e.T, err)
+	require.Eventually(e.T, func() bool {
+		info, err := c.Info(e.Ctx)
 		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
 	}, 15*time.Second, 20*time.Millisecond, "the work queue never drained")
 }

@@ -33,7 +33,7 @@ func (m misreporting) Send(ctx context.Context, p platform.Prepared) platform.Ou
 func TestAnOutcomeTheLedgerRefusesIsRecordedAsUnknown(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{})
-	keys := e.submit("acct-1", texts("misreported", 5)...)
+	keys := e.Submit("acct-1", texts("misreported", 5)...)
 	cfg := e.config()
 	cfg.Platforms = platform.Registry{sim.Name: func(a platform.Account) (platform.Adapter, error) {
 		ad, err := sim.Open(a)
@@ -45,7 +45,7 @@ func TestAnOutcomeTheLedgerRefusesIsRecordedAsUnknown(t *testing.T) {
 	for _, k := range keys {
 		require.Equal(t, ledger.ReasonSendUnknown, intents[k].Reason)
 		require.Equal(t, 1, e.sim.Created(k.String()))
-		rec, err := e.ledger.Inspect(e.ctx, k)
+		rec, err := e.Ledger.Inspect(e.Ctx, k)
 		require.NoError(t, err)
 		require.Contains(t, string(rec.Evidence[len(rec.Evidence)-1].Detail), "refused_outcome")
 	}
@@ -68,16 +68,16 @@ func (p picky) Prepare(r platform.Request) (platform.Prepared, error) {
 func TestAnUnsendableRequestIsParkedAndABrokenConfigurationWaits(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{})
-	posts := e.submit("acct-1", texts("a post", 3)...)
+	posts := e.Submit("acct-1", texts("a post", 3)...)
 	var likes []identity.DeliveryKey
 	for i := range 2 {
 		env, err := identity.ParseEnvelope([]byte(fmt.Sprintf(`{"v":1,"account":"acct-1","action":"like","target":"post-%d","request":{}}`, i)))
 		require.NoError(t, err)
-		res, err := e.ledger.Submit(e.ctx, []identity.Envelope{env})
+		res, err := e.Ledger.Submit(e.Ctx, []identity.Envelope{env})
 		require.NoError(t, err)
 		likes = append(likes, res[0].Key)
 	}
-	_, err := e.relay.Drain(e.ctx)
+	_, err := e.Relay.Drain(e.Ctx)
 	require.NoError(t, err)
 	var opens atomic.Int32
 	cfg := e.config()
@@ -100,12 +100,12 @@ func TestAnUnsendableRequestIsParkedAndABrokenConfigurationWaits(t *testing.T) {
 		require.Equal(t, ledger.ReasonRequestUnsendable, in.Reason)
 		require.Zero(t, in.AttemptsAuthorized)
 		require.Zero(t, e.sim.Received(k.String()))
-		rec, err := e.ledger.Inspect(e.ctx, k)
+		rec, err := e.Ledger.Inspect(e.Ctx, k)
 		require.NoError(t, err)
 		require.Empty(t, rec.Attempts, "no attempt was opened")
 		require.Contains(t, string(rec.Transitions[len(rec.Transitions)-1].Detail), "no action")
 	}
 	require.GreaterOrEqual(t, opens.Load(), int32(3))
 	e.drained()
-	require.Zero(t, e.count(`SELECT count(*) FROM outbox`), "the parking was published")
+	require.Zero(t, e.Count(`SELECT count(*) FROM outbox`), "the parking was published")
 }

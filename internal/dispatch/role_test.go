@@ -45,9 +45,9 @@ func TestDispatcherRoleRefusesABadCommandLine(t *testing.T) {
 func TestDispatcherRoleRunsAndStopsCleanly(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{})
-	keys := e.submit("acct-1", "through the role")
+	keys := e.Submit("acct-1", "through the role")
 	r := roletest.Start(t, dispatch.Main, map[string]string{
-		"ATMOST_DATABASE_URL": e.db.AppURL(), "ATMOST_NATS_URL": e.natsURL,
+		"ATMOST_DATABASE_URL": e.DB.AppURL(), "ATMOST_NATS_URL": e.NATSURL,
 		"ATMOST_CLAIM_LEASE": "5s", "ATMOST_INFLIGHT_LEASE": "10s", "ATMOST_SEND_TIMEOUT": "2s", "ATMOST_READBACK_TIMEOUT": "1s",
 	})
 	r.WaitReady(t)

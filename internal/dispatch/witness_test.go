@@ -20,11 +20,11 @@ import (
 func TestNothingIsSentWithoutTheWitnessOfTheAuthorization(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{})
-	key := e.submit("acct-1", "no witness, no send")[0]
+	key := e.Submit("acct-1", "no witness, no send")[0]
 	var once sync.Once
 	cfg := dispatch.WithHook(e.config(), func(step string) {
 		if step == "after-authorize" {
-			once.Do(func() { require.NoError(t, e.js.DeleteStream(e.ctx, events.EventsStream)) })
+			once.Do(func() { require.NoError(t, e.JS.DeleteStream(e.Ctx, events.EventsStream)) })
 		}
 	})
 	e.run(cfg)
@@ -32,7 +32,7 @@ func TestNothingIsSentWithoutTheWitnessOfTheAuthorization(t *testing.T) {
 	require.Equal(t, ledger.Failed, in.State)
 	require.Equal(t, ledger.ReasonConnectionFailed, in.Reason)
 	require.Zero(t, e.sim.Counts().Requests, "not a byte to the platform")
-	rec, err := e.ledger.Inspect(e.ctx, key)
+	rec, err := e.Ledger.Inspect(e.Ctx, key)
 	require.NoError(t, err)
 	require.Contains(t, string(rec.Evidence[len(rec.Evidence)-1].Detail), `"step": "witness"`)
 }
@@ -43,11 +43,11 @@ func TestNothingIsSentWithoutTheWitnessOfTheAuthorization(t *testing.T) {
 func TestNoAttemptIsAuthorizedWhileJetStreamRefusesEvents(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{})
-	keys := e.submit("acct-1", texts("events down", 3)...)
-	require.NoError(t, e.js.DeleteStream(e.ctx, events.EventsStream))
+	keys := e.Submit("acct-1", texts("events down", 3)...)
+	require.NoError(t, e.JS.DeleteStream(e.Ctx, events.EventsStream))
 	e.run(e.config())
 	time.Sleep(2 * time.Second)
-	intents, err := e.ledger.GetMany(e.ctx, keys)
+	intents, err := e.Ledger.GetMany(e.Ctx, keys)
 	require.NoError(t, err)
 	require.Equal(t, map[ledger.State]int{ledger.Pending: 3}, states(intents))
 	for _, in := range intents {

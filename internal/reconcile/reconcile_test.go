@@ -18,6 +18,7 @@ import (
 	"github.com/atmost/atmost/internal/platformsim"
 	"github.com/atmost/atmost/internal/reconcile"
 	"github.com/atmost/atmost/internal/relay"
+	"github.com/atmost/atmost/internal/worldtest"
 	"github.com/atmost/atmost/pkg/ledger"
 	"github.com/atmost/atmost/pkg/platform"
 	"github.com/atmost/atmost/pkg/platform/sim"
@@ -32,9 +33,9 @@ var unknownOutcomes = []platformsim.Fault{platformsim.FaultDropAfterCommit, plat
 func TestEachUnknownOutcomeIsLookedUpOnceFoundOrParked(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{Plan: platformsim.Plan{Script: unknownOutcomes}})
-	keys := e.dispatched(texts("unknown", len(unknownOutcomes))...)
+	keys := e.dispatched(worldtest.Texts("unknown", len(unknownOutcomes))...)
 	for _, k := range keys {
-		require.Equal(t, ledger.Indeterminate, e.intent(k).State)
+		require.Equal(t, ledger.Indeterminate, e.Intent(k).State)
 	}
 	e.run("reconciler-1", e.config())
 	intents := e.settle(keys, 20*time.Second)
@@ -60,7 +61,7 @@ func TestEachUnknownOutcomeIsLookedUpOnceFoundOrParked(t *testing.T) {
 func TestAStatusLookupProvesNotSent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{StatusLookup: true, Plan: platformsim.Plan{Script: unknownOutcomes}})
-	keys := e.dispatched(texts("unknown", len(unknownOutcomes))...)
+	keys := e.dispatched(worldtest.Texts("unknown", len(unknownOutcomes))...)
 	e.run("reconciler-1", e.config())
 	intents := e.settle(keys, 20*time.Second)
 	for _, k := range keys {
@@ -87,31 +88,31 @@ func TestLateEvidenceResolvesWithoutALookup(t *testing.T) {
 	require.NoError(t, err)
 	var objectIDs []string
 	for i, k := range keys {
-		in := e.intent(k)
+		in := e.Intent(k)
 		req, err := platforms.RequestOf(in)
 		require.NoError(t, err)
 		p, err := ad.Prepare(req)
 		require.NoError(t, err)
-		c, err := e.ledger.Begin(e.ctx, k, p.Hash, ledger.MinLease)
+		c, err := e.Ledger.Begin(e.Ctx, k, p.Hash, ledger.MinLease)
 		require.NoError(t, err)
-		a, err := e.ledger.Authorize(e.ctx, c, ledger.MinLease, ad.Capabilities().ContractVersion)
+		a, err := e.Ledger.Authorize(e.Ctx, c, ledger.MinLease, ad.Capabilities().ContractVersion)
 		require.NoError(t, err)
 		require.Equal(t, ledger.Authorized, a.State)
 		// The worker stalls past its lease: the sweeper makes the intent indeterminate...
-		e.exec(`UPDATE intents SET lease_expires_at = now() - INTERVAL '1 second' WHERE delivery_key = $1`, k.Bytes())
-		_, err = e.ledger.ExpireLeases(e.ctx, 10)
+		e.Exec(`UPDATE intents SET lease_expires_at = now() - INTERVAL '1 second' WHERE delivery_key = $1`, k.Bytes())
+		_, err = e.Ledger.ExpireLeases(e.Ctx, 10)
 		require.NoError(t, err)
 		// ...then it wakes, its send goes through, and its completion is fenced: evidence.
 		objectID := "obj-that-is-not-there"
 		if i == 0 {
-			o := ad.Send(e.ctx, p)
+			o := ad.Send(e.Ctx, p)
 			require.Equal(t, platform.Sent, o.Result)
 			objectID = o.ObjectID
 		}
 		objectIDs = append(objectIDs, objectID)
-		_, err = e.ledger.Complete(e.ctx, c, ledger.Outcome{Result: ledger.Sent, ObjectID: objectID, Confirmed: true})
+		_, err = e.Ledger.Complete(e.Ctx, c, ledger.Outcome{Result: ledger.Sent, ObjectID: objectID, Confirmed: true})
 		require.ErrorIs(t, err, ledger.ErrFenced)
-		require.Equal(t, ledger.Indeterminate, e.intent(k).State)
+		require.Equal(t, ledger.Indeterminate, e.Intent(k).State)
 	}
 	e.run("reconciler-1", e.config())
 	intents := e.settle(keys, 20*time.Second)
@@ -130,9 +131,9 @@ func TestLateEvidenceResolvesWithoutALookup(t *testing.T) {
 }
 
 func (e *env) account() ledger.Account {
-	e.t.Helper()
-	gates, err := e.ledger.Gates(e.ctx, []string{"acct-1"})
-	require.NoError(e.t, err)
+	e.T.Helper()
+	gates, err := e.Ledger.Gates(e.Ctx, []string{"acct-1"})
+	require.NoError(e.T, err)
 	return gates["acct-1"].Account
 }
 
@@ -141,24 +142,24 @@ func (e *env) account() ledger.Account {
 func TestNoLookupBeforeTheReconcileDelay(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{Plan: platformsim.Plan{Script: []platformsim.Fault{platformsim.FaultDropBeforeRead}}})
-	e.exec(`UPDATE accounts SET settings = jsonb_set(settings, '{reconcile_delay}', '"1h"')`)
+	e.Exec(`UPDATE accounts SET settings = jsonb_set(settings, '{reconcile_delay}', '"1h"')`)
 	key := e.dispatched("in flight for a while")[0]
-	l, err := ledger.New(e.db.AppPool(t), ledger.Config{Actor: "reconciler-1"})
+	l, err := ledger.New(e.DB.AppPool(t), ledger.Config{Actor: "reconciler-1"})
 	require.NoError(t, err)
-	r, err := reconcile.New(e.ctx, e.js, l, relay.New(l, e.js, relay.Config{}), e.config())
+	r, err := reconcile.New(e.Ctx, e.JS, l, relay.New(l, e.JS, relay.Config{}), e.config())
 	require.NoError(t, err)
-	v := r.Reconcile(e.ctx, key)
+	v := r.Reconcile(e.Ctx, key)
 	require.Equal(t, "waiting_delay", v.Result)
 	require.Greater(t, v.Wait, 59*time.Minute)
 	require.Zero(t, e.sim.Lookups(key.String()))
-	require.Zero(t, e.count(`SELECT count(*) FROM reconciliations`), "not even claimed")
+	require.Zero(t, e.Count(`SELECT count(*) FROM reconciliations`), "not even claimed")
 
-	e.exec(`UPDATE intents SET updated_at = now() - INTERVAL '61 minutes'`)
-	v = r.Reconcile(e.ctx, key)
+	e.Exec(`UPDATE intents SET updated_at = now() - INTERVAL '61 minutes'`)
+	v = r.Reconcile(e.Ctx, key)
 	require.Equal(t, "resolved_not_found", v.Result)
 	require.Zero(t, v.Wait)
 	require.Equal(t, 1, e.sim.Lookups(key.String()))
-	v = r.Reconcile(e.ctx, key)
+	v = r.Reconcile(e.Ctx, key)
 	require.Equal(t, "not_indeterminate", v.Result)
 	require.Equal(t, 1, e.sim.Lookups(key.String()))
 }
@@ -171,20 +172,20 @@ func TestFourReconcilersAndACrashAfterTheClaimLookUpAtMostOnce(t *testing.T) {
 	e := newEnv(t, platformsim.Config{Plan: platformsim.Plan{Seed: 7, Rates: map[platformsim.Fault]float64{
 		platformsim.FaultDropAfterCommit: 0.5, platformsim.FaultDropBeforeRead: 0.5}}})
 	crashed := e.dispatched("the reconciler dies after claiming this one")[0]
-	require.Equal(t, ledger.Indeterminate, e.intent(crashed).State)
-	e.exec(`UPDATE intents SET updated_at = now() - INTERVAL '1 minute'`)
+	require.Equal(t, ledger.Indeterminate, e.Intent(crashed).State)
+	e.Exec(`UPDATE intents SET updated_at = now() - INTERVAL '1 minute'`)
 
 	child := exec.Command(os.Args[0], "-test.run", "^TestCrashingReconciler$", "-test.v")
-	child.Env = append(os.Environ(), "ATMOST_CRASH_DB="+e.db.AppURL(), "ATMOST_CRASH_NATS="+e.natsURL)
+	child.Env = append(os.Environ(), "ATMOST_CRASH_DB="+e.DB.AppURL(), "ATMOST_CRASH_NATS="+e.NATSURL)
 	out, err := child.CombinedOutput()
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit, "the subprocess must die: %s", out)
 	require.Equal(t, syscall.SIGKILL, exit.Sys().(syscall.WaitStatus).Signal(), "%s", out)
 	require.Contains(t, string(out), "claimed, killed")
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM reconciliations WHERE step = 'claimed'`))
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM reconciliations WHERE step = 'claimed'`))
 	require.Zero(t, e.sim.Lookups(crashed.String()), "killed after the claim, before the lookup")
 
-	keys := e.dispatched(texts("raced by four", 24)...)
+	keys := e.dispatched(worldtest.Texts("raced by four", 24)...)
 	for i := range 4 {
 		e.run("reconciler-"+string(rune('a'+i)), e.config())
 	}
@@ -193,16 +194,16 @@ func TestFourReconcilersAndACrashAfterTheClaimLookUpAtMostOnce(t *testing.T) {
 		require.Equal(t, 1, e.sim.Lookups(k.String()), "exactly one lookup for %s", k)
 		require.Contains(t, []ledger.State{ledger.Published, ledger.Parked}, intents[k].State)
 	}
-	require.Equal(t, ledger.Indeterminate, e.intent(crashed).State, "a claimed lookup is never made a second time")
+	require.Equal(t, ledger.Indeterminate, e.Intent(crashed).State, "a claimed lookup is never made a second time")
 	require.Zero(t, e.sim.Lookups(crashed.String()))
 
 	// The sweeper's rule: a claim that never resolved goes to a human.
-	n, err := e.ledger.ParkUnreconciled(e.ctx, time.Millisecond, time.Hour, 10)
+	n, err := e.Ledger.ParkUnreconciled(e.Ctx, time.Millisecond, time.Hour, 10)
 	require.NoError(t, err)
 	require.Equal(t, 1, n.LookupLost)
-	require.Equal(t, ledger.Parked, e.intent(crashed).State)
+	require.Equal(t, ledger.Parked, e.Intent(crashed).State)
 	require.Zero(t, e.sim.Lookups(crashed.String()))
-	_, err = e.relay.Drain(e.ctx) // the sweeper publishes what it parked
+	_, err = e.Relay.Drain(e.Ctx) // the sweeper publishes what it parked
 	require.NoError(t, err)
 	e.eventsMatchHistory()
 }
@@ -233,7 +234,7 @@ func TestCrashingReconciler(t *testing.T) {
 			select {}
 		}
 	})
-	e := &env{t: t}
+	var e env // only its configuration: the child has a ledger and a broker of its own
 	r, err := reconcile.New(ctx, js, l, relay.New(l, js, relay.Config{}), e.config())
 	require.NoError(t, err)
 	go func() {

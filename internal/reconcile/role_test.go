@@ -38,7 +38,7 @@ func TestReconcilerRoleRunsAndStopsCleanly(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{Plan: platformsim.Plan{Script: []platformsim.Fault{platformsim.FaultDropAfterCommit}}})
 	keys := e.dispatched("created, answer lost")
-	r := roletest.Start(t, reconcile.Main, map[string]string{"ATMOST_DATABASE_URL": e.db.AppURL(), "ATMOST_NATS_URL": e.natsURL,
+	r := roletest.Start(t, reconcile.Main, map[string]string{"ATMOST_DATABASE_URL": e.DB.AppURL(), "ATMOST_NATS_URL": e.NATSURL,
 		"ATMOST_RECONCILE_SCAN_INTERVAL": "200ms"})
 	r.WaitReady(t)
 	in := e.settle(keys, 20*time.Second)[keys[0]]

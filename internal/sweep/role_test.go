@@ -44,11 +44,11 @@ func TestSweeperRoleRefusesABadCommandLine(t *testing.T) {
 func TestSweeperRoleRunsAndStopsCleanly(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	auths := e.authorized(e.submit("acct-1", "stalled worker"))
+	auths := e.authorized(e.Submit("acct-1", "stalled worker"))
 	e.expire([]identity.DeliveryKey{auths[0].Key})
-	r := roletest.Start(t, sweep.Main, map[string]string{"ATMOST_DATABASE_URL": e.db.AppURL(), "ATMOST_NATS_URL": e.natsURL, "ATMOST_SWEEP_INTERVAL": "100ms"})
+	r := roletest.Start(t, sweep.Main, map[string]string{"ATMOST_DATABASE_URL": e.DB.AppURL(), "ATMOST_NATS_URL": e.NATSURL, "ATMOST_SWEEP_INTERVAL": "100ms"})
 	r.WaitReady(t)
-	require.Eventually(t, func() bool { return e.intent(auths[0].Key).State == ledger.Indeterminate }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return e.Intent(auths[0].Key).State == ledger.Indeterminate }, 10*time.Second, 20*time.Millisecond)
 	metrics := r.WaitMetrics(t, `atmost_sweep_changes_total{duty="lease_expired"} 1`, `atmost_intents{state="indeterminate"} 1`, `atmost_intents{state="authorized"} 0`)
 	for _, name := range []string{"atmost_sweep_passes_total", "atmost_sweep_pass_seconds", "atmost_relay_events_published_total", "atmost_ledger_transaction_restarts_total",
 		"atmost_intents", "atmost_relay_lag_seconds", "atmost_outbox_rows", "atmost_transitions_total"} {
