@@ -111,7 +111,7 @@ func TestACreateRecordDroppedAfterTheRequestEndsPublishedByTheLookup(t *testing.
 	require.Equal(t, ledger.Published, last.To)
 	require.Equal(t, "reconciler", last.Actor)
 
-	rec, err := e.ledger.Inspect(e.ctx, key)
+	rec, err := e.Ledger.Inspect(e.Ctx, key)
 	require.NoError(t, err)
 	require.Len(t, rec.Attempts, 1, "one attempt: the unknown outcome was never retried")
 	steps := []string{}
@@ -146,8 +146,8 @@ func TestACreateRecordDroppedBeforeThePDSIsProvenNotSentAndRetried(t *testing.T)
 	in = e.await([]identity.DeliveryKey{key}, 30*time.Second, ledger.Failed)[key]
 	require.Equal(t, ledger.ReasonReconciledNotSent, in.Reason)
 
-	require.NoError(t, e.ledger.Retry(e.ctx, key))
-	_, err := e.relay.Drain(e.ctx)
+	require.NoError(t, e.Ledger.Retry(e.Ctx, key))
+	_, err := e.Relay.Drain(e.Ctx)
 	require.NoError(t, err)
 	in = e.await([]identity.DeliveryKey{key}, time.Minute, ledger.Published)[key]
 	require.Equal(t, ledger.ReasonPublished, in.Reason)

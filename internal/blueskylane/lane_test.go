@@ -1,7 +1,6 @@
 package blueskylane_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -17,12 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/internal/blueskylane"
-	"github.com/atmost/atmost/internal/dbtest"
 	"github.com/atmost/atmost/internal/dispatch"
-	"github.com/atmost/atmost/internal/natstest"
 	"github.com/atmost/atmost/internal/reconcile"
 	"github.com/atmost/atmost/internal/relay"
-	"github.com/atmost/atmost/internal/streams"
+	"github.com/atmost/atmost/internal/worldtest"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
@@ -40,14 +37,9 @@ const reconcileDelay = time.Second
 // JetStream with atmost's streams, and the account "acct-bsky" configured on the PDS (through
 // the proxy) with the app password behind an env: credential reference.
 type lane struct {
-	t      *testing.T
-	ctx    context.Context
-	pds    *blueskylane.PDS
-	proxy  *blueskylane.Proxy
-	db     *dbtest.DB
-	ledger *ledger.Ledger
-	js     jetstream.JetStream
-	relay  *relay.Relay
+	*worldtest.World
+	pds   *blueskylane.PDS
+	proxy *blueskylane.Proxy
 }
 
 var credentials atomic.Int64
@@ -55,20 +47,11 @@ var credentials atomic.Int64
 func newLane(t *testing.T) *lane {
 	t.Helper()
 	pds := blueskylane.Start(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	u, err := url.Parse(pds.URL)
 	require.NoError(t, err)
 	proxy := blueskylane.NewProxy(t, u.Host)
-
-	db := dbtest.New(t)
-	l, err := ledger.New(db.AppPool(t), ledger.Config{Actor: "test"})
-	require.NoError(t, err)
-	srv := natstest.New(t)
-	nc := srv.Connect(t)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	require.NoError(t, streams.Ensure(ctx, nc, js, streams.Config{}))
+	w := worldtest.New(t)
+	ctx, l := w.Ctx, w.Ledger
 
 	// The app password reaches the adapter the way an operator's does: a credential reference.
 	// os.Setenv, not t.Setenv: the tests run in parallel, each with its own variable.
@@ -81,68 +64,56 @@ func newLane(t *testing.T) *lane {
 	unlimited := 0
 	_, err = l.SetPolicy(ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, "test", "the lane is not about the rate limit")
 	require.NoError(t, err)
-	return &lane{t: t, ctx: ctx, pds: pds, proxy: proxy, db: db, ledger: l, js: js, relay: relay.New(l, js, relay.Config{})}
+	return &lane{World: w, pds: pds, proxy: proxy}
 }
 
 var registry = platform.Registry{bluesky.Name: bluesky.Open}
 
 // dispatcher runs a dispatcher with the real adapter until the test ends.
 func (e *lane) dispatcher() {
-	e.t.Helper()
-	d, err := dispatch.New(e.ctx, e.js, e.ledger, e.relay, dispatch.Config{
+	e.T.Helper()
+	d, err := dispatch.New(e.Ctx, e.JS, e.Ledger, e.Relay, dispatch.Config{
 		Platforms: registry, Batch: 8, Concurrency: 8,
 		ClaimLease: ledger.MinLease, InFlightLease: 3 * ledger.MinLease,
 		SendTimeout: 5 * time.Second, ReadBackTimeout: 5 * time.Second, Margin: time.Second,
 		GateDelay: 200 * time.Millisecond, AckWait: 5 * time.Second,
 	})
-	require.NoError(e.t, err)
-	e.run("dispatcher", d.Run)
+	require.NoError(e.T, err)
+	e.Run(d.Run)
 }
 
 // reconciler runs a reconciler (its own ledger actor) with the real adapter until the test ends.
 func (e *lane) reconciler() {
-	e.t.Helper()
-	l, err := ledger.New(e.db.AppPool(e.t), ledger.Config{Actor: "reconciler"})
-	require.NoError(e.t, err)
-	r, err := reconcile.New(e.ctx, e.js, l, relay.New(l, e.js, relay.Config{}), reconcile.Config{
+	e.T.Helper()
+	l, err := ledger.New(e.DB.AppPool(e.T), ledger.Config{Actor: "reconciler"})
+	require.NoError(e.T, err)
+	r, err := reconcile.New(e.Ctx, e.JS, l, relay.New(l, e.JS, relay.Config{}), reconcile.Config{
 		Platforms: registry, Concurrency: 4, LookupTimeout: 5 * time.Second, ReadBackTimeout: 5 * time.Second,
 		ScanInterval: 200 * time.Millisecond, RetryDelay: 200 * time.Millisecond, AckWait: 5 * time.Second,
 	})
-	require.NoError(e.t, err)
-	e.run("reconciler", r.Run)
-}
-
-func (e *lane) run(name string, run func(context.Context) error) {
-	ctx, cancel := context.WithCancel(e.ctx)
-	done := make(chan error, 1)
-	go func() { done <- run(ctx) }()
-	e.t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			e.t.Errorf("%s: %v", name, err)
-		}
-	})
+	require.NoError(e.T, err)
+	e.Run(r.Run)
 }
 
 // submit stores intents and relays their work, as ingest does. Each envelope's account is the
 // lane's.
 func (e *lane) submit(envelopes ...string) []identity.DeliveryKey {
-	e.t.Helper()
+	e.T.Helper()
 	var envs []identity.Envelope
 	for _, raw := range envelopes {
 		env, err := identity.ParseEnvelope([]byte(raw))
-		require.NoError(e.t, err, raw)
+		require.NoError(e.T, err, raw)
 		envs = append(envs, env)
 	}
-	results, err := e.ledger.Submit(e.ctx, envs)
-	require.NoError(e.t, err)
+	results, err := e.Ledger.Submit(e.Ctx, envs)
+	require.NoError(e.T, err)
 	keys := make([]identity.DeliveryKey, len(results))
 	for i, r := range results {
-		require.Equal(e.t, ledger.Created, r.Outcome, envelopes[i])
+		require.Equal(e.T, ledger.Created, r.Outcome, envelopes[i])
 		keys[i] = r.Key
 	}
-	_, err = e.relay.Drain(e.ctx)
-	require.NoError(e.t, err)
+	_, err = e.Relay.Drain(e.Ctx)
+	require.NoError(e.T, err)
 	return keys
 }
 
@@ -161,11 +132,11 @@ func envelope(action, target string, request any) string {
 
 // await waits until every key is in one of the states, and returns the intents.
 func (e *lane) await(keys []identity.DeliveryKey, within time.Duration, states ...ledger.State) map[identity.DeliveryKey]ledger.Intent {
-	e.t.Helper()
+	e.T.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		intents, err := e.ledger.GetMany(e.ctx, keys)
-		require.NoError(e.t, err)
+		intents, err := e.Ledger.GetMany(e.Ctx, keys)
+		require.NoError(e.T, err)
 		waiting := []string{}
 		for _, k := range keys {
 			in := intents[k]
@@ -181,7 +152,7 @@ func (e *lane) await(keys []identity.DeliveryKey, within time.Duration, states .
 			return intents
 		}
 		if time.Now().After(deadline) {
-			e.t.Fatalf("after %s, not yet %v: %s", within, states, strings.Join(waiting, "; "))
+			e.T.Fatalf("after %s, not yet %v: %s", within, states, strings.Join(waiting, "; "))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -199,67 +170,67 @@ func (r record) ref() map[string]string { return map[string]string{"uri": r.URI,
 
 // xrpc calls a query of the PDS directly, not through the proxy nor the adapter.
 func (e *lane) xrpc(method string, params url.Values, out any) (status int) {
-	e.t.Helper()
-	req, err := http.NewRequestWithContext(e.ctx, http.MethodGet, e.pds.URL+"/xrpc/"+method+"?"+params.Encode(), nil)
-	require.NoError(e.t, err)
+	e.T.Helper()
+	req, err := http.NewRequestWithContext(e.Ctx, http.MethodGet, e.pds.URL+"/xrpc/"+method+"?"+params.Encode(), nil)
+	require.NoError(e.T, err)
 	resp, err := http.DefaultClient.Do(req)
-	require.NoError(e.t, err)
+	require.NoError(e.T, err)
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusOK {
-		require.NoError(e.t, json.NewDecoder(resp.Body).Decode(out))
+		require.NoError(e.T, json.NewDecoder(resp.Body).Decode(out))
 	}
 	return resp.StatusCode
 }
 
 // getRecord reads the record the adapter creates for key: the PDS's word, not the ledger's.
 func (e *lane) getRecord(collection string, key identity.DeliveryKey) (record, bool) {
-	e.t.Helper()
+	e.T.Helper()
 	var r record
 	status := e.xrpc("com.atproto.repo.getRecord", url.Values{"repo": {e.pds.DID}, "collection": {collection}, "rkey": {bluesky.RecordKey(key)}}, &r)
 	if status == http.StatusBadRequest {
 		return record{}, false
 	}
-	require.Equal(e.t, http.StatusOK, status, "getRecord %s %s", collection, key)
+	require.Equal(e.T, http.StatusOK, status, "getRecord %s %s", collection, key)
 	return r, true
 }
 
 // listRecords is every record of a collection in the lane account's repository.
 func (e *lane) listRecords(collection string) []record {
-	e.t.Helper()
+	e.T.Helper()
 	var out struct {
 		Records []record `json:"records"`
 	}
-	require.Equal(e.t, http.StatusOK, e.xrpc("com.atproto.repo.listRecords", url.Values{"repo": {e.pds.DID}, "collection": {collection}, "limit": {"100"}}, &out))
+	require.Equal(e.T, http.StatusOK, e.xrpc("com.atproto.repo.listRecords", url.Values{"repo": {e.pds.DID}, "collection": {collection}, "limit": {"100"}}, &out))
 	return out.Records
 }
 
 // republish publishes an intent's work item again under another message id, as a sweeper's
 // republish of stranded work or a redelivery would.
 func (e *lane) republish(key identity.DeliveryKey) {
-	e.t.Helper()
+	e.T.Helper()
 	w := events.WorkItem{V: events.Version, DeliveryKey: key, Account: account, Event: events.NewID(key, 1)}
 	data, err := json.Marshal(w)
-	require.NoError(e.t, err)
-	_, err = e.js.PublishMsg(e.ctx, &nats.Msg{Subject: w.Subject(), Data: data, Header: nats.Header{jetstream.MsgIDHeader: []string{w.MsgID() + ":again"}}})
-	require.NoError(e.t, err)
+	require.NoError(e.T, err)
+	_, err = e.JS.PublishMsg(e.Ctx, &nats.Msg{Subject: w.Subject(), Data: data, Header: nats.Header{jetstream.MsgIDHeader: []string{w.MsgID() + ":again"}}})
+	require.NoError(e.T, err)
 }
 
 // drained waits until the dispatcher's consumer has nothing pending and nothing unacknowledged.
 func (e *lane) drained() {
-	e.t.Helper()
-	c, err := e.js.Consumer(e.ctx, events.DispatchStream, "dispatcher")
-	require.NoError(e.t, err)
-	require.Eventually(e.t, func() bool {
-		info, err := c.Info(e.ctx)
+	e.T.Helper()
+	c, err := e.JS.Consumer(e.Ctx, events.DispatchStream, "dispatcher")
+	require.NoError(e.T, err)
+	require.Eventually(e.T, func() bool {
+		info, err := c.Info(e.Ctx)
 		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
 	}, 30*time.Second, 50*time.Millisecond, "the work queue never drained")
 }
 
 // lastTransition is the intent's latest history row.
 func (e *lane) lastTransition(key identity.DeliveryKey) ledger.Transition {
-	e.t.Helper()
-	rec, err := e.ledger.Inspect(e.ctx, key)
-	require.NoError(e.t, err)
-	require.NotEmpty(e.t, rec.Transitions)
+	e.T.Helper()
+	rec, err := e.Ledger.Inspect(e.Ctx, key)
+	require.NoError(e.T, err)
+	require.NotEmpty(e.T, rec.Transitions)
 	return rec.Transitions[len(rec.Transitions)-1]
 }
