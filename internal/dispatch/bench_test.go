@@ -5,12 +5,19 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
+	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,6 +47,7 @@ var (
 	benchBatch     = flag.Int("batch", 0, "dispatcher batch (0: the default)")
 	benchPreload   = flag.Int("preload", 100000, "published intents already in the ledger, with their history, attempts and evidence, analyzed, as in a ledger that has been running for a while (0: a new, empty ledger)")
 	benchProfile   = flag.String("window-cpuprofile", "", "write a CPU profile of the measured window only (not the set-up or the commit probe) to this file")
+	benchProcess   = flag.Bool("dispatcher-process", true, "run the dispatcher role in a process of its own, as in production, and report its peak memory alone (false: in the benchmark's process, where one CPU profile sees the whole pipeline)")
 )
 
 // BenchmarkEndToEnd publishes b.N intents to ATMOST_INTENTS while one ingester and one
@@ -102,9 +110,14 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 		}
 	}()
 	dl := newLedger("dispatcher")
-	d, err := dispatch.New(ctx, js, dl, relay.New(dl, js, relay.Config{}), dispatch.Config{Platforms: platform.Registry{sim.Name: sim.Open}, Pipelines: *benchPipelines, Batch: *benchBatch})
-	require.NoError(b, err)
-	go func() { _ = d.Run(ctx) }()
+	var child *dispatcherProcess
+	if *benchProcess && b.N >= 100 {
+		child = startDispatcher(b, db.AppURL(), srv.URL)
+	} else {
+		d, err := dispatch.New(ctx, js, dl, relay.New(dl, js, relay.Config{}), dispatch.Config{Platforms: platform.Registry{sim.Name: sim.Open}, Pipelines: *benchPipelines, Batch: *benchBatch})
+		require.NoError(b, err)
+		go func() { _ = d.Run(ctx) }()
+	}
 
 	var peak atomic.Uint64
 	go func() {
@@ -131,6 +144,10 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 		require.NoError(b, pprof.StartCPUProfile(f))
 	}
 	selfBefore, pgBefore := cpuTimes()
+	var childBefore time.Duration
+	if child != nil {
+		childBefore = processCPU(child.pid())
+	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		body := fmt.Sprintf(`{"v":1,"account":"acct-1","action":"post","request":{"text":"end to end %d"}}`, i)
@@ -157,6 +174,9 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 	}
 	b.StopTimer()
 	selfAfter, pgAfter := cpuTimes()
+	if child != nil {
+		selfAfter += processCPU(child.pid()) - childBefore
+	}
 	if *benchProfile != "" {
 		pprof.StopCPUProfile()
 	}
@@ -176,7 +196,12 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 	b.ReportMetric(p99*1000, "p99-ms")
 	b.ReportMetric(float64(after-before)/float64(b.N), "commits/intent")
 	b.ReportMetric(float64(peak.Load())/(1<<20), "peak-MB")
-	b.ReportMetric(float64(il.Retries()+dl.Retries())/float64(b.N), "restarts/intent")
+	restarts := il.Retries() + dl.Retries()
+	if child != nil {
+		b.ReportMetric(float64(peakResident(child.pid()))/(1<<20), "dispatcher-peak-MB")
+		restarts += child.restarts(b)
+	}
+	b.ReportMetric(float64(restarts)/float64(b.N), "restarts/intent")
 	b.ReportMetric(float64(selfAfter-selfBefore)/float64(time.Millisecond)/float64(b.N), "go-cpu-ms/intent")
 	if pgAfter > pgBefore {
 		b.ReportMetric(float64(pgAfter-pgBefore)/float64(time.Millisecond)/float64(b.N), "pg-cpu-ms/intent")
@@ -206,6 +231,97 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 	b.ReportMetric(ceiling, "pg-commits/s")
 	b.ReportMetric(commitsPerSecond, "commits/s")
 	b.ReportMetric(commitsPerSecond/ceiling, "of-pg-ceiling")
+}
+
+// dispatcherProcess is the dispatcher role running in a child of the benchmark's process.
+type dispatcherProcess struct {
+	cmd  *exec.Cmd
+	out  *lockedBuffer
+	addr string
+}
+
+func (p *dispatcherProcess) pid() int { return p.cmd.Process.Pid }
+
+// restarts reads the process's atmost_ledger_transaction_restarts_total from its /metrics.
+func (p *dispatcherProcess) restarts(b *testing.B) uint64 {
+	b.Helper()
+	resp, err := http.Get("http://" + p.addr + "/metrics")
+	require.NoError(b, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(b, err)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "atmost_ledger_transaction_restarts_total "); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			require.NoError(b, err, line)
+			return uint64(n)
+		}
+	}
+	b.Fatalf("the dispatcher process's /metrics has no atmost_ledger_transaction_restarts_total")
+	return 0
+}
+
+// startDispatcher runs this test binary again as the dispatcher role (TestBenchDispatcher), on
+// the given ledger and broker, with the benchmark's isolation, pipelines and batch, and waits
+// until it serves /readyz. The test's end stops it with SIGTERM, as an orchestrator would.
+func startDispatcher(b *testing.B, dbURL, natsURL string) *dispatcherProcess {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(b, err)
+	addr := ln.Addr().String()
+	require.NoError(b, ln.Close())
+	args := []string{"--http", addr, "--isolation", *benchIsolation}
+	if *benchPipelines > 0 {
+		args = append(args, "--pipelines", fmt.Sprint(*benchPipelines))
+	}
+	if *benchBatch > 0 {
+		args = append(args, "--batch", fmt.Sprint(*benchBatch))
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestBenchDispatcher$")
+	cmd.Env = append(os.Environ(), "ATMOST_BENCH_DISPATCHER="+strings.Join(args, " "),
+		"ATMOST_DATABASE_URL="+dbURL, "ATMOST_NATS_URL="+natsURL)
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	require.NoError(b, cmd.Start())
+	p := &dispatcherProcess{cmd: cmd, out: out, addr: addr}
+	b.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				b.Errorf("the dispatcher process ended with %v:\n%s", err, out.String())
+			}
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			b.Errorf("the dispatcher process did not stop within 30 s of SIGTERM:\n%s", out.String())
+		}
+	})
+	require.Eventually(b, func() bool {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 30*time.Second, 20*time.Millisecond, "the dispatcher process never became ready:\n%s", out)
+	return p
+}
+
+// TestBenchDispatcher is the dispatcher role of BenchmarkEndToEnd's child process: the
+// benchmark runs this test binary again with ATMOST_BENCH_DISPATCHER set to the role's
+// arguments. Run any other way it does nothing.
+func TestBenchDispatcher(t *testing.T) {
+	args, ok := os.LookupEnv("ATMOST_BENCH_DISPATCHER")
+	if !ok {
+		return // not the child
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	if code := dispatch.Main(ctx, strings.Fields(args), os.LookupEnv, os.Stderr); code != 0 {
+		t.Fatalf("the dispatcher role exited with %d", code)
+	}
 }
 
 // walWritten reads the cluster's write-ahead log counters: full-page images and bytes.

@@ -21,25 +21,59 @@ func cpuTimes() (self, postgres time.Duration) {
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	var ticks int64
 	for _, path := range stats {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || end < open || s[open+1:end] != "postgres" {
-			continue
-		}
-		// After the command: state is field 3; utime, stime, cutime, cstime are 14-17.
-		fields := strings.Fields(s[end+1:])
-		if len(fields) < 15 {
-			continue
-		}
-		for _, f := range fields[11:15] {
-			n, _ := strconv.ParseInt(f, 10, 64)
+		if comm, n, ok := procTicks(path); ok && comm == "postgres" {
 			ticks += n
 		}
 	}
-	// Linux reports these in clock ticks of 1/100 s (USER_HZ) on every architecture Go runs on.
-	return self, time.Duration(ticks) * 10 * time.Millisecond
+	return self, ticksToDuration(ticks)
 }
+
+// processCPU is the CPU time process pid has used so far (zero where /proc does not show it).
+func processCPU(pid int) time.Duration {
+	_, n, _ := procTicks(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	return ticksToDuration(n)
+}
+
+// peakResident is the most memory process pid has held resident (VmHWM), in bytes; zero where
+// /proc does not show it.
+func peakResident(pid int) uint64 {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// procTicks reads a /proc/PID/stat file: the command name and the clock ticks the process and
+// its waited-for children spent.
+func procTicks(path string) (comm string, ticks int64, ok bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", 0, false
+	}
+	s := string(b)
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open {
+		return "", 0, false
+	}
+	// After the command: state is field 3; utime, stime, cutime, cstime are 14-17.
+	fields := strings.Fields(s[end+1:])
+	if len(fields) < 15 {
+		return "", 0, false
+	}
+	for _, f := range fields[11:15] {
+		n, _ := strconv.ParseInt(f, 10, 64)
+		ticks += n
+	}
+	return s[open+1 : end], ticks, true
+}
+
+// ticksToDuration converts clock ticks: Linux reports them in 1/100 s (USER_HZ) on every
+// architecture Go runs on.
+func ticksToDuration(ticks int64) time.Duration { return time.Duration(ticks) * 10 * time.Millisecond }
