@@ -1,31 +1,23 @@
 package dispatch_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/internal/platformsim"
+	"github.com/atmost/atmost/internal/worldtest"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
 )
-
-func texts(prefix string, n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = fmt.Sprintf("%s %d", prefix, i)
-	}
-	return out
-}
 
 // The normal path: every intent is sent once, read back, and published; its history shows
 // each step, and every transition reached ATMOST_EVENTS.
 func TestEveryIntentIsSentOnceReadBackAndPublished(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{})
-	keys := e.Submit("acct-1", texts("hello", 40)...)
+	keys := e.Submit("acct-1", worldtest.Texts("hello", 40)...)
 	e.run(e.config())
 	intents := e.settle(keys, 20*time.Second)
 	require.Equal(t, map[ledger.State]int{ledger.Published: 40}, states(intents))
@@ -54,7 +46,7 @@ func TestEveryFaultEndsInItsDeclaredState(t *testing.T) {
 		platformsim.FaultDropAfterCommit, platformsim.FaultErrorAfterCommit, platformsim.FaultDelay,
 		platformsim.FaultRateLimited, platformsim.FaultReject}
 	e := newEnv(t, platformsim.Config{Plan: platformsim.Plan{Script: script, Delay: 3 * time.Second}})
-	keys := e.Submit("acct-1", texts("fault", len(script))...)
+	keys := e.Submit("acct-1", worldtest.Texts("fault", len(script))...)
 	e.run(e.config()) // send timeout 2 s: the delay fault outlasts it
 	intents := e.settle(keys, 30*time.Second)
 	// ok -> published; a dropped connection (before or after reading, or after committing),
@@ -97,7 +89,7 @@ func TestAKillSwitchDelaysWorkWithoutOpeningAttempts(t *testing.T) {
 	e := newEnv(t, platformsim.Config{})
 	_, err := e.Ledger.SetSwitch(e.Ctx, "acct-1", true, "test", "incident")
 	require.NoError(t, err)
-	keys := e.Submit("acct-1", texts("held", 5)...)
+	keys := e.Submit("acct-1", worldtest.Texts("held", 5)...)
 	e.run(e.config())
 	time.Sleep(time.Second) // several gate delays
 	require.Zero(t, e.Count(`SELECT count(*) FROM attempts`), "no attempt while the switch is on")
@@ -113,7 +105,7 @@ func TestAKillSwitchDelaysWorkWithoutOpeningAttempts(t *testing.T) {
 func TestTwoDispatchersOnRepeatedWorkSendOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{Latency: 50 * time.Millisecond})
-	keys := e.Submit("acct-1", texts("contended", 30)...)
+	keys := e.Submit("acct-1", worldtest.Texts("contended", 30)...)
 	for _, k := range keys {
 		e.republishWork(k, "copy")
 	}
@@ -136,7 +128,7 @@ func TestARateLimitReleasesABacklogAtThePolicysRate(t *testing.T) {
 	rate, burst := 60, 3 // a token a second, three at once
 	_, err := e.Ledger.SetPolicy(e.Ctx, "acct-1", ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &rate, RateBurst: &burst}}, "test", "the test's rate")
 	require.NoError(t, err)
-	keys := e.Submit("acct-1", texts("backlog", 12)...)
+	keys := e.Submit("acct-1", worldtest.Texts("backlog", 12)...)
 	cfg := e.config()
 	cfg.Batch = 4 // the backlog in several batches, through the pipelines at once
 	start := time.Now()

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/internal/platformsim"
+	"github.com/atmost/atmost/internal/worldtest"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
 	"github.com/atmost/atmost/pkg/platform"
@@ -21,7 +22,7 @@ import (
 func TestReadBacksAreGroupedAndEachObjectIsConfirmed(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{})
-	keys := e.Submit("acct-1", texts("grouped", 150)...)
+	keys := e.Submit("acct-1", worldtest.Texts("grouped", 150)...)
 	cfg := e.config()
 	cfg.Batch, cfg.Concurrency = 64, 128
 	e.run(cfg)
@@ -76,10 +77,10 @@ func (tw *twisted) ReadBack(ctx context.Context, r platform.Request, objectID st
 func TestAGroupedReadBackJudgesEachObjectAndRereadsWhatItCouldNotFind(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{})
-	twistedKeys := e.Submit("acct-1", texts("twist", 20)...)
-	lateKeys := e.Submit("acct-1", texts("late", 20)...)
-	plainKeys := e.Submit("acct-1", texts("plain", 20)...)
-	swappedKeys := e.Submit("acct-1", texts("swap", 10)...)
+	twistedKeys := e.Submit("acct-1", worldtest.Texts("twist", 20)...)
+	lateKeys := e.Submit("acct-1", worldtest.Texts("late", 20)...)
+	plainKeys := e.Submit("acct-1", worldtest.Texts("plain", 20)...)
+	swappedKeys := e.Submit("acct-1", worldtest.Texts("swap", 10)...)
 	cfg := e.config()
 	cfg.Platforms = platform.Registry{sim.Name: func(a platform.Account) (platform.Adapter, error) {
 		ad, err := sim.Open(a)
@@ -149,7 +150,7 @@ func TestGroupedReadBacksSurviveAdaptersThatBreakTheirContract(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, platformsim.Config{})
-			keys := e.Submit("acct-1", texts("contract", 30)...)
+			keys := e.Submit("acct-1", worldtest.Texts("contract", 30)...)
 			cfg := e.config()
 			cfg.Platforms = platform.Registry{sim.Name: func(a platform.Account) (platform.Adapter, error) {
 				ad, err := sim.Open(a)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/internal/platformsim"
+	"github.com/atmost/atmost/internal/worldtest"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
 	"github.com/atmost/atmost/pkg/platform"
@@ -33,7 +34,7 @@ func (m misreporting) Send(ctx context.Context, p platform.Prepared) platform.Ou
 func TestAnOutcomeTheLedgerRefusesIsRecordedAsUnknown(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{})
-	keys := e.Submit("acct-1", texts("misreported", 5)...)
+	keys := e.Submit("acct-1", worldtest.Texts("misreported", 5)...)
 	cfg := e.config()
 	cfg.Platforms = platform.Registry{sim.Name: func(a platform.Account) (platform.Adapter, error) {
 		ad, err := sim.Open(a)
@@ -68,7 +69,7 @@ func (p picky) Prepare(r platform.Request) (platform.Prepared, error) {
 func TestAnUnsendableRequestIsParkedAndABrokenConfigurationWaits(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{})
-	posts := e.Submit("acct-1", texts("a post", 3)...)
+	posts := e.Submit("acct-1", worldtest.Texts("a post", 3)...)
 	var likes []identity.DeliveryKey
 	for i := range 2 {
 		env, err := identity.ParseEnvelope([]byte(fmt.Sprintf(`{"v":1,"account":"acct-1","action":"like","target":"post-%d","request":{}}`, i)))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/atmost/atmost/internal/dispatch"
 	"github.com/atmost/atmost/internal/platformsim"
+	"github.com/atmost/atmost/internal/worldtest"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
@@ -43,7 +44,7 @@ func TestNothingIsSentWithoutTheWitnessOfTheAuthorization(t *testing.T) {
 func TestNoAttemptIsAuthorizedWhileJetStreamRefusesEvents(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{})
-	keys := e.Submit("acct-1", texts("events down", 3)...)
+	keys := e.Submit("acct-1", worldtest.Texts("events down", 3)...)
 	require.NoError(t, e.JS.DeleteStream(e.Ctx, events.EventsStream))
 	e.run(e.config())
 	time.Sleep(2 * time.Second)

@@ -137,7 +137,8 @@ func (r *Relay) PublishFor(ctx context.Context, keys []identity.DeliveryKey) err
 
 // round publishes rows, removes the acknowledged ones from the outbox and counts those this
 // call removed: a row that two rounds publish at once (this relay's writer path and its loop,
-// or two processes) is counted once, by the round whose delete took it.
+// or two processes) is counted once, by the round whose delete took it. A delete whose commit
+// succeeded but whose answer was lost counts nothing: the counters may fall short, never over.
 func (r *Relay) round(ctx context.Context, rows []ledger.Unpublished) (int, error) {
 	acked, err := r.publish(ctx, rows)
 	removed, clearErr := r.outbox.Published(ctx, acked)

@@ -148,6 +148,26 @@ func TestARelayCrashBetweenPublishAndDeleteDuplicatesNothing(t *testing.T) {
 	require.Len(t, e.streamIDs(t, events.DispatchStream), 5)
 }
 
+// Published names only the rows its own delete removed: of a batch half of which another
+// relay already cleared, it returns the other half.
+func TestPublishedReturnsOnlyTheRowsItRemoved(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.lifecycle(t, 2)
+	rows, err := e.l.Unpublished(e.ctx, 100)
+	require.NoError(t, err)
+	require.Len(t, rows, 8)
+	first, err := e.l.Published(e.ctx, rows[:3])
+	require.NoError(t, err)
+	require.Equal(t, rows[:3], first)
+	rest, err := e.l.Published(e.ctx, rows)
+	require.NoError(t, err)
+	require.Equal(t, rows[3:], rest)
+	again, err := e.l.Published(e.ctx, rows)
+	require.NoError(t, err)
+	require.Empty(t, again)
+}
+
 // overtaken lets the relay's loop drain the outbox once between a writer's publish and its
 // delete, as the ingest role's fast path and its relay loop can in one process.
 type overtaken struct {

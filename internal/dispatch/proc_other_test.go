@@ -1,0 +1,9 @@
+//go:build !linux
+
+package dispatch_test
+
+import "syscall"
+
+// childAttrs is nil where the kernel cannot kill a child with its parent; the benchmark's
+// cleanup still stops it.
+func childAttrs() *syscall.SysProcAttr { return nil }
