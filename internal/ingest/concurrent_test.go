@@ -26,14 +26,14 @@ func TestForcedRedeliveryAndTwoIngestersMakeOneIntentPerKey(t *testing.T) {
 	var wg sync.WaitGroup
 	totals := make([]ingest.Stats, 2)
 	for w := range totals {
-		l, err := ledger.New(e.db.AppPool(t), ledger.Config{Actor: fmt.Sprintf("ingest-%d", w)})
+		l, err := ledger.New(e.DB.AppPool(t), ledger.Config{Actor: fmt.Sprintf("ingest-%d", w)})
 		require.NoError(t, err)
-		in, err := ingest.New(e.ctx, e.js, l, ingest.Config{Batch: 50, AckWait: 20 * time.Millisecond, MaxWait: 100 * time.Millisecond})
+		in, err := ingest.New(e.Ctx, e.JS, l, ingest.Config{Batch: 50, AckWait: 20 * time.Millisecond, MaxWait: 100 * time.Millisecond})
 		require.NoError(t, err)
 		wg.Go(func() {
 			idle := 0
 			for idle < 5 {
-				s, err := in.Batch(e.ctx)
+				s, err := in.Batch(e.Ctx)
 				if !assert.NoError(t, err) {
 					return
 				}

@@ -28,7 +28,7 @@ func TestIngestKilledBetweenCommitAndAck(t *testing.T) {
 		e.publish("acct-1", post(fmt.Sprintf("crash %d", i)), nil)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestCrashingIngester$", "-test.v")
-	cmd.Env = append(os.Environ(), "ATMOST_CRASH_DB="+e.db.AppURL(), "ATMOST_CRASH_NATS="+e.natsURL)
+	cmd.Env = append(os.Environ(), "ATMOST_CRASH_DB="+e.DB.AppURL(), "ATMOST_CRASH_NATS="+e.NATSURL)
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit, "the subprocess must die, not finish: %s", out)
@@ -36,14 +36,14 @@ func TestIngestKilledBetweenCommitAndAck(t *testing.T) {
 	require.Equal(t, intents, e.count(`SELECT count(*) FROM intents`), "the batch was committed before the kill")
 
 	// The next ingester gets the batch again once the AckWait of the crashed one runs out.
-	l, err := ledger.New(e.db.AppPool(t), ledger.Config{Actor: "ingest-2"})
+	l, err := ledger.New(e.DB.AppPool(t), ledger.Config{Actor: "ingest-2"})
 	require.NoError(t, err)
-	in, err := ingest.New(e.ctx, e.js, l, ingest.Config{Batch: intents, AckWait: time.Second, MaxWait: 200 * time.Millisecond})
+	in, err := ingest.New(e.Ctx, e.JS, l, ingest.Config{Batch: intents, AckWait: time.Second, MaxWait: 200 * time.Millisecond})
 	require.NoError(t, err)
 	var got ingest.Stats
 	deadline := time.Now().Add(15 * time.Second)
 	for got.Duplicates < intents && time.Now().Before(deadline) {
-		s, err := in.Batch(e.ctx)
+		s, err := in.Batch(e.Ctx)
 		require.NoError(t, err)
 		got.Created += s.Created
 		got.Duplicates += s.Duplicates

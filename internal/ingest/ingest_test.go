@@ -12,22 +12,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/atmost/atmost/internal/dbtest"
 	"github.com/atmost/atmost/internal/ingest"
-	"github.com/atmost/atmost/internal/natstest"
-	"github.com/atmost/atmost/internal/streams"
+	"github.com/atmost/atmost/internal/worldtest"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
 )
 
 type env struct {
-	t       *testing.T
-	ctx     context.Context
-	db      *dbtest.DB
-	js      jetstream.JetStream
-	natsURL string
-	in      *ingest.Ingester
+	*worldtest.World
+	in *ingest.Ingester
 }
 
 func mustPool(t *testing.T, url string) *pgxpool.Pool {
@@ -40,35 +34,26 @@ func mustPool(t *testing.T, url string) *pgxpool.Pool {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	ctx := context.Background()
-	db := dbtest.New(t)
-	_, err := db.Pool.Exec(ctx, `INSERT INTO accounts (account_id, platform) VALUES ('acct-1', 'sim')`)
+	w := worldtest.New(t)
+	w.Exec(`INSERT INTO accounts (account_id, platform) VALUES ('acct-1', 'sim')`)
+	in, err := ingest.New(w.Ctx, w.JS, w.Ledger, ingest.Config{MaxWait: 200 * time.Millisecond})
 	require.NoError(t, err)
-	l, err := ledger.New(db.AppPool(t), ledger.Config{Actor: "ingest"})
-	require.NoError(t, err)
-	srv := natstest.New(t)
-	nc := srv.Connect(t)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	require.NoError(t, streams.Ensure(ctx, nc, js, streams.Config{}))
-	in, err := ingest.New(ctx, js, l, ingest.Config{MaxWait: 200 * time.Millisecond})
-	require.NoError(t, err)
-	return &env{t: t, ctx: ctx, db: db, js: js, natsURL: srv.URL, in: in}
+	return &env{World: w, in: in}
 }
 
 func (e *env) publish(account, body string, header nats.Header) {
-	e.t.Helper()
-	_, err := e.js.PublishMsg(e.ctx, &nats.Msg{Subject: events.IntentSubject(account), Data: []byte(body), Header: header})
-	require.NoError(e.t, err)
+	e.T.Helper()
+	_, err := e.JS.PublishMsg(e.Ctx, &nats.Msg{Subject: events.IntentSubject(account), Data: []byte(body), Header: header})
+	require.NoError(e.T, err)
 }
 
 // drain runs batches until one finds nothing, and adds up what they did.
 func (e *env) drain() ingest.Stats {
-	e.t.Helper()
+	e.T.Helper()
 	var total ingest.Stats
 	for i := 0; i < 50; i++ {
-		s, err := e.in.Batch(e.ctx)
-		require.NoError(e.t, err)
+		s, err := e.in.Batch(e.Ctx)
+		require.NoError(e.T, err)
 		if s == (ingest.Stats{}) {
 			return total
 		}
@@ -76,14 +61,14 @@ func (e *env) drain() ingest.Stats {
 		total.Duplicates += s.Duplicates
 		total.Rejected += s.Rejected
 	}
-	e.t.Fatal("the stream never ran dry")
+	e.T.Fatal("the stream never ran dry")
 	return total
 }
 
 func (e *env) count(sql string, args ...any) int {
-	e.t.Helper()
+	e.T.Helper()
 	var n int
-	require.NoError(e.t, e.db.Pool.QueryRow(e.ctx, sql, args...).Scan(&n))
+	require.NoError(e.T, e.DB.Pool.QueryRow(e.Ctx, sql, args...).Scan(&n))
 	return n
 }
 
@@ -103,9 +88,9 @@ func TestRepublishedIntentsBecomeOneIntentEach(t *testing.T) {
 	require.Equal(t, 2, e.count(`SELECT count(*) FROM intents`))
 
 	// Nothing is left for redelivery: everything was acknowledged.
-	c, err := e.js.Consumer(e.ctx, events.IntentsStream, "ingest")
+	c, err := e.JS.Consumer(e.Ctx, events.IntentsStream, "ingest")
 	require.NoError(t, err)
-	info, err := c.Info(e.ctx)
+	info, err := c.Info(e.Ctx)
 	require.NoError(t, err)
 	require.Zero(t, info.NumPending)
 	require.Zero(t, info.NumAckPending)
@@ -148,9 +133,9 @@ func TestEveryRejectionIsStoredPublishedAndAcknowledged(t *testing.T) {
 
 	for _, c := range cases {
 		require.Equal(t, 1, e.count(`SELECT count(*) FROM rejects WHERE reason = $1`, string(c.reason)), "rejects row for %s", c.reason)
-		stream, err := e.js.Stream(e.ctx, events.RejectsStream)
+		stream, err := e.JS.Stream(e.Ctx, events.RejectsStream)
 		require.NoError(t, err)
-		m, err := stream.GetLastMsgForSubject(e.ctx, events.RejectSubject(c.reason))
+		m, err := stream.GetLastMsgForSubject(e.Ctx, events.RejectSubject(c.reason))
 		require.NoError(t, err, "message on %s", events.RejectSubject(c.reason))
 		require.Equal(t, string(c.reason), m.Header.Get("Atmost-Reason"))
 	}
@@ -165,18 +150,18 @@ func TestARedeliveredRejectIsStoredOnce(t *testing.T) {
 	e.publish("acct-1", `not json`, nil)
 	require.Equal(t, 1, e.drain().Rejected)
 	// The same stream message again, as a redelivery would bring it: reset the consumer.
-	require.NoError(t, e.js.DeleteConsumer(e.ctx, events.IntentsStream, "ingest"))
-	l, err := ledger.New(e.db.Pool, ledger.Config{})
+	require.NoError(t, e.JS.DeleteConsumer(e.Ctx, events.IntentsStream, "ingest"))
+	l, err := ledger.New(e.DB.Pool, ledger.Config{})
 	require.NoError(t, err)
-	in, err := ingest.New(e.ctx, e.js, l, ingest.Config{MaxWait: 200 * time.Millisecond})
+	in, err := ingest.New(e.Ctx, e.JS, l, ingest.Config{MaxWait: 200 * time.Millisecond})
 	require.NoError(t, err)
-	s, err := in.Batch(e.ctx)
+	s, err := in.Batch(e.Ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, s.Rejected)
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM rejects`))
-	stream, err := e.js.Stream(e.ctx, events.RejectsStream)
+	stream, err := e.JS.Stream(e.Ctx, events.RejectsStream)
 	require.NoError(t, err)
-	info, err := stream.Info(e.ctx)
+	info, err := stream.Info(e.Ctx)
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), info.State.Msgs, "the second publish was a duplicate")
 }
@@ -189,14 +174,14 @@ func TestABatchTheLedgerCannotTakeIsRedelivered(t *testing.T) {
 	e.publish("acct-1", post("kept"), nil)
 	e.publish("acct-1", `bad`, nil)
 
-	down, err := pgxpool.New(e.ctx, e.db.URL)
+	down, err := pgxpool.New(e.Ctx, e.DB.URL)
 	require.NoError(t, err)
 	down.Close() // a ledger whose database is gone
 	broken, err := ledger.New(down, ledger.Config{MaxRetries: 1})
 	require.NoError(t, err)
-	in, err := ingest.New(e.ctx, e.js, broken, ingest.Config{MaxWait: 200 * time.Millisecond, NakDelay: 100 * time.Millisecond})
+	in, err := ingest.New(e.Ctx, e.JS, broken, ingest.Config{MaxWait: 200 * time.Millisecond, NakDelay: 100 * time.Millisecond})
 	require.NoError(t, err)
-	s, err := in.Batch(e.ctx)
+	s, err := in.Batch(e.Ctx)
 	require.Error(t, err)
 	require.Equal(t, 2, s.Retried)
 	require.Zero(t, e.count(`SELECT count(*) FROM intents`))
@@ -219,9 +204,9 @@ func TestPublishedTwiceWithAndWithoutMsgIDIsOneIntent(t *testing.T) {
 	e.publish("acct-1", post("once"), withID)
 	e.publish("acct-1", post("once"), withID)
 	e.publish("acct-1", post("once"), nil)
-	stream, err := e.js.Stream(e.ctx, events.IntentsStream)
+	stream, err := e.JS.Stream(e.Ctx, events.IntentsStream)
 	require.NoError(t, err)
-	info, err := stream.Info(e.ctx)
+	info, err := stream.Info(e.Ctx)
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), info.State.Msgs, "JetStream dropped the second publish with the same id")
 	require.Equal(t, ingest.Stats{Created: 1, Duplicates: 1}, e.drain())
@@ -241,7 +226,7 @@ func TestABatchNamesTheKeysItCreatedAndFoundStored(t *testing.T) {
 	names := func() map[identity.DeliveryKey]bool {
 		got := map[identity.DeliveryKey]bool{}
 		for range 50 {
-			s, keys, err := e.in.BatchKeys(e.ctx)
+			s, keys, err := e.in.BatchKeys(e.Ctx)
 			require.NoError(t, err)
 			for _, k := range keys {
 				got[k] = true
