@@ -244,8 +244,7 @@ type dispatcherProcess struct {
 	out  *lockedBuffer
 	addr string
 	done chan error // receives cmd.Wait's result once
-	err  error
-	over bool
+	over bool       // that result was taken: the process has ended
 }
 
 func (p *dispatcherProcess) pid() int { return p.cmd.Process.Pid }
@@ -258,7 +257,7 @@ func (p *dispatcherProcess) alive(b *testing.B) {
 	}
 	select {
 	case err := <-p.done:
-		p.err, p.over = err, true
+		p.over = true
 		b.Fatalf("the dispatcher process ended during the run (%v):\n%s", err, p.out)
 	default:
 	}
