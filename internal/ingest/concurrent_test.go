@@ -48,8 +48,8 @@ func TestForcedRedeliveryAndTwoIngestersMakeOneIntentPerKey(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	require.Equal(t, intents, e.count(`SELECT count(*) FROM intents`))
+	require.Equal(t, intents, e.Count(`SELECT count(*) FROM intents`))
 	require.Equal(t, intents, totals[0].Created+totals[1].Created, "each intent created once between them")
-	require.Equal(t, intents, e.count(`SELECT count(*) FROM history`), "no second creation in history")
+	require.Equal(t, intents, e.Count(`SELECT count(*) FROM history`), "no second creation in history")
 	t.Logf("created %d + %d, redeliveries absorbed as duplicates: %d", totals[0].Created, totals[1].Created, totals[0].Duplicates+totals[1].Duplicates)
 }

@@ -33,7 +33,7 @@ func TestIngestKilledBetweenCommitAndAck(t *testing.T) {
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit, "the subprocess must die, not finish: %s", out)
 	require.Equal(t, syscall.SIGKILL, exit.Sys().(syscall.WaitStatus).Signal(), "%s", out)
-	require.Equal(t, intents, e.count(`SELECT count(*) FROM intents`), "the batch was committed before the kill")
+	require.Equal(t, intents, e.Count(`SELECT count(*) FROM intents`), "the batch was committed before the kill")
 
 	// The next ingester gets the batch again once the AckWait of the crashed one runs out.
 	l, err := ledger.New(e.DB.AppPool(t), ledger.Config{Actor: "ingest-2"})
@@ -49,8 +49,8 @@ func TestIngestKilledBetweenCommitAndAck(t *testing.T) {
 		got.Duplicates += s.Duplicates
 	}
 	require.Equal(t, ingest.Stats{Duplicates: intents}, got, "every redelivery is a duplicate")
-	require.Equal(t, intents, e.count(`SELECT count(*) FROM intents`))
-	require.Equal(t, intents, e.count(`SELECT count(*) FROM history`))
+	require.Equal(t, intents, e.Count(`SELECT count(*) FROM intents`))
+	require.Equal(t, intents, e.Count(`SELECT count(*) FROM history`))
 }
 
 // TestCrashingIngester is the subprocess of TestIngestKilledBetweenCommitAndAck; run alone it

@@ -65,13 +65,6 @@ func (e *env) drain() ingest.Stats {
 	return total
 }
 
-func (e *env) count(sql string, args ...any) int {
-	e.T.Helper()
-	var n int
-	require.NoError(e.T, e.DB.Pool.QueryRow(e.Ctx, sql, args...).Scan(&n))
-	return n
-}
-
 func post(text string) string {
 	return fmt.Sprintf(`{"v":1,"account":"acct-1","action":"post","request":{"text":%q}}`, text)
 }
@@ -85,7 +78,7 @@ func TestRepublishedIntentsBecomeOneIntentEach(t *testing.T) {
 	e.publish("acct-1", `{"request":{"text":"one"},"action":"post","account":"acct-1","v":1}`, nil) // respelt
 	s := e.drain()
 	require.Equal(t, ingest.Stats{Created: 2, Duplicates: 2}, s)
-	require.Equal(t, 2, e.count(`SELECT count(*) FROM intents`))
+	require.Equal(t, 2, e.Count(`SELECT count(*) FROM intents`))
 
 	// Nothing is left for redelivery: everything was acknowledged.
 	c, err := e.JS.Consumer(e.Ctx, events.IntentsStream, "ingest")
@@ -132,14 +125,14 @@ func TestEveryRejectionIsStoredPublishedAndAcknowledged(t *testing.T) {
 	require.Equal(t, 1, s.Created, "the good message in the same batches went through")
 
 	for _, c := range cases {
-		require.Equal(t, 1, e.count(`SELECT count(*) FROM rejects WHERE reason = $1`, string(c.reason)), "rejects row for %s", c.reason)
+		require.Equal(t, 1, e.Count(`SELECT count(*) FROM rejects WHERE reason = $1`, string(c.reason)), "rejects row for %s", c.reason)
 		stream, err := e.JS.Stream(e.Ctx, events.RejectsStream)
 		require.NoError(t, err)
 		m, err := stream.GetLastMsgForSubject(e.Ctx, events.RejectSubject(c.reason))
 		require.NoError(t, err, "message on %s", events.RejectSubject(c.reason))
 		require.Equal(t, string(c.reason), m.Header.Get("Atmost-Reason"))
 	}
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM rejects WHERE raw_truncated AND raw_size > $1`, ledger.MaxRejectRaw),
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM rejects WHERE raw_truncated AND raw_size > $1`, ledger.MaxRejectRaw),
 		"an oversized message is kept bounded, with its size")
 }
 
@@ -158,7 +151,7 @@ func TestARedeliveredRejectIsStoredOnce(t *testing.T) {
 	s, err := in.Batch(e.Ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, s.Rejected)
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM rejects`))
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM rejects`))
 	stream, err := e.JS.Stream(e.Ctx, events.RejectsStream)
 	require.NoError(t, err)
 	info, err := stream.Info(e.Ctx)
@@ -184,14 +177,14 @@ func TestABatchTheLedgerCannotTakeIsRedelivered(t *testing.T) {
 	s, err := in.Batch(e.Ctx)
 	require.Error(t, err)
 	require.Equal(t, 2, s.Retried)
-	require.Zero(t, e.count(`SELECT count(*) FROM intents`))
+	require.Zero(t, e.Count(`SELECT count(*) FROM intents`))
 
 	time.Sleep(300 * time.Millisecond) // past the nak delay
 	got := e.drain()
 	require.Equal(t, 1, got.Created)
 	require.Equal(t, 1, got.Rejected)
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM intents`))
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM rejects`))
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM intents`))
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM rejects`))
 }
 
 // The same intent published twice with a Nats-Msg-Id is stored once by JetStream itself; the
@@ -210,7 +203,7 @@ func TestPublishedTwiceWithAndWithoutMsgIDIsOneIntent(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), info.State.Msgs, "JetStream dropped the second publish with the same id")
 	require.Equal(t, ingest.Stats{Created: 1, Duplicates: 1}, e.drain())
-	require.Equal(t, 1, e.count(`SELECT count(*) FROM intents`))
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM intents`))
 }
 
 // A batch names the keys of its stored intents, created or found stored, for its caller to
