@@ -16,7 +16,7 @@ type Config struct {
 	Durable string
 	// Batch is how many work items are taken at once: their ledger round trips (read, gates,
 	// Begin, Authorize, the witness, Complete) are one statement each for the whole batch.
-	// Default 64.
+	// Default 128.
 	Batch int
 	// Concurrency bounds the intents being worked at once (sends in flight included). A batch
 	// is cut short when no slot is free, so it must leave room for full batches besides the
