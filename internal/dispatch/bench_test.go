@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -34,6 +33,7 @@ import (
 	"github.com/atmost/atmost/internal/platformsim"
 	"github.com/atmost/atmost/internal/relay"
 	"github.com/atmost/atmost/internal/role"
+	"github.com/atmost/atmost/internal/roletest"
 	"github.com/atmost/atmost/internal/streams"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/ledger"
@@ -286,16 +286,12 @@ func (p *dispatcherProcess) restarts(b *testing.B) uint64 {
 
 // startDispatcher runs this test binary again as the dispatcher role (TestBenchDispatcher), on
 // the given ledger and broker, with the benchmark's isolation, pipelines and batch, and waits
-// until it serves /readyz. The test's end stops it with SIGTERM, as an orchestrator would. The
+// until it serves /readyz on the port it bound (its start-up log line names it). The test's end stops it with SIGTERM, as an orchestrator would. The
 // child's environment holds no ATMOST_ variable but those set here, so a shell's settings
 // configure neither dispatcher.
 func startDispatcher(b *testing.B, dbURL, natsURL string) *dispatcherProcess {
 	b.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(b, err)
-	addr := ln.Addr().String()
-	require.NoError(b, ln.Close())
-	args := []string{"--http", addr, "--isolation", *benchIsolation}
+	args := []string{"--http", "127.0.0.1:0", "--isolation", *benchIsolation}
 	if *benchPipelines > 0 {
 		args = append(args, "--pipelines", fmt.Sprint(*benchPipelines))
 	}
@@ -314,7 +310,7 @@ func startDispatcher(b *testing.B, dbURL, natsURL string) *dispatcherProcess {
 	out := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	require.NoError(b, cmd.Start())
-	p := &dispatcherProcess{cmd: cmd, out: out, addr: addr, done: make(chan error, 1)}
+	p := &dispatcherProcess{cmd: cmd, out: out, done: make(chan error, 1)}
 	go func() { p.done <- cmd.Wait() }()
 	b.Cleanup(func() {
 		if p.over {
@@ -331,15 +327,23 @@ func startDispatcher(b *testing.B, dbURL, natsURL string) *dispatcherProcess {
 			b.Errorf("the dispatcher process did not stop within 30 s of SIGTERM:\n%s", out)
 		}
 	})
-	for ready := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		p.alive(b)
-		if resp, err := metricsClient.Get("http://" + addr + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
+	ready := func() bool {
+		if p.addr == "" {
+			p.addr, _ = roletest.HTTPAddr(out.String()) // the port the child bound, once it says
 		}
-		if time.Now().After(ready) {
+		if p.addr == "" {
+			return false
+		}
+		resp, err := metricsClient.Get("http://" + p.addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	for deadline := time.Now().Add(30 * time.Second); !ready(); time.Sleep(20 * time.Millisecond) {
+		p.alive(b)
+		if time.Now().After(deadline) {
 			b.Fatalf("the dispatcher process was not ready within 30 s:\n%s", out)
 		}
 	}

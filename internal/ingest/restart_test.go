@@ -1,12 +1,10 @@
 package ingest_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"sync"
 	"testing"
@@ -17,6 +15,7 @@ import (
 	"github.com/atmost/atmost/internal/dbtest"
 	"github.com/atmost/atmost/internal/ingest"
 	"github.com/atmost/atmost/internal/natstest"
+	"github.com/atmost/atmost/internal/roletest"
 	"github.com/atmost/atmost/pkg/events"
 )
 
@@ -93,13 +92,7 @@ func TestIngestRoleSurvivesNATSAndPostgreSQLRestarts(t *testing.T) {
 	pg := newProxy(t, appURL.Host)
 	appURL.Host = pg.ln.Addr().String()
 	srv := natstest.New(t)
-	env := map[string]string{"ATMOST_DATABASE_URL": appURL.String(), "ATMOST_NATS_URL": srv.URL, "ATMOST_HTTP_ADDR": freeAddr(t)}
-	getenv := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-
-	roleCtx, stop := context.WithCancel(ctx)
-	done := make(chan int)
-	var stderr bytes.Buffer
-	go func() { done <- ingest.Main(roleCtx, []string{"--relay-interval", "100ms"}, getenv, &stderr) }()
+	r := roletest.Start(t, ingest.Main, map[string]string{"ATMOST_DATABASE_URL": appURL.String(), "ATMOST_NATS_URL": srv.URL}, "--relay-interval", "100ms")
 
 	published := 0
 	publish := func(n int) {
@@ -123,18 +116,11 @@ func TestIngestRoleSurvivesNATSAndPostgreSQLRestarts(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		t.Fatalf("%s: %d of %d intents stored, %d outbox rows left; role log:\n%s", phase, intents, published, outbox, stderr.String())
+		t.Fatalf("%s: %d of %d intents stored, %d outbox rows left; role log:\n%s", phase, intents, published, outbox, r.Stderr())
 	}
 
 	// Ready means the streams exist: only then does a publish land anywhere.
-	require.Eventually(t, func() bool {
-		resp, err := http.Get("http://" + env["ATMOST_HTTP_ADDR"] + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 20*time.Second, 50*time.Millisecond)
+	r.WaitReady(t)
 	publish(20)
 	settled("before the restarts")
 
@@ -153,11 +139,5 @@ func TestIngestRoleSurvivesNATSAndPostgreSQLRestarts(t *testing.T) {
 	require.Equal(t, published, creations, "one creation per intent")
 	require.Equal(t, published, history)
 
-	stop()
-	select {
-	case code := <-done:
-		require.Equal(t, 0, code, stderr.String())
-	case <-time.After(20 * time.Second):
-		t.Fatal("ingest did not stop")
-	}
+	r.Stop(t)
 }

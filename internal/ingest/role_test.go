@@ -3,7 +3,6 @@ package ingest_test
 import (
 	"bytes"
 	"context"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -17,14 +16,6 @@ import (
 	"github.com/atmost/atmost/internal/roletest"
 	"github.com/atmost/atmost/pkg/events"
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // The ingest role end to end in one process: it creates the streams, takes an intent into the
 // ledger, relays its creation to ATMOST_EVENTS and a work item to ATMOST_DISPATCH, serves

@@ -1,13 +1,14 @@
 // Package roletest runs a role's Main the way a process would, for the roles' tests: its
-// configuration from a map as environment, its endpoints on a free loopback port, its standard
-// error kept for the test, and a stop that ends its context as SIGTERM does.
+// configuration from a map as environment, its endpoints on a loopback port the kernel picks
+// (read back from the role's start-up log line), its standard error kept for the test, and a
+// stop that ends its context as SIGTERM does.
 package roletest
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -22,22 +23,18 @@ type Main func(ctx context.Context, args []string, getenv func(string) (string, 
 
 // Role is a role running in the test's process.
 type Role struct {
-	// Addr is where it serves /healthz, /readyz and /metrics.
-	Addr   string
 	stderr *syncWriter
 	cancel context.CancelFunc
 	done   chan int
 }
 
-// Start runs main with env as its environment (ATMOST_HTTP_ADDR set to a free port) and args,
-// until Stop or the end of the test.
+// Start runs main with env as its environment and args, until Stop or the end of the test.
+// ATMOST_HTTP_ADDR is 127.0.0.1:0 unless env says otherwise: the role binds a port no other
+// process holds, and says which in its start-up log line.
 func Start(t *testing.T, main Main, env map[string]string, args ...string) *Role {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	r := &Role{Addr: ln.Addr().String(), stderr: &syncWriter{}, done: make(chan int, 1)}
-	require.NoError(t, ln.Close())
-	vars := map[string]string{"ATMOST_HTTP_ADDR": r.Addr}
+	r := &Role{stderr: &syncWriter{}, done: make(chan int, 1)}
+	vars := map[string]string{"ATMOST_HTTP_ADDR": "127.0.0.1:0"}
 	for k, v := range env {
 		vars[k] = v
 	}
@@ -52,7 +49,11 @@ func Start(t *testing.T, main Main, env map[string]string, args ...string) *Role
 // Get fetches path from the role's endpoints: the status and the body (0 and the error when
 // nothing answered).
 func (r *Role) Get(path string) (int, string) {
-	resp, err := http.Get("http://" + r.Addr + path)
+	addr, ok := HTTPAddr(r.Stderr())
+	if !ok {
+		return 0, "the role has not logged its address yet"
+	}
+	resp, err := http.Get("http://" + addr + path)
 	if err != nil {
 		return 0, err.Error()
 	}
@@ -94,6 +95,22 @@ func (r *Role) Stop(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatalf("the role did not stop after its context ended:\n%s", r.Stderr())
 	}
+}
+
+// HTTPAddr finds where a role serves /healthz, /readyz and /metrics in its log: the "http"
+// field of its start-up line ("ingest running", "dispatcher running", ...), which names the
+// address the role bound, the port the kernel picked when it was asked for port 0.
+func HTTPAddr(log string) (string, bool) {
+	for _, line := range strings.Split(log, "\n") {
+		var entry struct {
+			Msg  string `json:"msg"`
+			HTTP string `json:"http"`
+		}
+		if json.Unmarshal([]byte(line), &entry) == nil && strings.HasSuffix(entry.Msg, " running") && entry.HTTP != "" {
+			return entry.HTTP, true
+		}
+	}
+	return "", false
 }
 
 // Stderr is what the role wrote to its standard error so far (its JSON log lines).
