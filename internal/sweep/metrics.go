@@ -47,21 +47,21 @@ func (s *Sweeper) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{s.counts.passes, s.counts.seconds, s.counts.changes, intentsCollector{s.ledger}}
 }
 
-// intentsCollector is the gauge atmost_intents{state} of the intents that may still move, read
-// from the ledger at each scrape (one statement, through the indexes that hold only them).
-// Published and parked intents are not counted: they are the ledger's bulk, and atmost intents
-// ls --state parked lists the parked ones.
+// intentsCollector is the gauge atmost_intents{state} of the intents not published: those that
+// may still move and those that wait for a person (parked). It is read from the ledger at each
+// scrape, in one statement, through the indexes that hold only them; published intents, the
+// ledger's bulk, are not counted.
 type intentsCollector struct{ ledger *ledger.Ledger }
 
 var intentsDesc = prometheus.NewDesc("atmost_intents",
-	"Intents that may still move, by state (pending, authorized, failed, indeterminate), read from the ledger at each scrape.", []string{"state"}, nil)
+	"Intents not published, by state (pending, authorized, failed, indeterminate, parked), read from the ledger at each scrape.", []string{"state"}, nil)
 
 func (c intentsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- intentsDesc }
 
 func (c intentsCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	counts, err := c.ledger.Moving(ctx)
+	counts, err := c.ledger.Outstanding(ctx)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(intentsDesc, err)
 		return

@@ -28,7 +28,8 @@ type IntentFilter struct {
 
 // ListIntents returns up to max intents matching f, in delivery-key order: keyset pagination
 // on the primary key, so a page costs the rows it returns and those the filters skip, never an
-// offset, and reads no history.
+// offset, and reads no history. Parked intents are paged through their own index, so listing
+// them costs what they are, however many published intents the ledger holds.
 func (l *Ledger) ListIntents(ctx context.Context, f IntentFilter, max int) ([]Intent, error) {
 	if f.State != "" && !f.State.Valid() {
 		return nil, fmt.Errorf("list intents: %q is not a state", f.State)
@@ -38,6 +39,11 @@ func (l *Ledger) ListIntents(ctx context.Context, f IntentFilter, max int) ([]In
 	}
 	var rows []dbsqlc.Intent
 	err := l.scan(ctx, "list intents", func(q *dbsqlc.Queries) (err error) {
+		if f.State == Parked {
+			// The people's queue: through the index of the parked, not the whole ledger.
+			rows, err = q.ParkedPage(ctx, dbsqlc.ParkedPageParams{AfterKey: f.After.Bytes(), AccountID: f.Account, MaxRows: int32(max)})
+			return err
+		}
 		rows, err = q.IntentsPage(ctx, dbsqlc.IntentsPageParams{AfterKey: f.After.Bytes(), State: string(f.State), AccountID: f.Account, MaxRows: int32(max)})
 		return err
 	})

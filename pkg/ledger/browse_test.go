@@ -141,3 +141,51 @@ func TestRetryAsRecordsTheOperatorAndTheNote(t *testing.T) {
 
 	requireRefused(t, e.l.RetryAs(e.ctx, c.Key, "alice", "again"), ledger.ErrInvalidTransition)
 }
+
+// Parked intents are listed through their own index, with the same keyset pages and account
+// filter as any other state, and a resolved intent leaves the list.
+func TestListIntentsPagesThroughTheParked(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`INSERT INTO accounts (account_id, platform) VALUES ('acct-2', 'sim')`)
+	var parked []identity.DeliveryKey
+	for i := range 5 {
+		key := e.submit(fmt.Sprintf("parked %d", i))
+		require.NoError(t, e.l.Park(e.ctx, key, "operator", "stop"))
+		parked = append(parked, key)
+	}
+	e.submit("still pending")
+	res, err := e.l.Submit(e.ctx, []identity.Envelope{envelope(t, "acct-2", "parked elsewhere")})
+	require.NoError(t, err)
+	elsewhere := res[0].Key
+	require.NoError(t, e.l.Park(e.ctx, elsewhere, "operator", "stop"))
+
+	var seen []identity.DeliveryKey
+	var after identity.DeliveryKey
+	for {
+		page, err := e.l.ListIntents(e.ctx, ledger.IntentFilter{State: ledger.Parked, Account: account, After: after}, 2)
+		require.NoError(t, err)
+		for _, in := range page {
+			require.Equal(t, ledger.Parked, in.State)
+			require.Equal(t, ledger.ReasonOperatorParked, in.Reason)
+			seen = append(seen, in.Key)
+		}
+		if len(page) < 2 {
+			break
+		}
+		after = page[len(page)-1].Key
+	}
+	require.ElementsMatch(t, parked, seen, "every parked intent of the account once")
+	for i := 1; i < len(seen); i++ {
+		require.Negative(t, bytes.Compare(seen[i-1].Bytes(), seen[i].Bytes()), "delivery-key order")
+	}
+
+	page, err := e.l.ListIntents(e.ctx, ledger.IntentFilter{State: ledger.Parked}, 10)
+	require.NoError(t, err)
+	require.Len(t, page, 6, "any account")
+
+	require.NoError(t, e.l.Resolve(e.ctx, elsewhere, ledger.Failed, "", "operator", "looked: never posted"))
+	page, err = e.l.ListIntents(e.ctx, ledger.IntentFilter{State: ledger.Parked, Account: "acct-2"}, 10)
+	require.NoError(t, err)
+	require.Empty(t, page, "a resolved intent is no longer parked")
+}

@@ -170,9 +170,47 @@ func TestHotStatementsReachRowsByPrimaryKey(t *testing.T) {
 		require.ErrorIs(t, run(), errExplained, name)
 		require.NotContains(t, x.plan, "Seq Scan", "%s scans a table:\n%s", name, scans(x.plan))
 		require.Contains(t, x.plan, "intents_pkey", "%s must reach intents by primary key:\n%s", name, scans(x.plan))
-		for _, shared := range []string{"intents_sweep_idx", "intents_lease_expires_idx"} {
+		for _, shared := range []string{"intents_sweep_idx", "intents_lease_expires_idx", "intents_parked_idx"} {
 			require.NotContains(t, x.plan, shared, "%s must reach intents by primary key, not through %s:\n%s", name, shared, scans(x.plan))
 		}
+	}
+}
+
+// TestThePeoplesQueueIsReadThroughItsIndex plans the reads of parked intents (an operator's
+// page, the gauge's count) on a ledger of 20,000 published intents and a few parked: each must
+// go through intents_parked_idx, never through every intent.
+func TestThePeoplesQueueIsReadThroughItsIndex(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.exec(`INSERT INTO intents (delivery_key, account_id, action, request, state, reason)
+		SELECT decode(md5(g::TEXT) || md5('k' || g::TEXT), 'hex'), $1, 'post', '{}',
+		       (CASE WHEN g % 2000 = 0 THEN 'parked' ELSE 'published' END),
+		       (CASE WHEN g % 2000 = 0 THEN 'operator_parked' ELSE 'published' END)
+		FROM generate_series(1, 20000) g`, account)
+	e.exec(`ANALYZE intents`)
+	conn, err := e.pool.Acquire(e.ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	x := &explainer{t: t, conn: conn}
+	q := dbsqlc.New(x)
+	for name, run := range map[string]func() error{
+		"ParkedPage": func() error {
+			_, err := q.ParkedPage(e.ctx, dbsqlc.ParkedPageParams{AfterKey: []byte{}, AccountID: "", MaxRows: 50})
+			return err
+		},
+		"ParkedPage of an account": func() error {
+			_, err := q.ParkedPage(e.ctx, dbsqlc.ParkedPageParams{AfterKey: []byte{0x80}, AccountID: account, MaxRows: 50})
+			return err
+		},
+		"IntentsOutstanding": func() error {
+			_, err := q.IntentsOutstanding(e.ctx)
+			return err
+		},
+	} {
+		require.ErrorIs(t, run(), errExplained, name)
+		require.Contains(t, x.plan, "intents_parked_idx", "%s must read the parked through their index:\n%s", name, x.plan)
+		require.NotContains(t, x.plan, "Seq Scan on intents", "%s reads every intent:\n%s", name, x.plan)
+		require.NotContains(t, x.plan, "intents_pkey", "%s reads every intent:\n%s", name, x.plan)
 	}
 }
 

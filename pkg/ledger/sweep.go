@@ -315,16 +315,17 @@ func (l *Ledger) ReconcileStatusOf(ctx context.Context, key identity.DeliveryKey
 	return ReconcileStatus{State: State(row.State), Age: time.Duration(row.AgeMs) * time.Millisecond, Claimed: row.Claimed, Resolved: row.Resolved}, nil
 }
 
-// Moving counts the intents that may still move (pending, authorized, failed, indeterminate),
-// each through an index that holds only them.
-func (l *Ledger) Moving(ctx context.Context) (map[State]int64, error) {
-	var r dbsqlc.IntentsMovingRow
-	err := l.scan(ctx, "moving intents", func(q *dbsqlc.Queries) (err error) {
-		r, err = q.IntentsMoving(ctx)
+// Outstanding counts the intents not published, by state: those that may still move (pending,
+// authorized, failed, indeterminate) and those that wait for a person (parked), each through an
+// index that holds only them.
+func (l *Ledger) Outstanding(ctx context.Context) (map[State]int64, error) {
+	var r dbsqlc.IntentsOutstandingRow
+	err := l.scan(ctx, "outstanding intents", func(q *dbsqlc.Queries) (err error) {
+		r, err = q.IntentsOutstanding(ctx)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return map[State]int64{Pending: r.Pending, Authorized: r.Authorized, Failed: r.Failed, Indeterminate: r.Indeterminate}, nil
+	return map[State]int64{Pending: r.Pending, Authorized: r.Authorized, Failed: r.Failed, Indeterminate: r.Indeterminate, Parked: r.Parked}, nil
 }

@@ -285,3 +285,29 @@ func TestSweeperThatWaitedOnAClaimLeavesTheLookupToItsReconciler(t *testing.T) {
 		require.Equal(t, 1, e.count(`SELECT count(*) FROM reconciliations WHERE delivery_key = $1`, c.Key.Bytes()))
 	})
 }
+
+// Outstanding counts every intent not published, by state, parked ones included, and no
+// published one.
+func TestOutstandingCountsEveryStateButPublished(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.submit("pending")
+	e.claim("claimed, still pending")
+	e.authorized("authorized")
+	failed := e.authorized("failed")
+	_, err := e.l.Complete(e.ctx, failed, ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed})
+	require.NoError(t, err)
+	unknown := e.authorized("indeterminate")
+	_, err = e.l.Complete(e.ctx, unknown, ledger.Outcome{Result: ledger.Unknown})
+	require.NoError(t, err)
+	for _, text := range []string{"parked 1", "parked 2"} {
+		require.NoError(t, e.l.Park(e.ctx, e.submit(text), "operator", "stop"))
+	}
+	published := e.authorized("published")
+	_, err = e.l.Complete(e.ctx, published, ledger.Outcome{Result: ledger.Sent, ObjectID: "o", Confirmed: true})
+	require.NoError(t, err)
+
+	counts, err := e.l.Outstanding(e.ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[ledger.State]int64{ledger.Pending: 2, ledger.Authorized: 1, ledger.Failed: 1, ledger.Indeterminate: 1, ledger.Parked: 2}, counts)
+}

@@ -13,6 +13,19 @@ WHERE delivery_key > @after_key::BYTEA
 ORDER BY delivery_key
 LIMIT @max_rows::INT;
 
+-- name: ParkedPage :many
+-- The same page for the parked intents, through intents_parked_idx: the state is written here,
+-- not passed, because only a statement that names 'parked' can be planned on that partial index.
+SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
+       source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
+       generation, lease_expires_at, object_id, created_at, updated_at
+FROM intents
+WHERE state = 'parked'
+  AND delivery_key > @after_key::BYTEA
+  AND (@account_id::TEXT = '' OR account_id = @account_id::TEXT)
+ORDER BY delivery_key
+LIMIT @max_rows::INT;
+
 -- name: ReconciliationsByIntent :many
 -- The reconciliation steps (claimed, resolved) of every attempt of an intent, reached through
 -- the attempts of the intent (attempts_delivery_key_idx, then the reconciliations primary key).

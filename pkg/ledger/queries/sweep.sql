@@ -247,11 +247,12 @@ SELECT i.state,
 FROM intents i
 WHERE i.delivery_key = @delivery_key::BYTEA;
 
--- name: IntentsMoving :one
--- The intents that may still move, and those waiting for a human, by state: each count is read
--- through an index that holds only those intents (intents_sweep_idx, intents_lease_expires_idx),
--- never a scan of the whole ledger.
+-- name: IntentsOutstanding :one
+-- The intents not published: those that may still move, and those waiting for a person, by
+-- state. Each count is read through an index that holds only those intents (intents_sweep_idx,
+-- intents_lease_expires_idx, intents_parked_idx), never a scan of the whole ledger.
 SELECT (SELECT count(*) FROM intents i WHERE i.state = 'pending')::BIGINT AS pending,
        (SELECT count(*) FROM intents i WHERE i.lease_expires_at IS NOT NULL AND i.state = 'authorized')::BIGINT AS authorized,
        (SELECT count(*) FROM intents i WHERE i.state = 'failed')::BIGINT AS failed,
-       (SELECT count(*) FROM intents i WHERE i.state = 'indeterminate')::BIGINT AS indeterminate;
+       (SELECT count(*) FROM intents i WHERE i.state = 'indeterminate')::BIGINT AS indeterminate,
+       (SELECT count(*) FROM intents i WHERE i.state = 'parked')::BIGINT AS parked;

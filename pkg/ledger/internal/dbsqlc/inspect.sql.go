@@ -81,6 +81,67 @@ func (q *Queries) IntentsPage(ctx context.Context, arg IntentsPageParams) ([]Int
 	return items, nil
 }
 
+const parkedPage = `-- name: ParkedPage :many
+SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
+       source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
+       generation, lease_expires_at, object_id, created_at, updated_at
+FROM intents
+WHERE state = 'parked'
+  AND delivery_key > $1::BYTEA
+  AND ($2::TEXT = '' OR account_id = $2::TEXT)
+ORDER BY delivery_key
+LIMIT $3::INT
+`
+
+type ParkedPageParams struct {
+	AfterKey  []byte
+	AccountID string
+	MaxRows   int32
+}
+
+// The same page for the parked intents, through intents_parked_idx: the state is written here,
+// not passed, because only a statement that names 'parked' can be planned on that partial index.
+func (q *Queries) ParkedPage(ctx context.Context, arg ParkedPageParams) ([]Intent, error) {
+	rows, err := q.db.Query(ctx, parkedPage, arg.AfterKey, arg.AccountID, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Intent
+	for rows.Next() {
+		var i Intent
+		if err := rows.Scan(
+			&i.DeliveryKey,
+			&i.AccountID,
+			&i.Action,
+			&i.Target,
+			&i.Request,
+			&i.Occurrence,
+			&i.TextHash,
+			&i.SourceID,
+			&i.SourceVersion,
+			&i.State,
+			&i.Reason,
+			&i.TransitionSeq,
+			&i.AttemptsAuthorized,
+			&i.AttemptToken,
+			&i.Epoch,
+			&i.Generation,
+			&i.LeaseExpiresAt,
+			&i.ObjectID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const reconciliationsByIntent = `-- name: ReconciliationsByIntent :many
 SELECT r.attempt_token, r.step, r.result, r.object_id, r.actor, r.detail, r.at
 FROM attempts a

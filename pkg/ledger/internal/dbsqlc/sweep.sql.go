@@ -11,31 +11,34 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const intentsMoving = `-- name: IntentsMoving :one
+const intentsOutstanding = `-- name: IntentsOutstanding :one
 SELECT (SELECT count(*) FROM intents i WHERE i.state = 'pending')::BIGINT AS pending,
        (SELECT count(*) FROM intents i WHERE i.lease_expires_at IS NOT NULL AND i.state = 'authorized')::BIGINT AS authorized,
        (SELECT count(*) FROM intents i WHERE i.state = 'failed')::BIGINT AS failed,
-       (SELECT count(*) FROM intents i WHERE i.state = 'indeterminate')::BIGINT AS indeterminate
+       (SELECT count(*) FROM intents i WHERE i.state = 'indeterminate')::BIGINT AS indeterminate,
+       (SELECT count(*) FROM intents i WHERE i.state = 'parked')::BIGINT AS parked
 `
 
-type IntentsMovingRow struct {
+type IntentsOutstandingRow struct {
 	Pending       int64
 	Authorized    int64
 	Failed        int64
 	Indeterminate int64
+	Parked        int64
 }
 
-// The intents that may still move, and those waiting for a human, by state: each count is read
-// through an index that holds only those intents (intents_sweep_idx, intents_lease_expires_idx),
-// never a scan of the whole ledger.
-func (q *Queries) IntentsMoving(ctx context.Context) (IntentsMovingRow, error) {
-	row := q.db.QueryRow(ctx, intentsMoving)
-	var i IntentsMovingRow
+// The intents not published: those that may still move, and those waiting for a person, by
+// state. Each count is read through an index that holds only those intents (intents_sweep_idx,
+// intents_lease_expires_idx, intents_parked_idx), never a scan of the whole ledger.
+func (q *Queries) IntentsOutstanding(ctx context.Context) (IntentsOutstandingRow, error) {
+	row := q.db.QueryRow(ctx, intentsOutstanding)
+	var i IntentsOutstandingRow
 	err := row.Scan(
 		&i.Pending,
 		&i.Authorized,
 		&i.Failed,
 		&i.Indeterminate,
+		&i.Parked,
 	)
 	return i, err
 }
