@@ -264,6 +264,7 @@ func (d *Dispatcher) delay(w *work, result string, wait time.Duration) {
 func (d *Dispatcher) dispatch(stop, ctx context.Context, msgs []jetstream.Msg) {
 	batch := d.parse(msgs)
 	batch = d.pending(ctx, batch)
+	batch = d.fresh(ctx, batch)
 	batch, unsendable := d.gate(ctx, batch)
 	d.park(ctx, unsendable)
 	if stop.Err() != nil {
@@ -349,6 +350,66 @@ func (d *Dispatcher) pending(ctx context.Context, batch []*work) []*work {
 			d.finish(w, "not_pending")
 		default:
 			w.intent = in
+			keep = append(keep, w)
+		}
+	}
+	return keep
+}
+
+// fresh is the freshness fence, in front of everything that costs: intents resting on a source
+// version that is no longer the stored head can never be authorized (superseded_source), so
+// they are parked here, before a request is rendered, an attempt opened or a rate token spent,
+// and a backlog of outdated intents fails cheaply. Authorize re-checks the same condition for
+// the intents that pass. A batch without sources costs nothing here.
+func (d *Dispatcher) fresh(ctx context.Context, batch []*work) []*work {
+	var sourced []identity.DeliveryKey
+	for _, w := range batch {
+		if w.intent.SourceID != "" {
+			sourced = append(sourced, w.intent.Key)
+		}
+	}
+	if len(sourced) == 0 {
+		return batch
+	}
+	lctx, cancel := context.WithTimeout(ctx, d.cfg.LedgerTimeout)
+	defer cancel()
+	superseded, err := d.ledger.Superseded(lctx, sourced)
+	if err != nil {
+		d.log.Warn("ledger read failed; the batch will be redelivered", zap.Error(err))
+		return d.delayAll(batch, "ledger_unavailable", time.Second)
+	}
+	if len(superseded) == 0 {
+		return batch
+	}
+	var stale []identity.DeliveryKey
+	for k := range superseded {
+		stale = append(stale, k)
+	}
+	parked, err := d.ledger.ParkSuperseded(lctx, stale)
+	if err != nil {
+		d.log.Warn("parking superseded intents failed; the batch will be redelivered", zap.Error(err))
+		return d.delayAll(batch, "ledger_unavailable", time.Second)
+	}
+	if len(parked) > 0 {
+		keys := make([]identity.DeliveryKey, 0, len(parked))
+		for k := range parked {
+			keys = append(keys, k)
+		}
+		if err := d.publishFor(ctx, keys); err != nil {
+			d.log.Warn("publishing the parked intents failed; the outbox keeps them", zap.Error(err))
+		}
+	}
+	keep := batch[:0]
+	for _, w := range batch {
+		switch {
+		case parked[w.intent.Key]:
+			d.finish(w, "parked_superseded")
+		case superseded[w.intent.Key]:
+			// Superseded but not parked here: another worker holds a live claim (its Authorize
+			// parks it), an expired claim waits for the sweeper (which abandons it and hands out
+			// new work, parked here next time), or the intent moved on. Nothing to send.
+			d.finish(w, "superseded")
+		default:
 			keep = append(keep, w)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -109,4 +110,62 @@ func TestAnUnsendableRequestIsParkedAndABrokenConfigurationWaits(t *testing.T) {
 	require.GreaterOrEqual(t, opens.Load(), int32(3))
 	e.drained()
 	require.Zero(t, e.Count(`SELECT count(*) FROM outbox`), "the parking was published")
+}
+
+// preparing is the sim adapter counting the requests it renders, per text.
+type preparing struct {
+	platform.Adapter
+	rendered *sync.Map
+}
+
+func (p preparing) Prepare(r platform.Request) (platform.Prepared, error) {
+	p.rendered.Store(r.Text, true)
+	return p.Adapter.Prepare(r)
+}
+
+// The freshness fence stands in front of the expensive work: a backlog of intents resting on
+// versions of a source that newer versions superseded is parked (superseded_source) before any
+// request is rendered or any attempt opened; only the intent on the stored head is sent.
+func TestIntentsOnASupersededSourceAreParkedBeforeAnyWork(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, platformsim.Config{})
+	const src = "https://example.org/feed"
+	var versions []identity.DeliveryKey
+	for i := range 4 {
+		version, _, err := identity.NewSourceVersion(src, fmt.Sprintf("the feed, edition %d", i))
+		require.NoError(t, err)
+		env, err := identity.ParseEnvelope([]byte(fmt.Sprintf(`{"v":1,"account":"acct-1","action":"post","request":{"text":"edition %d"},"source":{"id":%q,"version":%q}}`,
+			i, src, version)))
+		require.NoError(t, err)
+		res, err := e.Ledger.Submit(e.Ctx, []identity.Envelope{env})
+		require.NoError(t, err)
+		versions = append(versions, res[0].Key)
+	}
+	plain := e.Submit("acct-1", "no source")
+	_, err := e.Relay.Drain(e.Ctx)
+	require.NoError(t, err)
+	rendered := &sync.Map{}
+	cfg := e.config()
+	cfg.Platforms = platform.Registry{sim.Name: func(a platform.Account) (platform.Adapter, error) {
+		ad, err := sim.Open(a)
+		return preparing{ad, rendered}, err
+	}}
+	e.run(cfg)
+	intents := e.settle(append(versions, plain...), 20*time.Second)
+	head := versions[len(versions)-1]
+	require.Equal(t, ledger.Published, intents[head].State, "the stored head is sent")
+	require.Equal(t, ledger.Published, intents[plain[0]].State)
+	for i, k := range versions[:len(versions)-1] {
+		in := intents[k]
+		require.Equal(t, ledger.Parked, in.State, "edition %d", i)
+		require.Equal(t, ledger.ReasonSupersededSource, in.Reason)
+		rec, err := e.Ledger.Inspect(e.Ctx, k)
+		require.NoError(t, err)
+		require.Empty(t, rec.Attempts, "edition %d: no attempt was opened", i)
+		_, ok := rendered.Load(fmt.Sprintf("edition %d", i))
+		require.False(t, ok, "edition %d: its request was never rendered", i)
+		require.Zero(t, e.sim.Received(k.String()))
+	}
+	e.drained()
+	require.Zero(t, e.Count(`SELECT count(*) FROM outbox`), "the parkings were published")
 }

@@ -16,13 +16,9 @@ import (
 // GetMany returns the intents of keys that exist, by key, in one read: the dispatcher's look at
 // a batch of work before it opens attempts. A key without an intent is absent from the map.
 func (l *Ledger) GetMany(ctx context.Context, keys []identity.DeliveryKey) (map[identity.DeliveryKey]Intent, error) {
-	raw := make([][]byte, len(keys))
-	for i, k := range keys {
-		raw[i] = k.Bytes()
-	}
 	var rows []dbsqlc.Intent
 	err := l.inTx(ctx, "get", func(q *dbsqlc.Queries) (err error) {
-		rows, err = q.IntentsGetMany(ctx, raw)
+		rows, err = q.IntentsGetMany(ctx, rawKeys(keys))
 		return err
 	})
 	if err != nil {
@@ -101,10 +97,7 @@ func (l *Ledger) Gates(ctx context.Context, accounts []string) (map[string]Gate,
 // order: what a writer publishes right after its own commit, and the dispatcher's witness
 // that JetStream holds an authorization before any byte is sent.
 func (l *Ledger) UnpublishedFor(ctx context.Context, keys []identity.DeliveryKey) ([]Unpublished, error) {
-	raw := make([][]byte, len(keys))
-	for i, k := range keys {
-		raw[i] = k.Bytes()
-	}
+	raw := rawKeys(keys)
 	// READ COMMITTED (see inReadCommitted): every transition committed before the call is
 	// seen, which is all the witness needs.
 	var rows []dbsqlc.OutboxPendingForRow
@@ -150,4 +143,61 @@ func (l *Ledger) ParkUnsendable(ctx context.Context, key identity.DeliveryKey, w
 		return refused(OpPark, ErrInvalidTransition, State(row.PriorState))
 	}
 	return nil
+}
+
+// Superseded is the freshness fence, a read: the intents among keys that rest on a source
+// version that is no longer the source's stored head. They can never be authorized
+// (superseded_source), so the dispatcher parks them with ParkSuperseded before it spends
+// anything on them. Intents without a source are never superseded.
+func (l *Ledger) Superseded(ctx context.Context, keys []identity.DeliveryKey) (map[identity.DeliveryKey]bool, error) {
+	var rows [][]byte
+	err := l.scan(ctx, "freshness fence", func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.IntentsSuperseded(ctx, rawKeys(keys))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("freshness fence of %d intents: %w", len(keys), err)
+	}
+	return keySet(rows)
+}
+
+// ParkSuperseded parks the pending intents among keys whose source moved on
+// (superseded_source) before any attempt: none is opened and nothing is sent. Only an intent
+// that is pending, held by nobody and still superseded (tested in the statement that changes
+// it) is parked; it returns those it parked, and the others are left as they are.
+func (l *Ledger) ParkSuperseded(ctx context.Context, keys []identity.DeliveryKey) (map[identity.DeliveryKey]bool, error) {
+	if _, err := indexKeys(len(keys), func(i int) identity.DeliveryKey { return keys[i] }); err != nil {
+		return nil, fmt.Errorf("park superseded: %w", err)
+	}
+	var rows [][]byte
+	err := l.inTx(ctx, string(OpPark), func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.IntentsParkSuperseded(ctx, dbsqlc.IntentsParkSupersededParams{DeliveryKeys: rawKeys(keys), Actor: l.cfg.Actor})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("park %d superseded intents: %w", len(keys), err)
+	}
+	return keySet(rows)
+}
+
+// rawKeys is keys as the statements take them.
+func rawKeys(keys []identity.DeliveryKey) [][]byte {
+	raw := make([][]byte, len(keys))
+	for i, k := range keys {
+		raw[i] = k.Bytes()
+	}
+	return raw
+}
+
+// keySet is the delivery keys a statement returned.
+func keySet(rows [][]byte) (map[identity.DeliveryKey]bool, error) {
+	out := make(map[identity.DeliveryKey]bool, len(rows))
+	for _, b := range rows {
+		k, err := identity.DeliveryKeyFromBytes(b)
+		if err != nil {
+			return nil, err
+		}
+		out[k] = true
+	}
+	return out, nil
 }

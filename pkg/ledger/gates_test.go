@@ -173,3 +173,51 @@ func TestParkUnsendableOnlyFromPendingWithoutAClaim(t *testing.T) {
 	requireRefused(t, e.l.ParkUnsendable(e.ctx, free, "again"), ledger.ErrInvalidTransition)
 	requireRefused(t, e.l.ParkUnsendable(e.ctx, identity.DeliveryKey{}, "x"), ledger.ErrNotFound)
 }
+
+// The freshness fence before any attempt: Superseded names the intents whose source moved on,
+// and ParkSuperseded parks those that are pending and held by nobody, with superseded_source,
+// no attempt, and the transition in history and the outbox. The head, an intent without a
+// source and a claimed intent are left as they are.
+func TestTheFreshnessFenceParksOnlyFreeIntentsWhoseSourceMovedOn(t *testing.T) {
+	t.Parallel()
+	for _, iso := range isolations {
+		t.Run(string(iso), func(t *testing.T) {
+			t.Parallel()
+			e := newEnvAt(t, iso)
+			const src = "https://example.org/a"
+			old := e.submitWithSource("on the first version", src, "v1 body")
+			claimed := e.claimWithSource("claimed on the first version", src, "v1 body")
+			head := e.submitWithSource("on the second version", src, "v2 body")
+			plain := e.submit("no source at all")
+			keys := []identity.DeliveryKey{old, claimed.Key, head, plain}
+
+			superseded, err := e.l.Superseded(e.ctx, keys)
+			require.NoError(t, err)
+			require.Equal(t, map[identity.DeliveryKey]bool{old: true, claimed.Key: true}, superseded)
+
+			parked, err := e.l.ParkSuperseded(e.ctx, keys)
+			require.NoError(t, err)
+			require.Equal(t, map[identity.DeliveryKey]bool{old: true}, parked, "only the free superseded intent")
+			in := e.intent(old)
+			require.Equal(t, ledger.Parked, in.State)
+			require.Equal(t, ledger.ReasonSupersededSource, in.Reason)
+			require.Zero(t, e.attempts(old), "no attempt opened")
+			require.Equal(t, 1, e.count(`SELECT count(*) FROM history WHERE delivery_key = $1 AND from_state = 'pending' AND to_state = 'parked' AND reason = 'superseded_source'`, old.Bytes()))
+			require.Equal(t, 2, e.count(`SELECT count(*) FROM outbox WHERE delivery_key = $1`, old.Bytes()), "its creation and its parking wait in the outbox")
+			for _, k := range []identity.DeliveryKey{claimed.Key, head, plain} {
+				require.Equal(t, ledger.Pending, e.state(k))
+			}
+
+			// The claimed one is Authorize's to park, and it does.
+			a, err := e.l.Authorize(e.ctx, claimed, inFlight, contract)
+			require.NoError(t, err)
+			require.Equal(t, ledger.ReasonSupersededSource, a.Reason)
+
+			parked, err = e.l.ParkSuperseded(e.ctx, keys)
+			require.NoError(t, err)
+			require.Empty(t, parked, "a second fence parks nothing")
+			_, err = e.l.ParkSuperseded(e.ctx, []identity.DeliveryKey{old, old})
+			require.ErrorContains(t, err, "twice")
+		})
+	}
+}

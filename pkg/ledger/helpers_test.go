@@ -107,8 +107,9 @@ func envelopeWithOccurrence(t testing.TB, acct, text, occurrence string) identit
 	return e
 }
 
-// claimWithSource submits a post resting on a version of a source and begins an attempt.
-func (e *env) claimWithSource(text, sourceID, body string) ledger.Claim {
+// submitWithSource stores a new post resting on a version of a source (body) and returns its
+// key; a new version becomes the source's stored head.
+func (e *env) submitWithSource(text, sourceID, body string) identity.DeliveryKey {
 	e.t.Helper()
 	version, _, err := identity.NewSourceVersion(sourceID, body)
 	require.NoError(e.t, err)
@@ -119,7 +120,13 @@ func (e *env) claimWithSource(text, sourceID, body string) ledger.Claim {
 	res, err := e.l.Submit(e.ctx, []identity.Envelope{env})
 	require.NoError(e.t, err)
 	require.Equal(e.t, ledger.Created, res[0].Outcome)
-	c, err := e.l.Begin(e.ctx, res[0].Key, requestHash(text), lease)
+	return res[0].Key
+}
+
+// claimWithSource submits a post resting on a version of a source and begins an attempt.
+func (e *env) claimWithSource(text, sourceID, body string) ledger.Claim {
+	e.t.Helper()
+	c, err := e.l.Begin(e.ctx, e.submitWithSource(text, sourceID, body), requestHash(text), lease)
 	require.NoError(e.t, err)
 	return c
 }

@@ -20,8 +20,11 @@ type Intent struct {
 	Target     string
 	Request    string // canonical JSON
 	Occurrence string
-	State      State
-	Reason     Reason
+	// SourceID names the source the intent rests on ("" when it rests on none); whether its
+	// version is still the source's stored head is the freshness fence's question (Superseded).
+	SourceID string
+	State    State
+	Reason   Reason
 	// Seq is the number of the intent's latest history row.
 	Seq                int64
 	AttemptsAuthorized int
@@ -191,7 +194,7 @@ func intentFromRow(r dbsqlc.Intent) (Intent, error) {
 	}
 	in := Intent{
 		Key: key, Account: r.AccountID, Action: r.Action, Target: r.Target, Request: r.Request,
-		Occurrence: r.Occurrence, State: State(r.State), Reason: Reason(r.Reason), Seq: r.TransitionSeq,
+		Occurrence: r.Occurrence, SourceID: r.SourceID.String, State: State(r.State), Reason: Reason(r.Reason), Seq: r.TransitionSeq,
 		AttemptsAuthorized: int(r.AttemptsAuthorized), Epoch: r.Epoch.Int64, Generation: r.Generation.Int64,
 		LeaseExpiresAt: r.LeaseExpiresAt, ObjectID: r.ObjectID.String, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}

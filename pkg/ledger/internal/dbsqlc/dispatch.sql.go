@@ -191,6 +191,110 @@ func (q *Queries) IntentsGetMany(ctx context.Context, deliveryKeys [][]byte) ([]
 	return items, nil
 }
 
+const intentsParkSuperseded = `-- name: IntentsParkSuperseded :many
+WITH cur AS (
+    SELECT i.delivery_key
+    FROM intents i
+    WHERE i.delivery_key = ANY($1::BYTEA[])
+    ORDER BY i.delivery_key
+    FOR UPDATE
+),
+changed AS (
+    UPDATE intents i SET
+        state = 'parked',
+        reason = 'superseded_source',
+        transition_seq = i.transition_seq + 1,
+        updated_at = now()
+    FROM cur
+    WHERE i.delivery_key = cur.delivery_key
+      -- The guard, on the row being changed: pending, nobody holds it, and its source's head is
+      -- another version.
+      AND (i.state = 'pending') IS TRUE -- a batch by primary key, never through intents_sweep_idx (DESIGN section 7)
+      AND i.lease_expires_at IS NULL
+      AND (i.source_id IS NOT NULL) IS TRUE -- nor through intents_source_idx
+      AND (SELECT h.head_version FROM source_heads h WHERE h.source_id = i.source_id) IS DISTINCT FROM i.source_version
+    RETURNING i.delivery_key, i.attempt_token, i.epoch, i.generation, i.transition_seq
+),
+hist AS (
+    INSERT INTO history (delivery_key, seq, from_state, to_state, reason, attempt_token, epoch, generation, actor)
+    SELECT c.delivery_key, c.transition_seq, 'pending', 'parked', 'superseded_source', c.attempt_token, c.epoch, c.generation, $2::TEXT
+    FROM changed c
+    RETURNING delivery_key, seq
+),
+outbox_rows AS (
+    INSERT INTO outbox (delivery_key, seq, dispatch)
+    SELECT h.delivery_key, h.seq, false FROM hist h
+    RETURNING seq
+)
+SELECT c.delivery_key::BYTEA AS delivery_key
+FROM changed c
+`
+
+type IntentsParkSupersededParams struct {
+	DeliveryKeys [][]byte
+	Actor        string
+}
+
+// The dispatcher parks pending intents whose source moved on (superseded_source) before any
+// attempt: no attempt is opened, no request rendered, nothing sent, so a backlog of outdated
+// intents fails cheaply. Only from pending with no claim (a stale claim is abandoned first, by
+// the sweeper or the next Begin) and only while the source's stored head is another version,
+// both tested on the row being changed. Rows are locked in key order, so concurrent batches
+// never deadlock. One row back per intent parked.
+func (q *Queries) IntentsParkSuperseded(ctx context.Context, arg IntentsParkSupersededParams) ([][]byte, error) {
+	rows, err := q.db.Query(ctx, intentsParkSuperseded, arg.DeliveryKeys, arg.Actor)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items [][]byte
+	for rows.Next() {
+		var delivery_key []byte
+		if err := rows.Scan(&delivery_key); err != nil {
+			return nil, err
+		}
+		items = append(items, delivery_key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const intentsSuperseded = `-- name: IntentsSuperseded :many
+SELECT i.delivery_key
+FROM intents i
+LEFT JOIN source_heads h ON h.source_id = i.source_id
+WHERE i.delivery_key = ANY($1::BYTEA[])
+  -- IS TRUE: by primary key, never through intents_source_idx, which the planner would scan
+  -- whole when its statistics say few intents have a source.
+  AND (i.source_id IS NOT NULL) IS TRUE
+  AND h.head_version IS DISTINCT FROM i.source_version
+`
+
+// The freshness fence, a read: which intents of a batch rest on a source version that is no
+// longer the stored head (the same test Authorize makes, superseded_source). The head only moves
+// forward, so an intent found superseded stays so.
+func (q *Queries) IntentsSuperseded(ctx context.Context, deliveryKeys [][]byte) ([][]byte, error) {
+	rows, err := q.db.Query(ctx, intentsSuperseded, deliveryKeys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items [][]byte
+	for rows.Next() {
+		var delivery_key []byte
+		if err := rows.Scan(&delivery_key); err != nil {
+			return nil, err
+		}
+		items = append(items, delivery_key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const outboxPendingFor = `-- name: OutboxPendingFor :many
 SELECT o.delivery_key, o.seq, o.dispatch, x.account_id,
        x.from_state, x.to_state, x.reason, x.attempt_token, x.epoch, x.generation, x.actor, x.at
