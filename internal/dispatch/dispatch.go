@@ -738,6 +738,7 @@ func (d *Dispatcher) witness(ctx context.Context, batch []*work) []*work {
 // the outcome to the completer.
 func (d *Dispatcher) send(w *work) {
 	defer d.sending.Done()
+	d.crashPoint("before-send")
 	if now := time.Now(); !now.Before(w.deadline) || !now.Round(0).Before(w.wallDeadline) {
 		w.outcome = d.unsent("deadline", errors.New("the send deadline passed before the first byte"))
 		d.reports <- w

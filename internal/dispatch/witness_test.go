@@ -38,6 +38,31 @@ func TestNothingIsSentWithoutTheWitnessOfTheAuthorization(t *testing.T) {
 	require.Contains(t, string(rec.Evidence[len(rec.Evidence)-1].Detail), `"step": "witness"`)
 }
 
+// A send that would start after its deadline (the in-flight lease less the margin) never
+// starts: the worker is held between the witness and the first byte past the deadline, and the
+// attempt is completed as not sent by the dispatcher's own check (step "deadline"), before the
+// adapter is called.
+func TestASendPastItsDeadlineNeverStarts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, platformsim.Config{})
+	key := e.Submit("acct-1", "held past the deadline")[0]
+	cfg := e.config()
+	held := cfg.InFlightLease - cfg.Margin + 500*time.Millisecond
+	cfg = dispatch.WithHook(cfg, func(step string) {
+		if step == "before-send" {
+			time.Sleep(held) // a paused worker: the deadline passes, the lease not yet
+		}
+	})
+	e.run(cfg)
+	in := e.settle([]identity.DeliveryKey{key}, 20*time.Second)[key]
+	require.Equal(t, ledger.Failed, in.State)
+	require.Equal(t, ledger.ReasonConnectionFailed, in.Reason)
+	require.Zero(t, e.sim.Counts().Requests, "not a byte to the platform")
+	rec, err := e.Ledger.Inspect(e.Ctx, key)
+	require.NoError(t, err)
+	require.Contains(t, string(rec.Evidence[len(rec.Evidence)-1].Detail), `"step": "deadline"`)
+}
+
 // While JetStream refuses the events, no attempt is authorized at all: the claims are
 // witnessed first, and their failure makes the work wait (the claims expire, abandoned)
 // instead of spending the attempt cap on sends that could not happen.
