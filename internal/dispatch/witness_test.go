@@ -29,13 +29,20 @@ func TestNothingIsSentWithoutTheWitnessOfTheAuthorization(t *testing.T) {
 		}
 	})
 	e.run(cfg)
+	e.requireUnsent(key, "witness")
+}
+
+// requireUnsent waits for key to settle and requires that its attempt was completed as not
+// sent by the dispatcher itself, at step, with not a byte to the platform.
+func (e *env) requireUnsent(key identity.DeliveryKey, step string) {
+	e.T.Helper()
 	in := e.settle([]identity.DeliveryKey{key}, 20*time.Second)[key]
-	require.Equal(t, ledger.Failed, in.State)
-	require.Equal(t, ledger.ReasonConnectionFailed, in.Reason)
-	require.Zero(t, e.sim.Counts().Requests, "not a byte to the platform")
+	require.Equal(e.T, ledger.Failed, in.State)
+	require.Equal(e.T, ledger.ReasonConnectionFailed, in.Reason)
+	require.Zero(e.T, e.sim.Counts().Requests, "not a byte to the platform")
 	rec, err := e.Ledger.Inspect(e.Ctx, key)
-	require.NoError(t, err)
-	require.Contains(t, string(rec.Evidence[len(rec.Evidence)-1].Detail), `"step": "witness"`)
+	require.NoError(e.T, err)
+	require.Contains(e.T, string(rec.Evidence[len(rec.Evidence)-1].Detail), `"step": "`+step+`"`)
 }
 
 // A send that would start after its deadline (the in-flight lease less the margin) never
@@ -54,13 +61,7 @@ func TestASendPastItsDeadlineNeverStarts(t *testing.T) {
 		}
 	})
 	e.run(cfg)
-	in := e.settle([]identity.DeliveryKey{key}, 20*time.Second)[key]
-	require.Equal(t, ledger.Failed, in.State)
-	require.Equal(t, ledger.ReasonConnectionFailed, in.Reason)
-	require.Zero(t, e.sim.Counts().Requests, "not a byte to the platform")
-	rec, err := e.Ledger.Inspect(e.Ctx, key)
-	require.NoError(t, err)
-	require.Contains(t, string(rec.Evidence[len(rec.Evidence)-1].Detail), `"step": "deadline"`)
+	e.requireUnsent(key, "deadline")
 }
 
 // While JetStream refuses the events, no attempt is authorized at all: the claims are
