@@ -286,9 +286,9 @@ func (p *dispatcherProcess) restarts(b *testing.B) uint64 {
 
 // startDispatcher runs this test binary again as the dispatcher role (TestBenchDispatcher), on
 // the given ledger and broker, with the benchmark's isolation, pipelines and batch, and waits
-// until it serves /readyz on the port it bound (its start-up log line names it). The test's end stops it with SIGTERM, as an orchestrator would. The
-// child's environment holds no ATMOST_ variable but those set here, so a shell's settings
-// configure neither dispatcher.
+// until it serves /readyz on the port it bound (its start-up log line names it). The test's end
+// stops it with SIGTERM, as an orchestrator would. The child's environment holds no ATMOST_
+// variable but those set here, so a shell's settings configure neither dispatcher.
 func startDispatcher(b *testing.B, dbURL, natsURL string) *dispatcherProcess {
 	b.Helper()
 	args := []string{"--http", "127.0.0.1:0", "--isolation", *benchIsolation}

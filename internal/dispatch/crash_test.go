@@ -42,6 +42,8 @@ func TestADispatcherKilledAtEachStepSendsAtMostOnce(t *testing.T) {
 		// Killed authorized, before the first byte: nothing sent, but the ledger cannot know
 		// that; the in-flight lease expires into indeterminate, never back to pending.
 		{"after-authorize", ledger.Indeterminate, ledger.ReasonLeaseExpired, 0},
+		// Killed witnessed, at the first byte's door: the same, nothing sent, indeterminate.
+		{"before-send", ledger.Indeterminate, ledger.ReasonLeaseExpired, 0},
 		// Killed after sending, before Complete: one object; indeterminate by expiry.
 		{"after-send", ledger.Indeterminate, ledger.ReasonLeaseExpired, 1},
 		// Killed after Complete, before the ack: published; the redelivered work is ignored.
@@ -85,6 +87,9 @@ func TestAZombieDispatcherIsFencedOutBeforeItSends(t *testing.T) {
 		// Stopped authorized: its send deadline passes while it sleeps; it wakes and sends
 		// nothing; the lease expired into indeterminate.
 		{"after-authorize", ledger.Indeterminate, ledger.ReasonLeaseExpired, 0},
+		// Stopped witnessed, at the first byte's door: it wakes past its send deadline and
+		// sends nothing (the dispatcher's own deadline check).
+		{"before-send", ledger.Indeterminate, ledger.ReasonLeaseExpired, 0},
 	} {
 		t.Run(c.step, func(t *testing.T) {
 			t.Parallel()

@@ -359,21 +359,22 @@ func (d *Dispatcher) pending(ctx context.Context, batch []*work) []*work {
 // fresh is the freshness fence, in front of everything that costs: intents resting on a source
 // version that is no longer the stored head can never be authorized (superseded_source), so
 // they are parked here, before a request is rendered, an attempt opened or a rate token spent,
-// and a backlog of outdated intents fails cheaply. Authorize re-checks the same condition for
-// the intents that pass. A batch without sources costs nothing here.
+// and a backlog of outdated intents fails cheaply. Only intents nobody holds are fenced here;
+// a claimed one, and one that changed since it was read, go on as before, and Authorize
+// re-checks the same condition for every intent. A batch without sources costs nothing here.
 func (d *Dispatcher) fresh(ctx context.Context, batch []*work) []*work {
 	var sourced []identity.DeliveryKey
 	for _, w := range batch {
-		if w.intent.SourceID != "" {
+		if w.intent.SourceID != "" && w.intent.LeaseExpiresAt == nil {
 			sourced = append(sourced, w.intent.Key)
 		}
 	}
 	if len(sourced) == 0 {
 		return batch
 	}
-	lctx, cancel := context.WithTimeout(ctx, d.cfg.LedgerTimeout)
-	defer cancel()
-	superseded, err := d.ledger.Superseded(lctx, sourced)
+	rctx, cancel := context.WithTimeout(ctx, d.cfg.LedgerTimeout)
+	superseded, err := d.ledger.Superseded(rctx, sourced)
+	cancel()
 	if err != nil {
 		d.log.Warn("ledger read failed; the batch will be redelivered", zap.Error(err))
 		return d.delayAll(batch, "ledger_unavailable", time.Second)
@@ -381,35 +382,33 @@ func (d *Dispatcher) fresh(ctx context.Context, batch []*work) []*work {
 	if len(superseded) == 0 {
 		return batch
 	}
-	var stale []identity.DeliveryKey
+	stale := make([]identity.DeliveryKey, 0, len(superseded))
 	for k := range superseded {
 		stale = append(stale, k)
 	}
-	parked, err := d.ledger.ParkSuperseded(lctx, stale)
+	pctx, cancel := context.WithTimeout(ctx, d.cfg.LedgerTimeout)
+	parked, err := d.ledger.ParkSuperseded(pctx, stale)
+	cancel()
 	if err != nil {
 		d.log.Warn("parking superseded intents failed; the batch will be redelivered", zap.Error(err))
 		return d.delayAll(batch, "ledger_unavailable", time.Second)
 	}
-	if len(parked) > 0 {
-		keys := make([]identity.DeliveryKey, 0, len(parked))
-		for k := range parked {
-			keys = append(keys, k)
-		}
-		if err := d.publishFor(ctx, keys); err != nil {
-			d.log.Warn("publishing the parked intents failed; the outbox keeps them", zap.Error(err))
-		}
+	if len(parked) == 0 {
+		return batch
+	}
+	d.log.Info("intents on a superseded source parked before any attempt", zap.Int("intents", len(parked)))
+	keys := make([]identity.DeliveryKey, 0, len(parked))
+	for k := range parked {
+		keys = append(keys, k)
+	}
+	if err := d.publishFor(ctx, keys); err != nil {
+		d.log.Warn("publishing the parked intents failed; the outbox keeps them", zap.Error(err))
 	}
 	keep := batch[:0]
 	for _, w := range batch {
-		switch {
-		case parked[w.intent.Key]:
+		if parked[w.intent.Key] {
 			d.finish(w, "parked_superseded")
-		case superseded[w.intent.Key]:
-			// Superseded but not parked here: another worker holds a live claim (its Authorize
-			// parks it), an expired claim waits for the sweeper (which abandons it and hands out
-			// new work, parked here next time), or the intent moved on. Nothing to send.
-			d.finish(w, "superseded")
-		default:
+		} else {
 			keep = append(keep, w)
 		}
 	}

@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -324,4 +325,39 @@ func requireHistoryChains(t *testing.T, e *env, kind string) {
 		require.JSONEq(t, string(rows[i+1].After), string(rows[i].Before), "history row %d of %s", i, kind)
 	}
 	require.JSONEq(t, "null", string(rows[len(rows)-1].Before), "the first %s row created the control", kind)
+}
+
+// Within one batch, the head is decided by the intents the batch created, the last in batch
+// order: a later intent that was refused (unknown account) or already stored (duplicate) never
+// decides it, so the intent on a new version is not left superseded by nothing.
+func TestTheHeadOfABatchIsItsLastCreatedIntent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const src = "https://example.org/a"
+	on := func(acct, text, body string) identity.Envelope {
+		version, _, err := identity.NewSourceVersion(src, body)
+		require.NoError(t, err)
+		req, err := json.Marshal(map[string]string{"text": text})
+		require.NoError(t, err)
+		env, err := identity.NewEnvelope(acct, "post", "", req, "", &identity.Source{ID: src, Version: version})
+		require.NoError(t, err)
+		return env
+	}
+	stored := on(account, "stored before", "v0 body")
+	_, err := e.l.Submit(e.ctx, []identity.Envelope{stored})
+	require.NoError(t, err)
+
+	res, err := e.l.Submit(e.ctx, []identity.Envelope{
+		on(account, "on v1", "v1 body"),
+		on(account, "on v2", "v2 body"),
+		on("nobody", "refused, on v3", "v3 body"),
+		stored, // a duplicate, on v0
+	})
+	require.NoError(t, err)
+	require.Equal(t, []ledger.SubmitOutcome{ledger.Created, ledger.Created, ledger.UnknownAccount, ledger.Duplicate},
+		[]ledger.SubmitOutcome{res[0].Outcome, res[1].Outcome, res[2].Outcome, res[3].Outcome})
+	superseded, err := e.l.Superseded(e.ctx, []identity.DeliveryKey{res[0].Key, res[1].Key, res[3].Key})
+	require.NoError(t, err)
+	require.Equal(t, map[identity.DeliveryKey]bool{res[0].Key: true, res[3].Key: true}, superseded,
+		"v2, the last created, is the head; v1 and v0 are superseded")
 }

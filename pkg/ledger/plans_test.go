@@ -226,6 +226,14 @@ func TestThePeoplesQueueIsReadThroughItsIndex(t *testing.T) {
 		require.NotContains(t, x.plan, "Seq Scan on intents", "%s reads every intent:\n%s", name, x.plan)
 		require.NotContains(t, x.plan, "intents_pkey", "%s reads every intent:\n%s", name, x.plan)
 	}
+	// A human's verdict changes one parked intent: by primary key, never through the index
+	// every parking writes into (DESIGN section 7).
+	require.ErrorIs(t, func() error {
+		_, err := q.IntentResolve(e.ctx, dbsqlc.IntentResolveParams{DeliveryKey: make([]byte, 32), ToState: "failed", Reason: "operator_failed", Actor: "a", Detail: []byte("{}")})
+		return err
+	}(), errExplained)
+	require.Contains(t, x.plan, "intents_pkey", "IntentResolve must reach the intent by primary key:\n%s", scans(x.plan))
+	require.NotContains(t, x.plan, "intents_parked_idx", "IntentResolve must not go through intents_parked_idx:\n%s", scans(x.plan))
 }
 
 // scans is the lines of a plan that say how a table is reached (the plans of 128-key batches

@@ -66,17 +66,6 @@ func (l *Ledger) Submit(ctx context.Context, intents []identity.Envelope) ([]Sub
 	if len(first) == 0 {
 		return results, nil
 	}
-	// The last version of each source in batch order is the head candidate.
-	heads := map[string]int{}
-	for i, e := range intents {
-		if e.Source != nil {
-			heads[e.Source.ID] = i
-		}
-	}
-	for id, i := range heads {
-		p.HeadSourceIds = append(p.HeadSourceIds, id)
-		p.HeadVersions = append(p.HeadVersions, intents[i].Source.Version.Bytes())
-	}
 	p.Actor = l.cfg.Actor
 
 	var rows []dbsqlc.IntentSubmitRow

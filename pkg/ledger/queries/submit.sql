@@ -14,7 +14,8 @@ WITH batch AS (
            unnest(@occurrences::TEXT[]) AS occurrence,
            unnest(@text_hashes::BYTEA[]) AS text_hash,
            unnest(@source_ids::TEXT[]) AS source_id,
-           unnest(@source_versions::BYTEA[]) AS source_version
+           unnest(@source_versions::BYTEA[]) AS source_version,
+           generate_subscripts(@delivery_keys::BYTEA[], 1) AS ord
 ),
 input AS (
     SELECT b.delivery_key, b.account_id, b.action, b.target, b.request, b.occurrence,
@@ -51,12 +52,16 @@ heads AS (
     -- holds (resolve to the stored head, never refuse because a head exists). A version the
     -- ledger has seen before (an earlier intent rested on it, or it was the head before the
     -- current one) never becomes head again, so a late intent on an old version cannot turn
-    -- the head back. @head_* carry the last version of each source in batch order.
+    -- the head back. Of a batch, the candidate of each source is the last intent in batch order
+    -- that was created on a version new to the ledger: one refused (unknown account) or already
+    -- stored (duplicate) never decides the head.
     INSERT INTO source_heads (source_id, head_version)
-    SELECT h.source_id, h.head_version
-    FROM (SELECT unnest(@head_source_ids::TEXT[]) AS source_id, unnest(@head_versions::BYTEA[]) AS head_version) h
-    WHERE EXISTS (SELECT 1 FROM created c WHERE c.source_id = h.source_id AND c.source_version = h.head_version)
-      AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.source_id = h.source_id AND i.source_version = h.head_version)
+    SELECT DISTINCT ON (c.source_id) c.source_id, c.source_version
+    FROM created c
+    JOIN batch b ON b.delivery_key = c.delivery_key
+    WHERE c.source_id IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.source_id = c.source_id AND i.source_version = c.source_version)
+    ORDER BY c.source_id, b.ord DESC
     ON CONFLICT (source_id) DO UPDATE SET
         previous_version = source_heads.head_version,
         head_version = excluded.head_version,

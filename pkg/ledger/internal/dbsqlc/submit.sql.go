@@ -20,7 +20,8 @@ WITH batch AS (
            unnest($6::TEXT[]) AS occurrence,
            unnest($7::BYTEA[]) AS text_hash,
            unnest($8::TEXT[]) AS source_id,
-           unnest($9::BYTEA[]) AS source_version
+           unnest($9::BYTEA[]) AS source_version,
+           generate_subscripts($1::BYTEA[], 1) AS ord
 ),
 input AS (
     SELECT b.delivery_key, b.account_id, b.action, b.target, b.request, b.occurrence,
@@ -57,12 +58,16 @@ heads AS (
     -- holds (resolve to the stored head, never refuse because a head exists). A version the
     -- ledger has seen before (an earlier intent rested on it, or it was the head before the
     -- current one) never becomes head again, so a late intent on an old version cannot turn
-    -- the head back. @head_* carry the last version of each source in batch order.
+    -- the head back. Of a batch, the candidate of each source is the last intent in batch order
+    -- that was created on a version new to the ledger: one refused (unknown account) or already
+    -- stored (duplicate) never decides the head.
     INSERT INTO source_heads (source_id, head_version)
-    SELECT h.source_id, h.head_version
-    FROM (SELECT unnest($11::TEXT[]) AS source_id, unnest($12::BYTEA[]) AS head_version) h
-    WHERE EXISTS (SELECT 1 FROM created c WHERE c.source_id = h.source_id AND c.source_version = h.head_version)
-      AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.source_id = h.source_id AND i.source_version = h.head_version)
+    SELECT DISTINCT ON (c.source_id) c.source_id, c.source_version
+    FROM created c
+    JOIN batch b ON b.delivery_key = c.delivery_key
+    WHERE c.source_id IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.source_id = c.source_id AND i.source_version = c.source_version)
+    ORDER BY c.source_id, b.ord DESC
     ON CONFLICT (source_id) DO UPDATE SET
         previous_version = source_heads.head_version,
         head_version = excluded.head_version,
@@ -91,8 +96,6 @@ type IntentSubmitParams struct {
 	SourceIds      []string
 	SourceVersions [][]byte
 	Actor          string
-	HeadSourceIds  []string
-	HeadVersions   [][]byte
 }
 
 type IntentSubmitRow struct {
@@ -117,8 +120,6 @@ func (q *Queries) IntentSubmit(ctx context.Context, arg IntentSubmitParams) ([]I
 		arg.SourceIds,
 		arg.SourceVersions,
 		arg.Actor,
-		arg.HeadSourceIds,
-		arg.HeadVersions,
 	)
 	if err != nil {
 		return nil, err
