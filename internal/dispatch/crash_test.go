@@ -65,6 +65,15 @@ func TestADispatcherKilledAtEachStepSendsAtMostOnce(t *testing.T) {
 			require.Equal(t, c.state, in.State)
 			require.Equal(t, c.reason, in.Reason)
 			e.drained()
+			if e.sim.Created(key.String()) != c.created {
+				// Who sent, and when: the attempts and what each reported.
+				rec, err := e.Ledger.Inspect(e.Ctx, key)
+				require.NoError(t, err)
+				for _, ev := range rec.Evidence {
+					t.Logf("evidence of %s: %s %s %s", ev.Token, ev.Result, ev.Reason, ev.Detail)
+				}
+				t.Logf("%d attempts; the zombie's output:\n%s", len(rec.Attempts), child.output())
+			}
 			require.Equal(t, c.created, e.sim.Created(key.String()))
 			require.LessOrEqual(t, e.sim.Received(key.String()), 1)
 		})
@@ -116,6 +125,15 @@ func TestAZombieDispatcherIsFencedOutBeforeItSends(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, c.state, in.State, "the zombie changed nothing")
 			require.Equal(t, c.reason, in.Reason)
+			if e.sim.Created(key.String()) != c.created {
+				// Who sent, and when: the attempts and what each reported.
+				rec, err := e.Ledger.Inspect(e.Ctx, key)
+				require.NoError(t, err)
+				for _, ev := range rec.Evidence {
+					t.Logf("evidence of %s: %s %s %s", ev.Token, ev.Result, ev.Reason, ev.Detail)
+				}
+				t.Logf("%d attempts; the zombie's output:\n%s", len(rec.Attempts), child.output())
+			}
 			require.Equal(t, c.created, e.sim.Created(key.String()))
 			require.Equal(t, c.created, e.sim.Received(key.String()), "the zombie sent nothing")
 		})
@@ -230,7 +248,7 @@ func TestCrashingDispatcher(t *testing.T) {
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {} // never returns: the kill arrives
 		case "stop":
-			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+			stopSelf()
 			fmt.Fprintf(os.Stderr, "resumed at %s\n", at)
 		}
 	})
