@@ -65,16 +65,7 @@ func TestADispatcherKilledAtEachStepSendsAtMostOnce(t *testing.T) {
 			require.Equal(t, c.state, in.State)
 			require.Equal(t, c.reason, in.Reason)
 			e.drained()
-			if e.sim.Created(key.String()) != c.created {
-				// Who sent, and when: the attempts and what each reported.
-				rec, err := e.Ledger.Inspect(e.Ctx, key)
-				require.NoError(t, err)
-				for _, ev := range rec.Evidence {
-					t.Logf("evidence of %s: %s %s %s", ev.Token, ev.Result, ev.Reason, ev.Detail)
-				}
-				t.Logf("%d attempts; the zombie's output:\n%s", len(rec.Attempts), child.output())
-			}
-			require.Equal(t, c.created, e.sim.Created(key.String()))
+			e.requireCreated(key, c.created, child)
 			require.LessOrEqual(t, e.sim.Received(key.String()), 1)
 		})
 	}
@@ -125,18 +116,24 @@ func TestAZombieDispatcherIsFencedOutBeforeItSends(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, c.state, in.State, "the zombie changed nothing")
 			require.Equal(t, c.reason, in.Reason)
-			if e.sim.Created(key.String()) != c.created {
-				// Who sent, and when: the attempts and what each reported.
-				rec, err := e.Ledger.Inspect(e.Ctx, key)
-				require.NoError(t, err)
-				for _, ev := range rec.Evidence {
-					t.Logf("evidence of %s: %s %s %s", ev.Token, ev.Result, ev.Reason, ev.Detail)
-				}
-				t.Logf("%d attempts; the zombie's output:\n%s", len(rec.Attempts), child.output())
-			}
-			require.Equal(t, c.created, e.sim.Created(key.String()))
+			e.requireCreated(key, c.created, child)
 			require.Equal(t, c.created, e.sim.Received(key.String()), "the zombie sent nothing")
 		})
+	}
+}
+
+// requireCreated requires that the platform holds want objects of key; when it does not, the
+// test's log says who sent and when: each attempt's evidence and the subprocess's output.
+func (e *env) requireCreated(key identity.DeliveryKey, want int, child *subprocess) {
+	e.T.Helper()
+	if got := e.sim.Created(key.String()); got != want {
+		rec, err := e.Ledger.Inspect(e.Ctx, key)
+		require.NoError(e.T, err)
+		for _, ev := range rec.Evidence {
+			e.T.Logf("evidence of %s: %s %s %s", ev.Token, ev.Result, ev.Reason, ev.Detail)
+		}
+		e.T.Fatalf("the platform holds %d objects of %s, want %d; %d attempts; the subprocess's output:\n%s",
+			got, key, want, len(rec.Attempts), child.output())
 	}
 }
 
