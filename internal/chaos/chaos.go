@@ -84,7 +84,11 @@ type Result struct {
 	// messages published (bad input and duplicates included).
 	Accepted, Produced int
 	Objects            int
-	Took               time.Duration
+	// Unpublished names the intents that have an object on the platform but are not published
+	// in the ledger, each with its state and reason: a send whose outcome stayed unknown and
+	// went to a person, where the platform holds what the ledger could not prove.
+	Unpublished []string
+	Took        time.Duration
 }
 
 // OK reports whether every promise held.
@@ -481,6 +485,32 @@ func (r *run) check(ctx context.Context, p *producer, res *Result) error {
 	}
 	res.Lost = len(keys) - stored
 
+	var sent [][]byte
+	for k, n := range c.Created {
+		if key, err := identity.ParseDeliveryKey(k); err == nil && n > 0 {
+			sent = append(sent, key.Bytes())
+		}
+	}
+	unpublished, err := r.pool.Query(ctx, `SELECT delivery_key, state, reason FROM intents WHERE delivery_key = ANY($1) AND state <> 'published' ORDER BY delivery_key`, sent)
+	if err != nil {
+		return err
+	}
+	for unpublished.Next() {
+		var raw []byte
+		var st, reason string
+		if err := unpublished.Scan(&raw, &st, &reason); err != nil {
+			return err
+		}
+		key, err := identity.DeliveryKeyFromBytes(raw)
+		if err != nil {
+			return err
+		}
+		res.Unpublished = append(res.Unpublished, fmt.Sprintf("%s %s %s", key, st, reason))
+	}
+	if err := unpublished.Err(); err != nil {
+		return err
+	}
+
 	res.States = map[string]int{}
 	rows, err := r.pool.Query(ctx, `SELECT state, count(*) FROM intents GROUP BY state`)
 	if err != nil {
@@ -624,4 +654,7 @@ func (res Result) Report(w io.Writer) {
 		fmt.Fprintf(w, "events_duplicated: %d, events_unknown: %d\n", res.EventsDuplicated, res.EventsUnknown)
 	}
 	fmt.Fprintln(w, res.Line())
+	for _, u := range res.Unpublished {
+		fmt.Fprintf(w, "an object on the platform, its intent not published (a person decides): %s\n", u)
+	}
 }

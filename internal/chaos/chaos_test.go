@@ -47,7 +47,14 @@ func TestChaos(t *testing.T) {
 	// A run that sent nothing would pass every check above: most intents must be published,
 	// each as one object.
 	require.Greater(t, res.States["published"], res.Accepted/2, "%s", res.Line())
-	require.Equal(t, res.States["published"], res.Objects, "one object per published intent")
+	// Every object is a published intent's, or one whose send's outcome stayed unknown and whose
+	// one lookup could not prove it (a reconciler killed between claiming the lookup and
+	// resolving it, a listing that lagged): parked for a person, who finds the object. An
+	// object of an intent in any other state (failed says nothing was sent) is a lie.
+	for _, u := range res.Unpublished {
+		require.Regexp(t, ` parked (reconcile_not_found|reconcile_unavailable|evidence_conflict)$`, u, "an object the ledger does not account for")
+	}
+	require.Equal(t, res.Objects, res.States["published"]+len(res.Unpublished), "one object per published intent, and per intent parked after an unknown outcome: %q", res.Unpublished)
 }
 
 // keepLogs copies the processes' logs where a human can read them after the test's temporary
