@@ -361,7 +361,9 @@ func (d *Dispatcher) pending(ctx context.Context, batch []*work) []*work {
 // they are parked here, before a request is rendered, an attempt opened or a rate token spent,
 // and a backlog of outdated intents fails cheaply. Only intents nobody holds are fenced here;
 // a claimed one, and one that changed since it was read, go on as before, and Authorize
-// re-checks the same condition for every intent. A batch without sources costs nothing here.
+// re-checks the same condition for every intent. A batch without sources costs nothing here,
+// and one whose sources are all fresh costs a read: ParkSuperseded, which would find the same
+// intents by itself, locks every row it is given, so it is given only what the read found.
 func (d *Dispatcher) fresh(ctx context.Context, batch []*work) []*work {
 	var sourced []identity.DeliveryKey
 	for _, w := range batch {
