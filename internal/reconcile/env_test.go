@@ -69,7 +69,7 @@ func (e *env) config() reconcile.Config {
 		Concurrency:     8,
 		LookupTimeout:   2 * time.Second,
 		ReadBackTimeout: time.Second,
-		ScanInterval:    200 * time.Millisecond,
+		ScanInterval:    time.Hour, // the event path alone; the scan's tests set theirs
 		RetryDelay:      200 * time.Millisecond,
 		AckWait:         2 * time.Second,
 	}

@@ -30,17 +30,29 @@ type Config struct {
 	// Durable names the consumer of indeterminate events on ATMOST_EVENTS. Default
 	// "reconciler"; every reconciler process shares it.
 	Durable string
-	// Concurrency is how many intents are reconciled at once. Default 16.
+	// Concurrency is how many intents are worked at once: reads, the one lookup, its read-back
+	// and its resolution. An intent waiting out its reconcile delay holds none of them. Default
+	// 16.
 	Concurrency int
+	// MaxWaiting bounds the indeterminate events this reconciler holds unacknowledged while
+	// their intents wait out the reconcile delay (the consumer's MaxAckPending): the pace of
+	// reconciliation is at most MaxWaiting per reconcile delay. Default 100,000, which keeps
+	// pace with 3,000 unknown outcomes a second at a 30 s delay.
+	MaxWaiting int
 	// LookupTimeout bounds the one lookup. Default 10 s.
 	LookupTimeout time.Duration
 	// ReadBackTimeout bounds the read-back of a found object or of a fenced-out worker's
 	// reported one. Default 5 s.
 	ReadBackTimeout time.Duration
 	// ScanInterval is how often the ledger is scanned for indeterminate intents whose event was
-	// missed (the safety net). Default 30 s.
+	// missed (the safety net). Each scan pages through every candidate. Default 10 s.
 	ScanInterval time.Duration
-	// ScanBatch bounds one scan. Default 500.
+	// ScanAfter is how long an intent must have been indeterminate, with its lookup not claimed,
+	// before the scan takes it as missed by the event path, which works it at its reconcile
+	// delay. A missed event whose delay is shorter is taken up within ScanAfter + ScanInterval.
+	// Default 1 min.
+	ScanAfter time.Duration
+	// ScanBatch is the page size of a scan. Default 500.
 	ScanBatch int
 	// RetryDelay is how long an intent waits when it could not be worked now (its account's
 	// adapter could not be opened, the ledger failed). Default 30 s.
@@ -63,6 +75,9 @@ func (c Config) withDefaults() Config {
 	if c.Concurrency == 0 {
 		c.Concurrency = 16
 	}
+	if c.MaxWaiting == 0 {
+		c.MaxWaiting = 100_000
+	}
 	if c.LookupTimeout == 0 {
 		c.LookupTimeout = 10 * time.Second
 	}
@@ -70,7 +85,10 @@ func (c Config) withDefaults() Config {
 		c.ReadBackTimeout = 5 * time.Second
 	}
 	if c.ScanInterval == 0 {
-		c.ScanInterval = 30 * time.Second
+		c.ScanInterval = 10 * time.Second
+	}
+	if c.ScanAfter == 0 {
+		c.ScanAfter = time.Minute
 	}
 	if c.ScanBatch == 0 {
 		c.ScanBatch = 500
@@ -91,11 +109,11 @@ func (c Config) validate() error {
 	if c.Platforms == nil {
 		return errors.New("reconcile: no platforms configured")
 	}
-	if c.Concurrency < 1 || c.ScanBatch < 1 {
-		return fmt.Errorf("reconcile: concurrency %d and scan batch %d must be at least 1", c.Concurrency, c.ScanBatch)
+	if c.Concurrency < 1 || c.ScanBatch < 1 || c.MaxWaiting < 1 {
+		return fmt.Errorf("reconcile: concurrency %d, max waiting %d and scan batch %d must be at least 1", c.Concurrency, c.MaxWaiting, c.ScanBatch)
 	}
 	for name, v := range map[string]time.Duration{"lookup timeout": c.LookupTimeout, "read-back timeout": c.ReadBackTimeout,
-		"scan interval": c.ScanInterval, "retry delay": c.RetryDelay, "ack wait": c.AckWait} {
+		"scan interval": c.ScanInterval, "scan after": c.ScanAfter, "retry delay": c.RetryDelay, "ack wait": c.AckWait} {
 		if v <= 0 {
 			return fmt.Errorf("reconcile: %s %s must be positive", name, v)
 		}
@@ -129,11 +147,13 @@ func New(ctx context.Context, js jetstream.JetStream, l *ledger.Ledger, rel *rel
 		return nil, err
 	}
 	consumer, err := js.CreateOrUpdateConsumer(ctx, events.EventsStream, jetstream.ConsumerConfig{
-		Durable:       cfg.Durable,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       cfg.AckWait,
-		MaxAckPending: 4 * cfg.Concurrency,
-		FilterSubject: events.EventSubject(string(ledger.Indeterminate), "*"),
+		Durable:   cfg.Durable,
+		AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait:   cfg.AckWait,
+		// An event waiting out its intent's reconcile delay (NakWithDelay) stays pending on the
+		// server and holds no worker here; this bounds how many may wait at once.
+		MaxAckPending: cfg.MaxWaiting,
+		FilterSubject: events.StateSubjects(string(ledger.Indeterminate)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: consumer %s on %s: %w", cfg.Durable, events.EventsStream, err)
@@ -242,35 +262,47 @@ func keepAlive(m jetstream.Msg, ackWait time.Duration) (stop func()) {
 	return func() { close(done) }
 }
 
-// scanLoop is the safety net: every ScanInterval, the indeterminate intents nobody claimed a
-// lookup for, whatever became of their events.
+// scanLoop is the safety net: at start and then every ScanInterval, every indeterminate intent
+// nobody claimed a lookup for within ScanAfter, whatever became of its event, page by page.
 func (r *Reconciler) scanLoop(ctx context.Context) {
 	t := time.NewTicker(r.cfg.ScanInterval)
 	defer t.Stop()
 	for {
+		r.scan(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		keys, err := r.ledger.ReconcileCandidates(ctx, 0, r.cfg.ScanBatch)
+	}
+}
+
+func (r *Reconciler) scan(ctx context.Context) {
+	var after ledger.ReconcileCandidate
+	for {
+		page, err := r.ledger.ReconcileCandidates(ctx, r.cfg.ScanAfter, after, r.cfg.ScanBatch)
 		if err != nil {
 			if ctx.Err() == nil {
 				r.log.Warn("scan for indeterminate intents failed; the next scan tries again", zap.Error(err))
 			}
-			continue
+			return
 		}
+		r.counts.scanned.Add(float64(len(page)))
 		var wg sync.WaitGroup
-		for _, key := range keys {
+		for _, c := range page {
 			if !r.acquire(ctx) {
 				break
 			}
 			wg.Go(func() {
 				defer r.release()
-				r.Reconcile(context.WithoutCancel(ctx), key)
+				r.Reconcile(context.WithoutCancel(ctx), c.Key)
 			})
 		}
 		wg.Wait()
+		if len(page) < r.cfg.ScanBatch || ctx.Err() != nil {
+			return
+		}
+		after = page[len(page)-1]
 	}
 }
 
@@ -394,7 +426,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key identity.DeliveryKey) Ve
 
 // judge turns the lookup's answer into the ledger's verdict. A found object must read back
 // with the intent's text to count as published; a not-found proves not-sent only when the
-// adapter's idempotency-status lookup said so.
+// adapter declares an idempotency-status lookup and that lookup said so.
 func (r *Reconciler) judge(ctx context.Context, ad platform.Adapter, req platform.Request, lk platform.Lookup) (ledger.LookupResult, string, map[string]any) {
 	detail := map[string]any{"lookup": string(lk.Result)}
 	for k, v := range lk.Detail {
@@ -419,10 +451,15 @@ func (r *Reconciler) judge(ctx context.Context, ad platform.Adapter, req platfor
 		}
 		return ledger.Found, lk.ObjectID, detail
 	case platform.NotFound:
-		if lk.ProvenNotSent {
-			return ledger.ProvenNotSent, "", detail
+		if !lk.ProvenNotSent {
+			return ledger.NotFound, "", detail
 		}
-		return ledger.NotFound, "", detail
+		// Not-sent is retryable by policy, so only a lookup the adapter declares can prove it.
+		if !ad.Capabilities().StatusLookup {
+			detail["why"] = "proven not-sent from an adapter that declares no idempotency-status lookup: it proves nothing"
+			return ledger.NotFound, "", detail
+		}
+		return ledger.ProvenNotSent, "", detail
 	default:
 		return ledger.Unavailable, "", detail
 	}

@@ -114,6 +114,8 @@ func TestLateEvidenceResolvesWithoutALookup(t *testing.T) {
 		require.ErrorIs(t, err, ledger.ErrFenced)
 		require.Equal(t, ledger.Indeterminate, e.Intent(k).State)
 	}
+	_, err = e.Relay.Drain(e.Ctx) // the indeterminate events, as the sweeper publishes them
+	require.NoError(t, err)
 	e.run("reconciler-1", e.config())
 	intents := e.settle(keys, 20*time.Second)
 

@@ -19,27 +19,32 @@ import (
 type RoleConfig struct {
 	role.Common
 	Concurrency     int           // ATMOST_RECONCILE_CONCURRENCY
+	MaxWaiting      int           // ATMOST_RECONCILE_MAX_WAITING
 	LookupTimeout   time.Duration // ATMOST_LOOKUP_TIMEOUT
 	ReadBackTimeout time.Duration // ATMOST_READBACK_TIMEOUT
 	ScanInterval    time.Duration // ATMOST_RECONCILE_SCAN_INTERVAL
+	ScanAfter       time.Duration // ATMOST_RECONCILE_SCAN_AFTER
 	RetryDelay      time.Duration // ATMOST_RECONCILE_RETRY_DELAY
 }
 
 func (c RoleConfig) reconcileConfig(log *zap.Logger) Config {
-	return Config{Concurrency: c.Concurrency, LookupTimeout: c.LookupTimeout, ReadBackTimeout: c.ReadBackTimeout,
-		ScanInterval: c.ScanInterval, RetryDelay: c.RetryDelay, Platforms: platforms.Builtin(), Logger: log}
+	return Config{Concurrency: c.Concurrency, MaxWaiting: c.MaxWaiting, LookupTimeout: c.LookupTimeout, ReadBackTimeout: c.ReadBackTimeout,
+		ScanInterval: c.ScanInterval, ScanAfter: c.ScanAfter, RetryDelay: c.RetryDelay, Platforms: platforms.Builtin(), Logger: log}
 }
 
 func (c RoleConfig) validate() error {
 	// Zero means "default" to Config; on the command line it is a mistake.
 	for name, v := range map[string]time.Duration{"lookup-timeout": c.LookupTimeout, "readback-timeout": c.ReadBackTimeout,
-		"scan-interval": c.ScanInterval, "retry-delay": c.RetryDelay} {
+		"scan-interval": c.ScanInterval, "scan-after": c.ScanAfter, "retry-delay": c.RetryDelay} {
 		if v <= 0 {
 			return fmt.Errorf("%s %s: must be positive", name, v)
 		}
 	}
 	if c.Concurrency < 1 {
 		return fmt.Errorf("concurrency %d: must be at least 1", c.Concurrency)
+	}
+	if c.MaxWaiting < 1 {
+		return fmt.Errorf("max-waiting %d: must be at least 1", c.MaxWaiting)
 	}
 	return c.Common.Validate()
 }
@@ -52,14 +57,20 @@ func Main(ctx context.Context, args []string, getenv func(string) (string, bool)
 	var cfg RoleConfig
 	fs := flag.NewFlagSet("reconciler", flag.ContinueOnError)
 	cfg.Common.Register(fs, env, "127.0.0.1:9104")
-	fs.IntVar(&cfg.Concurrency, "concurrency", env.Int("ATMOST_RECONCILE_CONCURRENCY", 16), "intents reconciled at once (env ATMOST_RECONCILE_CONCURRENCY)")
-	fs.DurationVar(&cfg.LookupTimeout, "lookup-timeout", env.Duration("ATMOST_LOOKUP_TIMEOUT", 10*time.Second),
+	def := Config{}.withDefaults()
+	fs.IntVar(&cfg.Concurrency, "concurrency", env.Int("ATMOST_RECONCILE_CONCURRENCY", def.Concurrency),
+		"intents worked at once: reads, the one lookup, its read-back and resolution; an intent waiting out its reconcile delay holds none (env ATMOST_RECONCILE_CONCURRENCY)")
+	fs.IntVar(&cfg.MaxWaiting, "max-waiting", env.Int("ATMOST_RECONCILE_MAX_WAITING", def.MaxWaiting),
+		"indeterminate events held while their intents wait out the reconcile delay; reconciliation keeps pace with at most this many unknown outcomes per delay (env ATMOST_RECONCILE_MAX_WAITING)")
+	fs.DurationVar(&cfg.LookupTimeout, "lookup-timeout", env.Duration("ATMOST_LOOKUP_TIMEOUT", def.LookupTimeout),
 		"bound of the one lookup; a lookup that times out is spent and the intent parked (env ATMOST_LOOKUP_TIMEOUT)")
-	fs.DurationVar(&cfg.ReadBackTimeout, "readback-timeout", env.Duration("ATMOST_READBACK_TIMEOUT", 5*time.Second),
+	fs.DurationVar(&cfg.ReadBackTimeout, "readback-timeout", env.Duration("ATMOST_READBACK_TIMEOUT", def.ReadBackTimeout),
 		"bound of the read-back of a found or reported object (env ATMOST_READBACK_TIMEOUT)")
-	fs.DurationVar(&cfg.ScanInterval, "scan-interval", env.Duration("ATMOST_RECONCILE_SCAN_INTERVAL", 30*time.Second),
+	fs.DurationVar(&cfg.ScanInterval, "scan-interval", env.Duration("ATMOST_RECONCILE_SCAN_INTERVAL", def.ScanInterval),
 		"how often the ledger is scanned for indeterminate intents whose event was missed (env ATMOST_RECONCILE_SCAN_INTERVAL)")
-	fs.DurationVar(&cfg.RetryDelay, "retry-delay", env.Duration("ATMOST_RECONCILE_RETRY_DELAY", 30*time.Second),
+	fs.DurationVar(&cfg.ScanAfter, "scan-after", env.Duration("ATMOST_RECONCILE_SCAN_AFTER", def.ScanAfter),
+		"the scan takes an intent whose lookup is still unclaimed this long after it became indeterminate; the event path works it at its reconcile delay (env ATMOST_RECONCILE_SCAN_AFTER)")
+	fs.DurationVar(&cfg.RetryDelay, "retry-delay", env.Duration("ATMOST_RECONCILE_RETRY_DELAY", def.RetryDelay),
 		"how long an intent waits when it cannot be worked now: adapter not opened, ledger failing (env ATMOST_RECONCILE_RETRY_DELAY)")
 	code := role.Parse(fs, env, "reconciler", "Resolves indeterminate intents: evidence first, then after the reconcile delay ONE durably claimed lookup per intent.",
 		args, stderr, func() error { return cfg.validate() })
@@ -90,7 +101,8 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 		return err
 	}
 	log.Info("reconciler running", zap.String("http", addr.String()), zap.Int("concurrency", cfg.Concurrency),
-		zap.Duration("lookup_timeout", cfg.LookupTimeout), zap.Duration("scan_interval", cfg.ScanInterval))
+		zap.Duration("lookup_timeout", cfg.LookupTimeout), zap.Int("max_waiting", cfg.MaxWaiting),
+		zap.Duration("scan_interval", cfg.ScanInterval), zap.Duration("scan_after", cfg.ScanAfter))
 	if err := r.Run(ctx); err != nil {
 		return fmt.Errorf("reconcile: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/require"
 
@@ -71,6 +72,17 @@ func TestSubjectsAreValidForAnyAccount(t *testing.T) {
 		}
 	}
 	require.Equal(t, "atmost.rejected.key_mismatch", events.RejectSubject(identity.ReasonKeyMismatch))
+}
+
+// A consumer of one state's events (the reconciler's, of indeterminate ones) sees that state's
+// events of every account and no other state's, by the server's own subject matching.
+func TestStateSubjectsMatchEveryAccountOfThatStateOnly(t *testing.T) {
+	filter := events.StateSubjects("indeterminate")
+	for _, account := range []string{"acct-1", "a.b", "a*b", "a>b", "a b", "ünï", "~x"} {
+		require.True(t, server.SubjectMatchesFilter(events.EventSubject("indeterminate", account), filter), "%q", account)
+		require.False(t, server.SubjectMatchesFilter(events.EventSubject("parked", account), filter), "%q", account)
+	}
+	require.True(t, server.IsValidSubject(filter))
 }
 
 func TestEventsRoundTripAndMatchThePublishedSchema(t *testing.T) {

@@ -29,6 +29,13 @@ func EventSubject(state, account string) string {
 	return fmt.Sprintf("atmost.event.%s.%s", state, identity.AccountToken(account))
 }
 
+// StateSubjects is the filter of every event of a transition into state, whatever its
+// account. The wildcard is written here, not passed through EventSubject, which would encode it
+// as an account token and match nothing.
+func StateSubjects(state string) string {
+	return "atmost.event." + state + ".*"
+}
+
 // DispatchSubject is where the work item of an intent of account is published.
 func DispatchSubject(account string) string {
 	return "atmost.dispatch." + identity.AccountToken(account)

@@ -263,30 +263,61 @@ func (l *Ledger) ParkUnreconciled(ctx context.Context, stale, unclaimed time.Dur
 	return n, nil
 }
 
+// ReconcileCandidate is an indeterminate intent whose one lookup was never claimed, and since
+// when (by the database's clock) it has been indeterminate. It is also the cursor of the next
+// page of candidates.
+type ReconcileCandidate struct {
+	Key   identity.DeliveryKey
+	Since time.Time
+}
+
 // ReconcileCandidates returns up to max indeterminate intents whose lookup was never claimed
-// and that have been indeterminate for at least minAge by the database's clock, oldest first:
-// the reconciler's safety net for the indeterminate events it missed.
-func (l *Ledger) ReconcileCandidates(ctx context.Context, minAge time.Duration, max int) ([]identity.DeliveryKey, error) {
+// and that have been indeterminate for at least minAge by the database's clock, oldest first,
+// after the cursor (the zero ReconcileCandidate for the first page): the reconciler's safety
+// net for the indeterminate events it missed.
+func (l *Ledger) ReconcileCandidates(ctx context.Context, minAge time.Duration, after ReconcileCandidate, max int) ([]ReconcileCandidate, error) {
 	if max <= 0 {
 		return nil, fmt.Errorf("reconcile candidates: max must be positive, got %d", max)
 	}
-	var rows [][]byte
+	var rows []dbsqlc.ReconcileCandidatesRow
 	err := l.scan(ctx, "reconcile candidates", func(q *dbsqlc.Queries) (err error) {
-		rows, err = q.ReconcileCandidates(ctx, dbsqlc.ReconcileCandidatesParams{Reasons: reasonsOf(Indeterminate), MinAgeMs: minAge.Milliseconds(), MaxRows: int32(max)})
+		rows, err = q.ReconcileCandidates(ctx, dbsqlc.ReconcileCandidatesParams{Reasons: reasonsOf(Indeterminate), MinAgeMs: minAge.Milliseconds(),
+			AfterAt: after.Since, AfterKey: after.Key.Bytes(), MaxRows: int32(max)})
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]identity.DeliveryKey, 0, len(rows))
-	for _, b := range rows {
-		key, err := identity.DeliveryKeyFromBytes(b)
+	out := make([]ReconcileCandidate, 0, len(rows))
+	for _, r := range rows {
+		key, err := identity.DeliveryKeyFromBytes(r.DeliveryKey)
 		if err != nil {
 			return nil, fmt.Errorf("reconcile candidates: %w", err)
 		}
-		out = append(out, key)
+		out = append(out, ReconcileCandidate{Key: key, Since: r.UpdatedAt})
 	}
 	return out, nil
+}
+
+// ReconcileBacklog is how far reconciliation is behind: the indeterminate intents whose one
+// lookup is not claimed yet (waiting out their reconcile delay, or for a reconciler), and how
+// long the oldest of them has been indeterminate, by the database's clock.
+type ReconcileBacklog struct {
+	Waiting int64
+	Oldest  time.Duration
+}
+
+// ReconcileBacklog reads the backlog of reconciliation, through intents_sweep_idx.
+func (l *Ledger) ReconcileBacklog(ctx context.Context) (ReconcileBacklog, error) {
+	var row dbsqlc.ReconcileWaitingRow
+	err := l.scan(ctx, "reconcile backlog", func(q *dbsqlc.Queries) (err error) {
+		row, err = q.ReconcileWaiting(ctx, reasonsOf(Indeterminate))
+		return err
+	})
+	if err != nil {
+		return ReconcileBacklog{}, err
+	}
+	return ReconcileBacklog{Waiting: row.Waiting, Oldest: time.Duration(row.OldestMs) * time.Millisecond}, nil
 }
 
 // ReconcileStatus is where an intent's reconciliation stands.

@@ -242,9 +242,18 @@ func TestReconcileCandidatesAndStatusReadTheDatabaseClock(t *testing.T) {
 	_, err := e.l.ClaimReconciliation(e.ctx, claimed.Key)
 	require.NoError(t, err)
 
-	got, err := e.l.ReconcileCandidates(e.ctx, 30*time.Second, 100)
+	got, err := e.l.ReconcileCandidates(e.ctx, 30*time.Second, ledger.ReconcileCandidate{}, 100)
 	require.NoError(t, err)
-	require.Equal(t, []identity.DeliveryKey{old.Key}, got)
+	require.Len(t, got, 1)
+	require.Equal(t, old.Key, got[0].Key)
+	next, err := e.l.ReconcileCandidates(e.ctx, 30*time.Second, got[0], 100)
+	require.NoError(t, err)
+	require.Empty(t, next, "the cursor is past the only candidate")
+
+	backlog, err := e.l.ReconcileBacklog(e.ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), backlog.Waiting, "the old and the young one; the claimed one waits for no lookup")
+	require.InDelta(t, time.Minute.Seconds(), backlog.Oldest.Seconds(), 5)
 
 	st, err := e.l.ReconcileStatusOf(e.ctx, old.Key)
 	require.NoError(t, err)

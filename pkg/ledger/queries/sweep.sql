@@ -225,17 +225,30 @@ FROM verdict v
 LEFT JOIN changed c ON c.delivery_key = v.delivery_key;
 
 -- name: ReconcileCandidates :many
--- Indeterminate intents whose one lookup was never claimed and whose reconcile delay, by the
--- database's clock, has passed: the reconciler's safety net for indeterminate events it
--- missed. Found through intents_sweep_idx.
-SELECT i.delivery_key
+-- Indeterminate intents whose one lookup was never claimed and that have been indeterminate
+-- for at least min_age by the database's clock, oldest first, after the cursor (updated_at,
+-- delivery_key): the reconciler's safety net for indeterminate events it missed, read page by
+-- page. Found through intents_sweep_idx.
+SELECT i.delivery_key, i.updated_at
 FROM intents i
 WHERE i.state = 'indeterminate'
   AND i.reason = ANY(@reasons::TEXT[])
   AND i.updated_at <= now() - sqlc.arg(min_age_ms)::BIGINT * INTERVAL '1 millisecond'
+  AND (i.updated_at, i.delivery_key) > (@after_at::TIMESTAMPTZ, @after_key::BYTEA)
   AND NOT EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = i.attempt_token)
-ORDER BY i.updated_at
+ORDER BY i.updated_at, i.delivery_key
 LIMIT @max_rows::INT;
+
+-- name: ReconcileWaiting :one
+-- The indeterminate intents whose one lookup is not claimed yet, and how long the oldest of
+-- them has waited by the database's clock: what a person alerts on when reconciliation falls
+-- behind. Read through intents_sweep_idx.
+SELECT count(*)::BIGINT AS waiting,
+       coalesce((extract(epoch FROM now() - min(i.updated_at)) * 1000)::BIGINT, 0)::BIGINT AS oldest_ms
+FROM intents i
+WHERE i.state = 'indeterminate'
+  AND i.reason = ANY(@reasons::TEXT[])
+  AND NOT EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = i.attempt_token);
 
 -- name: ReconcileStatus :one
 -- Where an intent's reconciliation stands, by the database's clock: how long it has been in

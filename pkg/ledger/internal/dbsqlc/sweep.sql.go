@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -254,38 +255,53 @@ func (q *Queries) IntentsRetryMany(ctx context.Context, arg IntentsRetryManyPara
 }
 
 const reconcileCandidates = `-- name: ReconcileCandidates :many
-SELECT i.delivery_key
+SELECT i.delivery_key, i.updated_at
 FROM intents i
 WHERE i.state = 'indeterminate'
   AND i.reason = ANY($1::TEXT[])
   AND i.updated_at <= now() - $2::BIGINT * INTERVAL '1 millisecond'
+  AND (i.updated_at, i.delivery_key) > ($3::TIMESTAMPTZ, $4::BYTEA)
   AND NOT EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = i.attempt_token)
-ORDER BY i.updated_at
-LIMIT $3::INT
+ORDER BY i.updated_at, i.delivery_key
+LIMIT $5::INT
 `
 
 type ReconcileCandidatesParams struct {
 	Reasons  []string
 	MinAgeMs int64
+	AfterAt  time.Time
+	AfterKey []byte
 	MaxRows  int32
 }
 
-// Indeterminate intents whose one lookup was never claimed and whose reconcile delay, by the
-// database's clock, has passed: the reconciler's safety net for indeterminate events it
-// missed. Found through intents_sweep_idx.
-func (q *Queries) ReconcileCandidates(ctx context.Context, arg ReconcileCandidatesParams) ([][]byte, error) {
-	rows, err := q.db.Query(ctx, reconcileCandidates, arg.Reasons, arg.MinAgeMs, arg.MaxRows)
+type ReconcileCandidatesRow struct {
+	DeliveryKey []byte
+	UpdatedAt   time.Time
+}
+
+// Indeterminate intents whose one lookup was never claimed and that have been indeterminate
+// for at least min_age by the database's clock, oldest first, after the cursor (updated_at,
+// delivery_key): the reconciler's safety net for indeterminate events it missed, read page by
+// page. Found through intents_sweep_idx.
+func (q *Queries) ReconcileCandidates(ctx context.Context, arg ReconcileCandidatesParams) ([]ReconcileCandidatesRow, error) {
+	rows, err := q.db.Query(ctx, reconcileCandidates,
+		arg.Reasons,
+		arg.MinAgeMs,
+		arg.AfterAt,
+		arg.AfterKey,
+		arg.MaxRows,
+	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items [][]byte
+	var items []ReconcileCandidatesRow
 	for rows.Next() {
-		var delivery_key []byte
-		if err := rows.Scan(&delivery_key); err != nil {
+		var i ReconcileCandidatesRow
+		if err := rows.Scan(&i.DeliveryKey, &i.UpdatedAt); err != nil {
 			return nil, err
 		}
-		items = append(items, delivery_key)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -320,6 +336,30 @@ func (q *Queries) ReconcileStatus(ctx context.Context, deliveryKey []byte) (Reco
 		&i.Claimed,
 		&i.Resolved,
 	)
+	return i, err
+}
+
+const reconcileWaiting = `-- name: ReconcileWaiting :one
+SELECT count(*)::BIGINT AS waiting,
+       coalesce((extract(epoch FROM now() - min(i.updated_at)) * 1000)::BIGINT, 0)::BIGINT AS oldest_ms
+FROM intents i
+WHERE i.state = 'indeterminate'
+  AND i.reason = ANY($1::TEXT[])
+  AND NOT EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = i.attempt_token)
+`
+
+type ReconcileWaitingRow struct {
+	Waiting  int64
+	OldestMs int64
+}
+
+// The indeterminate intents whose one lookup is not claimed yet, and how long the oldest of
+// them has waited by the database's clock: what a person alerts on when reconciliation falls
+// behind. Read through intents_sweep_idx.
+func (q *Queries) ReconcileWaiting(ctx context.Context, reasons []string) (ReconcileWaitingRow, error) {
+	row := q.db.QueryRow(ctx, reconcileWaiting, reasons)
+	var i ReconcileWaitingRow
+	err := row.Scan(&i.Waiting, &i.OldestMs)
 	return i, err
 }
 
