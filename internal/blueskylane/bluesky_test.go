@@ -1,14 +1,18 @@
 package blueskylane_test
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/internal/blueskylane"
+	"github.com/atmost/atmost/internal/platforms"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
+	"github.com/atmost/atmost/pkg/platform"
+	"github.com/atmost/atmost/pkg/platform/bluesky"
 )
 
 const (
@@ -124,38 +128,86 @@ func TestACreateRecordDroppedAfterTheRequestEndsPublishedByTheLookup(t *testing.
 	require.EqualValues(t, 1, e.proxy.Forwarded(), "no second createRecord")
 }
 
-// A createRecord whose connection dies after the client wrote it but before a byte reached the
-// PDS: the adapter cannot tell this from the case above, so the intent goes indeterminate too.
-// The lookup is an idempotency-status lookup (the record key is derived from the delivery
-// key), so the PDS's RecordNotFound proves nothing was created: the intent fails, a retry
-// sends it, and the PDS ends with one record.
-func TestACreateRecordDroppedBeforeThePDSIsProvenNotSentAndRetried(t *testing.T) {
+// A createRecord whose connection dies before a byte reached the PDS, and one whose answer is
+// lost after the PDS created the record, which a person then deletes: the adapter cannot tell
+// either from the other (both unknown), and neither can the lookup, because the PDS answers
+// RecordNotFound for both. So a not-found proves nothing: both intents are parked for a person
+// (reconcile_not_found), never failed into a retry that would post the deleted one again, and
+// the PDS never sees a second createRecord.
+func TestARecordDeletedBeforeTheLookupIsParkedNeverSentAgain(t *testing.T) {
 	t.Parallel()
 	e := newLane(t)
 	e.dispatcher()
 
 	e.proxy.DropNext(blueskylane.DropBeforeRequest)
-	key := e.submit(envelope("post", "", map[string]any{"text": "lost on the way"}))[0]
-	in := e.await([]identity.DeliveryKey{key}, time.Minute, ledger.Indeterminate)[key]
+	lost := e.submit(envelope("post", "", map[string]any{"text": "lost on the way"}))[0]
+	in := e.await([]identity.DeliveryKey{lost}, time.Minute, ledger.Indeterminate)[lost]
 	require.Equal(t, ledger.ReasonSendUnknown, in.Reason)
 	require.EqualValues(t, 0, e.proxy.Forwarded(), "nothing reached the PDS")
-	_, ok := e.getRecord(posts, key)
+
+	e.proxy.DropNext(blueskylane.DropAfterRequest)
+	deleted := e.submit(envelope("post", "", map[string]any{"text": "sent, the answer lost, then deleted by a person"}))[0]
+	in = e.await([]identity.DeliveryKey{deleted}, time.Minute, ledger.Indeterminate)[deleted]
+	require.Equal(t, ledger.ReasonSendUnknown, in.Reason)
+	require.EqualValues(t, 1, e.proxy.Forwarded(), "the second request reached the PDS")
+	_, ok := e.getRecord(posts, deleted)
+	require.True(t, ok, "the PDS created the record although its answer was lost")
+	e.deleteRecord(posts, bluesky.RecordKey(deleted))
+	_, ok = e.getRecord(posts, deleted)
+	require.False(t, ok, "the record is deleted")
+	_, ok = e.getRecord(posts, lost)
 	require.False(t, ok)
 
+	keys := []identity.DeliveryKey{lost, deleted}
 	e.reconciler()
-	in = e.await([]identity.DeliveryKey{key}, 30*time.Second, ledger.Failed)[key]
-	require.Equal(t, ledger.ReasonReconciledNotSent, in.Reason)
+	intents := e.await(keys, 30*time.Second, ledger.Parked)
+	for _, k := range keys {
+		require.Equal(t, ledger.ReasonReconcileNotFound, intents[k].Reason, "parked for a person: %s", k)
+		last := e.lastTransition(k)
+		require.Equal(t, ledger.Indeterminate, last.From)
+		require.Equal(t, "reconciler", last.Actor)
 
-	require.NoError(t, e.Ledger.Retry(e.Ctx, key))
-	_, err := e.Relay.Drain(e.Ctx)
+		rec, err := e.Ledger.Inspect(e.Ctx, k)
+		require.NoError(t, err)
+		require.Len(t, rec.Attempts, 1, "one attempt: the unknown outcome was never retried")
+		steps := []string{}
+		for _, s := range rec.Reconciliations {
+			steps = append(steps, s.Step+":"+s.Result)
+		}
+		require.Equal(t, []string{"claimed:", "resolved:not_found"}, steps, "one lookup, and its not-found proved nothing")
+		var detail map[string]any
+		require.NoError(t, json.Unmarshal(rec.Reconciliations[1].Detail, &detail))
+		require.Equal(t, "RecordNotFound", detail["xrpc_error"], "the PDS's own answer")
+
+		// Parked is a person's: no retry moves it, and a redelivered work item sends nothing.
+		require.ErrorIs(t, e.Ledger.Retry(e.Ctx, k), ledger.ErrInvalidTransition)
+		e.republish(k)
+	}
+	e.drained()
+
+	// The adapter's own answer, asked once more: the same for both, and no proof of not-sent.
+	ad := e.adapter()
+	require.False(t, ad.Capabilities().StatusLookup, "the Bluesky adapter declares no status lookup")
+	var answers []platform.Lookup
+	for _, k := range keys {
+		req, err := platforms.RequestOf(intents[k])
+		require.NoError(t, err)
+		lk := ad.Lookup(e.Ctx, req)
+		require.Equal(t, platform.NotFound, lk.Result, lk.Detail)
+		require.False(t, lk.ProvenNotSent, "a not-found on Bluesky proves nothing")
+		require.Equal(t, "RecordNotFound", lk.Detail["xrpc_error"])
+		answers = append(answers, lk)
+	}
+	require.Equal(t, answers[0].Result, answers[1].Result)
+	require.Equal(t, answers[0].ProvenNotSent, answers[1].ProvenNotSent, "a lost request and a deleted record read the same")
+
+	require.Empty(t, e.listRecords(posts), "no record on the PDS: the deleted post was never made again")
+	require.EqualValues(t, 1, e.proxy.Forwarded(), "no second createRecord")
+	after, err := e.Ledger.GetMany(e.Ctx, keys)
 	require.NoError(t, err)
-	in = e.await([]identity.DeliveryKey{key}, time.Minute, ledger.Published)[key]
-	require.Equal(t, ledger.ReasonPublished, in.Reason)
-	stored, ok := e.getRecord(posts, key)
-	require.True(t, ok)
-	require.Equal(t, in.ObjectID, stored.URI)
-	require.Len(t, e.listRecords(posts), 1, "one record on the PDS")
-	require.EqualValues(t, 1, e.proxy.Forwarded())
+	for _, k := range keys {
+		require.Equal(t, ledger.Parked, after[k].State, "still parked after the redelivery")
+	}
 }
 
 func toAny(m map[string]string) map[string]any {

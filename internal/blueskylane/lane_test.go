@@ -38,8 +38,9 @@ const reconcileDelay = time.Second
 // the proxy) with the app password behind an env: credential reference.
 type lane struct {
 	*worldtest.World
-	pds   *blueskylane.PDS
-	proxy *blueskylane.Proxy
+	pds     *blueskylane.PDS
+	proxy   *blueskylane.Proxy
+	account ledger.Account
 }
 
 var credentials atomic.Int64
@@ -60,11 +61,21 @@ func newLane(t *testing.T) *lane {
 	t.Cleanup(func() { _ = os.Unsetenv(secret) })
 	settings, err := json.Marshal(map[string]string{"pds": proxy.URL(), "identifier": pds.DID, "reconcile_delay": reconcileDelay.String()})
 	require.NoError(t, err)
-	require.NoError(t, l.AddAccount(ctx, ledger.Account{ID: account, Platform: bluesky.Name, Settings: settings, CredentialRef: "env:" + secret, CredentialVersion: 1}))
+	acct := ledger.Account{ID: account, Platform: bluesky.Name, Settings: settings, CredentialRef: "env:" + secret, CredentialVersion: 1}
+	require.NoError(t, l.AddAccount(ctx, acct))
 	unlimited := 0
 	_, err = l.SetPolicy(ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, "test", "the lane is not about the rate limit")
 	require.NoError(t, err)
-	return &lane{World: w, pds: pds, proxy: proxy}
+	return &lane{World: w, pds: pds, proxy: proxy, account: acct}
+}
+
+// adapter opens the adapter the lane's account is configured with, as the roles do.
+func (e *lane) adapter() platform.Adapter {
+	e.T.Helper()
+	ad, err := registry.Open(platform.Account{ID: e.account.ID, Platform: e.account.Platform, Settings: e.account.Settings,
+		CredentialRef: e.account.CredentialRef, CredentialVersion: e.account.CredentialVersion})
+	require.NoError(e.T, err)
+	return ad
 }
 
 var registry = platform.Registry{bluesky.Name: bluesky.Open}
@@ -192,6 +203,35 @@ func (e *lane) getRecord(collection string, key identity.DeliveryKey) (record, b
 	}
 	require.Equal(e.T, http.StatusOK, status, "getRecord %s %s", collection, key)
 	return r, true
+}
+
+// deleteRecord deletes a record of the lane account's repository the way a person does in an
+// app: a session of the account, then com.atproto.repo.deleteRecord, directly on the PDS.
+func (e *lane) deleteRecord(collection, rkey string) {
+	e.T.Helper()
+	call := func(method, bearer string, in, out any) {
+		body, err := json.Marshal(in)
+		require.NoError(e.T, err)
+		req, err := http.NewRequestWithContext(e.Ctx, http.MethodPost, e.pds.URL+"/xrpc/"+method, strings.NewReader(string(body)))
+		require.NoError(e.T, err)
+		req.Header.Set("Content-Type", "application/json")
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(e.T, err)
+		defer resp.Body.Close()
+		require.Equal(e.T, http.StatusOK, resp.StatusCode, method)
+		if out != nil {
+			require.NoError(e.T, json.NewDecoder(resp.Body).Decode(out))
+		}
+	}
+	var sess struct {
+		AccessJwt string `json:"accessJwt"`
+	}
+	call("com.atproto.server.createSession", "", map[string]string{"identifier": e.pds.DID, "password": e.pds.Password}, &sess)
+	require.NotEmpty(e.T, sess.AccessJwt)
+	call("com.atproto.repo.deleteRecord", sess.AccessJwt, map[string]string{"repo": e.pds.DID, "collection": collection, "rkey": rkey}, nil)
 }
 
 // listRecords is every record of a collection in the lane account's repository.

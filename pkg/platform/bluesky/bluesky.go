@@ -58,11 +58,11 @@ func Open(a platform.Account) (platform.Adapter, error) {
 	return ad, nil
 }
 
-// Capabilities: the lookup is an idempotency-status lookup, because the record key is derived
-// from the delivery key (RecordKey): a getRecord under it answers for the original request.
+// Capabilities declare no status lookup: a getRecord under the intent's record key proves a
+// record is there, but its absence cannot tell a create that never landed from a record deleted
+// since (see Lookup), so a not-found must go to a person.
 func (a *adapter) Capabilities() platform.Capabilities {
 	return platform.Capabilities{
-		StatusLookup:       true,
 		DefinitiveStatuses: append([]int(nil), DefinitiveStatuses...),
 		ContractVersion:    a.cfg.contract,
 		ReconcileDelay:     a.cfg.reconcileDelay,
@@ -257,12 +257,15 @@ func (a *adapter) ReadBack(ctx context.Context, r platform.Request, objectID str
 	return obj, nil
 }
 
-// Lookup is the idempotency-status lookup: getRecord of the record key derived from r's
-// delivery key, in the account's repository and r's collection. 200 naming the record is
-// Found (its at-uri); 400 RecordNotFound is NotFound with ProvenNotSent, because nothing can
-// have been created for r under any other key; anything else is Unavailable. The repository
-// is named by its DID (from the identifier, or the session when the identifier is a handle:
-// a handle can move to another account, whose PDS would answer for the wrong repository).
+// Lookup is getRecord of the record key derived from r's delivery key, in the account's
+// repository and r's collection: 200 naming the record is Found (its at-uri), 400
+// RecordNotFound is NotFound, anything else is Unavailable. NotFound is never ProvenNotSent:
+// the PDS answers from the repository as it is now, where a record the lost request created
+// and someone deleted since (the account, a moderator's takedown, the duplicate-backlink rule
+// of another intent's like, repost or follow) is as absent as one never created, and it keeps
+// no history a lookup could check instead (see the package comment). The repository is named
+// by its DID (from the identifier, or the session when the identifier is a handle: a handle
+// can move to another account, whose PDS would answer for the wrong repository).
 func (a *adapter) Lookup(ctx context.Context, r platform.Request) platform.Lookup {
 	unavailable := func(detail map[string]any) platform.Lookup {
 		return platform.Lookup{Result: platform.Unavailable, Detail: a.redactDetail(detail, session{})}
@@ -294,7 +297,8 @@ func (a *adapter) Lookup(ctx context.Context, r platform.Request) platform.Looku
 	}
 	switch {
 	case ex.Status == http.StatusBadRequest && x.Name == errRecordNotFound:
-		return platform.Lookup{Result: platform.NotFound, ProvenNotSent: true, Detail: a.redactDetail(detail, session{})}
+		detail["why"] = "RecordNotFound proves nothing: a record the send created and someone deleted since reads the same"
+		return platform.Lookup{Result: platform.NotFound, Detail: a.redactDetail(detail, session{})}
 	case ex.Status >= 200 && ex.Status <= 299 && ex.Err == nil:
 		var out getRecordOutput
 		if err := json.Unmarshal(ex.Body, &out); err != nil {

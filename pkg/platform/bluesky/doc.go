@@ -29,10 +29,23 @@
 //
 // Record keys: every record gets RecordKey(delivery key), a TID made of the key's first 63
 // bits, so a second create for the same intent meets the first record instead of making
-// another, and getRecord under that key is an idempotency-status lookup (Lookup proves
-// not-sent on 400 RecordNotFound). Per account and collection, two intents share a record key
-// with probability about n²/2⁶⁴ over n intents; the second one then ends unknown, never as a
-// second record.
+// another, and getRecord under that key finds the intent's record (Lookup: Found). Per account
+// and collection, two intents share a record key with probability about n²/2⁶⁴ over n
+// intents; the second one then ends unknown, never as a second record.
+//
+// What the lookup proves: published, never not-sent, so Capabilities declare no StatusLookup
+// and a RecordNotFound parks the intent for a person. A record the lost request created is
+// absent again once the account deleted it, a moderator took it down (getRecord then answers
+// RecordNotFound too), or another intent's like, repost or follow of the same subject replaced
+// it, and nothing the PDS serves remembers it: a commit replaces the repository's root and
+// drops the blocks no longer reached, so getRecord, listRecords, getRepo (with since),
+// getBlocks and getLatestCommit show the repository as it is now. Only the host's event
+// stream (com.atproto.sync.subscribeRepos) holds the create and the delete, and it is no
+// proof either: it keeps a backfill window (a day by default) and nothing of a deleted
+// account, it is one stream for every account of the host, and reading it from before the
+// send needs a cursor taken before the send, which neither Prepare (no network call) nor
+// Lookup (the request only) has. A repository not hosted where the settings point is answered
+// by the AppView, which is eventually consistent besides.
 //
 // createdAt is the time of Prepare, in the prepared bytes and their hash: the dispatcher
 // prepares once per attempt and sends exactly those bytes; a later attempt prepares again.

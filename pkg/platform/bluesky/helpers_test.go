@@ -308,6 +308,14 @@ func (p *fakePDS) put(uri, value string) {
 	p.records[uri] = storedRecord{CID: "bafyreiearlier", Value: json.RawMessage(value)}
 }
 
+// remove deletes a record, as the account (com.atproto.repo.deleteRecord), a moderator's
+// takedown or the duplicate-backlink rule would: getRecord answers RecordNotFound after it.
+func (p *fakePDS) remove(uri string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.records, uri)
+}
+
 // recordCount is how many records the PDS holds.
 func (p *fakePDS) recordCount() int {
 	p.mu.Lock()

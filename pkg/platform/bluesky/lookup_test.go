@@ -10,8 +10,8 @@ import (
 	"github.com/atmost/atmost/pkg/platform/bluesky"
 )
 
-// The lookup reads the record under the intent's derived key: found after a send, proven not
-// sent when the PDS has none (nothing can have been created for the intent under another key).
+// The lookup reads the record under the intent's derived key: found after a send, not found
+// (which proves nothing) when the PDS has none.
 func TestTheLookupAnswersForTheIntentsKey(t *testing.T) {
 	clk := newClock(t0)
 	pds := newPDS(t, clk)
@@ -21,7 +21,7 @@ func TestTheLookupAnswersForTheIntentsKey(t *testing.T) {
 
 	lk := ad.Lookup(ctx(t), r)
 	require.Equal(t, platform.NotFound, lk.Result, lk.Detail)
-	require.True(t, lk.ProvenNotSent)
+	require.False(t, lk.ProvenNotSent)
 	require.Equal(t, "RecordNotFound", lk.Detail["xrpc_error"])
 	require.Equal(t, rkey, lk.Detail["rkey"])
 	read := pds.requests()[0]
@@ -44,7 +44,37 @@ func TestTheLookupAnswersForTheIntentsKey(t *testing.T) {
 	require.Equal(t, "app.bsky.feed.like", lk.Detail["collection"])
 }
 
-// Anything but a record or RecordNotFound proves nothing.
+// A record the send created and someone deleted before the lookup (the account, a takedown,
+// the duplicate-backlink rule) reads exactly as a create that never landed: RecordNotFound.
+// So a not-found is no proof of not-sent, and the adapter declares no status lookup: the
+// reconciler parks the intent for a person instead of failing it, which policy would retry
+// into a second record.
+func TestARecordDeletedBeforeTheLookupIsNoProofOfNotSent(t *testing.T) {
+	clk := newClock(t0)
+	pds := newPDS(t, clk)
+	ad := open(t, pds.URL, clk)
+	require.False(t, ad.Capabilities().StatusLookup, "getRecord cannot prove not-sent")
+
+	never := ad.Lookup(ctx(t), postRequest(t))
+
+	r := request(t, "post", "", `{"text":"made, then deleted"}`)
+	_, out := send(t, ad, r)
+	require.Equal(t, platform.Sent, out.Result, out.Detail)
+	require.Equal(t, platform.Found, ad.Lookup(ctx(t), r).Result)
+	pds.remove(out.ObjectID)
+	lk := ad.Lookup(ctx(t), r)
+	require.Equal(t, platform.NotFound, lk.Result, lk.Detail)
+	require.False(t, lk.ProvenNotSent, "a deleted record must not read as never sent")
+	require.Equal(t, "RecordNotFound", lk.Detail["xrpc_error"])
+	require.Contains(t, lk.Detail["why"], "proves nothing")
+
+	require.Equal(t, platform.NotFound, never.Result, never.Detail)
+	require.Equal(t, never.ProvenNotSent, lk.ProvenNotSent, "a create that never landed reads the same")
+	require.Equal(t, 0, pds.recordCount())
+	require.Equal(t, 1, pds.count("com.atproto.repo.createRecord"), "the lookup created nothing")
+}
+
+// Anything but a record or RecordNotFound is Unavailable: the PDS could not tell.
 func TestALookupThatCannotTellIsUnavailable(t *testing.T) {
 	r := postRequest(t)
 	for _, c := range []struct {
@@ -96,7 +126,7 @@ func TestALookupByHandleUsesTheSessionsDID(t *testing.T) {
 	r := postRequest(t)
 	lk := ad.Lookup(ctx(t), r)
 	require.Equal(t, platform.NotFound, lk.Result, lk.Detail)
-	require.True(t, lk.ProvenNotSent)
+	require.False(t, lk.ProvenNotSent)
 	require.Equal(t, []string{"com.atproto.server.createSession", "com.atproto.repo.getRecord"}, pds.methods())
 	require.Equal(t, did, pds.requests()[1].Query["repo"])
 	require.JSONEq(t, `{"identifier":"`+handle+`","password":"`+password+`"}`, string(pds.requests()[0].Body))
