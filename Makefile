@@ -48,7 +48,7 @@ generate: ## regenerate the ledger's query code from pkg/ledger/queries with sql
 migrate: build ## create and migrate the ledger at ATMOST_DATABASE_URL
 	$(BIN)/atmost migrate --create-database
 
-bench: ## benchmarks on the real database and JetStream: the ledger at both isolation levels, ingest of 100,000 intents, the relay, a sweeper pass over 100,000 intents, end to end through ingest, dispatcher and platformsim
+bench: ## benchmarks on the real database and JetStream: the ledger at both isolation levels, ingest of 100,000 intents, the relay, a sweeper pass over 100,000 intents, end to end through ingest, dispatcher and platformsim, reconciliation at 5 % and 20 % unknown outcomes and of a backlog of 10,000
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./pkg/ledger/ -args -isolation=serializable
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./pkg/ledger/ -args -isolation=read-committed
 	$(GO) test -run '^$$' -bench . -benchtime 100000x ./internal/ingest/
@@ -56,6 +56,7 @@ bench: ## benchmarks on the real database and JetStream: the ledger at both isol
 	$(GO) test -run '^$$' -bench SweepPass -benchtime 20x ./internal/sweep/
 	$(GO) test -run '^$$' -bench EndToEnd -benchtime 10000x ./internal/dispatch/ -args -isolation=serializable
 	$(GO) test -run '^$$' -bench EndToEnd -benchtime 10000x ./internal/dispatch/ -args -isolation=read-committed
+	$(GO) test -run '^$$' -bench Reconcile -benchtime 10000x ./internal/reconcile/
 
 fuzz: ## run each fuzz target for FUZZTIME (default 3m)
 	$(GO) test -run '^$$' -fuzz '^FuzzParseEnvelope$$' -fuzztime $(FUZZTIME) -parallel 1 ./pkg/identity/

@@ -134,10 +134,14 @@ type Reconciler struct {
 	log      *zap.Logger
 	counts   *counters
 	slots    chan struct{}
+	mu       sync.Mutex
 	// busy holds the keys being worked in this process, so the scan and an event never work
 	// one intent at once here (across processes the ledger's claim decides).
-	mu   sync.Mutex
-	busy map[identity.DeliveryKey]bool
+	busy     map[identity.DeliveryKey]bool
+	accounts map[string]readAccount
+	// unpublished are resolved intents whose transitions wait for the next publishing round.
+	unpublished []identity.DeliveryKey
+	publishing  sync.Mutex
 }
 
 // New creates (or attaches to) the durable consumer of indeterminate events on ATMOST_EVENTS.
@@ -160,7 +164,7 @@ func New(ctx context.Context, js jetstream.JetStream, l *ledger.Ledger, rel *rel
 	}
 	return &Reconciler{cfg: cfg, ledger: l, relay: rel, consumer: consumer, adapters: platforms.NewCache(cfg.Platforms),
 		log: cfg.Logger.Named("reconcile"), counts: newCounters(), slots: make(chan struct{}, cfg.Concurrency),
-		busy: map[identity.DeliveryKey]bool{}}, nil
+		busy: map[identity.DeliveryKey]bool{}, accounts: map[string]readAccount{}}, nil
 }
 
 // Verdict is what became of one intent's turn.
@@ -231,6 +235,12 @@ func (r *Reconciler) handle(ctx context.Context, m jetstream.Msg) {
 		r.log.Warn("an unreadable event on the indeterminate subject; dropped", zap.String("subject", m.Subject()), zap.Error(err))
 		r.counts.turn("unreadable_event")
 		_ = m.Term()
+		return
+	}
+	if wait := r.untilDue(ctx, e); wait > 0 {
+		// Not due yet: the event waits on the server, holding no worker and reading nothing.
+		r.counts.turn("waiting_delay")
+		_ = m.NakWithDelay(wait)
 		return
 	}
 	keep := keepAlive(m, r.cfg.AckWait)
@@ -338,7 +348,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, key identity.DeliveryKey) Ve
 
 func (r *Reconciler) reconcile(ctx context.Context, key identity.DeliveryKey) Verdict {
 	log := r.log.With(zap.Stringer("key", key))
-	rec, err := r.ledger.Inspect(ctx, key)
+	status, err := r.ledger.ReconcileStatusOf(ctx, key)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return done("not_found")
 	}
@@ -346,29 +356,30 @@ func (r *Reconciler) reconcile(ctx context.Context, key identity.DeliveryKey) Ve
 		log.Warn("reading the intent failed; trying again later", zap.Error(err))
 		return later("ledger_error", r.cfg.RetryDelay)
 	}
-	if rec.Intent.State != ledger.Indeterminate {
-		return done("not_indeterminate")
-	}
-	status, err := r.ledger.ReconcileStatusOf(ctx, key)
-	if err != nil {
-		log.Warn("reading the reconciliation failed; trying again later", zap.Error(err))
-		return later("ledger_error", r.cfg.RetryDelay)
-	}
-	if status.State != ledger.Indeterminate {
+	if status.Intent.State != ledger.Indeterminate {
 		return done("not_indeterminate")
 	}
 	if status.Claimed {
 		// Another reconciler holds the one lookup, or held it and died: never a second one.
 		return done("already_claimed")
 	}
-	ad, req, err := r.open(ctx, rec.Intent)
+	ad, req, err := r.open(ctx, status.Intent)
 	if err != nil {
 		log.Warn("the account's adapter cannot be opened; trying again later", zap.Error(err))
 		return later("adapter_unavailable", r.cfg.RetryDelay)
 	}
 
 	// Evidence first: a fenced-out worker that reported a success it had read back.
-	for _, ev := range rec.Evidence {
+	var evidence []ledger.Evidence
+	if status.ReportedSuccess {
+		rec, err := r.ledger.Inspect(ctx, key)
+		if err != nil {
+			log.Warn("reading the evidence failed; trying again later", zap.Error(err))
+			return later("ledger_error", r.cfg.RetryDelay)
+		}
+		evidence = rec.Evidence
+	}
+	for _, ev := range evidence {
 		if ev.Result != "success" || ev.Reason != ledger.ReasonPublished || ev.ObjectID == "" {
 			continue
 		}
@@ -486,22 +497,76 @@ func (r *Reconciler) open(ctx context.Context, in ledger.Intent) (platform.Adapt
 	if err != nil {
 		return nil, req, err
 	}
-	gates, err := r.ledger.Gates(ctx, []string{in.Account})
-	if err != nil {
-		return nil, req, err
-	}
-	g, ok := gates[in.Account]
-	if !ok {
-		return nil, req, fmt.Errorf("account %q is not configured", in.Account)
-	}
-	ad, err := r.adapters.Open(g.Account)
+	ad, err := r.adapterOf(ctx, in.Account)
 	return ad, req, err
 }
 
+// accountTTL is how long a reconciler works with an account's configuration before it reads it
+// again. What it decides with it sends nothing (a reconcile delay, a lookup, a read-back), so a
+// configuration up to this old changes no outcome that matters, and it spares a ledger read per
+// intent.
+const accountTTL = time.Second
+
+type readAccount struct {
+	account ledger.Account
+	at      time.Time
+}
+
+// adapterOf returns the adapter of account, configured as the ledger said at most accountTTL
+// ago.
+func (r *Reconciler) adapterOf(ctx context.Context, account string) (platform.Adapter, error) {
+	r.mu.Lock()
+	c, ok := r.accounts[account]
+	r.mu.Unlock()
+	if !ok || time.Since(c.at) > accountTTL {
+		gates, err := r.ledger.Gates(ctx, []string{account})
+		if err != nil {
+			return nil, err
+		}
+		g, ok := gates[account]
+		if !ok {
+			return nil, fmt.Errorf("account %q is not configured", account)
+		}
+		c = readAccount{account: g.Account, at: time.Now()}
+		r.mu.Lock()
+		r.accounts[account] = c
+		r.mu.Unlock()
+	}
+	return r.adapters.Open(c.account)
+}
+
+// untilDue is how long the intent of an indeterminate event still has to wait out its
+// account's reconcile delay, by the event's own time: a turn before that would only read the
+// ledger to learn it must wait. Zero when the account cannot be opened (the turn says why).
+// The turn that is due decides by the database's clock, so a clock that differs only moves
+// the wait.
+func (r *Reconciler) untilDue(ctx context.Context, e events.Event) time.Duration {
+	ad, err := r.adapterOf(ctx, e.Account)
+	if err != nil {
+		return 0
+	}
+	return ad.Capabilities().ReconcileDelay - time.Since(e.At)
+}
+
 // publish publishes the intent's transitions; a failure leaves them to the outbox's slow path.
+// Intents resolved while a round is under way are published together by the next round, so a
+// busy reconciler publishes in batches; publish returns once a round that started after key's
+// resolution has ended.
 func (r *Reconciler) publish(ctx context.Context, key identity.DeliveryKey) {
-	if err := r.relay.PublishFor(ctx, []identity.DeliveryKey{key}); err != nil {
-		r.log.Warn("publishing the transition failed; the outbox keeps it", zap.Stringer("key", key), zap.Error(err))
+	r.mu.Lock()
+	r.unpublished = append(r.unpublished, key)
+	r.mu.Unlock()
+	r.publishing.Lock()
+	defer r.publishing.Unlock()
+	r.mu.Lock()
+	keys := r.unpublished
+	r.unpublished = nil
+	r.mu.Unlock()
+	if len(keys) == 0 {
+		return // a round that started after key was added has published it
+	}
+	if err := r.relay.PublishFor(ctx, keys); err != nil {
+		r.log.Warn("publishing transitions failed; the outbox keeps them", zap.Int("intents", len(keys)), zap.Error(err))
 	}
 }
 

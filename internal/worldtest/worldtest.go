@@ -25,7 +25,7 @@ import (
 
 // World is one test's ledger and broker. Everything in it ends with the test.
 type World struct {
-	T   *testing.T
+	T   testing.TB
 	Ctx context.Context
 	DB  *dbtest.DB
 	// Ledger writes as actor "test".
@@ -36,7 +36,7 @@ type World struct {
 }
 
 // New returns a world with no accounts in its ledger.
-func New(t *testing.T) *World {
+func New(t testing.TB) *World {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

@@ -322,15 +322,19 @@ func (l *Ledger) ReconcileBacklog(ctx context.Context) (ReconcileBacklog, error)
 
 // ReconcileStatus is where an intent's reconciliation stands.
 type ReconcileStatus struct {
-	State State
+	Intent Intent
 	// Age is how long the intent has been in its state, by the database's clock.
 	Age time.Duration
 	// Claimed and Resolved say whether the lookup of its latest attempt was claimed, resolved.
 	Claimed  bool
 	Resolved bool
+	// ReportedSuccess: a worker reported a success it had read back, with an object id
+	// (Inspect's Evidence holds it), which may resolve the intent without a lookup.
+	ReportedSuccess bool
 }
 
-// ReconcileStatusOf returns where key's reconciliation stands, or ErrNotFound.
+// ReconcileStatusOf returns the intent and where its reconciliation stands, in one read, or
+// ErrNotFound.
 func (l *Ledger) ReconcileStatusOf(ctx context.Context, key identity.DeliveryKey) (ReconcileStatus, error) {
 	var row dbsqlc.ReconcileStatusRow
 	err := l.scan(ctx, "reconcile status of "+key.String(), func(q *dbsqlc.Queries) (err error) {
@@ -343,7 +347,12 @@ func (l *Ledger) ReconcileStatusOf(ctx context.Context, key identity.DeliveryKey
 	if err != nil {
 		return ReconcileStatus{}, err
 	}
-	return ReconcileStatus{State: State(row.State), Age: time.Duration(row.AgeMs) * time.Millisecond, Claimed: row.Claimed, Resolved: row.Resolved}, nil
+	in, err := intentFromRow(row.Intent)
+	if err != nil {
+		return ReconcileStatus{}, fmt.Errorf("reconcile status of %s: %w", key, err)
+	}
+	return ReconcileStatus{Intent: in, Age: time.Duration(row.AgeMs) * time.Millisecond, Claimed: row.Claimed, Resolved: row.Resolved,
+		ReportedSuccess: row.ReportedSuccess}, nil
 }
 
 // Outstanding counts the intents not published, by state: those that may still move (pending,

@@ -257,7 +257,7 @@ func TestReconcileCandidatesAndStatusReadTheDatabaseClock(t *testing.T) {
 
 	st, err := e.l.ReconcileStatusOf(e.ctx, old.Key)
 	require.NoError(t, err)
-	require.Equal(t, ledger.Indeterminate, st.State)
+	require.Equal(t, ledger.Indeterminate, st.Intent.State)
 	require.InDelta(t, time.Minute.Seconds(), st.Age.Seconds(), 5)
 	require.False(t, st.Claimed)
 	st, err = e.l.ReconcileStatusOf(e.ctx, claimed.Key)

@@ -251,12 +251,16 @@ WHERE i.state = 'indeterminate'
   AND NOT EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = i.attempt_token);
 
 -- name: ReconcileStatus :one
--- Where an intent's reconciliation stands, by the database's clock: how long it has been in
--- its state, and whether the lookup of its latest attempt was claimed or resolved.
-SELECT i.state,
+-- Where an intent's reconciliation stands, with the intent, in one read: how long it has been
+-- in its state by the database's clock, whether the lookup of its latest attempt was claimed or
+-- resolved, and whether a worker reported a success it had read back (evidence that may spare
+-- the lookup).
+SELECT sqlc.embed(i),
        (extract(epoch FROM now() - i.updated_at) * 1000)::BIGINT AS age_ms,
        EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = i.attempt_token AND r.step = 'claimed')::BOOL AS claimed,
-       EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = i.attempt_token AND r.step = 'resolved')::BOOL AS resolved
+       EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = i.attempt_token AND r.step = 'resolved')::BOOL AS resolved,
+       EXISTS (SELECT 1 FROM attempt_evidence e WHERE e.delivery_key = i.delivery_key AND e.outcome = 'success'
+                   AND e.reason = 'published' AND coalesce(e.object_id, '') <> '')::BOOL AS reported_success
 FROM intents i
 WHERE i.delivery_key = @delivery_key::BYTEA;
 

@@ -310,31 +310,56 @@ func (q *Queries) ReconcileCandidates(ctx context.Context, arg ReconcileCandidat
 }
 
 const reconcileStatus = `-- name: ReconcileStatus :one
-SELECT i.state,
+SELECT i.delivery_key, i.account_id, i.action, i.target, i.request, i.occurrence, i.text_hash, i.source_id, i.source_version, i.state, i.reason, i.transition_seq, i.attempts_authorized, i.attempt_token, i.epoch, i.generation, i.lease_expires_at, i.object_id, i.created_at, i.updated_at,
        (extract(epoch FROM now() - i.updated_at) * 1000)::BIGINT AS age_ms,
        EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = i.attempt_token AND r.step = 'claimed')::BOOL AS claimed,
-       EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = i.attempt_token AND r.step = 'resolved')::BOOL AS resolved
+       EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = i.attempt_token AND r.step = 'resolved')::BOOL AS resolved,
+       EXISTS (SELECT 1 FROM attempt_evidence e WHERE e.delivery_key = i.delivery_key AND e.outcome = 'success'
+                   AND e.reason = 'published' AND coalesce(e.object_id, '') <> '')::BOOL AS reported_success
 FROM intents i
 WHERE i.delivery_key = $1::BYTEA
 `
 
 type ReconcileStatusRow struct {
-	State    string
-	AgeMs    int64
-	Claimed  bool
-	Resolved bool
+	Intent          Intent
+	AgeMs           int64
+	Claimed         bool
+	Resolved        bool
+	ReportedSuccess bool
 }
 
-// Where an intent's reconciliation stands, by the database's clock: how long it has been in
-// its state, and whether the lookup of its latest attempt was claimed or resolved.
+// Where an intent's reconciliation stands, with the intent, in one read: how long it has been
+// in its state by the database's clock, whether the lookup of its latest attempt was claimed or
+// resolved, and whether a worker reported a success it had read back (evidence that may spare
+// the lookup).
 func (q *Queries) ReconcileStatus(ctx context.Context, deliveryKey []byte) (ReconcileStatusRow, error) {
 	row := q.db.QueryRow(ctx, reconcileStatus, deliveryKey)
 	var i ReconcileStatusRow
 	err := row.Scan(
-		&i.State,
+		&i.Intent.DeliveryKey,
+		&i.Intent.AccountID,
+		&i.Intent.Action,
+		&i.Intent.Target,
+		&i.Intent.Request,
+		&i.Intent.Occurrence,
+		&i.Intent.TextHash,
+		&i.Intent.SourceID,
+		&i.Intent.SourceVersion,
+		&i.Intent.State,
+		&i.Intent.Reason,
+		&i.Intent.TransitionSeq,
+		&i.Intent.AttemptsAuthorized,
+		&i.Intent.AttemptToken,
+		&i.Intent.Epoch,
+		&i.Intent.Generation,
+		&i.Intent.LeaseExpiresAt,
+		&i.Intent.ObjectID,
+		&i.Intent.CreatedAt,
+		&i.Intent.UpdatedAt,
 		&i.AgeMs,
 		&i.Claimed,
 		&i.Resolved,
+		&i.ReportedSuccess,
 	)
 	return i, err
 }
