@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -25,8 +26,8 @@ const restoreUsage = `Usage:
   atmost restore reconcile --since TIME [--dry-run] [--bump-epoch --reason TEXT] [--skip-unreadable] [--operator NAME] [--nats-url URL] [--json]
 
 After the ledger was restored from a backup taken at TIME (RFC 3339), and BEFORE any worker
-starts (no dispatcher may start until it finished): replays ATMOST_EVENTS from TIME and brings
-every intent whose stream history is ahead of the restored ledger up to it, one guarded ledger
+starts (no dispatcher may start until it finished): replays ATMOST_EVENTS and brings every
+intent whose stream history is ahead of the restored ledger up to it, one guarded ledger
 operation per intent, with the operator as actor (README, "Fencing and the restore protocol"):
 
   published on the stream                            -> published      (restore_published)
@@ -40,30 +41,41 @@ its envelope on ATMOST_INTENTS. When its envelope is gone (or its account), it i
 human, its delivery key is blocked (a producer publishing it again gets a duplicate), and the
 command exits 1.
 
-It refuses, changing nothing, when it cannot prove the replay complete: TIME later than the
-newest history row of the restored ledger (TIME must be at or before the backup), an intent
-whose replay starts after a gap, events that aged out of the stream or a stream created after
-TIME, a read that stops before the stream's last event, or events it cannot read (name them;
---skip-unreadable goes on without them and exits 1). The current epoch must have begun after
-the restored data (after its newest history row and every other epoch) and carry no history
-or stream event yet: bump it (atmost epoch bump), or pass --bump-epoch. --dry-run changes
-nothing and prints what would change. Running it again changes nothing.
+The replay is complete when it read, with no message missing, every event from a witness on:
+an authorized event whose publication the restored ledger holds (the dispatcher sends only
+after JetStream acknowledged it, so it was on the stream before the backup, and everything the
+backup lacks came after it). No clock decides it: the first read starts a little before TIME,
+and when it holds no witness the whole stream is read.
+
+It refuses, changing nothing, when it cannot prove the replay complete: no witness on the
+stream (events after the backup may have aged out or been removed, or the stream was
+recreated), an intent whose transitions ahead of the ledger are not all in the replay, a read
+that stops before the stream's last event, or events it cannot read (name them;
+--skip-unreadable goes on without them and exits 1); and TIME later than the newest history
+row of the restored ledger (TIME must be at or before the backup). The current epoch must have
+begun after the restored data (after its newest history row and every other epoch) and carry
+no history or stream event yet: bump it (atmost epoch bump), or pass --bump-epoch. --dry-run
+changes nothing and prints what would change. Running it again changes nothing.
 `
 
-// replayReading is how readStream reads: the batch size, how long one fetch waits, and how long
-// it goes on trying while no message arrives before it gives up (fail closed).
+// replayReading is how the replay reads: the batch size, how long one fetch waits, how long it
+// goes on trying while no message arrives before it gives up (fail closed), and how far before
+// --since its first read starts. The lead only spares reading the whole stream: the first read
+// is trusted only when it holds a witness (provenReplay), so it covers a clock skew between the
+// database and the NATS server without depending on one being smaller.
 var replayReading = struct {
 	batch    int
 	maxWait  time.Duration
 	patience time.Duration
-}{batch: 256, maxWait: 2 * time.Second, patience: 30 * time.Second}
+	lead     time.Duration
+}{batch: 256, maxWait: 2 * time.Second, patience: 30 * time.Second, lead: 10 * time.Minute}
 
 func runRestore(ctx context.Context, io IO, args []string) int {
 	var since, natsURL *string
 	var dryRun, bump, skipUnreadable *bool
 	c, _, code, done := parseControl(io, "restore", restoreUsage, args,
 		map[string][]string{"reconcile": {"since", "dry-run", "bump-epoch", "reason", "operator", "nats-url", "skip-unreadable"}}, func(fs *flag.FlagSet) {
-			since = fs.String("since", "", "reconcile: the time the backup was taken (RFC 3339); the replay starts there")
+			since = fs.String("since", "", "reconcile: the time the backup was taken (RFC 3339); the replay's first read starts shortly before it")
 			dryRun = fs.Bool("dry-run", false, "reconcile: change nothing, print what would change")
 			bump = fs.Bool("bump-epoch", false, "reconcile: bump the restore epoch first (requires --reason)")
 			skipUnreadable = fs.Bool("skip-unreadable", false, "reconcile: go on without the events it cannot read, list them and exit 1")
@@ -104,9 +116,10 @@ func runRestore(ctx context.Context, io IO, args []string) int {
 	}
 	defer closeLedger()
 
-	// T must be at or before the backup. The newest history row the restored ledger holds is a
-	// lower bound on the backup time: a T after it may be after the backup, and an intent whose
-	// whole post-backup history lies between the backup and T would be invisible to the replay.
+	// T must be at or before the backup: the epoch checks take it as the backup's time. The
+	// newest history row the restored ledger holds is a lower bound on the backup time, on the
+	// same database clock, so a T after it may be after the backup. The replay does not rest on
+	// T (provenReplay): it only chooses where the first read starts.
 	pt, err := l.RestorePoint(ctx)
 	if err != nil {
 		return c.fail(err)
@@ -138,7 +151,7 @@ func runRestore(ctx context.Context, io IO, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	replay, err := replayEvents(ctx, js, from)
+	replay, err := provenReplay(ctx, io, c.name, js, l, from)
 	if err != nil {
 		return refuse("%v", err)
 	}
@@ -163,20 +176,18 @@ func runRestore(ctx context.Context, io IO, args []string) int {
 	var gaps []string
 	for _, k := range keys {
 		h := replay.histories[k]
-		first := h.Transitions[0].Seq
+		point, where := int64(0), "not in the ledger"
 		if in, ok := held[k]; ok {
-			if first > in.Seq+1 {
-				gaps = append(gaps, fmt.Sprintf("%s (ledger at %d, replay from %d)", k, in.Seq, first))
-			}
+			point, where = in.Seq, fmt.Sprintf("ledger at %d", in.Seq)
 		} else {
 			missing[k] = h
-			if first > 1 {
-				gaps = append(gaps, fmt.Sprintf("%s (not in the ledger, replay from %d)", k, first))
-			}
+		}
+		if lacks := firstLacking(h.Transitions, point); lacks > 0 {
+			gaps = append(gaps, fmt.Sprintf("%s (%s, the replay lacks %d of the %d the stream reaches)", k, where, lacks, h.Transitions[len(h.Transitions)-1].Seq))
 		}
 	}
 	if len(gaps) > 0 {
-		return refuse("%d intents have transitions between the ledger's point and the replay's first that the replay does not hold, so what happened to them is unknown: is --since at or before the backup time? %s",
+		return refuse("%d intents have transitions ahead of the ledger that the replay does not hold (removed from the stream, or unreadable), so what happened to them is unknown: %s",
 			len(gaps), shortList(gaps))
 	}
 	if *bump {
@@ -191,11 +202,11 @@ func runRestore(ctx context.Context, io IO, args []string) int {
 			return refuse("%s", msg)
 		}
 	}
-	// A worker of the current epoch or a later one already worked after T (the stream says
-	// so): the epoch was not bumped past what the live system used, so a fence a live worker
-	// holds may be handed out again.
+	// A worker of the current epoch or a later one already worked (the stream says so): the
+	// epoch was not bumped past what the live system used, so a fence a live worker holds may
+	// be handed out again.
 	if replay.maxEpoch >= pt.Epoch.Epoch {
-		msg := fmt.Sprintf("%s shows transitions of epoch %d after --since, and the current epoch is %d: bump the epoch past %d before any worker reconnects",
+		msg := fmt.Sprintf("%s shows transitions of epoch %d, and the current epoch is %d: bump the epoch past %d before any worker reconnects",
 			events.EventsStream, replay.maxEpoch, pt.Epoch.Epoch, replay.maxEpoch)
 		if !*dryRun {
 			return refuse("%s", msg)
@@ -210,6 +221,7 @@ func runRestore(ctx context.Context, io IO, args []string) int {
 	}
 
 	report := restoreReport{Since: from, DryRun: *dryRun, Epoch: pt.Epoch.Epoch, Events: replay.events, Intents: len(keys),
+		FromSequence: replay.first, ToSequence: replay.last, WholeStream: replay.whole, Witness: replay.witness,
 		Missing: len(missing), EnvelopesFound: envelopes, Unreadable: replay.unreadable, Totals: map[string]int{}}
 	detail := map[string]any{"since": timestamp(from), "command": "atmost restore reconcile", "epoch": pt.Epoch.Epoch}
 	for _, k := range keys {
@@ -299,10 +311,16 @@ func shortList(items []string) string {
 }
 
 type restoreReport struct {
-	Since          time.Time              `json:"since"`
-	DryRun         bool                   `json:"dry_run"`
-	Epoch          int64                  `json:"epoch"`
-	Events         int                    `json:"events"`
+	Since  time.Time `json:"since"`
+	DryRun bool      `json:"dry_run"`
+	Epoch  int64     `json:"epoch"`
+	Events int       `json:"events"`
+	// FromSequence and ToSequence are the stream sequences the replay read; WholeStream says
+	// the first read held no witness, so the stream was read from its first message.
+	FromSequence   uint64                 `json:"from_sequence"`
+	ToSequence     uint64                 `json:"to_sequence"`
+	WholeStream    bool                   `json:"whole_stream"`
+	Witness        ledger.StreamPosition  `json:"witness"`
 	Intents        int                    `json:"intents"`
 	Missing        int                    `json:"missing_from_ledger"`
 	EnvelopesFound int                    `json:"envelopes_found"`
@@ -336,7 +354,8 @@ func (r restoreReport) print(io IO) {
 	if r.DryRun {
 		verb = "would change"
 	}
-	fmt.Fprintf(io.Stdout, "replayed %d events of %d intents since %s (epoch %d)\n", r.Events, r.Intents, timestamp(r.Since), r.Epoch)
+	fmt.Fprintf(io.Stdout, "replayed %d events of %d intents, %s sequences %d to %d (epoch %d): it reaches back past %s seq %d at sequence %d, authorized and, as the restored ledger holds, published before the backup\n",
+		r.Events, r.Intents, events.EventsStream, r.FromSequence, r.ToSequence, r.Epoch, r.Witness.Key, r.Witness.Seq, r.Witness.StreamSeq)
 	fmt.Fprintf(io.Stdout, "%s %d: published %d, indeterminate %d, pending %d, parked %d (recreated %d of %d missing from the ledger; %d envelopes found)\n",
 		verb, moved, r.Totals["to published"], r.Totals["to indeterminate"], r.Totals["to pending"], r.Totals["to parked"],
 		r.Totals[string(ledger.RestoreCreated)], r.Missing, r.EnvelopesFound)
@@ -355,54 +374,115 @@ type replayed struct {
 	// maxEpoch is the highest epoch a replayed transition carries.
 	maxEpoch   int64
 	unreadable []unreadableEvent
+	// first and last are the stream sequences read; whole says the read began at the stream's
+	// first message.
+	first, last uint64
+	whole       bool
+	// intact is the stream sequence from which on the read missed no message (the first after
+	// the last one missing, or first).
+	intact uint64
+	// authorized are the authorized events read from intact on, the candidate witnesses;
+	// witness is the one the ledger proved (provenReplay).
+	authorized []ledger.StreamPosition
+	witness    ledger.StreamPosition
 }
 
-// replayEvents reads ATMOST_EVENTS from since up to its last message at the start, with an
-// ordered consumer (nothing is acknowledged or left behind), and folds the transitions per
-// intent, each seq once (a relay may have published one twice). It refuses when it cannot
-// prove the replay complete: the stream was created after since, or messages after since may
-// have aged out (the oldest message is younger than since, or every message aged out after
-// since), or the read ends before the last message. A message that is not an event is listed
-// in unreadable, never skipped silently.
-func replayEvents(ctx context.Context, js jetstream.JetStream, since time.Time) (replayed, error) {
-	out := replayed{histories: map[identity.DeliveryKey]*ledger.StreamHistory{}}
+// provenReplay reads ATMOST_EVENTS from replayReading.lead before since and, unless that read
+// holds a witness, again from the stream's first message; with no witness either way it
+// refuses. A witness (Ledger.RestoreWitness) is an authorized event the restored ledger holds
+// published: it was stored before the backup, and every transition the backup lacks was stored
+// after it, so a read that missed no message from the witness to the stream's last holds every
+// one of them. That is decided by the stream's order and the ledger's own history alone: the
+// database's clock and the NATS server's are never compared, and since only chooses where the
+// first read starts.
+func provenReplay(ctx context.Context, io IO, name string, js jetstream.JetStream, l *ledger.Ledger, since time.Time) (replayed, error) {
 	stream, err := js.Stream(ctx, events.EventsStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return out, fmt.Errorf("NATS has no %s stream: is ATMOST_NATS_URL the server the roles used?", events.EventsStream)
+		return replayed{}, fmt.Errorf("NATS has no %s stream: is ATMOST_NATS_URL the server the roles used?", events.EventsStream)
 	}
 	if err != nil {
-		return out, fmt.Errorf("look up %s: %w", events.EventsStream, err)
+		return replayed{}, fmt.Errorf("look up %s: %w", events.EventsStream, err)
 	}
 	info, err := stream.Info(ctx)
 	if err != nil {
-		return out, fmt.Errorf("look up %s: %w", events.EventsStream, err)
+		return replayed{}, fmt.Errorf("look up %s: %w", events.EventsStream, err)
 	}
 	st := info.State
-	if info.Created.After(since) {
-		return out, fmt.Errorf("%s was created at %s, after --since %s: the transitions between them are not on it, so the replay cannot prove what happened",
-			events.EventsStream, timestamp(info.Created), timestamp(since))
+	if st.Msgs == 0 {
+		return replayed{}, fmt.Errorf("%s holds no event, so nothing on it proves it reaches back to the backup: every transition since may have aged out (max age %s) or been removed, or the stream was recreated; the replay cannot prove what happened: restore from a newer backup",
+			events.EventsStream, info.Config.MaxAge)
 	}
-	if st.FirstSeq > 1 && st.Msgs > 0 && st.FirstTime.After(since) {
-		return out, fmt.Errorf("%s's oldest event is from %s, after --since %s: transitions since then may have aged out (max age %s), so the replay cannot prove what happened; restore from a newer backup",
-			events.EventsStream, timestamp(st.FirstTime), timestamp(since), info.Config.MaxAge)
+	start := since.Add(-replayReading.lead)
+	// The server delivers from the first message stored at or after start, by its own clock,
+	// the clock LastTime is on: a stream whose last message is older has nothing to deliver.
+	if !st.LastTime.Before(start) {
+		replay, err := replayEvents(ctx, stream, st.LastSeq, &start)
+		if err != nil {
+			return replay, err
+		}
+		if ok, err := replay.prove(ctx, l); err != nil || ok {
+			return replay, err
+		}
 	}
-	if st.FirstSeq > 1 && st.Msgs == 0 && !st.LastTime.Before(since) {
-		return out, fmt.Errorf("%s holds no event, and its last one, from %s, is not before --since %s: every transition since then aged out or was removed (max age %s), so the replay cannot prove what happened",
-			events.EventsStream, timestamp(st.LastTime), timestamp(since), info.Config.MaxAge)
+	fmt.Fprintf(io.Stderr, "%s: the read from %s (--since less %s) holds no witness that it reaches back to the backup; reading %s from its first event\n",
+		name, timestamp(start), replayReading.lead, events.EventsStream)
+	replay, err := replayEvents(ctx, stream, st.LastSeq, nil)
+	if err != nil {
+		return replay, err
 	}
-	if st.Msgs == 0 || st.LastTime.Before(since) {
-		return out, nil
+	ok, err := replay.prove(ctx, l)
+	if err != nil || ok {
+		return replay, err
 	}
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.EventSubjects},
-		DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &since})
+	from := fmt.Sprintf("from its first event (sequence %d)", replay.first)
+	if replay.intact > replay.first {
+		from = fmt.Sprintf("from sequence %d, the first after a message missing from it", replay.intact)
+	}
+	return replay, fmt.Errorf("%s holds, %s, no authorized event that the restored ledger holds published, so nothing on it is proven to predate the backup: transitions after the backup may have aged out (max age %s) or been removed, or the stream was recreated after it; the replay cannot prove what happened: restore from a newer backup",
+		events.EventsStream, from, info.Config.MaxAge)
+}
+
+// prove looks for the replay's witness among its candidates and records it.
+func (r *replayed) prove(ctx context.Context, l *ledger.Ledger) (bool, error) {
+	w, ok, err := l.RestoreWitness(ctx, r.authorized)
+	if err != nil {
+		return false, err
+	}
+	r.witness = w
+	return ok, nil
+}
+
+// replayEvents reads ATMOST_EVENTS up to its message last (its last at the start), from the
+// first message stored at or after start, or from its first message when start is nil, with an
+// ordered consumer (nothing is acknowledged or left behind), and folds the transitions per
+// intent, each seq once (a relay may have published one twice). A read that ends before last
+// is an error; a message that is not an event is listed in unreadable, never skipped silently;
+// a message missing from the stream (removed by hand) is noted: no witness before it counts.
+func replayEvents(ctx context.Context, stream jetstream.Stream, last uint64, start *time.Time) (replayed, error) {
+	out := replayed{histories: map[identity.DeliveryKey]*ledger.StreamHistory{}, whole: start == nil}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.EventSubjects}, DeliverPolicy: jetstream.DeliverAllPolicy}
+	if start != nil {
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, start
+	}
+	cons, err := stream.OrderedConsumer(ctx, cfg)
 	if err != nil {
 		return out, fmt.Errorf("read %s: %w", events.EventsStream, err)
 	}
 	seen := map[identity.DeliveryKey]map[int64]bool{}
-	err = readStream(ctx, events.EventsStream, cons, st.LastSeq, func(msg jetstream.Msg, meta *jetstream.MsgMetadata) error {
+	err = readStream(ctx, events.EventsStream, cons, last, func(msg jetstream.Msg, meta *jetstream.MsgMetadata) error {
+		seq := meta.Sequence.Stream
+		switch {
+		case out.first == 0:
+			out.first, out.intact = seq, seq
+		case seq > out.last+1:
+			// The stream holds every event subject, so a sequence skipped was removed. A
+			// witness before it proves nothing about what it held.
+			out.intact, out.authorized = seq, nil
+		}
+		out.last = seq
 		e, err := events.Unmarshal(msg.Data())
 		if err != nil {
-			out.unreadable = append(out.unreadable, unreadableEvent{Subject: msg.Subject(), Sequence: meta.Sequence.Stream, Error: err.Error()})
+			out.unreadable = append(out.unreadable, unreadableEvent{Subject: msg.Subject(), Sequence: seq, Error: err.Error()})
 			return nil
 		}
 		h := out.histories[e.DeliveryKey]
@@ -410,6 +490,9 @@ func replayEvents(ctx context.Context, js jetstream.JetStream, since time.Time) 
 			h = &ledger.StreamHistory{Key: e.DeliveryKey, Account: e.Account}
 			out.histories[e.DeliveryKey] = h
 			seen[e.DeliveryKey] = map[int64]bool{}
+		}
+		if e.To == string(ledger.Authorized) {
+			out.authorized = append(out.authorized, ledger.StreamPosition{Key: e.DeliveryKey, Seq: e.Seq, StreamSeq: seq})
 		}
 		if seen[e.DeliveryKey][e.Seq] {
 			return nil
@@ -425,9 +508,27 @@ func replayEvents(ctx context.Context, js jetstream.JetStream, since time.Time) 
 		return nil
 	})
 	for _, h := range out.histories {
-		slices.SortFunc(h.Transitions, func(a, b ledger.StreamTransition) int { return int(a.Seq - b.Seq) })
+		slices.SortFunc(h.Transitions, func(a, b ledger.StreamTransition) int { return cmp.Compare(a.Seq, b.Seq) })
 	}
 	return out, err
+}
+
+// firstLacking returns the first transition number after point that the replay lacks though
+// the stream holds a later one (the transitions ahead of a ledger at point must be point+1,
+// point+2, ... to decide on them), or 0 when it lacks none. transitions are sorted by seq,
+// each once.
+func firstLacking(transitions []ledger.StreamTransition, point int64) int64 {
+	next := point + 1
+	for _, t := range transitions {
+		switch {
+		case t.Seq < next:
+			continue
+		case t.Seq > next:
+			return next
+		}
+		next++
+	}
+	return 0
 }
 
 // findEnvelopes looks for the envelopes of the intents the ledger lacks on ATMOST_INTENTS, on

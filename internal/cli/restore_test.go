@@ -72,6 +72,25 @@ func (w *restoreWorld) submit(prefix string, n int) []identity.DeliveryKey {
 	return keys
 }
 
+// published does what a dispatcher does with one new intent, without a platform: it claims
+// and authorizes it, publishes the authorization (the witness) and records the send as
+// published. A restored ledger holding it proves the replay reaches back to its authorization.
+func (w *restoreWorld) published(prefix string) identity.DeliveryKey {
+	w.t.Helper()
+	key := w.submit(prefix, 1)[0]
+	c, err := w.l.Begin(w.ctx, key, [32]byte{1}, ledger.MinLease)
+	require.NoError(w.t, err)
+	a, err := w.l.Authorize(w.ctx, c, ledger.MinLease, "sim/1")
+	require.NoError(w.t, err)
+	require.Equal(w.t, ledger.Authorized, a.State, "reason %s", a.Reason)
+	require.NoError(w.t, w.relay.PublishFor(w.ctx, []identity.DeliveryKey{key}))
+	_, err = w.l.Complete(w.ctx, c, ledger.Outcome{Result: ledger.Sent, ObjectID: "object-" + prefix, Confirmed: true})
+	require.NoError(w.t, err)
+	_, err = w.relay.Drain(w.ctx)
+	require.NoError(w.t, err)
+	return key
+}
+
 // dispatch runs a dispatcher until every one of keys has left pending and authorized and its
 // work queue is drained.
 func (w *restoreWorld) dispatch(keys []identity.DeliveryKey, within time.Duration) {
@@ -155,8 +174,9 @@ func streamStates(t *testing.T, ctx context.Context, js jetstream.JetStream) map
 // and restore reconcile replays the stream. Afterwards nothing the stream shows authorized or
 // beyond is pending, what it shows published is published, and a dispatcher on the restored
 // ledger, handed work for every intent, sends nothing twice.
-func TestRestoreReconcileAfterAMidRunRestoreSendsNothingTwice(t *testing.T) {
-	t.Parallel()
+// requireDumpTools fails (in CI) or skips the test without pg_dump and pg_restore.
+func requireDumpTools(t *testing.T) {
+	t.Helper()
 	for _, tool := range []string{"pg_dump", "pg_restore"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			msg := tool + " is not on PATH: this test restores a real dump; install the PostgreSQL client (apt-get install postgresql-client)"
@@ -166,6 +186,11 @@ func TestRestoreReconcileAfterAMidRunRestoreSendsNothingTwice(t *testing.T) {
 			t.Skip(msg)
 		}
 	}
+}
+
+// sendingWorld is a restoreWorld whose account sends to a running platform simulator.
+func sendingWorld(t *testing.T) (*restoreWorld, *natstest.Server) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	srv := natstest.New(t)
@@ -182,6 +207,48 @@ func TestRestoreReconcileAfterAMidRunRestoreSendsNothingTwice(t *testing.T) {
 	unlimited := 0
 	_, err = w.l.SetPolicy(ctx, "acct-1", ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, "test", "not about the rate limit")
 	require.NoError(t, err)
+	return w, srv
+}
+
+// dump is pg_dump of w's database; restore loads a dump into a new database, as a ledger
+// restored from a backup.
+func (w *restoreWorld) dump() string {
+	w.t.Helper()
+	dump := filepath.Join(w.t.TempDir(), "ledger.dump")
+	out, err := exec.Command("pg_dump", "-Fc", "-f", dump, libpqURL(w.t, w.db)).CombinedOutput()
+	require.NoError(w.t, err, string(out))
+	return dump
+}
+
+func (w *restoreWorld) restore(dump string) *restoreWorld {
+	w.t.Helper()
+	restored := dbtest.New(w.t, dbtest.Empty())
+	out, err := exec.Command("pg_restore", "--no-owner", "-d", libpqURL(w.t, restored), dump).CombinedOutput()
+	require.NoError(w.t, err, string(out))
+	return w.on(restored)
+}
+
+// dispatchAgain hands a dispatcher on w's ledger work for every one of keys, as a sweeper
+// republishing stranded work might, after the relay published what the ledger holds.
+func (w *restoreWorld) dispatchAgain(keys []identity.DeliveryKey) {
+	w.t.Helper()
+	_, err := w.relay.Drain(w.ctx)
+	require.NoError(w.t, err)
+	for _, k := range keys {
+		wi := events.WorkItem{V: events.Version, DeliveryKey: k, Account: "acct-1", Event: events.NewID(k, 1)}
+		data, err := json.Marshal(wi)
+		require.NoError(w.t, err)
+		_, err = w.js.PublishMsg(w.ctx, &nats.Msg{Subject: wi.Subject(), Data: data, Header: nats.Header{jetstream.MsgIDHeader: []string{wi.MsgID() + ":after-restore"}}})
+		require.NoError(w.t, err)
+	}
+	w.dispatch(keys, 30*time.Second)
+}
+
+func TestRestoreReconcileAfterAMidRunRestoreSendsNothingTwice(t *testing.T) {
+	t.Parallel()
+	requireDumpTools(t)
+	w, srv := sendingWorld(t)
+	ctx, js, s := w.ctx, w.js, w.sim
 
 	// Before the backup: some intents published, some waiting.
 	early := w.submit("early", 10)
@@ -192,9 +259,7 @@ func TestRestoreReconcileAfterAMidRunRestoreSendsNothingTwice(t *testing.T) {
 	waiting := w.submit("waiting", 12)
 
 	// The backup.
-	dump := filepath.Join(t.TempDir(), "ledger.dump")
-	out, err := exec.Command("pg_dump", "-Fc", "-f", dump, libpqURL(t, w.db)).CombinedOutput()
-	require.NoError(t, err, string(out))
+	dump := w.dump()
 
 	// After it: the waiting intents are sent (two of them with an unknown outcome: the platform
 	// created the object and dropped the connection), new intents come and are sent, and the
@@ -204,14 +269,12 @@ func TestRestoreReconcileAfterAMidRunRestoreSendsNothingTwice(t *testing.T) {
 	later := w.submit("later", 8)
 	w.dispatch(later, 30*time.Second)
 	last := w.submit("last", 5)
-	_, err = w.relay.Drain(ctx)
+	_, err := w.relay.Drain(ctx)
 	require.NoError(t, err)
 
 	// The ledger is lost and restored from the backup.
-	restored := dbtest.New(t, dbtest.Empty())
-	out, err = exec.Command("pg_restore", "--no-owner", "-d", libpqURL(t, restored), dump).CombinedOutput()
-	require.NoError(t, err, string(out))
-	r := w.on(restored)
+	r := w.restore(dump)
+	restored := r.db
 	before, err := r.l.GetMany(ctx, waiting)
 	require.NoError(t, err)
 	for _, in := range before {
@@ -298,14 +361,7 @@ func TestRestoreReconcileAfterAMidRunRestoreSendsNothingTwice(t *testing.T) {
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, n, 25)
 	require.GreaterOrEqual(t, streamEvents(t, ctx, js)-eventsBefore, uint64(25), "no restore transition was dropped as a duplicate")
-	for _, k := range all {
-		wi := events.WorkItem{V: events.Version, DeliveryKey: k, Account: "acct-1", Event: events.NewID(k, 1)}
-		data, err := json.Marshal(wi)
-		require.NoError(t, err)
-		_, err = js.PublishMsg(ctx, &nats.Msg{Subject: wi.Subject(), Data: data, Header: nats.Header{jetstream.MsgIDHeader: []string{wi.MsgID() + ":after-restore"}}})
-		require.NoError(t, err)
-	}
-	r.dispatch(all, 30*time.Second)
+	r.dispatchAgain(all)
 	counts := s.Counts()
 	require.LessOrEqual(t, counts.MaxCreatedPerKey, 1, "keys sent twice: %v", counts.KeysOverOne)
 	for _, k := range all {
@@ -347,7 +403,7 @@ func TestRestoreReconcileListsIntentsItCannotRecreate(t *testing.T) {
 	since := afterStreams(t)
 	// Submitted and relayed, but its envelope never reached ATMOST_INTENTS here; then the
 	// ledger loses it (the restore of a backup without it). The backup holds another intent.
-	w.submit("kept", 1)
+	w.published("kept")
 	env, err := identity.ParseEnvelope([]byte(`{"v":1,"account":"acct-1","action":"post","request":{"text":"lost"}}`))
 	require.NoError(t, err)
 	_, err = w.l.Submit(ctx, []identity.Envelope{env})
@@ -425,15 +481,25 @@ func reconcileArgs(since time.Time, more ...string) []string {
 	return append([]string{"restore", "reconcile", "--since", since.UTC().Format(time.RFC3339Nano)}, more...)
 }
 
-// publishEvent puts a transition on ATMOST_EVENTS as the relay would.
-func (w *restoreWorld) publishEvent(key identity.DeliveryKey, seq int64, from, to string) {
+// publishEvent puts a transition on ATMOST_EVENTS as the relay would and returns its stream
+// sequence.
+func (w *restoreWorld) publishEvent(key identity.DeliveryKey, seq int64, from, to string) uint64 {
 	w.t.Helper()
 	e := events.Event{V: events.Version, ID: events.NewID(key, seq), DeliveryKey: key, Seq: seq, Account: "acct-1",
 		From: from, To: to, Reason: "test", Actor: "test", At: time.Now()}
 	data, err := e.Marshal()
 	require.NoError(w.t, err)
-	_, err = w.js.Publish(w.ctx, e.Subject(), data)
+	ack, err := w.js.Publish(w.ctx, e.Subject(), data)
 	require.NoError(w.t, err)
+	return ack.Sequence
+}
+
+// removeEvent deletes the message at seq from ATMOST_EVENTS, as an operator might by hand.
+func (w *restoreWorld) removeEvent(seq uint64) {
+	w.t.Helper()
+	stream, err := w.js.Stream(w.ctx, events.EventsStream)
+	require.NoError(w.t, err)
+	require.NoError(w.t, stream.DeleteMsg(w.ctx, seq))
 }
 
 // When the replay cannot be proven complete, the command changes nothing and exits 1, even
@@ -458,18 +524,25 @@ func TestRestoreReconcileRefusesAReplayItCannotProveComplete(t *testing.T) {
 		require.Equal(t, before, snapshot(t, w.db))
 	})
 
-	t.Run("the stream was created after since", func(t *testing.T) {
+	t.Run("the stream was recreated after the backup", func(t *testing.T) {
 		t.Parallel()
-		w, srv, env := restoreCase(t, false)
-		since := time.Now()
-		time.Sleep(20 * time.Millisecond)
+		w, srv, env := restoreCase(t, true)
+		since := afterStreams(t)
+		w.published("its authorization was on the stream that is lost")
+		sent := w.submit("sent after the backup, on the stream that is lost", 1)[0]
+		resumed := w.submit("claimed after the stream was recreated", 1)[0]
+		// The backup is the ledger as it is now. After it, one intent is authorized (and sent)
+		// on the stream, which is then lost and recreated; the other is claimed on the new one.
+		w.publishEvent(sent, 2, "pending", "pending")
+		w.publishEvent(sent, 3, "pending", "authorized")
+		require.NoError(t, w.js.DeleteStream(w.ctx, events.EventsStream))
 		require.NoError(t, streams.Ensure(w.ctx, srv.Connect(t), w.js, streams.Config{}))
-		w.submit("after the stream was recreated", 1)
+		w.publishEvent(resumed, 2, "pending", "pending")
 		before := snapshot(t, w.db)
 		res := run(env, reconcileArgs(since, bump...)...)
 		require.Equal(t, cli.ExitError, res.code, res.stdout)
-		require.Contains(t, res.stderr, "was created at")
-		require.Equal(t, before, snapshot(t, w.db))
+		require.Contains(t, res.stderr, "no authorized event that the restored ledger holds published")
+		require.Equal(t, before, snapshot(t, w.db), "%s would be resumed pending, and sent again", sent)
 	})
 
 	t.Run("since is later than the restored ledger's newest history", func(t *testing.T) {
@@ -484,27 +557,44 @@ func TestRestoreReconcileRefusesAReplayItCannotProveComplete(t *testing.T) {
 		require.Equal(t, before, snapshot(t, w.db))
 	})
 
-	t.Run("an intent's replay starts after a gap", func(t *testing.T) {
+	t.Run("an intent's transitions ahead of the ledger are not all in the replay", func(t *testing.T) {
 		t.Parallel()
 		w, _, env := restoreCase(t, true)
-		time.Sleep(20 * time.Millisecond)
-		gapped := w.submit("claimed before since, authorized after", 1)[0]
-		w.publishEvent(gapped, 2, "pending", "pending")
 		since := afterStreams(t)
-		w.submit("the backup's last", 1)
-		w.publishEvent(gapped, 3, "pending", "failed") // seq 2 is before since: not replayed
+		gapped := w.submit("claimed, then the claim removed from the stream", 1)[0]
+		claim := w.publishEvent(gapped, 2, "pending", "pending")
+		w.published("the backup's last")
+		w.publishEvent(gapped, 3, "pending", "failed")
+		w.removeEvent(claim) // before the witness: the replay proves complete, but lacks seq 2
 		before := snapshot(t, w.db)
 		res := run(env, reconcileArgs(since, bump...)...)
 		require.Equal(t, cli.ExitError, res.code, res.stdout)
 		require.Contains(t, res.stderr, "replay does not hold")
-		require.Contains(t, res.stderr, gapped.String())
+		require.Contains(t, res.stderr, gapped.String()+" (ledger at 1, the replay lacks 2 of the 3 the stream reaches)")
 		require.Equal(t, before, snapshot(t, w.db))
+	})
+
+	t.Run("a message after the witness was removed", func(t *testing.T) {
+		t.Parallel()
+		w, _, env := restoreCase(t, true)
+		since := afterStreams(t)
+		w.published("the backup's last publication")
+		authorized := w.submit("authorized after the backup, its event removed", 1)[0]
+		w.publishEvent(authorized, 2, "pending", "pending")
+		w.removeEvent(w.publishEvent(authorized, 3, "pending", "authorized"))
+		w.submit("after it", 1)
+		before := snapshot(t, w.db)
+		res := run(env, reconcileArgs(since, bump...)...)
+		require.Equal(t, cli.ExitError, res.code, res.stdout)
+		require.Contains(t, res.stderr, "the first after a message missing from it")
+		require.Equal(t, before, snapshot(t, w.db), "%s would be resumed pending, and sent again", authorized)
 	})
 
 	t.Run("an event cannot be read", func(t *testing.T) {
 		t.Parallel()
 		w, _, env := restoreCase(t, true)
 		since := afterStreams(t)
+		w.published("the backup's last publication") // stream sequences 1 to 4
 		key := w.submit("behind the stream", 1)[0]
 		w.publishEvent(key, 2, "pending", "pending")
 		_, err := w.js.Publish(w.ctx, events.EventSubject("authorized", "acct-1"), []byte(`{"v":1,"not":"an event"}`))
@@ -513,14 +603,14 @@ func TestRestoreReconcileRefusesAReplayItCannotProveComplete(t *testing.T) {
 		res := run(env, reconcileArgs(since, bump...)...)
 		require.Equal(t, cli.ExitError, res.code, res.stdout)
 		require.Contains(t, res.stderr, "cannot be read")
-		require.Contains(t, res.stderr, events.EventSubject("authorized", "acct-1")+" seq 3")
+		require.Contains(t, res.stderr, events.EventSubject("authorized", "acct-1")+" seq 7")
 		require.Equal(t, before, snapshot(t, w.db))
 
 		// Told to go on without it: it does, lists it, and still exits 1.
 		res = run(env, reconcileArgs(since, append(bump, "--skip-unreadable")...)...)
 		require.Equal(t, cli.ExitError, res.code, res.stdout)
 		require.Contains(t, res.stderr, "unreadable events were skipped")
-		require.Contains(t, res.stderr, " seq 3")
+		require.Contains(t, res.stderr, " seq 7")
 		require.Equal(t, ledger.Pending, w.state(key))
 		require.Contains(t, res.stdout, "changed 1:")
 	})
@@ -533,7 +623,7 @@ func TestRestoreReconcileRefusesAnEpochThatWasNotBumpedAfterTheRestore(t *testin
 	t.Parallel()
 	w, _, env := restoreCase(t, true)
 	since := afterStreams(t)
-	w.submit("before the bump", 1)
+	w.published("before the bump")
 	_, err := w.l.BumpEpoch(w.ctx, "bob", "an epoch bump before the backup")
 	require.NoError(t, err)
 	time.Sleep(20 * time.Millisecond)
@@ -557,4 +647,95 @@ func (w *restoreWorld) state(key identity.DeliveryKey) ledger.State {
 	in, err := w.l.Get(w.ctx, key)
 	require.NoError(w.t, err)
 	return in.State
+}
+
+// restoreUnderSkew runs the restore protocol with the database's clock and the NATS server's
+// apart: the restored ledger's history and epochs are shifted by the skew (ahead: later), as
+// a database whose clock ran that far from the NATS server's would have written them, and
+// --since is the latest the command accepts, the newest history row of the restored ledger.
+// The sends after the backup fall within the skew; intents submitted after it do not. It
+// returns the command's result, after checking that every intent the stream shows published is
+// published in the restored ledger, that those submitted after the backup are recreated, and
+// that a dispatcher handed work for every intent afterwards sends nothing twice.
+func restoreUnderSkew(t *testing.T, ahead bool) result {
+	requireDumpTools(t)
+	w, srv := sendingWorld(t)
+	early := w.submit("published before the backup", 3)
+	w.dispatch(early, 30*time.Second)
+	waiting := w.submit("sent after the backup", 4)
+	dump := w.dump()
+	backup := time.Now()
+	w.dispatch(waiting, 30*time.Second)
+	skew := 3 * time.Second
+	if ahead {
+		// The sends after the backup must fall within the skew: --since, read on the NATS
+		// server's clock, then lies after all of them.
+		skew = max(skew, time.Since(backup)+2*time.Second)
+	} else {
+		skew = -skew
+	}
+	t.Logf("the restored ledger's times shifted by %s (the database clock that far off the NATS server's); the sends after the backup took %s", skew, time.Since(backup))
+	if wait := time.Until(backup.Add(skew)); wait > 0 {
+		time.Sleep(wait + 100*time.Millisecond) // past --since, read on the NATS server's clock
+	}
+	later := w.submit("submitted after the backup", 2)
+
+	r := w.restore(dump)
+	_, err := r.l.BumpEpoch(r.ctx, "alice", "restored from the backup")
+	require.NoError(t, err)
+	_, err = r.db.Pool.Exec(r.ctx, `UPDATE history SET at = at + make_interval(secs => $1)`, skew.Seconds())
+	require.NoError(t, err)
+	_, err = r.db.Pool.Exec(r.ctx, `UPDATE epochs SET created_at = created_at + make_interval(secs => $1)`, skew.Seconds())
+	require.NoError(t, err)
+	var since time.Time
+	require.NoError(t, r.db.Pool.QueryRow(r.ctx, `SELECT max(at) FROM history`).Scan(&since))
+	if wait := time.Until(since); wait > 0 {
+		time.Sleep(wait + 10*time.Millisecond) // --since must not be in the future
+	}
+
+	env := map[string]string{"ATMOST_DATABASE_URL": r.db.URL, "ATMOST_NATS_URL": srv.URL, "ATMOST_OPERATOR": "alice"}
+	res := run(env, reconcileArgs(since)...)
+	t.Log(res.stdout, res.stderr)
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	got, err := r.l.GetMany(r.ctx, waiting)
+	require.NoError(t, err)
+	for _, k := range waiting {
+		require.Equal(t, ledger.Published, got[k].State, "%s: sent after the backup, and the stream shows it published", k)
+		require.Equal(t, ledger.ReasonRestorePublished, got[k].Reason)
+	}
+	got, err = r.l.GetMany(r.ctx, later)
+	require.NoError(t, err)
+	for _, k := range later {
+		require.Equal(t, ledger.ReasonRestoreResumed, got[k].Reason, "%s: recreated from its envelope", k)
+	}
+	all := append(append(append([]identity.DeliveryKey{}, early...), waiting...), later...)
+	r.dispatchAgain(all)
+	for _, k := range all {
+		require.Equal(t, 1, r.sim.Created(k.String()), "%s: every intent exists on the platform exactly once", k)
+	}
+	return res
+}
+
+// Which clock runs ahead decides nothing: the replay is bounded by what the stream and the
+// restored ledger hold, never by comparing a database time with a NATS time.
+func TestRestoreReconcileDoesNotDependOnTheDatabaseAndNATSClocksAgreeing(t *testing.T) {
+	t.Parallel()
+	for name, ahead := range map[string]bool{"the database clock ahead": true, "the database clock behind": false} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			res := restoreUnderSkew(t, ahead)
+			require.NotContains(t, res.stderr, "from its first event", "the first read, from before --since, holds its witness")
+		})
+	}
+}
+
+// With the clocks further apart than the first read's lead, the read from before --since
+// misses the sends after the backup, and holds no witness that it reaches back to the backup:
+// the whole stream is read, and nothing is sent twice. Not parallel: it sets the lead of the
+// package (to none).
+func TestRestoreReconcileReadsTheWholeStreamWhenTheFirstReadProvesNothing(t *testing.T) {
+	cli.SetReplayLead(t, 0)
+	res := restoreUnderSkew(t, true)
+	require.Contains(t, res.stderr, "reading ATMOST_EVENTS from its first event")
+	require.Contains(t, res.stdout, "replayed 30 events of 9 intents, ATMOST_EVENTS sequences 1 to 30")
 }

@@ -1,9 +1,11 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -351,6 +353,54 @@ func (l *Ledger) RestorePoint(ctx context.Context) (RestorePoint, error) {
 		pt.NewestHistoryAt = row.NewestHistoryAt
 	}
 	return pt, nil
+}
+
+// StreamPosition is one transition of an intent and the stream sequence of the message on
+// ATMOST_EVENTS that holds it.
+type StreamPosition struct {
+	Key       identity.DeliveryKey `json:"delivery_key"`
+	Seq       int64                `json:"seq"`
+	StreamSeq uint64               `json:"stream_seq"`
+}
+
+// restoreWitnessBatch is how many positions one RestoreWitness statement looks at.
+const restoreWitnessBatch = 1000
+
+// RestoreWitness returns, of the authorized events a replay of ATMOST_EVENTS read, the one with
+// the highest stream sequence that the restored ledger proves was stored on the stream before
+// its backup: the ledger holds that authorization followed by its publication, which the
+// dispatcher records only after a send it made only once JetStream had acknowledged the
+// authorized event. Every transition the backup lacks was written after the backup, so it was
+// stored after the witness, at a higher stream sequence: a replay that read every message from
+// the witness on holds them all, whatever the clocks of the database and the NATS server say.
+// ok is false when none of them is a witness.
+func (l *Ledger) RestoreWitness(ctx context.Context, authorized []StreamPosition) (w StreamPosition, ok bool, err error) {
+	sorted := slices.Clone(authorized)
+	slices.SortFunc(sorted, func(a, b StreamPosition) int { return cmp.Compare(b.StreamSeq, a.StreamSeq) })
+	for chunk := range slices.Chunk(sorted, restoreWitnessBatch) {
+		p := dbsqlc.RestoreWitnessParams{}
+		for _, c := range chunk {
+			p.DeliveryKeys = append(p.DeliveryKeys, c.Key.Bytes())
+			p.Seqs = append(p.Seqs, c.Seq)
+			p.StreamSeqs = append(p.StreamSeqs, int64(c.StreamSeq))
+		}
+		var rows []dbsqlc.RestoreWitnessRow
+		err = l.inTx(ctx, "restore witness", func(q *dbsqlc.Queries) (err error) {
+			rows, err = q.RestoreWitness(ctx, p)
+			return err
+		})
+		if err != nil {
+			return StreamPosition{}, false, fmt.Errorf("restore witness: %w", err)
+		}
+		if len(rows) > 0 {
+			for _, c := range chunk {
+				if int64(c.StreamSeq) == rows[0].StreamSeq && c.Seq == rows[0].Seq {
+					return c, true, nil
+				}
+			}
+		}
+	}
+	return StreamPosition{}, false, nil
 }
 
 func (h StreamHistory) validate() error {

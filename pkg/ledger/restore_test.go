@@ -475,3 +475,68 @@ func TestRestoreThatWaitedOnACompletionLeavesItPublished(t *testing.T) {
 		require.Zero(t, e.count(`SELECT count(*) FROM history WHERE delivery_key = $1 AND actor = 'alice'`, c.Key.Bytes()))
 	})
 }
+
+// A witness that a replay reaches back before the backup is an authorization the restored
+// ledger holds published by the dispatcher: it sent only after JetStream acknowledged the
+// authorized event. An authorization without its publication in the ledger, or completed as
+// not sent (the dispatcher gives up on an authorized event JetStream did not acknowledge),
+// proves nothing about when its event reached the stream; nor does any other transition.
+func TestRestoreWitnessIsAnAuthorizationTheLedgerHoldsPublished(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	complete := func(c ledger.Claim, o ledger.Outcome) {
+		t.Helper()
+		_, err := e.l.Complete(e.ctx, c, o)
+		require.NoError(t, err)
+	}
+	published := e.authorized("published")
+	complete(published, ledger.Outcome{Result: ledger.Sent, ObjectID: "obj-1", Confirmed: true})
+	alsoPublished := e.authorized("also published")
+	complete(alsoPublished, ledger.Outcome{Result: ledger.Sent, ObjectID: "obj-2", Confirmed: true})
+	inFlightOnly := e.authorized("authorized, never completed")
+	notSent := e.authorized("authorized, the witness failed")
+	complete(notSent, ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed})
+	unknown := e.authorized("authorized, outcome unknown")
+	complete(unknown, ledger.Outcome{Result: ledger.Unknown})
+
+	// Transition 3 of each is its authorization, 4 its completion.
+	at := func(c ledger.Claim, seq int64, streamSeq uint64) ledger.StreamPosition {
+		return ledger.StreamPosition{Key: c.Key, Seq: seq, StreamSeq: streamSeq}
+	}
+	witness := func(positions ...ledger.StreamPosition) (ledger.StreamPosition, bool) {
+		t.Helper()
+		w, ok, err := e.l.RestoreWitness(e.ctx, positions)
+		require.NoError(t, err)
+		return w, ok
+	}
+	for name, p := range map[string]ledger.StreamPosition{
+		"an authorization never completed":    at(inFlightOnly, 3, 10),
+		"an authorization completed not sent": at(notSent, 3, 11),
+		"an authorization completed unknown":  at(unknown, 3, 12),
+		"a claim of a published intent":       at(published, 2, 13),
+		"the publication itself":              at(published, 4, 14),
+		"a transition the ledger lacks":       at(published, 7, 15),
+	} {
+		_, ok := witness(p)
+		require.False(t, ok, "%s is no witness", name)
+	}
+	_, ok := witness()
+	require.False(t, ok)
+
+	w, ok := witness(at(inFlightOnly, 3, 30), at(published, 3, 20), at(notSent, 3, 40))
+	require.True(t, ok)
+	require.Equal(t, at(published, 3, 20), w)
+	w, ok = witness(at(published, 3, 20), at(alsoPublished, 3, 25), at(unknown, 3, 50))
+	require.True(t, ok)
+	require.Equal(t, at(alsoPublished, 3, 25), w, "the witness with the highest stream sequence")
+
+	// Past the first statement's batch: more positions than one statement looks at, the
+	// witness the lowest of them.
+	many := []ledger.StreamPosition{at(published, 3, 1)}
+	for i := range 2500 {
+		many = append(many, at(inFlightOnly, 3, uint64(100+i)))
+	}
+	w, ok = witness(many...)
+	require.True(t, ok)
+	require.Equal(t, at(published, 3, 1), w)
+}

@@ -252,3 +252,29 @@ SELECT c.epoch AS current_epoch,
        coalesce(hi.at, '1970-01-01T00:00:00Z'::TIMESTAMPTZ)::TIMESTAMPTZ AS newest_history_at,
        (SELECT count(*) FROM history h WHERE h.epoch = c.epoch AND h.reason NOT IN ('restore_published', 'restore_ahead', 'restore_resumed', 'restore_parked'))::BIGINT AS current_epoch_history
 FROM cur c, hist hi, others o;
+
+-- name: RestoreWitness :many
+-- Of the authorized events a replay of ATMOST_EVENTS read (delivery key, transition seq, and
+-- the message's stream sequence), the one with the highest stream sequence that the restored
+-- ledger proves was on the stream before its backup: the ledger holds the transition as that
+-- authorization and the next one as the dispatcher's publication of the same attempt
+-- (authorized -> published, reason published). The dispatcher sends nothing until JetStream
+-- acknowledged the authorized event, and records the publication after the send, so the
+-- backup holding the publication proves the event was stored before the backup, and every
+-- transition the backup lacks was stored after it. An outbox row's absence proves nothing of
+-- the kind: a relay of the restored ledger may have published and removed it after the
+-- restore. No row when none of them is such a witness.
+WITH c AS (
+    SELECT unnest(@delivery_keys::BYTEA[]) AS delivery_key,
+           unnest(@seqs::BIGINT[]) AS seq,
+           unnest(@stream_seqs::BIGINT[]) AS stream_seq
+)
+SELECT c.delivery_key::BYTEA AS delivery_key, c.seq::BIGINT AS seq, c.stream_seq::BIGINT AS stream_seq
+FROM c
+JOIN history a ON a.delivery_key = c.delivery_key AND a.seq = c.seq
+JOIN history p ON p.delivery_key = c.delivery_key AND p.seq = c.seq + 1
+WHERE a.to_state = 'authorized'
+  AND p.from_state = 'authorized' AND p.to_state = 'published' AND p.reason = 'published'
+  AND p.attempt_token = a.attempt_token
+ORDER BY c.stream_seq DESC
+LIMIT 1;

@@ -541,3 +541,62 @@ func (q *Queries) RestoreLedgerPoint(ctx context.Context) (RestoreLedgerPointRow
 	)
 	return i, err
 }
+
+const restoreWitness = `-- name: RestoreWitness :many
+WITH c AS (
+    SELECT unnest($1::BYTEA[]) AS delivery_key,
+           unnest($2::BIGINT[]) AS seq,
+           unnest($3::BIGINT[]) AS stream_seq
+)
+SELECT c.delivery_key::BYTEA AS delivery_key, c.seq::BIGINT AS seq, c.stream_seq::BIGINT AS stream_seq
+FROM c
+JOIN history a ON a.delivery_key = c.delivery_key AND a.seq = c.seq
+JOIN history p ON p.delivery_key = c.delivery_key AND p.seq = c.seq + 1
+WHERE a.to_state = 'authorized'
+  AND p.from_state = 'authorized' AND p.to_state = 'published' AND p.reason = 'published'
+  AND p.attempt_token = a.attempt_token
+ORDER BY c.stream_seq DESC
+LIMIT 1
+`
+
+type RestoreWitnessParams struct {
+	DeliveryKeys [][]byte
+	Seqs         []int64
+	StreamSeqs   []int64
+}
+
+type RestoreWitnessRow struct {
+	DeliveryKey []byte
+	Seq         int64
+	StreamSeq   int64
+}
+
+// Of the authorized events a replay of ATMOST_EVENTS read (delivery key, transition seq, and
+// the message's stream sequence), the one with the highest stream sequence that the restored
+// ledger proves was on the stream before its backup: the ledger holds the transition as that
+// authorization and the next one as the dispatcher's publication of the same attempt
+// (authorized -> published, reason published). The dispatcher sends nothing until JetStream
+// acknowledged the authorized event, and records the publication after the send, so the
+// backup holding the publication proves the event was stored before the backup, and every
+// transition the backup lacks was stored after it. An outbox row's absence proves nothing of
+// the kind: a relay of the restored ledger may have published and removed it after the
+// restore. No row when none of them is such a witness.
+func (q *Queries) RestoreWitness(ctx context.Context, arg RestoreWitnessParams) ([]RestoreWitnessRow, error) {
+	rows, err := q.db.Query(ctx, restoreWitness, arg.DeliveryKeys, arg.Seqs, arg.StreamSeqs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RestoreWitnessRow
+	for rows.Next() {
+		var i RestoreWitnessRow
+		if err := rows.Scan(&i.DeliveryKey, &i.Seq, &i.StreamSeq); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
