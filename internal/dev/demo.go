@@ -52,6 +52,10 @@ const DemoDatabase = "atmost_demo"
 // idempotency-status lookup, so its unknown outcomes can be proven not sent.
 var demoAccounts = []string{"demo-1", "demo-2", "demo-3"}
 
+// demoSlowCreate is how long the simulator holds a create of the delay fault before it commits
+// it: a second past the demo's send timeout, so the dispatcher gives up first.
+const demoSlowCreate = 3 * time.Second
+
 // demoFaults is the simulator's plan once the demo starts: every fault of the plan, rarely.
 var demoFaults = map[platformsim.Fault]float64{
 	platformsim.FaultDropBeforeRead:   0.004,
@@ -77,7 +81,6 @@ var demoEnv = map[string]string{
 	"ATMOST_SWEEP_STRANDED_AFTER":     "20s",
 	"ATMOST_SWEEP_LOOKUP_STALE":       "30s",
 	"ATMOST_SWEEP_UNRECONCILED_AFTER": "2m",
-	"ATMOST_RECONCILE_SCAN_INTERVAL":  "1s",
 	"ATMOST_LOOKUP_TIMEOUT":           "2s",
 	"ATMOST_RECONCILE_RETRY_DELAY":    "1s",
 	"ATMOST_RELAY_INTERVAL":           "200ms",
@@ -150,7 +153,7 @@ func Demo(ctx context.Context, opts DemoOptions) (DemoReport, error) {
 	if err != nil {
 		return DemoReport{}, err
 	}
-	simSrv, err := platformsim.New(platformsim.Config{StatusLookup: true, Plan: platformsim.Plan{Seed: opts.Seed, Rates: demoFaults, Delay: 3 * time.Second}})
+	simSrv, err := platformsim.New(platformsim.Config{StatusLookup: true, Plan: platformsim.Plan{Seed: opts.Seed, Rates: demoFaults, Delay: demoSlowCreate}})
 	if err != nil {
 		return DemoReport{}, err
 	}
@@ -257,10 +260,13 @@ func Redact(raw string) string {
 }
 
 // configure adds the demo's accounts and policy: no rate limit, short backoffs, and definitive
-// platform refusals retried by policy (then parked at the cap), so every path shows.
+// platform refusals retried by policy (then parked at the cap), so every path shows. The
+// reconcile delay covers the platform's slowest create (demoSlowCreate, a second past the send
+// timeout): a lookup made while a request is still in flight inside the platform proves
+// nothing, and it is the only one.
 func configure(ctx context.Context, l *ledger.Ledger, simURL string) error {
 	for i, id := range demoAccounts {
-		settings, err := json.Marshal(map[string]any{"url": simURL, "reconcile_delay": "1s", "status_lookup": i == len(demoAccounts)-1})
+		settings, err := json.Marshal(map[string]any{"url": simURL, "reconcile_delay": "2s", "status_lookup": i == len(demoAccounts)-1})
 		if err != nil {
 			return err
 		}
