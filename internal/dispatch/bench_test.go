@@ -14,7 +14,6 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -26,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atmost/atmost/internal/benchtest"
 	"github.com/atmost/atmost/internal/dbtest"
 	"github.com/atmost/atmost/internal/dispatch"
 	"github.com/atmost/atmost/internal/ingest"
@@ -145,10 +145,10 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 		defer f.Close()
 		require.NoError(b, pprof.StartCPUProfile(f))
 	}
-	selfBefore, pgBefore := cpuTimes()
+	selfBefore, pgBefore := benchtest.CPUTimes()
 	var childBefore time.Duration
 	if child != nil {
-		childBefore = processCPU(child.pid())
+		childBefore = benchtest.ProcessCPU(child.pid())
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -177,9 +177,9 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	b.StopTimer()
-	selfAfter, pgAfter := cpuTimes()
+	selfAfter, pgAfter := benchtest.CPUTimes()
 	if child != nil {
-		selfAfter += processCPU(child.pid()) - childBefore
+		selfAfter += benchtest.ProcessCPU(child.pid()) - childBefore
 	}
 	if *benchProfile != "" {
 		pprof.StopCPUProfile()
@@ -202,7 +202,7 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 	b.ReportMetric(float64(peak.Load())/(1<<20), "peak-MB")
 	restarts := il.Retries() + dl.Retries()
 	if child != nil {
-		b.ReportMetric(float64(peakResident(child.pid()))/(1<<20), "dispatcher-peak-MB")
+		b.ReportMetric(float64(benchtest.PeakResident(child.pid()))/(1<<20), "dispatcher-peak-MB")
 		restarts += child.restarts(b)
 	}
 	b.ReportMetric(float64(restarts)/float64(b.N), "restarts/intent")
@@ -231,7 +231,7 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 	if b.N < 100 {
 		return
 	}
-	ceiling := singleRowCommits(b, ctx, db.Pool, 4, 3*time.Second)
+	ceiling := benchtest.CommitCeiling(b, ctx, db.Pool, 4, 3*time.Second)
 	commitsPerSecond := float64(after-before) / seconds
 	b.ReportMetric(ceiling, "pg-commits/s")
 	b.ReportMetric(commitsPerSecond, "commits/s")
@@ -371,27 +371,6 @@ func walPosition(b *testing.B, ctx context.Context, pool *pgxpool.Pool) int64 {
 	var pos int64
 	require.NoError(b, pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::BIGINT`).Scan(&pos))
 	return pos
-}
-
-// singleRowCommits measures how many single-row INSERT commits per second PostgreSQL takes
-// from workers connections at once, for d.
-func singleRowCommits(b *testing.B, ctx context.Context, pool *pgxpool.Pool, workers int, d time.Duration) float64 {
-	_, err := pool.Exec(ctx, `CREATE TABLE commit_probe (worker INT NOT NULL, n BIGINT NOT NULL, at TIMESTAMPTZ NOT NULL DEFAULT now(), PRIMARY KEY (worker, n))`)
-	require.NoError(b, err)
-	var total atomic.Int64
-	var wg sync.WaitGroup
-	stop := time.Now().Add(d)
-	for w := range workers {
-		wg.Go(func() {
-			for n := 0; time.Now().Before(stop); n++ {
-				if _, err := pool.Exec(ctx, `INSERT INTO commit_probe (worker, n) VALUES ($1, $2)`, w, n); err == nil {
-					total.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return float64(total.Load()) / d.Seconds()
 }
 
 // preload writes n published intents of acct-1 straight into the ledger's tables, with the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/atmost/atmost/internal/benchtest"
 	"github.com/atmost/atmost/internal/dispatch"
 	"github.com/atmost/atmost/internal/platformsim"
 	"github.com/atmost/atmost/internal/reconcile"
@@ -38,7 +39,10 @@ var benchConcurrency = flag.Int("concurrency", 0, "the reconciler's concurrency 
 //     outage of the platform's lookup) when the reconciler starts. Reported: lookups per
 //     second until the last is resolved, and the time from the start to each resolution.
 //
-// The resolution times are read from the ledger's history (the database's clock).
+// The resolution times are read from the ledger's history (the database's clock). The backlog
+// also reports the CPU per lookup of this process (reconciler, simulator, NATS) and of the
+// local PostgreSQL server (every process of it: run alone), and the day's PostgreSQL ceiling of
+// single-row commits a second, which every figure is read against.
 func BenchmarkReconcile(b *testing.B) {
 	for _, share := range []float64{0.05, 0.20} {
 		b.Run(fmt.Sprintf("unknowns=%d%%", int(share*100)), func(b *testing.B) { benchUnknowns(b, share) })
@@ -146,10 +150,13 @@ func benchBacklog(b *testing.B) {
 	time.Sleep(benchDelay) // every lookup is due
 	var start time.Time
 	require.NoError(b, w.DB.AppPool(b).QueryRow(w.Ctx, `SELECT clock_timestamp()`).Scan(&start))
+	selfBefore, pgBefore := benchtest.CPUTimes()
 	b.ResetTimer()
-	defer w.reconciler()()
+	stop = w.reconciler()
 	w.settle(notDone...)
 	b.StopTimer()
+	selfAfter, pgAfter := benchtest.CPUTimes()
+	stop()
 	var p50, p99, worst float64
 	require.NoError(b, w.DB.AppPool(b).QueryRow(w.Ctx, `
 		SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY s), percentile_cont(0.99) WITHIN GROUP (ORDER BY s), max(s)
@@ -159,6 +166,11 @@ func benchBacklog(b *testing.B) {
 	b.ReportMetric(p99, "resolve-p99-s")
 	b.ReportMetric(worst, "resolve-max-s")
 	b.ReportMetric(float64(b.N)/worst, "lookups/s")
+	b.ReportMetric(float64((selfAfter-selfBefore).Microseconds())/float64(b.N)/1000, "go-cpu-ms/lookup")
+	if pgAfter > 0 {
+		b.ReportMetric(float64((pgAfter-pgBefore).Microseconds())/float64(b.N)/1000, "pg-cpu-ms/lookup")
+	}
+	b.ReportMetric(benchtest.CommitCeiling(b, w.Ctx, w.DB.Pool, 4, 3*time.Second), "pg-ceiling-commits/s")
 	b.ReportMetric(0, "ns/op")
 }
 

@@ -1,19 +1,29 @@
-package dispatch_test
+// Package benchtest is what atmost's benchmarks measure of the machine besides the work: the
+// CPU time of this process, of another and of the local PostgreSQL server, a process's peak
+// memory, and PostgreSQL's ceiling of single-row commits per second that day.
+package benchtest
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
+	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
 )
 
-// cpuTimes is the CPU time this process and the local PostgreSQL server have used so far.
+// CPUTimes is the CPU time this process and the local PostgreSQL server have used so far.
 // The server's figure sums every process named postgres, including the exited backends its
 // postmaster has waited for; it is zero where /proc does not show the server (another
 // machine, another OS), and the benchmark then leaves it out.
-func cpuTimes() (self, postgres time.Duration) {
+func CPUTimes() (self, postgres time.Duration) {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
@@ -28,15 +38,15 @@ func cpuTimes() (self, postgres time.Duration) {
 	return self, ticksToDuration(ticks)
 }
 
-// processCPU is the CPU time process pid has used so far (zero where /proc does not show it).
-func processCPU(pid int) time.Duration {
+// ProcessCPU is the CPU time process pid has used so far (zero where /proc does not show it).
+func ProcessCPU(pid int) time.Duration {
 	_, n, _ := procTicks(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 	return ticksToDuration(n)
 }
 
-// peakResident is the most memory process pid has held resident (VmHWM), in bytes; zero where
+// PeakResident is the most memory process pid has held resident (VmHWM), in bytes; zero where
 // /proc does not show it.
-func peakResident(pid int) uint64 {
+func PeakResident(pid int) uint64 {
 	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
 	if err != nil {
 		return 0
@@ -77,3 +87,26 @@ func procTicks(path string) (comm string, ticks int64, ok bool) {
 // ticksToDuration converts clock ticks: Linux reports them in 1/100 s (USER_HZ) on every
 // architecture Go runs on.
 func ticksToDuration(ticks int64) time.Duration { return time.Duration(ticks) * 10 * time.Millisecond }
+
+// CommitCeiling measures how many single-row INSERT commits per second PostgreSQL takes
+// from workers connections at once, for d: the day's ceiling that the figures of a benchmark
+// are read against (this machine's PostgreSQL varies from day to day more than from run to
+// run). It creates the table commit_probe in the pool's database.
+func CommitCeiling(b testing.TB, ctx context.Context, pool *pgxpool.Pool, workers int, d time.Duration) float64 {
+	_, err := pool.Exec(ctx, `CREATE TABLE commit_probe (worker INT NOT NULL, n BIGINT NOT NULL, at TIMESTAMPTZ NOT NULL DEFAULT now(), PRIMARY KEY (worker, n))`)
+	require.NoError(b, err)
+	var total atomic.Int64
+	var wg sync.WaitGroup
+	stop := time.Now().Add(d)
+	for w := range workers {
+		wg.Go(func() {
+			for n := 0; time.Now().Before(stop); n++ {
+				if _, err := pool.Exec(ctx, `INSERT INTO commit_probe (worker, n) VALUES ($1, $2)`, w, n); err == nil {
+					total.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return float64(total.Load()) / d.Seconds()
+}
