@@ -21,7 +21,7 @@ help: ## list the targets
 build: ## build every command into bin/
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
-test: ## run every test with the race detector (needs PostgreSQL; see README)
+test: ## run every test with the race detector (needs PostgreSQL: docs/operating.md#prerequisites)
 	$(GO) test -race -count=1 ./...
 
 .PHONY: test-crdb
@@ -73,5 +73,5 @@ clean-test-databases: ## drop every database the tests made on ATMOST_TEST_DATAB
 chaos: ## the crash-and-fault suite with 10,000 intents: real processes, random SIGKILLs, a NATS restart, a paused dispatcher; ends with duplicates: 0, lost: 0, undeclared: 0, events_missing: 0 (make test runs a short one)
 	$(GO) test -count=1 -run '^TestChaos$$' -v -timeout 60m ./internal/chaos/ -args -chaos.intents=$${CHAOS_INTENTS:-10000}
 
-demo: build ## the whole pipeline on the embedded default: every role, an embedded NATS, a fault-injecting platform, a producer, a kill switch mid-run, and the final count (needs PostgreSQL; see README)
+demo: build ## the whole pipeline on the embedded default: every role, an embedded NATS, a fault-injecting platform, a producer, a kill switch mid-run, and the final count (needs PostgreSQL: docs/operating.md#prerequisites)
 	$(BIN)/atmost demo

@@ -28,7 +28,7 @@ const restoreUsage = `Usage:
 After the ledger was restored from a backup taken at TIME (RFC 3339), and BEFORE any worker
 starts (no dispatcher may start until it finished): replays ATMOST_EVENTS and brings every
 intent whose stream history is ahead of the restored ledger up to it, one guarded ledger
-operation per intent, with the operator as actor (README, "Fencing and the restore protocol"):
+operation per intent, with the operator as actor (docs/design.md#the-restore-protocol):
 
   published on the stream                            -> published      (restore_published)
   authorized on the stream, outcome unknown there    -> indeterminate  (restore_ahead; reconciled by one lookup)

@@ -2,7 +2,7 @@
 // ATMOST_DISPATCH and, for each intent still pending: checks the cheap transient gates (while
 // one refuses, no attempt is created and the work waits), opens ONE attempt with Begin,
 // authorizes it immediately before the first byte, waits until JetStream acknowledged the
-// authorized transition (the witness outside the database, DESIGN 4.5), sends once through the
+// authorized transition (the witness outside the database, docs/design.md#the-witness), sends once through the
 // account's platform adapter, reads the object back, and records the outcome with Complete.
 // The work item is acknowledged only after the ledger transition.
 //

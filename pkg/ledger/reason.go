@@ -1,8 +1,8 @@
 package ledger
 
 // Reason says why an intent is in its state. Every reason belongs to exactly one state; the
-// mapping is the table Reasons, which the README's retryable-versus-terminal table repeats
-// (a test keeps the two equal).
+// mapping is the table Reasons, which the reasons table of docs/design.md#reasons repeats (a
+// test keeps the two equal).
 type Reason string
 
 // Retryability says what may happen after a reason.
