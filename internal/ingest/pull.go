@@ -56,11 +56,6 @@ func (p *puller) fetch(ctx context.Context, batch int, wait time.Duration) ([]*n
 		return nil, err
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	// The batch's count bounds it; a bound on its bytes would drop the deliveries of a batch of
-	// large messages on the client (a slow consumer), to come back only after their ack wait.
-	if err := sub.SetPendingLimits(-1, -1); err != nil {
-		return nil, err
-	}
 	req, err := json.Marshal(pullRequest{Batch: batch, Expires: wait})
 	if err != nil {
 		return nil, err
