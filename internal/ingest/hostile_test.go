@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/internal/ingest"
+	"github.com/atmost/atmost/migrations"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
@@ -312,11 +313,27 @@ func TestAnOutageNeverCountsTowardTheDeliveryBound(t *testing.T) {
 	}
 	require.Equal(t, -1, e.consumerInfo().Config.MaxDeliver)
 
-	up, err := ingest.New(e.Ctx, e.JS, e.Ledger, ingest.Config{MaxWait: 200 * time.Millisecond, MaxDeliveries: 2})
+	up, err := ingest.New(e.Ctx, e.JS, e.Ledger, ingest.Config{MaxWait: 200 * time.Millisecond, NakDelay: 10 * time.Millisecond, MaxDeliveries: 2})
 	require.NoError(t, err)
 	s, err := up.Batch(e.Ctx)
 	require.NoError(t, err)
 	require.Equal(t, ingest.Stats{Created: 1, Rejected: 1}, s)
+	require.Zero(t, e.Count(`SELECT count(*) FROM rejects WHERE reason = 'unstorable'`))
+
+	// Nor is a refusal that is not about the message: a grant missing while the rejects table
+	// would take a record.
+	e.Exec(`REVOKE INSERT ON intents FROM ` + migrations.AppRole)
+	e.publish("acct-1", post("while the grant is missing"), nil)
+	for range 4 {
+		s, err := up.Batch(e.Ctx)
+		require.Error(t, err)
+		require.Equal(t, ingest.Stats{Retried: 1}, s)
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.Exec(`GRANT INSERT ON intents TO ` + migrations.AppRole)
+	s, err = up.Batch(e.Ctx)
+	require.NoError(t, err)
+	require.Equal(t, ingest.Stats{Created: 1}, s)
 	require.Zero(t, e.Count(`SELECT count(*) FROM rejects WHERE reason = 'unstorable'`))
 }
 
