@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/internal/ingest"
+	"github.com/atmost/atmost/internal/streams"
 	"github.com/atmost/atmost/migrations"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
@@ -345,4 +346,33 @@ func brokenLedger(t *testing.T, e *env) *ledger.Ledger {
 	l, err := ledger.New(down, ledger.Config{MaxRetries: 1})
 	require.NoError(t, err)
 	return l
+}
+
+// A stored reject is acknowledged only once it is on atmost.rejected.<reason> as well: when
+// publishing fails, the batch's intents are acknowledged and its rejects (unknown_account too,
+// decided after the intents' commit) come back, to be stored once and published.
+func TestARejectIsAcknowledgedOnlyOncePublished(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	in, err := ingest.New(e.Ctx, e.JS, e.Ledger, ingest.Config{MaxWait: 200 * time.Millisecond, NakDelay: 10 * time.Millisecond})
+	require.NoError(t, err)
+	e.publish("acct-1", post("kept"), nil)
+	e.publish("acct-1", `{"v":1,"account":"nobody","action":"post","request":{}}`, nil)
+	e.publish("acct-1", "not json", nil)
+	require.NoError(t, e.JS.DeleteStream(e.Ctx, events.RejectsStream))
+
+	s, err := in.Batch(e.Ctx)
+	require.Error(t, err)
+	require.Equal(t, ingest.Stats{Created: 1, Retried: 2}, s)
+	require.Equal(t, 2, e.Count(`SELECT count(*) FROM rejects`), "stored, not yet published")
+
+	require.NoError(t, streams.Ensure(e.Ctx, e.JS.Conn(), e.JS, streams.Config{}))
+	time.Sleep(50 * time.Millisecond)
+	s, err = in.Batch(e.Ctx)
+	require.NoError(t, err)
+	require.Equal(t, ingest.Stats{Rejected: 2}, s)
+	require.Equal(t, 2, e.Count(`SELECT count(*) FROM rejects`))
+	info := e.consumerInfo()
+	require.Zero(t, info.NumPending)
+	require.Zero(t, info.NumAckPending)
 }

@@ -160,9 +160,9 @@ func (in *Ingester) BatchKeys(ctx context.Context) (Stats, []identity.DeliveryKe
 		}
 	}
 	if err := in.submit(ctx, valid, &stats, &keys); err != nil {
-		in.nak(without(batch, stored(batch)))
-		in.ack(ctx, stored(batch))
-		stats.Retried = len(batch) - len(stored(batch))
+		in.nak(without(batch, storedIntents(batch)))
+		in.ack(ctx, storedIntents(batch))
+		stats.Retried = len(batch) - len(storedIntents(batch))
 		return stats, keys, fmt.Errorf("ingest: submit: %w", err)
 	}
 
@@ -187,9 +187,9 @@ func (in *Ingester) BatchKeys(ctx context.Context) (Stats, []identity.DeliveryKe
 		err = in.storeRejects(ctx, last)
 	}
 	if err != nil {
-		in.nak(without(batch, stored(valid)))
-		in.ack(ctx, stored(valid))
-		stats.Retried = len(batch) - len(stored(valid))
+		in.nak(without(batch, storedIntents(batch)))
+		in.ack(ctx, storedIntents(batch))
+		stats.Retried = len(batch) - len(storedIntents(batch))
 		return stats, keys, fmt.Errorf("ingest: store rejects: %w", err)
 	}
 	rejected = nil
@@ -199,9 +199,9 @@ func (in *Ingester) BatchKeys(ctx context.Context) (Stats, []identity.DeliveryKe
 		}
 	}
 	if err := in.publishRejects(ctx, rejected); err != nil {
-		in.nak(without(batch, stored(valid)))
-		in.ack(ctx, stored(valid))
-		stats.Retried = len(batch) - len(stored(valid))
+		in.nak(without(batch, storedIntents(batch)))
+		in.ack(ctx, storedIntents(batch))
+		stats.Retried = len(batch) - len(storedIntents(batch))
 		return stats, keys, err
 	}
 	for _, m := range rejected {
@@ -429,6 +429,18 @@ func (in *Ingester) nak(ms []*message) {
 	for _, m := range ms {
 		_ = in.pull.nak(m.msg, in.cfg.NakDelay)
 	}
+}
+
+// storedIntents are the messages of ms whose intent is committed: acknowledged even when the
+// rest of their batch is not. A stored reject waits for its publishing.
+func storedIntents(ms []*message) []*message {
+	var out []*message
+	for _, m := range stored(ms) {
+		if m.reject == nil {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 func stored(ms []*message) []*message {
