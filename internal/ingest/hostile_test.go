@@ -209,7 +209,10 @@ func TestAMessageTheDatabaseRefusesEndsUnstorableAlone(t *testing.T) {
 
 	deliveries := 1
 	var total ingest.Stats
-	for total.Unstorable < 2 && deliveries < 10 {
+	for range 20 {
+		if total.Unstorable == 2 {
+			break
+		}
 		time.Sleep(100 * time.Millisecond) // past the nak delay
 		s, err := in.Batch(e.Ctx)
 		require.NoError(t, err)
