@@ -58,9 +58,10 @@ bench: ## benchmarks on the real database and JetStream: the ledger at both isol
 	$(GO) test -run '^$$' -bench EndToEnd -benchtime 10000x ./internal/dispatch/ -args -isolation=read-committed
 	$(GO) test -run '^$$' -bench Reconcile -benchtime 10000x ./internal/reconcile/
 
-fuzz: ## run each fuzz target for FUZZTIME (default 3m)
+fuzz: ## run each fuzz target for FUZZTIME (default 3m; FuzzIngest needs PostgreSQL)
 	$(GO) test -run '^$$' -fuzz '^FuzzParseEnvelope$$' -fuzztime $(FUZZTIME) -parallel 1 ./pkg/identity/
 	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalJSON$$' -fuzztime $(FUZZTIME) -parallel 1 ./pkg/identity/
+	$(GO) test -run '^$$' -fuzz '^FuzzIngest$$' -fuzztime $(FUZZTIME) -parallel 1 ./internal/ingest/
 
 mutate: ## remove each ledger guard in turn (scripts/mutations.txt) and prove a test goes red (needs PostgreSQL)
 	scripts/mutate

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -502,4 +503,33 @@ func TestRejectsLsNewestFirst(t *testing.T) {
 	res = s.run("rejects", "ls", "--reason", "too_large", "--json")
 	require.Equal(t, cli.ExitOK, res.code, res.stderr)
 	require.Equal(t, "[]\n", res.stdout)
+}
+
+// A refused message's subject and headers may hold any bytes: the table escapes them, and the
+// JSON carries them as the ledger stores them (base64: where they are not UTF-8 without NUL),
+// so they survive it; the SHA-256 names the whole message.
+func TestRejectsLsShowsAnyBytesReadably(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	_, err := s.l.Reject(s.ctx, []ledger.Rejection{{Reason: "malformed_json", Detail: "bad", Subject: "atmost.intent.a\x00\xff", Stream: "ATMOST_INTENTS", StreamSeq: 3,
+		Headers: map[string][]string{"K\x00": {"v\xfe", "plain"}}, Raw: []byte("x")}})
+	require.NoError(t, err)
+
+	res := s.run("rejects", "ls")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.Contains(t, res.stdout, `atmost.intent.a\x00\xff`)
+
+	res = s.run("rejects", "ls", "--json")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	var rejects []struct {
+		Subject string
+		Headers map[string][]string
+		SHA256  string
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &rejects))
+	require.Len(t, rejects, 1)
+	require.Equal(t, "base64:"+base64.StdEncoding.EncodeToString([]byte("atmost.intent.a\x00\xff")), rejects[0].Subject)
+	require.Equal(t, map[string][]string{"base64:" + base64.StdEncoding.EncodeToString([]byte("K\x00")): {"base64:" + base64.StdEncoding.EncodeToString([]byte("v\xfe")), "plain"}},
+		rejects[0].Headers)
+	require.Equal(t, "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881", rejects[0].SHA256, "sha256 of x")
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger"
 )
 
 const rejectsUsage = `Usage:
@@ -18,12 +20,18 @@ const rejectsUsage = `Usage:
 
 Input that ingest refused, newest first: when, why (the reason and its detail), the subject and
 stream sequence it came from, its size and the start of its bytes. The ledger keeps every
-refused message (up to 64 KiB of it) and publishes it on atmost.rejected.<reason>; nothing
-refused is lost, and nothing in this table is retried.
+refused message (up to 64 KiB of it, and the SHA-256 of all of it) and publishes it on
+atmost.rejected.<reason>; nothing refused is lost, and nothing in this table is retried. A
+message the database would not take at all is listed as unstorable, by its size and SHA-256.
+
+The table shows control characters and bytes that are not UTF-8 as escapes. With --json, the
+subject, the detail and each header key and value are as the ledger stores them: as they came
+when they are UTF-8 without NUL, otherwise "base64:" and the base64 of their bytes.
 `
 
 // rejectJSON is a refused message as rejects ls prints it; Preview is the message's first
-// bytes (ledger.RejectPreviewBytes) as text.
+// bytes (ledger.RejectPreviewBytes) as text. Detail, Subject and Headers are ledger.StoredText,
+// so that any bytes survive JSON.
 type rejectJSON struct {
 	ID        string              `json:"id"`
 	Reason    string              `json:"reason"`
@@ -35,6 +43,7 @@ type rejectJSON struct {
 	Preview   string              `json:"preview"`
 	Size      int                 `json:"size"`
 	Truncated bool                `json:"truncated"`
+	SHA256    string              `json:"sha256,omitempty"`
 	At        time.Time           `json:"at"`
 }
 
@@ -67,7 +76,16 @@ func runRejects(ctx context.Context, io IO, args []string) int {
 	if *c.asJSON {
 		out := make([]rejectJSON, len(rejects))
 		for i, r := range rejects {
-			out[i] = rejectJSON{r.ID, r.Reason, r.Detail, r.Subject, r.Stream, r.StreamSeq, r.Headers, string(r.Preview), r.Size, r.Truncated, r.At}
+			headers := make(map[string][]string, len(r.Headers))
+			for k, vs := range r.Headers {
+				stored := make([]string, len(vs))
+				for j, v := range vs {
+					stored[j] = ledger.StoredText(v)
+				}
+				headers[ledger.StoredText(k)] = stored
+			}
+			out[i] = rejectJSON{r.ID, r.Reason, ledger.StoredText(r.Detail), ledger.StoredText(r.Subject), r.Stream, r.StreamSeq, headers,
+				string(r.Preview), r.Size, r.Truncated, hex.EncodeToString(r.SHA256), r.At}
 		}
 		return writeJSON(io, out)
 	}
@@ -78,7 +96,7 @@ func runRejects(ctx context.Context, io IO, args []string) int {
 		if r.StreamSeq > 0 {
 			seq = fmt.Sprint(r.StreamSeq)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", timestamp(r.At), r.Reason, dash(r.Subject), seq, r.Size, oneLine(r.Detail, 60), oneLine(string(r.Preview), 40))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", timestamp(r.At), r.Reason, oneLine(r.Subject, 80), seq, r.Size, oneLine(r.Detail, 60), oneLine(string(r.Preview), 40))
 	}
 	_ = w.Flush()
 	return ExitOK

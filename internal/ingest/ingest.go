@@ -3,13 +3,17 @@
 // (counted as a duplicate), never a second intent. A message is acknowledged only after what it
 // carries is committed: a valid intent in the ledger, or bad input in the rejects table and on
 // atmost.rejected.<reason>. When the ledger is unreachable the batch is nak'ed with a delay:
-// nothing is lost. A bad message never blocks the rest of its batch.
+// nothing is lost, and the server redelivers it for as long as it takes. No message can hold
+// back the rest of its batch: one the database refuses is tried alone, nak'ed alone, and on its
+// MaxDeliveries-th delivery recorded as unstorable by its size and digest, and acknowledged.
 package ingest
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -31,11 +35,15 @@ type Config struct {
 	Batch int
 	// MaxWait bounds how long a fetch waits for a full batch. Default 1 s.
 	MaxWait time.Duration
-	// NakDelay is how long JetStream waits before redelivering a batch the ledger could not
+	// NakDelay is how long JetStream waits before redelivering a message the ledger could not
 	// take. Default 5 s.
 	NakDelay time.Duration
 	// AckWait is the consumer's redelivery timeout. Default 30 s.
 	AckWait time.Duration
+	// MaxDeliveries is the delivery on which a message the database refused every time (a data
+	// error, never an outage) is recorded as unstorable and acknowledged. Default
+	// DefaultMaxDeliveries.
+	MaxDeliveries int
 	// Logger; nil means no logging.
 	Logger *zap.Logger
 }
@@ -56,15 +64,24 @@ func (c Config) withDefaults() Config {
 	if c.AckWait == 0 {
 		c.AckWait = 30 * time.Second
 	}
+	if c.MaxDeliveries == 0 {
+		c.MaxDeliveries = DefaultMaxDeliveries
+	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
 	return c
 }
 
-// Stats counts what one batch did.
+// DefaultMaxDeliveries: a refusal is data the database will refuse again, so the bound only
+// allows for one that would not be; with the default nak delay it costs a message the database
+// never takes about 20 seconds before its record.
+const DefaultMaxDeliveries = 5
+
+// Stats counts what one batch did: each message is one of created, duplicate, rejected (stored
+// with its reason), unstorable (recorded by its digest) or retried (nak'ed for redelivery).
 type Stats struct {
-	Created, Duplicates, Rejected, Retried int
+	Created, Duplicates, Rejected, Unstorable, Retried int
 }
 
 // Ingester consumes ATMOST_INTENTS into the ledger.
@@ -72,37 +89,44 @@ type Ingester struct {
 	js       jetstream.JetStream
 	ledger   *ledger.Ledger
 	consumer jetstream.Consumer
+	pull     *puller
 	cfg      Config
 	log      *zap.Logger
 }
 
 // New creates (or attaches to) the durable consumer and returns an Ingester. The streams must
-// exist (internal/streams).
+// exist (internal/streams). The consumer has no MaxDeliver: the server would stop delivering a
+// message at its bound without telling anyone, where the ingester ends it with a record.
 func New(ctx context.Context, js jetstream.JetStream, l *ledger.Ledger, cfg Config) (*Ingester, error) {
 	cfg = cfg.withDefaults()
 	consumer, err := js.CreateOrUpdateConsumer(ctx, events.IntentsStream, jetstream.ConsumerConfig{
 		Durable:       cfg.Durable,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       cfg.AckWait,
+		MaxDeliver:    -1,
 		MaxAckPending: 10 * cfg.Batch,
 		FilterSubject: events.IntentSubjects,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ingest: consumer %s on %s: %w", cfg.Durable, events.IntentsStream, err)
 	}
-	return &Ingester{js: js, ledger: l, consumer: consumer, cfg: cfg, log: cfg.Logger.Named("ingest")}, nil
+	return &Ingester{js: js, ledger: l, consumer: consumer, pull: newPuller(js, events.IntentsStream, cfg.Durable),
+		cfg: cfg, log: cfg.Logger.Named("ingest")}, nil
 }
 
 // message is one fetched message and what became of it.
 type message struct {
-	msg      jetstream.Msg
-	seq      uint64
-	envelope identity.Envelope
-	reject   *ledger.Rejection
+	msg       *nats.Msg
+	seq       uint64
+	delivered uint64 // this delivery's number, from 1
+	envelope  identity.Envelope
+	reject    *ledger.Rejection
+	stored    bool  // its intent or its reject is committed
+	refused   error // the database refused its content on this delivery
 }
 
 // Batch fetches up to Config.Batch messages and ingests them. It returns what it did; an error
-// means some messages were nak'ed for redelivery.
+// means some messages were nak'ed for redelivery because the ledger or JetStream failed.
 func (in *Ingester) Batch(ctx context.Context) (Stats, error) {
 	stats, _, err := in.BatchKeys(ctx)
 	return stats, err
@@ -116,118 +140,232 @@ func (in *Ingester) Batch(ctx context.Context) (Stats, error) {
 func (in *Ingester) BatchKeys(ctx context.Context) (Stats, []identity.DeliveryKey, error) {
 	var stats Stats
 	var keys []identity.DeliveryKey
-	fetched, err := in.consumer.Fetch(in.cfg.Batch, jetstream.FetchMaxWait(in.cfg.MaxWait))
-	if err != nil {
+	fetched, err := in.pull.fetch(ctx, in.cfg.Batch, in.cfg.MaxWait)
+	if err != nil && len(fetched) == 0 {
 		return stats, keys, fmt.Errorf("ingest: fetch: %w", err)
 	}
-	var batch []*message
-	for msg := range fetched.Messages() {
-		batch = append(batch, classify(msg))
-	}
-	if err := fetched.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && len(batch) == 0 {
-		return stats, keys, fmt.Errorf("ingest: fetch: %w", err)
-	}
-	if len(batch) == 0 {
+	if len(fetched) == 0 {
 		return stats, keys, nil
 	}
+	batch := make([]*message, len(fetched))
+	for i, msg := range fetched {
+		batch[i] = classify(msg)
+	}
 
-	// Valid intents: one Submit. Unknown accounts become rejections.
+	// Valid intents: one Submit, or one each when the database refuses the batch.
 	var valid []*message
-	var envelopes []identity.Envelope
 	for _, m := range batch {
 		if m.reject == nil {
 			valid = append(valid, m)
-			envelopes = append(envelopes, m.envelope)
 		}
 	}
-	if len(envelopes) > 0 {
-		results, err := in.ledger.Submit(ctx, envelopes)
-		if err != nil {
-			in.nak(batch)
-			stats.Retried = len(batch)
-			return stats, keys, fmt.Errorf("ingest: submit: %w", err)
-		}
-		for i, r := range results {
-			switch r.Outcome {
-			case ledger.Created:
-				stats.Created++
-				keys = append(keys, r.Key)
-			case ledger.Duplicate:
-				stats.Duplicates++
-				keys = append(keys, r.Key)
-			case ledger.UnknownAccount:
-				valid[i].reject = rejection(valid[i].msg, valid[i].seq, identity.ReasonUnknownAccount, "account "+quote(valid[i].envelope.Account)+" is not configured")
-			}
-		}
+	if err := in.submit(ctx, valid, &stats, &keys); err != nil {
+		in.nak(without(batch, storedIntents(batch)))
+		in.ack(ctx, storedIntents(batch))
+		stats.Retried = len(batch) - len(storedIntents(batch))
+		return stats, keys, fmt.Errorf("ingest: submit: %w", err)
 	}
 
 	crashPoint("after-commit")
 
-	// Bad input: stored, published, then acknowledged.
-	var rejects []ledger.Rejection
-	var rejected []*message
+	// Bad input, then the messages the database refused on their last allowed delivery, as
+	// intents or as rejects: stored, published, then acknowledged.
+	var rejected, last []*message
 	for _, m := range batch {
 		if m.reject != nil {
-			rejects = append(rejects, *m.reject)
 			rejected = append(rejected, m)
 		}
 	}
-	if len(rejects) > 0 {
-		if _, err := in.ledger.Reject(ctx, rejects); err != nil {
-			in.nak(rejected)
-			in.ack(ctx, without(batch, rejected))
-			stats.Retried = len(rejected)
-			return stats, keys, fmt.Errorf("ingest: store rejects: %w", err)
+	err = in.storeRejects(ctx, rejected)
+	if err == nil {
+		for _, m := range batch {
+			if m.refused != nil && m.delivered >= uint64(in.cfg.MaxDeliveries) {
+				m.reject, m.refused = in.unstorable(m), nil
+				last = append(last, m)
+			}
 		}
-		if err := in.publishRejects(ctx, rejected); err != nil {
-			in.nak(rejected)
-			in.ack(ctx, without(batch, rejected))
-			stats.Retried = len(rejected)
-			return stats, keys, err
-		}
-		stats.Rejected = len(rejected)
+		err = in.storeRejects(ctx, last)
 	}
-	in.ack(ctx, batch)
+	if err != nil {
+		in.nak(without(batch, storedIntents(batch)))
+		in.ack(ctx, storedIntents(batch))
+		stats.Retried = len(batch) - len(storedIntents(batch))
+		return stats, keys, fmt.Errorf("ingest: store rejects: %w", err)
+	}
+	rejected = nil
+	for _, m := range stored(batch) {
+		if m.reject != nil {
+			rejected = append(rejected, m)
+		}
+	}
+	if err := in.publishRejects(ctx, rejected); err != nil {
+		in.nak(without(batch, storedIntents(batch)))
+		in.ack(ctx, storedIntents(batch))
+		stats.Retried = len(batch) - len(storedIntents(batch))
+		return stats, keys, err
+	}
+	for _, m := range rejected {
+		if m.reject.Reason == string(identity.ReasonUnstorable) {
+			stats.Unstorable++
+			in.log.Error("message recorded as unstorable", zap.Uint64("seq", m.seq), zap.Uint64("delivery", m.delivered), zap.String("detail", m.reject.Detail))
+		} else {
+			stats.Rejected++
+		}
+	}
+
+	// What the database refused below the bound comes back alone after the nak delay.
+	done := stored(batch)
+	for _, m := range without(batch, done) {
+		in.log.Warn("the ledger refused a message; it will be redelivered", zap.Uint64("seq", m.seq),
+			zap.Uint64("delivery", m.delivered), zap.Int("max_deliveries", in.cfg.MaxDeliveries), zap.Error(m.refused))
+	}
+	in.nak(without(batch, done))
+	stats.Retried = len(batch) - len(done)
+	in.ack(ctx, done)
 	return stats, keys, nil
 }
 
+// submit stores the intents of ms in one Submit. When the database refuses the batch for its
+// content, each intent is submitted alone, so that only the one it refuses is held back (its
+// refused is set). An error means the ledger is unavailable; the intents it stored before are
+// marked stored.
+func (in *Ingester) submit(ctx context.Context, ms []*message, stats *Stats, keys *[]identity.DeliveryKey) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	envelopes := make([]identity.Envelope, len(ms))
+	for i, m := range ms {
+		envelopes[i] = m.envelope
+	}
+	results, err := in.ledger.Submit(ctx, envelopes)
+	switch {
+	case err == nil:
+	case ledger.Permanent(err) && len(ms) > 1:
+		for _, m := range ms {
+			if err := in.submit(ctx, []*message{m}, stats, keys); err != nil {
+				return err
+			}
+		}
+		return nil
+	case ledger.Permanent(err):
+		ms[0].refused = err
+		return nil
+	default:
+		return err
+	}
+	for i, r := range results {
+		m := ms[i]
+		switch r.Outcome {
+		case ledger.Created:
+			stats.Created++
+			*keys = append(*keys, r.Key)
+			m.stored = true
+		case ledger.Duplicate:
+			stats.Duplicates++
+			*keys = append(*keys, r.Key)
+			m.stored = true
+		case ledger.UnknownAccount:
+			m.reject = rejection(m, identity.ReasonUnknownAccount, "account "+quote(m.envelope.Account)+" is not configured")
+		}
+	}
+	return nil
+}
+
+// storeRejects stores the rejections of ms in one transaction, or one each when the database
+// refuses the batch for its content, and marks what it stored; a refused one has its refused
+// set. An error means the ledger is unavailable.
+func (in *Ingester) storeRejects(ctx context.Context, ms []*message) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	rs := make([]ledger.Rejection, len(ms))
+	for i, m := range ms {
+		rs[i] = *m.reject
+	}
+	_, err := in.ledger.Reject(ctx, rs)
+	switch {
+	case err == nil:
+		for _, m := range ms {
+			m.stored = true
+		}
+		return nil
+	case ledger.Permanent(err) && len(ms) > 1:
+		for _, m := range ms {
+			if err := in.storeRejects(ctx, []*message{m}); err != nil {
+				return err
+			}
+		}
+		return nil
+	case ledger.Permanent(err):
+		// Not even the record of an unstorable message was taken: it stays unacknowledged.
+		ms[0].refused = err
+		return nil
+	default:
+		return err
+	}
+}
+
+// unstorable is the record of a message the database refused on its last allowed delivery:
+// only what is known for certain to be storable (the stream, the sequence, the body's size and
+// SHA-256, and the refusal in ASCII), none of the message's own text.
+func (in *Ingester) unstorable(m *message) *ledger.Rejection {
+	refusal := m.refused.Error()
+	if len(refusal) > 300 {
+		refusal = refusal[:300]
+	}
+	detail := fmt.Sprintf("the ledger refused this message on %d deliveries (the bound); its %d bytes are not kept: %s",
+		m.delivered, len(m.msg.Data), strconv.QuoteToASCII(refusal))
+	return &ledger.Rejection{Reason: string(identity.ReasonUnstorable), Detail: detail, Stream: events.IntentsStream,
+		StreamSeq: int64(m.seq), Raw: m.msg.Data, DigestOnly: true}
+}
+
 // classify parses one message: an envelope, or the reason it is refused.
-func classify(msg jetstream.Msg) *message {
+func classify(msg *nats.Msg) *message {
 	m := &message{msg: msg}
 	if meta, err := msg.Metadata(); err == nil {
-		m.seq = meta.Sequence.Stream
+		m.seq, m.delivered = meta.Sequence.Stream, meta.NumDelivered
 	}
-	env, err := identity.ParseEnvelope(msg.Data())
+	// The client hands over a header block it cannot parse as no headers at all; only the
+	// message's size still tells that one came.
+	if block := msg.Size() - len(msg.Subject) - len(msg.Reply) - len(msg.Data); block > 0 && msg.Header == nil {
+		m.reject = rejection(m, identity.ReasonInvalidHeader, fmt.Sprintf("the NATS header block (%d bytes) does not parse; it is not kept", block))
+		return m
+	}
+	env, err := identity.ParseEnvelope(msg.Data)
 	if err == nil {
-		err = identity.CheckDeliveryKeyHeader(env, msg.Headers().Get(identity.DeliveryKeyHeader))
+		err = identity.CheckDeliveryKeyHeader(env, msg.Header.Get(identity.DeliveryKeyHeader))
 	}
 	var rej *identity.RejectError
 	switch {
 	case err == nil:
 		m.envelope = env
 	case errors.As(err, &rej):
-		m.reject = rejection(msg, m.seq, rej.Reason, rej.Detail)
+		m.reject = rejection(m, rej.Reason, rej.Detail)
 	default:
-		m.reject = rejection(msg, m.seq, identity.ReasonMalformedJSON, err.Error())
+		m.reject = rejection(m, identity.ReasonMalformedJSON, err.Error())
 	}
 	return m
 }
 
-func rejection(msg jetstream.Msg, seq uint64, reason identity.Reason, detail string) *ledger.Rejection {
+func rejection(m *message, reason identity.Reason, detail string) *ledger.Rejection {
 	return &ledger.Rejection{
-		Reason: string(reason), Detail: detail, Subject: msg.Subject(), Stream: events.IntentsStream,
-		StreamSeq: int64(seq), Headers: msg.Headers(), Raw: msg.Data(),
+		Reason: string(reason), Detail: detail, Subject: m.msg.Subject, Stream: events.IntentsStream,
+		StreamSeq: int64(m.seq), Headers: m.msg.Header, Raw: m.msg.Data,
 	}
 }
 
-// publishRejects puts each refused message on atmost.rejected.<reason>, with its reason and
-// detail as headers and the original bytes (bounded) as payload; Nats-Msg-Id names the
-// original message, so a redelivery publishes nothing new.
+// publishRejects puts each refused message on atmost.rejected.<reason>, with its reason,
+// detail, subject, size and SHA-256 as headers and the original bytes (bounded; none for an
+// unstorable one) as payload; Nats-Msg-Id names the original message, so a redelivery
+// publishes nothing new.
 func (in *Ingester) publishRejects(ctx context.Context, rejected []*message) error {
 	var futures []jetstream.PubAckFuture
 	for _, m := range rejected {
 		raw := m.reject.Raw
-		if len(raw) > ledger.MaxRejectRaw {
+		switch {
+		case m.reject.DigestOnly:
+			raw = nil
+		case len(raw) > ledger.MaxRejectRaw:
 			raw = raw[:ledger.MaxRejectRaw]
 		}
 		f, err := in.js.PublishMsgAsync(&nats.Msg{
@@ -238,6 +376,8 @@ func (in *Ingester) publishRejects(ctx context.Context, rejected []*message) err
 				"Atmost-Reason":       []string{m.reject.Reason},
 				"Atmost-Detail":       []string{m.reject.Detail},
 				"Atmost-Subject":      []string{m.reject.Subject},
+				"Atmost-Size":         []string{strconv.Itoa(len(m.reject.Raw))},
+				"Atmost-Sha256":       []string{fmt.Sprintf("%x", sha256.Sum256(m.reject.Raw))},
 			},
 		})
 		if err != nil {
@@ -259,9 +399,9 @@ func (in *Ingester) publishRejects(ctx context.Context, rejected []*message) err
 	return nil
 }
 
-// ack acknowledges a committed batch. DoubleAck waits for the server's confirmation; the
-// confirmations of a batch are awaited together (up to ackers at once), not one round trip
-// after another.
+// ack acknowledges a committed batch. Each acknowledgement waits for the server's
+// confirmation; the confirmations of a batch are awaited together (up to ackers at once), not
+// one round trip after another.
 func (in *Ingester) ack(ctx context.Context, ms []*message) {
 	const ackers = 32
 	var wg sync.WaitGroup
@@ -271,7 +411,7 @@ func (in *Ingester) ack(ctx context.Context, ms []*message) {
 		go func() {
 			defer wg.Done()
 			for m := range next {
-				if err := m.msg.DoubleAck(ctx); err != nil {
+				if err := in.pull.ack(ctx, m.msg); err != nil {
 					// The commit stands; a redelivery is a duplicate, which the ledger absorbs.
 					in.log.Debug("ack not confirmed", zap.Uint64("seq", m.seq), zap.Error(err))
 				}
@@ -287,8 +427,30 @@ func (in *Ingester) ack(ctx context.Context, ms []*message) {
 
 func (in *Ingester) nak(ms []*message) {
 	for _, m := range ms {
-		_ = m.msg.NakWithDelay(in.cfg.NakDelay)
+		_ = in.pull.nak(m.msg, in.cfg.NakDelay)
 	}
+}
+
+// storedIntents are the messages of ms whose intent is committed: acknowledged even when the
+// rest of their batch is not. A stored reject waits for its publishing.
+func storedIntents(ms []*message) []*message {
+	var out []*message
+	for _, m := range stored(ms) {
+		if m.reject == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func stored(ms []*message) []*message {
+	var out []*message
+	for _, m := range ms {
+		if m.stored {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 func without(all, some []*message) []*message {

@@ -19,6 +19,7 @@ import (
 type RoleConfig struct {
 	role.Common
 	Batch         int           // ATMOST_INGEST_BATCH
+	MaxDeliveries int           // ATMOST_INGEST_MAX_DELIVERIES
 	RelayInterval time.Duration // ATMOST_RELAY_INTERVAL
 }
 
@@ -26,6 +27,8 @@ func (c RoleConfig) validate() error {
 	switch {
 	case c.Batch < 1 || c.Batch > 10000:
 		return fmt.Errorf("batch %d: must be between 1 and 10000", c.Batch)
+	case c.MaxDeliveries < 1:
+		return fmt.Errorf("max deliveries %d: must be at least 1", c.MaxDeliveries)
 	case c.RelayInterval < 10*time.Millisecond:
 		return fmt.Errorf("relay interval %s: must be at least 10ms", c.RelayInterval)
 	}
@@ -50,6 +53,7 @@ func parseRoleConfig(args []string, getenv func(string) (string, bool), stderr i
 	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
 	cfg.Common.Register(fs, env, "127.0.0.1:9101")
 	fs.IntVar(&cfg.Batch, "batch", env.Int("ATMOST_INGEST_BATCH", 100), "messages per fetch; their intents go to the ledger in one transaction (env ATMOST_INGEST_BATCH)")
+	fs.IntVar(&cfg.MaxDeliveries, "max-deliveries", env.Int("ATMOST_INGEST_MAX_DELIVERIES", DefaultMaxDeliveries), "the delivery on which a message the database refused every time is recorded as unstorable and acknowledged (env ATMOST_INGEST_MAX_DELIVERIES)")
 	fs.DurationVar(&cfg.RelayInterval, "relay-interval", env.Duration("ATMOST_RELAY_INTERVAL", time.Second), "how often the relay drains the outbox (env ATMOST_RELAY_INTERVAL)")
 	code := role.Parse(fs, env, "ingest", "Consumes ATMOST_INTENTS into the ledger and relays the outbox to ATMOST_EVENTS and ATMOST_DISPATCH.", args, stderr, func() error { return cfg.validate() })
 	return cfg, code
@@ -64,7 +68,7 @@ type roleMetrics struct {
 func newRoleMetrics(reg *prometheus.Registry) roleMetrics {
 	m := roleMetrics{
 		intents: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "atmost_ingest_messages_total",
-			Help: "Messages ingested, by outcome: created, duplicate, rejected."}, []string{"outcome"}),
+			Help: "Messages ingested, by outcome: created, duplicate, rejected, unstorable (the database refused it up to the delivery bound; recorded by its digest)."}, []string{"outcome"}),
 		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "atmost_ingest_batches_total",
 			Help: "Batches fetched, by result: ok, or retried (nak'ed for redelivery)."}, []string{"result"}),
 	}
@@ -79,7 +83,7 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 	}
 	defer deps.Close()
 	rel := deps.Relay
-	in, err := New(ctx, deps.JS, deps.Ledger, Config{Batch: cfg.Batch, Logger: log})
+	in, err := New(ctx, deps.JS, deps.Ledger, Config{Batch: cfg.Batch, MaxDeliveries: cfg.MaxDeliveries, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -90,7 +94,7 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	log.Info("ingest running", zap.String("http", addr.String()), zap.Int("batch", cfg.Batch), zap.String("isolation", cfg.Isolation))
+	log.Info("ingest running", zap.String("http", addr.String()), zap.Int("batch", cfg.Batch), zap.Int("max_deliveries", cfg.MaxDeliveries), zap.String("isolation", cfg.Isolation))
 
 	relayDone := make(chan struct{})
 	go func() {
@@ -103,6 +107,7 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 		metrics.intents.WithLabelValues("created").Add(float64(stats.Created))
 		metrics.intents.WithLabelValues("duplicate").Add(float64(stats.Duplicates))
 		metrics.intents.WithLabelValues("rejected").Add(float64(stats.Rejected))
+		metrics.intents.WithLabelValues("unstorable").Add(float64(stats.Unstorable))
 		if len(keys) > 0 {
 			// The fast path: publish the transitions of this batch's intents right after the
 			// commit, even when the batch failed afterwards (its rejects). Only theirs: the rows

@@ -52,16 +52,44 @@ func TestIngestRoleRunsAndStopsCleanly(t *testing.T) {
 	r.Stop(t)
 }
 
+// A message the database refuses is recorded as unstorable on the role's delivery bound, and
+// the role counts it.
+func TestIngestRoleCountsUnstorableMessages(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	ctx := context.Background()
+	for _, sql := range []string{
+		`INSERT INTO accounts (account_id, platform) VALUES ('acct-1', 'sim')`,
+		`ALTER TABLE intents ADD CONSTRAINT poison CHECK (request NOT LIKE '%poison%')`,
+	} {
+		_, err := db.Pool.Exec(ctx, sql)
+		require.NoError(t, err)
+	}
+	srv := natstest.New(t)
+	r := roletest.Start(t, ingest.Main, map[string]string{"ATMOST_DATABASE_URL": db.AppURL(), "ATMOST_NATS_URL": srv.URL, "ATMOST_INGEST_MAX_DELIVERIES": "1"})
+	r.WaitReady(t)
+	nc := srv.Connect(t)
+	require.NoError(t, nc.Publish(events.IntentSubject("acct-1"), []byte(post("poison"))))
+	require.Eventually(t, func() bool {
+		_, metrics := r.Get("/metrics")
+		return strings.Contains(metrics, `atmost_ingest_messages_total{outcome="unstorable"} 1`)
+	}, 20*time.Second, 50*time.Millisecond, "counted")
+	var n int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM rejects WHERE reason = 'unstorable'`).Scan(&n))
+	require.Equal(t, 1, n)
+	r.Stop(t)
+}
+
 func TestIngestRoleRefusesABadCommandLine(t *testing.T) {
 	t.Parallel()
 	none := func(string) (string, bool) { return "", false }
-	for _, args := range [][]string{{"--batch", "0"}, {"--isolation", "snapshot"}, {"--replicas", "2"}, {"extra"}, {"--nope"}} {
+	for _, args := range [][]string{{"--batch", "0"}, {"--max-deliveries", "0"}, {"--isolation", "snapshot"}, {"--replicas", "2"}, {"extra"}, {"--nope"}} {
 		var stderr bytes.Buffer
 		require.Equal(t, 2, ingest.Main(context.Background(), args, none, &stderr), "%v", args)
 	}
 	var stderr bytes.Buffer
 	require.Equal(t, 0, ingest.Main(context.Background(), []string{"--help"}, none, &stderr))
-	for _, name := range []string{"ATMOST_DATABASE_URL", "ATMOST_NATS_URL", "ATMOST_HTTP_ADDR", "ATMOST_INGEST_BATCH", "ATMOST_RELAY_INTERVAL", "ATMOST_STREAM_REPLICAS", "ATMOST_LEDGER_ISOLATION"} {
+	for _, name := range []string{"ATMOST_DATABASE_URL", "ATMOST_NATS_URL", "ATMOST_HTTP_ADDR", "ATMOST_INGEST_BATCH", "ATMOST_INGEST_MAX_DELIVERIES", "ATMOST_RELAY_INTERVAL", "ATMOST_STREAM_REPLICAS", "ATMOST_LEDGER_ISOLATION"} {
 		require.True(t, strings.Contains(stderr.String(), name), "--help documents %s", name)
 	}
 }

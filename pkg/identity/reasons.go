@@ -59,6 +59,15 @@ const (
 	// ReasonUnknownAccount: the account is not in the ledger's account table.
 	// Ingest decides it against the database; this package never returns it.
 	ReasonUnknownAccount Reason = "unknown_account"
+	// ReasonInvalidHeader: the message's NATS header block does not parse,
+	// so a delivery-key header it may hold cannot be checked. Ingest decides
+	// it; this package never returns it.
+	ReasonInvalidHeader Reason = "invalid_header"
+	// ReasonUnstorable: the database refused to store the message, as an
+	// intent or as a reject, on every delivery up to ingest's bound; only its
+	// size and the SHA-256 of its body are kept. Ingest decides it; this
+	// package never returns it.
+	ReasonUnstorable Reason = "unstorable"
 )
 
 var allReasons = []Reason{
@@ -79,6 +88,8 @@ var allReasons = []Reason{
 	ReasonInvalidKeyHeader,
 	ReasonKeyMismatch,
 	ReasonUnknownAccount,
+	ReasonInvalidHeader,
+	ReasonUnstorable,
 }
 
 // AllReasons returns every Reason, in a fixed order. The slice is a copy.

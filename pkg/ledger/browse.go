@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -66,6 +65,7 @@ const RejectPreviewBytes = 256
 
 // StoredRejection is one row of the rejects table as Rejects reads it: the refused message's
 // first RejectPreviewBytes bytes, with its full size (the ledger keeps up to MaxRejectRaw).
+// Subject, Detail and Headers are the bytes that arrived (ParseStoredText).
 type StoredRejection struct {
 	ID        string
 	Reason    string
@@ -75,8 +75,9 @@ type StoredRejection struct {
 	StreamSeq int64 // 0 when the message did not come from a stream
 	Headers   map[string][]string
 	Preview   []byte
-	Size      int  // of the message as it arrived
-	Truncated bool // whether the ledger kept less than Size bytes
+	Size      int    // of the message as it arrived
+	Truncated bool   // whether the ledger kept less than Size bytes
+	SHA256    []byte // of the whole message; nil in rows stored before the ledger kept it
 	At        time.Time
 }
 
@@ -95,12 +96,12 @@ func (l *Ledger) Rejects(ctx context.Context, reason string, max int) ([]StoredR
 	}
 	out := make([]StoredRejection, len(rows))
 	for i, r := range rows {
-		var headers map[string][]string
-		if err := json.Unmarshal(r.Headers, &headers); err != nil {
+		headers, err := parseStoredHeaders(r.Headers)
+		if err != nil {
 			return nil, fmt.Errorf("list rejects: headers of %s: %w", r.RejectID, err)
 		}
-		out[i] = StoredRejection{ID: r.RejectID, Reason: r.Reason, Detail: r.Detail, Subject: r.Subject, Stream: r.Stream,
-			StreamSeq: r.StreamSeq.Int64, Headers: headers, Preview: r.Preview, Size: int(r.RawSize), Truncated: r.RawTruncated, At: r.ReceivedAt}
+		out[i] = StoredRejection{ID: r.RejectID, Reason: r.Reason, Detail: ParseStoredText(r.Detail), Subject: ParseStoredText(r.Subject), Stream: r.Stream,
+			StreamSeq: r.StreamSeq.Int64, Headers: headers, Preview: r.Preview, Size: int(r.RawSize), Truncated: r.RawTruncated, SHA256: r.RawSha256, At: r.ReceivedAt}
 	}
 	return out, nil
 }

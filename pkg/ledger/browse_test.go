@@ -2,8 +2,12 @@ package ledger_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"fmt"
+	"strings"
 	"testing"
+	"testing/quick"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -188,4 +192,76 @@ func TestListIntentsPagesThroughTheParked(t *testing.T) {
 	page, err = e.l.ListIntents(e.ctx, ledger.IntentFilter{State: ledger.Parked, Account: "acct-2"}, 10)
 	require.NoError(t, err)
 	require.Empty(t, page, "a resolved intent is no longer parked")
+}
+
+// PostgreSQL takes neither NUL nor invalid UTF-8 in text or JSONB: a refused message's subject,
+// detail, header keys and values are stored as StoredText and read back as the bytes that came,
+// and a whole batch of them is one insert that the database accepts.
+func TestRejectsStoreAnyBytesFaithfully(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	hostile := []string{"nul\x00inside", "\xff\xfe not UTF-8", "base64:AAAA", "", "plain"}
+	headers := map[string][]string{}
+	for i, s := range hostile {
+		headers[fmt.Sprintf("K%d", i)] = []string{s, s + s}
+		headers[s+"-as-key"] = []string{"v"}
+	}
+	var rs []ledger.Rejection
+	for i, s := range hostile {
+		rs = append(rs, ledger.Rejection{Reason: "malformed_json", Detail: "detail " + s, Subject: "atmost.intent." + s,
+			Stream: "ATMOST_INTENTS", StreamSeq: int64(i + 1), Headers: headers, Raw: []byte(s)})
+	}
+	n, err := e.l.Reject(e.ctx, rs)
+	require.NoError(t, err)
+	require.Equal(t, int64(len(rs)), n)
+
+	got, err := e.l.Rejects(e.ctx, "", 10)
+	require.NoError(t, err)
+	require.Len(t, got, len(rs))
+	for _, g := range got {
+		want := rs[g.StreamSeq-1]
+		require.Equal(t, want.Subject, g.Subject)
+		require.Equal(t, want.Detail, g.Detail)
+		require.Equal(t, want.Headers, g.Headers)
+		require.Equal(t, want.Raw, g.Preview)
+		sum := sha256.Sum256(want.Raw)
+		require.Equal(t, sum[:], g.SHA256)
+	}
+	// The documented form: plain where PostgreSQL can hold it, base64 with its marker otherwise.
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM rejects WHERE stream_seq = 1 AND subject LIKE 'base64:%' AND decode(substr(subject, 8), 'base64') = $1`,
+		[]byte("atmost.intent.nul\x00inside")))
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM rejects WHERE stream_seq = 5 AND subject = 'atmost.intent.plain' AND headers->'K4'->>0 = 'plain'`))
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM rejects WHERE stream_seq = 3 AND headers->'K2'->>0 = 'base64:'||encode('base64:AAAA', 'base64')`))
+}
+
+// A message the database would not take is recorded by what is known of it: its size and the
+// SHA-256 of its body, none of its bytes.
+func TestADigestOnlyRejectionKeepsNoBytes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	body := []byte("the body\x00")
+	_, err := e.l.Reject(e.ctx, []ledger.Rejection{{Reason: "unstorable", Detail: "refused", Stream: "ATMOST_INTENTS", StreamSeq: 9, Raw: body, DigestOnly: true}})
+	require.NoError(t, err)
+	got, err := e.l.Rejects(e.ctx, "unstorable", 1)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Empty(t, got[0].Preview)
+	require.Equal(t, len(body), got[0].Size)
+	require.True(t, got[0].Truncated)
+	sum := sha256.Sum256(body)
+	require.Equal(t, sum[:], got[0].SHA256)
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM rejects WHERE octet_length(raw) = 0`))
+}
+
+func TestStoredTextRoundTripsAnyBytes(t *testing.T) {
+	t.Parallel()
+	check := func(s string) bool {
+		stored := ledger.StoredText(s)
+		return utf8.ValidString(stored) && !strings.ContainsRune(stored, 0) && ledger.ParseStoredText(stored) == s
+	}
+	for _, s := range []string{"", "plain", "\x00", "\xff", "base64:", "base64:AAAA", "base64:not base64", "ünïcödé", "\u2028"} {
+		require.True(t, check(s), "%q", s)
+	}
+	require.NoError(t, quick.Check(func(b []byte) bool { return check(string(b)) }, &quick.Config{MaxCount: 10000}))
+	require.Equal(t, "plain", ledger.StoredText("plain"), "text PostgreSQL can hold is stored as it is")
 }

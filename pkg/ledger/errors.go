@@ -64,12 +64,13 @@ func refused(op Operation, err error, state State) error {
 var ErrMalformedOutcome = errors.New("ledger: malformed outcome")
 
 // Permanent reports whether err can never succeed on a retry of the same call: a malformed
-// outcome, or data the database refuses (SQLSTATE classes 22 and 23). A lost connection, a
-// timeout or exhausted serialization restarts are not permanent.
+// outcome, or data the database refuses (SQLSTATE classes 22 and 23, and 54: a value past one
+// of its limits). A lost connection, a timeout or exhausted serialization restarts are not
+// permanent.
 func Permanent(err error) bool {
 	if errors.Is(err, ErrMalformedOutcome) {
 		return true
 	}
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23"))
+	return errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23") || strings.HasPrefix(pgErr.Code, "54"))
 }

@@ -198,6 +198,7 @@ func TestMalformedOutcomesArePermanentErrors(t *testing.T) {
 	require.ErrorIs(t, err, ledger.ErrMalformedOutcome)
 	require.True(t, ledger.Permanent(err))
 	require.True(t, ledger.Permanent(fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: "22P05"})))
+	require.True(t, ledger.Permanent(fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: "54000"})))
 	require.False(t, ledger.Permanent(fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: "40001"})))
 	require.False(t, ledger.Permanent(fmt.Errorf("complete: %w", ledger.ErrRetriesExhausted)))
 	require.False(t, ledger.Permanent(context.DeadlineExceeded))

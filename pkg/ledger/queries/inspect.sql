@@ -40,7 +40,7 @@ ORDER BY r.at, a.generation, r.step;
 -- reason (the empty string: any). The raw bytes stay in the table; a preview of their first
 -- @preview_bytes comes back.
 SELECT reject_id::TEXT AS reject_id, reason, detail, subject, stream, stream_seq, headers,
-       substring(raw FROM 1 FOR @preview_bytes::INT)::BYTEA AS preview, raw_size, raw_truncated, received_at
+       substring(raw FROM 1 FOR @preview_bytes::INT)::BYTEA AS preview, raw_size, raw_truncated, raw_sha256, received_at
 FROM rejects
 WHERE @reason::TEXT = '' OR reason = @reason::TEXT
 ORDER BY received_at DESC, reject_id DESC

@@ -192,7 +192,7 @@ func (q *Queries) ReconciliationsByIntent(ctx context.Context, deliveryKey []byt
 
 const rejectsList = `-- name: RejectsList :many
 SELECT reject_id::TEXT AS reject_id, reason, detail, subject, stream, stream_seq, headers,
-       substring(raw FROM 1 FOR $1::INT)::BYTEA AS preview, raw_size, raw_truncated, received_at
+       substring(raw FROM 1 FOR $1::INT)::BYTEA AS preview, raw_size, raw_truncated, raw_sha256, received_at
 FROM rejects
 WHERE $2::TEXT = '' OR reason = $2::TEXT
 ORDER BY received_at DESC, reject_id DESC
@@ -216,6 +216,7 @@ type RejectsListRow struct {
 	Preview      []byte
 	RawSize      int32
 	RawTruncated bool
+	RawSha256    []byte
 	ReceivedAt   time.Time
 }
 
@@ -242,6 +243,7 @@ func (q *Queries) RejectsList(ctx context.Context, arg RejectsListParams) ([]Rej
 			&i.Preview,
 			&i.RawSize,
 			&i.RawTruncated,
+			&i.RawSha256,
 			&i.ReceivedAt,
 		); err != nil {
 			return nil, err

@@ -155,6 +155,7 @@ type Reject struct {
 	RawSize      int32
 	RawTruncated bool
 	ReceivedAt   time.Time
+	RawSha256    []byte
 }
 
 type RestoreBlock struct {

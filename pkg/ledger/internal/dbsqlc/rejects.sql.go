@@ -10,8 +10,8 @@ import (
 )
 
 const rejectsInsert = `-- name: RejectsInsert :execrows
-INSERT INTO rejects (reason, detail, subject, stream, stream_seq, headers, raw, raw_size, raw_truncated)
-SELECT r.reason, r.detail, r.subject, r.stream, r.stream_seq, r.headers::JSONB, r.raw, r.raw_size, r.raw_truncated
+INSERT INTO rejects (reason, detail, subject, stream, stream_seq, headers, raw, raw_size, raw_truncated, raw_sha256)
+SELECT r.reason, r.detail, r.subject, r.stream, r.stream_seq, r.headers::JSONB, r.raw, r.raw_size, r.raw_truncated, r.raw_sha256
 FROM (
     SELECT unnest($1::TEXT[]) AS reason,
            unnest($2::TEXT[]) AS detail,
@@ -21,7 +21,8 @@ FROM (
            unnest($6::TEXT[]) AS headers,
            unnest($7::BYTEA[]) AS raw,
            unnest($8::INT[]) AS raw_size,
-           unnest($9::BOOL[]) AS raw_truncated
+           unnest($9::BOOL[]) AS raw_truncated,
+           unnest($10::BYTEA[]) AS raw_sha256
 ) r
 ON CONFLICT (stream, stream_seq) DO NOTHING
 `
@@ -36,6 +37,7 @@ type RejectsInsertParams struct {
 	Raws          [][]byte
 	RawSizes      []int32
 	RawTruncateds []bool
+	RawSha256s    [][]byte
 }
 
 // Stores refused input with its reason and raw bytes (bounded by the caller). A message that is
@@ -51,6 +53,7 @@ func (q *Queries) RejectsInsert(ctx context.Context, arg RejectsInsertParams) (i
 		arg.Raws,
 		arg.RawSizes,
 		arg.RawTruncateds,
+		arg.RawSha256s,
 	)
 	if err != nil {
 		return 0, err
