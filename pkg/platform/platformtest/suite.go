@@ -15,6 +15,7 @@ import (
 
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/platform"
+	"github.com/atmost/atmost/pkg/platform/transport"
 )
 
 // Run checks the contract (see the package comment) against the platforms h opens, one
@@ -110,46 +111,47 @@ func allCases() []testCase {
 	return cs
 }
 
-// ending is one way the platform answers a create, and what the send must report for it.
+// ending is one way the platform answers a create, and the case of the transport's table
+// (transport.Outcomes) it is.
 type ending struct {
 	answer Answer
 	name   string
-	// want is the outcome the transport's table gives this ending for caps.
-	want func(caps platform.Capabilities) (platform.Result, platform.Reason)
+	// kind is the ending's case for an adapter that declares caps.
+	kind func(caps platform.Capabilities) transport.Case
 	// commits: the platform creates the object. reads: it reads the whole request.
 	commits, reads bool
 }
 
-func always(r platform.Result, why platform.Reason) func(platform.Capabilities) (platform.Result, platform.Reason) {
-	return func(platform.Capabilities) (platform.Result, platform.Reason) { return r, why }
+func always(c transport.Case) func(platform.Capabilities) transport.Case {
+	return func(platform.Capabilities) transport.Case { return c }
 }
 
 var endings = []ending{
 	{Accept, "answered with a success naming the object is sent, with that object's id",
-		always(platform.Sent, ""), true, true},
+		always(transport.CaseSuccessWithID), true, true},
 	{DropBeforeRead, "dropped before the platform read it is unknown, and not retried",
-		always(platform.Unknown, platform.ReasonSendUnknown), false, false},
+		always(transport.CaseErrorAfterConn), false, false},
 	{DropAfterCommit, "dropped after the platform committed it is unknown, and not retried",
-		always(platform.Unknown, platform.ReasonSendUnknown), true, true},
+		always(transport.CaseErrorAfterConn), true, true},
 	{ErrorAfterCommit, "answered with a 5xx after the commit is unknown, and not retried",
-		always(platform.Unknown, platform.ReasonSendUnknown), true, true},
+		always(transport.CaseServerError), true, true},
 	{RateLimit, "answered with 429 is not retried, and not sent only when 429 is declared definitive",
-		func(c platform.Capabilities) (platform.Result, platform.Reason) {
+		func(c platform.Capabilities) transport.Case {
 			if slices.Contains(c.DefinitiveStatuses, 429) {
-				return platform.NotSent, platform.ReasonPlatformRejected
+				return transport.CaseDefinitive
 			}
-			return platform.Unknown, platform.ReasonSendUnknown
+			return transport.CaseOther4xx
 		}, false, true},
 	{Refuse, "refused with a status declared definitive is not sent",
-		always(platform.NotSent, platform.ReasonPlatformRejected), false, true},
+		always(transport.CaseDefinitive), false, true},
 	{RefuseUndeclared, "refused with a 4xx not declared definitive is unknown",
-		always(platform.Unknown, platform.ReasonSendUnknown), false, true},
+		always(transport.CaseOther4xx), false, true},
 	{Redirect, "answered with a redirect is unknown, and the redirect is never followed",
-		always(platform.Unknown, platform.ReasonSendUnknown), false, false},
+		always(transport.CaseRedirect), false, false},
 	{SuccessWithoutID, "answered with a success naming no object is unknown",
-		always(platform.Unknown, platform.ReasonSendUnknown), true, true},
+		always(transport.CaseSuccessWithoutID), true, true},
 	{Slow, "answered after its deadline is unknown, and not retried",
-		always(platform.Unknown, platform.ReasonSendUnknown), true, true},
+		always(transport.CaseErrorAfterConn), true, true},
 }
 
 // wait bounds every call of the suite but the Slow send.
@@ -407,9 +409,10 @@ func (e ending) check(t *testing.T, s *suite) {
 	out := ad.Send(bounded(t, deadline), p)
 	checkShape(t, out)
 	s.clean(t, pl, "the outcome", out)
-	want, reason := e.want(caps)
-	if out.Result != want || out.Reason != reason {
-		t.Errorf("the send ended %s (%s), want %s (%s); detail: %v", out.Result, out.Reason, want, reason, out.Detail)
+	kind := e.kind(caps)
+	if want := transport.Outcomes[kind]; out.Result != want.Result || out.Reason != want.Reason {
+		t.Errorf("the send ended %s (%s), want %s (%s): the transport's table for %q; detail: %v",
+			out.Result, out.Reason, want.Result, want.Reason, kind, out.Detail)
 	}
 
 	got := pl.Creates()
@@ -429,14 +432,13 @@ func (e ending) check(t *testing.T, s *suite) {
 		}
 	}
 	created := pl.Objects(r)
-	switch {
-	case e.commits && len(created) != 1:
-		t.Errorf("the platform created %q for the send, want one object (the harness does not play %s)", created, e.answer)
-	case !e.commits && len(created) != 0:
-		t.Errorf("the platform created %q for a send it answered with %s", created, e.answer)
-	case out.Result == platform.NotSent && len(created) != 0:
+	if e.commits && len(created) != 1 || !e.commits && len(created) != 0 {
+		t.Errorf("the platform created %q for a send it answered with %s (the harness does not play it)", created, e.answer)
+	}
+	if out.Result == platform.NotSent && len(created) != 0 {
 		t.Errorf("NotSent, but the platform created %q", created)
-	case out.Result == platform.Sent && (len(created) != 1 || created[0] != out.ObjectID):
+	}
+	if out.Result == platform.Sent && !slices.Contains(created, out.ObjectID) {
 		t.Errorf("Sent names %q, but the platform created %q", out.ObjectID, created)
 	}
 
@@ -452,9 +454,9 @@ func sendToUnreachable(t *testing.T, s *suite) {
 	out := ad.Send(bounded(t, wait), p)
 	checkShape(t, out)
 	s.clean(t, pl, "the outcome", out)
-	if out.Result != platform.NotSent || out.Reason != platform.ReasonConnectionFailed {
+	if want := transport.Outcomes[transport.CaseNoConnection]; out.Result != want.Result || out.Reason != want.Reason {
 		t.Errorf("a send to a platform that refuses every connection ended %s (%s), want %s (%s); detail: %v",
-			out.Result, out.Reason, platform.NotSent, platform.ReasonConnectionFailed, out.Detail)
+			out.Result, out.Reason, want.Result, want.Reason, out.Detail)
 	}
 }
 
