@@ -35,7 +35,8 @@ type Outbox interface {
 type Config struct {
 	// Batch is how many outbox rows one round publishes. Default 500.
 	Batch int
-	// Interval is the pause between rounds of Run when the outbox is empty. Default 1 s.
+	// Interval is the pause between rounds of Run when the outbox is empty. Default
+	// DefaultInterval.
 	Interval time.Duration
 	// AckTimeout bounds the wait for JetStream's acknowledgements of one round. Default 10 s.
 	AckTimeout time.Duration
@@ -43,12 +44,15 @@ type Config struct {
 	Logger *zap.Logger
 }
 
+// DefaultInterval is the relay's pause between rounds, for Config and the roles' flag.
+const DefaultInterval = time.Second
+
 func (c Config) withDefaults() Config {
 	if c.Batch == 0 {
 		c.Batch = 500
 	}
 	if c.Interval == 0 {
-		c.Interval = time.Second
+		c.Interval = DefaultInterval
 	}
 	if c.AckTimeout == 0 {
 		c.AckTimeout = 10 * time.Second
