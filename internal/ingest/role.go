@@ -114,9 +114,7 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 			// commit, even when the batch failed afterwards (its rejects). Only theirs: the rows
 			// other writers (dispatchers, sweepers) committed meanwhile are theirs to publish,
 			// and the slow path catches whatever a writer missed.
-			if err := rel.PublishFor(context.WithoutCancel(ctx), keys); err != nil {
-				log.Warn("relay after commit failed; the relay loop will retry", zap.Error(err))
-			}
+			_ = rel.AfterCommit(context.WithoutCancel(ctx), keys)
 		}
 		if err != nil {
 			metrics.batches.WithLabelValues("retried").Inc()

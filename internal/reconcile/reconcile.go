@@ -20,6 +20,7 @@ import (
 
 	"github.com/atmost/atmost/internal/platforms"
 	"github.com/atmost/atmost/internal/relay"
+	"github.com/atmost/atmost/internal/role"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
@@ -245,7 +246,7 @@ func (r *Reconciler) handle(ctx context.Context, m jetstream.Msg) {
 		_ = m.NakWithDelay(wait)
 		return
 	}
-	keep := keepAlive(m, r.cfg.AckWait)
+	keep := role.KeepAlive(m, r.cfg.AckWait/3)
 	v := r.Reconcile(context.WithoutCancel(ctx), e.DeliveryKey)
 	keep()
 	if v.Wait > 0 {
@@ -253,25 +254,6 @@ func (r *Reconciler) handle(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	_ = m.Ack()
-}
-
-// keepAlive tells JetStream the message is being worked every third of ackWait, until the
-// returned stop is called.
-func keepAlive(m jetstream.Msg, ackWait time.Duration) (stop func()) {
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(ackWait / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				_ = m.InProgress()
-			}
-		}
-	}()
-	return func() { close(done) }
 }
 
 // scanLoop is the safety net: at start and then every ScanInterval, every indeterminate intent
@@ -573,9 +555,7 @@ func (r *Reconciler) publish(ctx context.Context, key identity.DeliveryKey) {
 	if len(keys) == 0 {
 		return // a round that started after key was added has published it
 	}
-	if err := r.relay.PublishFor(ctx, keys); err != nil {
-		r.log.Warn("publishing transitions failed; the outbox keeps them", zap.Int("intents", len(keys)), zap.Error(err))
-	}
+	_ = r.relay.AfterCommit(ctx, keys)
 }
 
 func isRefused(err error) bool {

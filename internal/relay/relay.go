@@ -139,6 +139,19 @@ func (r *Relay) PublishFor(ctx context.Context, keys []identity.DeliveryKey) err
 	return err
 }
 
+// AfterCommit is how every writer publishes the transitions its own commit just made: at once,
+// not a relay interval later. A failure leaves them in the outbox, where Run (the slow path)
+// publishes them, so it is logged and returned for the writer to count, never a reason to undo
+// or redo the write. A writer that must know its transitions are on the stream before it goes
+// on (the dispatcher's witness) waits on PublishFor itself.
+func (r *Relay) AfterCommit(ctx context.Context, keys []identity.DeliveryKey) error {
+	err := r.PublishFor(ctx, keys)
+	if err != nil {
+		r.log.Warn("publishing transitions after their commit failed; the outbox keeps them for the relay loop", zap.Int("intents", len(keys)), zap.Error(err))
+	}
+	return err
+}
+
 // round publishes rows, removes the acknowledged ones from the outbox and counts those this
 // call removed: a row that two rounds publish at once (this relay's writer path and its loop,
 // or two processes) is counted once, by the round whose delete took it. A delete whose commit
