@@ -70,8 +70,8 @@ fuzz: ## run each fuzz target for FUZZTIME (default 3m; FuzzIngest needs Postgre
 	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalJSON$$' -fuzztime $(FUZZTIME) -parallel 1 ./pkg/identity/
 	$(GO) test -run '^$$' -fuzz '^FuzzIngest$$' -fuzztime $(FUZZTIME) -parallel 1 ./internal/ingest/
 
-mutate: postgres ## remove each ledger guard in turn (scripts/mutations.txt) and prove a test goes red (needs PostgreSQL)
-	scripts/mutate
+mutate: postgres ## remove each guard in turn (scripts/mutations.txt; MUTATE_FLAGS="-only REGEX" for some) and prove a test goes red (needs PostgreSQL)
+	scripts/mutate -sqlc $(SQLC) $(MUTATE_FLAGS)
 
 clean-test-databases: ## drop every database the tests made on ATMOST_TEST_DATABASE_URL's server
 	psql "$$ATMOST_TEST_DATABASE_URL" -Atc \

@@ -27,6 +27,7 @@ import (
 
 	"github.com/atmost/atmost/internal/platforms"
 	"github.com/atmost/atmost/internal/relay"
+	"github.com/atmost/atmost/internal/role"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
@@ -317,7 +318,7 @@ func (d *Dispatcher) parse(msgs []jetstream.Msg) []*work {
 			continue
 		}
 		seen[item.DeliveryKey] = true
-		w.stop = keepAlive(m, d.cfg.AckWait/3)
+		w.stop = role.KeepAlive(m, d.cfg.AckWait/3)
 		batch = append(batch, w)
 	}
 	return batch
@@ -944,9 +945,7 @@ func (d *Dispatcher) complete(batch []*work) {
 		keys[i] = w.intent.Key
 	}
 	pctx, cancel := context.WithTimeout(context.Background(), d.cfg.LedgerTimeout)
-	if err := d.relay.PublishFor(pctx, keys); err != nil {
-		d.log.Warn("publishing completions failed; the relay loop will", zap.Error(err))
-	}
+	_ = d.relay.AfterCommit(pctx, keys)
 	cancel()
 	for i, w := range batch {
 		r := results[i]
@@ -1029,25 +1028,6 @@ func waiting[T any](first T, ch <-chan T, limit int) []T {
 		}
 	}
 	return batch
-}
-
-// keepAlive tells JetStream every interval that msg is still being worked, until stop.
-func keepAlive(msg jetstream.Msg, interval time.Duration) (stop func()) {
-	done := make(chan struct{})
-	var once sync.Once
-	go func() {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				_ = msg.InProgress()
-			}
-		}
-	}()
-	return func() { once.Do(func() { close(done) }) }
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -180,7 +180,7 @@ func (s *Sweeper) publish(ctx context.Context, keys []identity.DeliveryKey) erro
 	if len(keys) == 0 {
 		return nil
 	}
-	return s.relay.PublishFor(ctx, keys)
+	return s.relay.AfterCommit(ctx, keys)
 }
 
 func (s *Sweeper) expire(ctx context.Context, r *Report) error {

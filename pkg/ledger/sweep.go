@@ -267,8 +267,9 @@ func (l *Ledger) ParkUnreconciled(ctx context.Context, stale, unclaimed time.Dur
 // when (by the database's clock) it has been indeterminate. It is also the cursor of the next
 // page of candidates.
 type ReconcileCandidate struct {
-	Key   identity.DeliveryKey
-	Since time.Time
+	Key     identity.DeliveryKey
+	Account string
+	Since   time.Time
 }
 
 // ReconcileCandidates returns up to max indeterminate intents whose lookup was never claimed
@@ -294,7 +295,7 @@ func (l *Ledger) ReconcileCandidates(ctx context.Context, minAge time.Duration, 
 		if err != nil {
 			return nil, fmt.Errorf("reconcile candidates: %w", err)
 		}
-		out = append(out, ReconcileCandidate{Key: key, Since: r.UpdatedAt})
+		out = append(out, ReconcileCandidate{Key: key, Account: r.AccountID, Since: r.UpdatedAt})
 	}
 	return out, nil
 }

@@ -229,7 +229,7 @@ LEFT JOIN changed c ON c.delivery_key = v.delivery_key;
 -- for at least min_age by the database's clock, oldest first, after the cursor (updated_at,
 -- delivery_key): the reconciler's safety net for indeterminate events it missed, read page by
 -- page. Found through intents_sweep_idx.
-SELECT i.delivery_key, i.updated_at
+SELECT i.delivery_key, i.account_id, i.updated_at
 FROM intents i
 WHERE i.state = 'indeterminate'
   AND i.reason = ANY(@reasons::TEXT[])

@@ -255,7 +255,7 @@ func (q *Queries) IntentsRetryMany(ctx context.Context, arg IntentsRetryManyPara
 }
 
 const reconcileCandidates = `-- name: ReconcileCandidates :many
-SELECT i.delivery_key, i.updated_at
+SELECT i.delivery_key, i.account_id, i.updated_at
 FROM intents i
 WHERE i.state = 'indeterminate'
   AND i.reason = ANY($1::TEXT[])
@@ -276,6 +276,7 @@ type ReconcileCandidatesParams struct {
 
 type ReconcileCandidatesRow struct {
 	DeliveryKey []byte
+	AccountID   string
 	UpdatedAt   time.Time
 }
 
@@ -298,7 +299,7 @@ func (q *Queries) ReconcileCandidates(ctx context.Context, arg ReconcileCandidat
 	var items []ReconcileCandidatesRow
 	for rows.Next() {
 		var i ReconcileCandidatesRow
-		if err := rows.Scan(&i.DeliveryKey, &i.UpdatedAt); err != nil {
+		if err := rows.Scan(&i.DeliveryKey, &i.AccountID, &i.UpdatedAt); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
