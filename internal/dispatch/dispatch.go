@@ -38,7 +38,7 @@ import (
 // processes may share the durable consumer.
 type Dispatcher struct {
 	cfg      Config
-	ledger   *ledger.Ledger
+	ledger   Ledger
 	relay    *relay.Relay
 	consumer jetstream.Consumer
 	adapters *platforms.Cache
@@ -52,8 +52,22 @@ type Dispatcher struct {
 	reads    chan *read     // claimed successes, waiting for their read-back
 }
 
+// Ledger is what the dispatcher does with the ledger: read its work, fence superseded and
+// unsendable intents, read the gates, and take each batch through Begin, Authorize and Complete.
+// *ledger.Ledger is one.
+type Ledger interface {
+	GetMany(ctx context.Context, keys []identity.DeliveryKey) (map[identity.DeliveryKey]ledger.Intent, error)
+	Superseded(ctx context.Context, keys []identity.DeliveryKey) (map[identity.DeliveryKey]bool, error)
+	ParkSuperseded(ctx context.Context, keys []identity.DeliveryKey) (map[identity.DeliveryKey]bool, error)
+	ParkUnsendable(ctx context.Context, key identity.DeliveryKey, why string) error
+	Gates(ctx context.Context, accounts []string) (map[string]ledger.Gate, error)
+	BeginMany(ctx context.Context, reqs []ledger.BeginRequest, lease time.Duration) ([]ledger.BeginResult, error)
+	AuthorizeMany(ctx context.Context, claims []ledger.Claim, inFlight time.Duration, contractVersion string) ([]ledger.AuthorizationResult, error)
+	CompleteMany(ctx context.Context, reports []ledger.Report) ([]ledger.CompletionResult, error)
+}
+
 // New creates (or attaches to) the durable consumer on ATMOST_DISPATCH. The streams must exist.
-func New(ctx context.Context, js jetstream.JetStream, l *ledger.Ledger, rel *relay.Relay, cfg Config) (*Dispatcher, error) {
+func New(ctx context.Context, js jetstream.JetStream, l Ledger, rel *relay.Relay, cfg Config) (*Dispatcher, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err

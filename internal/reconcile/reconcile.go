@@ -130,7 +130,7 @@ var crash func(step string)
 // Reconciler resolves indeterminate intents.
 type Reconciler struct {
 	cfg      Config
-	ledger   *ledger.Ledger
+	ledger   Ledger
 	relay    *relay.Relay
 	consumer jetstream.Consumer
 	adapters *platforms.Cache
@@ -147,8 +147,21 @@ type Reconciler struct {
 	publishing  sync.Mutex
 }
 
+// Ledger is what the reconciler does with the ledger: read an intent's reconciliation, resolve it
+// from evidence, claim and resolve its one lookup, and scan for what the events missed.
+// *ledger.Ledger is one.
+type Ledger interface {
+	ReconcileStatusOf(ctx context.Context, key identity.DeliveryKey) (ledger.ReconcileStatus, error)
+	Inspect(ctx context.Context, key identity.DeliveryKey) (ledger.Record, error)
+	Gates(ctx context.Context, accounts []string) (map[string]ledger.Gate, error)
+	ResolveFromEvidence(ctx context.Context, key identity.DeliveryKey, objectID string) error
+	ClaimReconciliation(ctx context.Context, key identity.DeliveryKey) (ledger.Reconciliation, error)
+	ResolveReconciliation(ctx context.Context, r ledger.Reconciliation, result ledger.LookupResult, objectID string, detail map[string]any) (ledger.State, error)
+	ReconcileCandidates(ctx context.Context, minAge time.Duration, after ledger.ReconcileCandidate, max int) ([]ledger.ReconcileCandidate, error)
+}
+
 // New creates (or attaches to) the durable consumer of indeterminate events on ATMOST_EVENTS.
-func New(ctx context.Context, js jetstream.JetStream, l *ledger.Ledger, rel *relay.Relay, cfg Config) (*Reconciler, error) {
+func New(ctx context.Context, js jetstream.JetStream, l Ledger, rel *relay.Relay, cfg Config) (*Reconciler, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err

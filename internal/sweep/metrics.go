@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/atmost/atmost/pkg/ledger"
 )
 
 // counters are what a Sweeper counts, exported as Prometheus metrics.
@@ -51,7 +49,7 @@ func (s *Sweeper) Collectors() []prometheus.Collector {
 // may still move and those that wait for a person (parked). It is read from the ledger at each
 // scrape, in one statement, through the indexes that hold only them; published intents, the
 // ledger's bulk, are not counted.
-type intentsCollector struct{ ledger *ledger.Ledger }
+type intentsCollector struct{ ledger Ledger }
 
 var intentsDesc = prometheus.NewDesc("atmost_intents",
 	"Intents not published, by state (pending, authorized, failed, indeterminate, parked), read from the ledger at each scrape.", []string{"state"}, nil)
@@ -75,7 +73,7 @@ func (c intentsCollector) Collect(ch chan<- prometheus.Metric) {
 // indeterminate intents whose one lookup is not claimed yet and how long the oldest has waited.
 // The sweeper exports it, not the reconciler, so it reads true while no reconciler runs, which
 // is one of the things it is there to show.
-type backlogCollector struct{ ledger *ledger.Ledger }
+type backlogCollector struct{ ledger Ledger }
 
 var (
 	waitingDesc = prometheus.NewDesc("atmost_reconcile_waiting_intents",

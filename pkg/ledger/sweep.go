@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,32 +32,6 @@ func (l *Ledger) scan(ctx context.Context, what string, fn func(q *dbsqlc.Querie
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return tx.Commit(ctx)
-}
-
-// reasonsOf lists, in order, the reasons that lead to state: the scans name them so that
-// intents_sweep_idx (state, reason, updated_at) is read in ranges.
-func reasonsOf(state State) []string {
-	var out []string
-	for r, rule := range Reasons {
-		if rule.State == state {
-			out = append(out, string(r))
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// alwaysRetried lists the reasons retried whatever the policy says: those that prove no byte
-// left (RetryYes).
-func alwaysRetried() []string {
-	var out []string
-	for r, rule := range Reasons {
-		if rule.Retry == RetryYes {
-			out = append(out, string(r))
-		}
-	}
-	slices.Sort(out)
-	return out
 }
 
 // Stranded is a pending intent that nobody holds and nothing has moved for a while: its work

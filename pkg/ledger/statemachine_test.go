@@ -35,7 +35,7 @@ func TestEveryReasonLeadsToOneOfTheSixStates(t *testing.T) {
 
 // Every Reason constant the package declares is in the table.
 func TestEveryDeclaredReasonIsInTheTable(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), "reason.go", nil, 0)
+	f, err := parser.ParseFile(token.NewFileSet(), "statemachine.go", nil, 0)
 	require.NoError(t, err)
 	declared := 0
 	ast.Inspect(f, func(n ast.Node) bool {
@@ -55,6 +55,23 @@ func TestEveryDeclaredReasonIsInTheTable(t *testing.T) {
 		return true
 	})
 	require.Equal(t, len(ledger.Reasons), declared, "every reason in the table is declared once")
+}
+
+// Every statement the Guards table names exists, in the file it names, and every operation of
+// the state machine names one.
+func TestEveryGuardNamedIsAStatementOfItsFile(t *testing.T) {
+	for _, op := range ledger.Operations {
+		stmts := ledger.Guards[op]
+		require.NotEmpty(t, stmts, "%s names no guarding statement", op)
+		for _, s := range stmts {
+			file, name, ok := strings.Cut(s, ": ")
+			require.True(t, ok, "%q: want \"file.sql: QueryName\"", s)
+			body, err := os.ReadFile(filepath.Join("queries", file))
+			require.NoError(t, err, "%s", s)
+			require.Regexp(t, regexp.MustCompile(`(?m)^-- name: `+regexp.QuoteMeta(name)+` :`), string(body), "%s", s)
+		}
+	}
+	require.Len(t, ledger.Guards, len(ledger.Operations), "the table has no operation the state machine lacks")
 }
 
 func types(e ast.Expr) string {
