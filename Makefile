@@ -38,7 +38,7 @@ test-crdb: ## the ledger suite on CockroachDB: ATMOST_CRDB_URL, or a cockroach b
 .PHONY: test-bluesky
 test-bluesky: ## the Bluesky lane on a real PDS on loopback: installs Node 22 and @atproto/dev-env (scripts/bluesky-pds/install), then fails, never skips, without them
 	scripts/bluesky-pds/install
-	ATMOST_BLUESKY_LANE=1 $(GO) test -race -count=1 -timeout 10m -v ./internal/blueskylane/
+	ATMOST_BLUESKY_LANE=1 $(GO) test -race -count=1 -timeout 10m -v ./internal/testkit/blueskylane/
 
 lint: ## go vet, staticcheck and a gofmt check
 	$(GO) vet ./...
@@ -58,17 +58,17 @@ migrate: build ## create and migrate the ledger at ATMOST_DATABASE_URL
 bench: postgres ## benchmarks on the real database and JetStream: the ledger at both isolation levels, ingest of 100,000 intents, the relay, a sweeper pass over 100,000 intents, end to end through ingest, dispatcher and platformsim, reconciliation at 5 % and 20 % unknown outcomes and of a backlog of 10,000
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./pkg/ledger/ -args -isolation=serializable
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./pkg/ledger/ -args -isolation=read-committed
-	$(GO) test -run '^$$' -bench . -benchtime 100000x ./internal/ingest/
+	$(GO) test -run '^$$' -bench . -benchtime 100000x ./internal/role/ingest/
 	$(GO) test -run '^$$' -bench . -benchtime 100000x ./internal/relay/
-	$(GO) test -run '^$$' -bench SweepPass -benchtime 20x ./internal/sweep/
-	$(GO) test -run '^$$' -bench EndToEnd -benchtime 10000x ./internal/dispatch/ -args -isolation=serializable
-	$(GO) test -run '^$$' -bench EndToEnd -benchtime 10000x ./internal/dispatch/ -args -isolation=read-committed
-	$(GO) test -run '^$$' -bench Reconcile -benchtime 10000x ./internal/reconcile/
+	$(GO) test -run '^$$' -bench SweepPass -benchtime 20x ./internal/role/sweep/
+	$(GO) test -run '^$$' -bench EndToEnd -benchtime 10000x ./internal/role/dispatch/ -args -isolation=serializable
+	$(GO) test -run '^$$' -bench EndToEnd -benchtime 10000x ./internal/role/dispatch/ -args -isolation=read-committed
+	$(GO) test -run '^$$' -bench Reconcile -benchtime 10000x ./internal/role/reconcile/
 
 fuzz: ## run each fuzz target for FUZZTIME (default 3m; FuzzIngest needs PostgreSQL)
 	$(GO) test -run '^$$' -fuzz '^FuzzParseEnvelope$$' -fuzztime $(FUZZTIME) -parallel 1 ./pkg/identity/
 	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalJSON$$' -fuzztime $(FUZZTIME) -parallel 1 ./pkg/identity/
-	$(GO) test -run '^$$' -fuzz '^FuzzIngest$$' -fuzztime $(FUZZTIME) -parallel 1 ./internal/ingest/
+	$(GO) test -run '^$$' -fuzz '^FuzzIngest$$' -fuzztime $(FUZZTIME) -parallel 1 ./internal/role/ingest/
 
 mutate: postgres ## remove each guard in turn (scripts/mutations.txt; MUTATE_FLAGS="-only REGEX" for some) and prove a test goes red (needs PostgreSQL)
 	scripts/mutate -sqlc $(SQLC) $(MUTATE_FLAGS)
@@ -79,7 +79,7 @@ clean-test-databases: ## drop every database the tests made on ATMOST_TEST_DATAB
 		while read -r db; do psql "$$ATMOST_TEST_DATABASE_URL" -qc "DROP DATABASE IF EXISTS \"$$db\" WITH (FORCE)"; done
 
 chaos: postgres ## the crash-and-fault suite with 10,000 intents: real processes, random SIGKILLs, a NATS restart, a paused dispatcher; ends with duplicates: 0, lost: 0, undeclared: 0, events_missing: 0 (make test runs a short one)
-	$(GO) test -count=1 -run '^TestChaos$$' -v -timeout 60m ./internal/chaos/ -args -chaos.intents=$${CHAOS_INTENTS:-10000}
+	$(GO) test -count=1 -run '^TestChaos$$' -v -timeout 60m ./internal/tools/chaos/ -args -chaos.intents=$${CHAOS_INTENTS:-10000}
 
 demo: ## the whole pipeline on the embedded default: every role, an embedded NATS, a fault-injecting platform, a producer, a kill switch mid-run, and the final count (needs PostgreSQL at ATMOST_DATABASE_URL, checked first as make postgres does)
 	@scripts/postgres ATMOST_DATABASE_URL

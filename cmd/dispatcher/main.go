@@ -9,7 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/atmost/atmost/internal/dispatch"
+	"github.com/atmost/atmost/internal/role/dispatch"
 )
 
 func main() {

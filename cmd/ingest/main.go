@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/atmost/atmost/internal/ingest"
+	"github.com/atmost/atmost/internal/role/ingest"
 )
 
 func main() {

@@ -9,7 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/atmost/atmost/internal/platformsim"
+	"github.com/atmost/atmost/internal/tools/platformsim"
 )
 
 func main() {

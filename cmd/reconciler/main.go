@@ -9,7 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/atmost/atmost/internal/reconcile"
+	"github.com/atmost/atmost/internal/role/reconcile"
 )
 
 func main() {

@@ -10,7 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/atmost/atmost/internal/sweep"
+	"github.com/atmost/atmost/internal/role/sweep"
 )
 
 func main() {

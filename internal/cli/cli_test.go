@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/internal/cli"
-	"github.com/atmost/atmost/internal/dbtest"
 	"github.com/atmost/atmost/internal/migrate"
+	"github.com/atmost/atmost/internal/testkit/dbtest"
 )
 
 type result struct {

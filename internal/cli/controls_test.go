@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/internal/cli"
-	"github.com/atmost/atmost/internal/dbtest"
+	"github.com/atmost/atmost/internal/testkit/dbtest"
 )
 
 // controlEnv is one test's ledger with one configured account, and the operator named by the

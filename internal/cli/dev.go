@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/atmost/atmost/internal/dev"
-	"github.com/atmost/atmost/internal/platformsim"
+	"github.com/atmost/atmost/internal/tools/platformsim"
 )
 
 func init() {

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/internal/cli"
-	"github.com/atmost/atmost/internal/natstest"
 	"github.com/atmost/atmost/internal/relay"
 	"github.com/atmost/atmost/internal/streams"
+	"github.com/atmost/atmost/internal/testkit/natstest"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
 )

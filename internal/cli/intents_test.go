@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/internal/cli"
-	"github.com/atmost/atmost/internal/dbtest"
+	"github.com/atmost/atmost/internal/testkit/dbtest"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
 )

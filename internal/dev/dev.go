@@ -17,11 +17,11 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/atmost/atmost/internal/dispatch"
-	"github.com/atmost/atmost/internal/ingest"
 	"github.com/atmost/atmost/internal/migrate"
-	"github.com/atmost/atmost/internal/reconcile"
-	"github.com/atmost/atmost/internal/sweep"
+	"github.com/atmost/atmost/internal/role/dispatch"
+	"github.com/atmost/atmost/internal/role/ingest"
+	"github.com/atmost/atmost/internal/role/reconcile"
+	"github.com/atmost/atmost/internal/role/sweep"
 )
 
 // DefaultDatabaseURL is the ledger when ATMOST_DATABASE_URL is unset: the local PostgreSQL

@@ -15,9 +15,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/atmost/atmost/internal/dbtest"
 	"github.com/atmost/atmost/internal/dev"
-	"github.com/atmost/atmost/internal/platformsim"
+	"github.com/atmost/atmost/internal/testkit/dbtest"
+	"github.com/atmost/atmost/internal/tools/platformsim"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"

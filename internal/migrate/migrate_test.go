@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/atmost/atmost/internal/dbtest"
 	"github.com/atmost/atmost/internal/migrate"
+	"github.com/atmost/atmost/internal/testkit/dbtest"
 )
 
 // The tables operators and tools rely on, by name.

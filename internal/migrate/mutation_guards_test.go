@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/atmost/atmost/internal/dbtest"
+	"github.com/atmost/atmost/internal/testkit/dbtest"
 )
 
 // insertIntent inserts an intent in state with the given claim columns (nil for NULL) and

@@ -13,10 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/atmost/atmost/internal/dbtest"
-	"github.com/atmost/atmost/internal/natstest"
 	"github.com/atmost/atmost/internal/relay"
 	"github.com/atmost/atmost/internal/streams"
+	"github.com/atmost/atmost/internal/testkit/dbtest"
+	"github.com/atmost/atmost/internal/testkit/natstest"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"

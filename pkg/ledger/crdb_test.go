@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/atmost/atmost/internal/dbtest"
 	"github.com/atmost/atmost/internal/migrate"
+	"github.com/atmost/atmost/internal/testkit/dbtest"
 )
 
 // The optional CockroachDB lane (make test-crdb). TestCockroachDB migrates a ledger on

@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/atmost/atmost/internal/platformsim"
+	"github.com/atmost/atmost/internal/tools/platformsim"
 	"github.com/atmost/atmost/pkg/platform"
 	"github.com/atmost/atmost/pkg/platform/platformtest"
 )

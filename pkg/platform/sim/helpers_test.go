@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/atmost/atmost/internal/platformsim"
+	"github.com/atmost/atmost/internal/tools/platformsim"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/platform"
 )

@@ -1,4 +1,4 @@
-// Package sim is the platform adapter for atmost's platform simulator (internal/platformsim,
+// Package sim is the platform adapter for atmost's platform simulator (internal/tools/platformsim,
 // the platformsim binary): the adapter every end-to-end test and the demo deliver through.
 //
 // Every send is one POST through a single shared transport.Client (no automatic retry of any

@@ -1,0 +1,18 @@
+package adapters
+
+import (
+	"github.com/atmost/atmost/pkg/platform"
+	"github.com/atmost/atmost/pkg/platform/bluesky"
+	"github.com/atmost/atmost/pkg/platform/sim"
+	"github.com/atmost/atmost/pkg/platform/webhook"
+)
+
+// Builtin are the adapters atmost's roles can open, by the platform name an account's
+// configuration gives.
+func Builtin() platform.Registry {
+	return platform.Registry{
+		bluesky.Name: bluesky.Open,
+		sim.Name:     sim.Open,
+		webhook.Name: webhook.Open,
+	}
+}

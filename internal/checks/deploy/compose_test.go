@@ -1,0 +1,419 @@
+package deploy_test
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/loader"
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/internal/cli"
+	"github.com/atmost/atmost/internal/role/dispatch"
+	"github.com/atmost/atmost/internal/role/ingest"
+	"github.com/atmost/atmost/internal/role/reconcile"
+	"github.com/atmost/atmost/internal/role/sweep"
+	"github.com/atmost/atmost/internal/tools/platformsim"
+)
+
+// root is the repository's top directory, where compose.yaml and the Dockerfile live.
+const root = "../../.."
+
+// loadCompose loads and validates compose.yaml as docker compose would, without a Docker
+// engine: the schema, interpolation (from an empty environment, so the file cannot depend on
+// the caller's), merge keys and the consistency checks (every depends_on, volume and network
+// declared).
+func loadCompose(t *testing.T) *types.Project {
+	t.Helper()
+	dir, err := filepath.Abs(root)
+	require.NoError(t, err)
+	path := filepath.Join(dir, "compose.yaml")
+	body, err := os.ReadFile(path)
+	require.NoError(t, err)
+	p, err := loader.LoadWithContext(context.Background(), types.ConfigDetails{
+		WorkingDir:  dir,
+		ConfigFiles: []types.ConfigFile{{Filename: path, Content: body}},
+		Environment: types.Mapping{},
+	}, func(o *loader.Options) { o.ResolvePaths = true })
+	require.NoError(t, err, "compose.yaml does not load")
+	return p
+}
+
+// binary is the program a service runs: its command's first word.
+func binary(s types.ServiceConfig) string {
+	if len(s.Entrypoint) > 0 {
+		return filepath.Base(s.Entrypoint[0])
+	}
+	if len(s.Command) == 0 {
+		return ""
+	}
+	return filepath.Base(s.Command[0])
+}
+
+// byBinary returns the services built from the Dockerfile that run bin.
+func byBinary(p *types.Project, bin string) []types.ServiceConfig {
+	var out []types.ServiceConfig
+	for _, name := range sortedNames(p) {
+		s := p.Services[name]
+		if s.Build != nil && binary(s) == bin {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// byImage returns the services whose image starts with prefix.
+func byImage(p *types.Project, prefix string) []types.ServiceConfig {
+	var out []types.ServiceConfig
+	for _, name := range sortedNames(p) {
+		if s := p.Services[name]; strings.HasPrefix(s.Image, prefix) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func sortedNames(p *types.Project) []string {
+	names := make([]string, 0, len(p.Services))
+	for name := range p.Services {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// flag returns the value of --name=value in args, and whether it is there.
+func flag(args []string, name string) (string, bool) {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+func env(t *testing.T, s types.ServiceConfig, name string) string {
+	t.Helper()
+	v, ok := s.Environment[name]
+	require.True(t, ok && v != nil, "service %s: %s is not set", s.Name, name)
+	return *v
+}
+
+func volumeAt(t *testing.T, p *types.Project, s types.ServiceConfig, target string) string {
+	t.Helper()
+	for _, v := range s.Volumes {
+		if v.Target == target {
+			require.Equal(t, types.VolumeTypeVolume, v.Type, "service %s: %s must be a named volume", s.Name, target)
+			_, declared := p.Volumes[v.Source]
+			require.True(t, declared, "service %s: volume %s is not declared", s.Name, v.Source)
+			return v.Source
+		}
+	}
+	t.Fatalf("service %s: no volume mounted at %s", s.Name, target)
+	return ""
+}
+
+func requireDependsOn(t *testing.T, s types.ServiceConfig, on, condition string) {
+	t.Helper()
+	d, ok := s.DependsOn[on]
+	require.True(t, ok, "service %s must depend on %s", s.Name, on)
+	require.Equal(t, condition, d.Condition, "service %s: depends_on %s", s.Name, on)
+}
+
+func TestComposeRunsAThreeNodeCockroachDBCluster(t *testing.T) {
+	p := loadCompose(t)
+	nodes := byImage(p, "cockroachdb/cockroach:")
+	var started []types.ServiceConfig
+	for _, s := range nodes {
+		if len(s.Command) > 0 && s.Command[0] == "start" {
+			started = append(started, s)
+		}
+	}
+	require.Len(t, started, 3, "three CockroachDB nodes (cockroach start)")
+	names := []string{started[0].Name, started[1].Name, started[2].Name}
+	stores := map[string]bool{}
+	for _, s := range started {
+		require.Contains(t, s.Command, "--insecure", "%s: the example runs insecure", s.Name)
+		join, ok := flag(s.Command, "--join")
+		require.True(t, ok, "%s: no --join", s.Name)
+		for _, n := range names {
+			require.Contains(t, strings.Split(join, ","), n, "%s: --join must list every node", s.Name)
+		}
+		advertise, ok := flag(s.Command, "--advertise-addr")
+		require.True(t, ok, "%s: no --advertise-addr", s.Name)
+		require.True(t, strings.HasPrefix(advertise, s.Name+":"), "%s advertises %s", s.Name, advertise)
+		store, ok := flag(s.Command, "--store")
+		require.True(t, ok, "%s: no --store", s.Name)
+		stores[volumeAt(t, p, s, store)] = true
+		require.NotNil(t, s.HealthCheck, "%s: the jobs wait for the node to be healthy", s.Name)
+		require.Contains(t, strings.Join(s.HealthCheck.Test, " "), "/health?ready=1", "%s", s.Name)
+	}
+	require.Len(t, stores, 3, "each node keeps its own store volume")
+
+	// The init job runs cockroach init against a node, after every node has started.
+	var init []types.ServiceConfig
+	for _, s := range nodes {
+		if strings.Contains(strings.Join(append(slices.Clone(s.Entrypoint), s.Command...), " "), "cockroach init") {
+			init = append(init, s)
+		}
+	}
+	require.Len(t, init, 1, "one job runs cockroach init")
+	for _, n := range names {
+		requireDependsOn(t, init[0], n, types.ServiceConditionStarted)
+	}
+
+	// The migrate job: atmost migrate --create-database against the initialized cluster.
+	migrate := byBinary(p, "atmost")
+	require.Len(t, migrate, 1, "one service runs the atmost CLI")
+	m := migrate[0]
+	require.Equal(t, []string{"atmost", "migrate", "--create-database"}, []string(m.Command))
+	requireDependsOn(t, m, init[0].Name, types.ServiceConditionCompletedSuccessfully)
+	for _, n := range names {
+		requireDependsOn(t, m, n, types.ServiceConditionHealthy)
+	}
+	requireCockroachURL(t, env(t, m, "ATMOST_DATABASE_URL"), names)
+}
+
+func TestComposeRunsAThreeNodeNATSClusterWithJetStream(t *testing.T) {
+	p := loadCompose(t)
+	servers := byImage(p, "nats:")
+	require.Len(t, servers, 3, "three NATS servers")
+	stores := map[string]bool{}
+	clusters := map[string]bool{}
+	for _, s := range servers {
+		args := s.Command
+		require.Contains(t, args, "--jetstream", "%s: JetStream must be on", s.Name)
+		name, ok := flag(args, "--server_name")
+		require.True(t, ok && name != "", "%s: JetStream in a cluster needs a server name", s.Name)
+		cluster, ok := flag(args, "--cluster_name")
+		require.True(t, ok, "%s: no --cluster_name", s.Name)
+		clusters[cluster] = true
+		_, ok = flag(args, "--cluster")
+		require.True(t, ok, "%s: no --cluster listen URL", s.Name)
+		routes, ok := flag(args, "--routes")
+		require.True(t, ok, "%s: no --routes", s.Name)
+		for _, other := range servers {
+			require.Contains(t, routes, "nats://"+other.Name+":", "%s: --routes must reach %s", s.Name, other.Name)
+		}
+		storeDir, ok := flag(args, "--store_dir")
+		require.True(t, ok, "%s: no --store_dir", s.Name)
+		stores[volumeAt(t, p, s, storeDir)] = true
+		require.NotNil(t, s.HealthCheck, "%s: the roles wait for it to be healthy", s.Name)
+		require.Contains(t, strings.Join(s.HealthCheck.Test, " "), "/healthz", "%s", s.Name)
+	}
+	require.Len(t, clusters, 1, "one cluster name")
+	require.Len(t, stores, 3, "each server keeps its own JetStream store volume")
+}
+
+// roles are the binaries of the atmost roles, each with the number of instances the topology
+// runs.
+var roles = map[string]int{"ingest": 1, "dispatcher": 2, "sweeper": 1, "reconciler": 1}
+
+func TestComposeRunsEveryRoleOnTheClusters(t *testing.T) {
+	p := loadCompose(t)
+	roaches := byImage(p, "cockroachdb/cockroach:")
+	var roachNames []string
+	for _, s := range roaches {
+		if len(s.Command) > 0 && s.Command[0] == "start" {
+			roachNames = append(roachNames, s.Name)
+		}
+	}
+	var natsNames []string
+	for _, s := range byImage(p, "nats:") {
+		natsNames = append(natsNames, s.Name)
+	}
+	migrate := byBinary(p, "atmost")
+	require.Len(t, migrate, 1)
+
+	hostPorts := map[string]string{}
+	for bin, want := range roles {
+		services := byBinary(p, bin)
+		instances := 0
+		for _, s := range services {
+			instances += s.GetScale()
+		}
+		require.Equal(t, want, instances, "instances of %s", bin)
+		for _, s := range services {
+			require.Equal(t, "3", env(t, s, "ATMOST_STREAM_REPLICAS"), "%s: R3 streams", s.Name)
+			requireCockroachURL(t, env(t, s, "ATMOST_DATABASE_URL"), roachNames)
+
+			var natsHosts []string
+			for _, raw := range strings.Split(env(t, s, "ATMOST_NATS_URL"), ",") {
+				u, err := url.Parse(strings.TrimSpace(raw))
+				require.NoError(t, err, "%s: ATMOST_NATS_URL", s.Name)
+				require.Equal(t, "nats", u.Scheme, "%s: ATMOST_NATS_URL", s.Name)
+				natsHosts = append(natsHosts, u.Hostname())
+			}
+			require.ElementsMatch(t, natsNames, natsHosts, "%s: ATMOST_NATS_URL must list every NATS server", s.Name)
+
+			requireDependsOn(t, s, migrate[0].Name, types.ServiceConditionCompletedSuccessfully)
+			for _, n := range natsNames {
+				requireDependsOn(t, s, n, types.ServiceConditionHealthy)
+			}
+
+			// /healthz, /readyz and /metrics: served on all interfaces inside the container
+			// and published on the host's loopback only.
+			_, port, err := net.SplitHostPort(env(t, s, "ATMOST_HTTP_ADDR"))
+			require.NoError(t, err, "%s: ATMOST_HTTP_ADDR", s.Name)
+			published := publishedOnLoopback(t, s, port)
+			require.NotContains(t, hostPorts, published, "%s and %s publish the same host port", s.Name, hostPorts[published])
+			hostPorts[published] = s.Name
+		}
+	}
+
+	sims := byBinary(p, "platformsim")
+	require.Len(t, sims, 1, "one platform simulator")
+	_, port, err := net.SplitHostPort(env(t, sims[0], "ATMOST_SIM_ADDR"))
+	require.NoError(t, err)
+	publishedOnLoopback(t, sims[0], port)
+}
+
+func publishedOnLoopback(t *testing.T, s types.ServiceConfig, target string) string {
+	t.Helper()
+	for _, port := range s.Ports {
+		if port.Target != 0 && target == strconv.FormatUint(uint64(port.Target), 10) {
+			require.Equal(t, "127.0.0.1", port.HostIP, "%s: publish %s on localhost only", s.Name, target)
+			require.NotEmpty(t, port.Published, "%s: port %s", s.Name, target)
+			return port.Published
+		}
+	}
+	t.Fatalf("service %s does not publish its HTTP port %s", s.Name, target)
+	return ""
+}
+
+// requireCockroachURL checks that raw reaches the ledger on CockroachDB nodes of the topology
+// only.
+func requireCockroachURL(t *testing.T, raw string, nodes []string) {
+	t.Helper()
+	cfg, err := pgconn.ParseConfig(raw)
+	require.NoError(t, err, "database URL %q", raw)
+	require.Equal(t, "atmost", cfg.Database, "database URL %q", raw)
+	hosts := []string{cfg.Host}
+	for _, f := range cfg.Fallbacks {
+		hosts = append(hosts, f.Host)
+	}
+	for _, h := range hosts {
+		require.Contains(t, nodes, h, "database URL %q names a host that is not a CockroachDB node", raw)
+	}
+	require.EqualValues(t, 26257, cfg.Port, "database URL %q", raw)
+}
+
+// envName matches an environment variable of atmost in help text.
+var envName = regexp.MustCompile(`\bATMOST_[A-Z0-9_]+\b`)
+
+func helpEnv(t *testing.T, bin string) map[string]bool {
+	t.Helper()
+	ctx := context.Background()
+	noEnv := func(string) (string, bool) { return "", false }
+	var out bytes.Buffer
+	var code int
+	switch bin {
+	case "ingest":
+		code = ingest.Main(ctx, []string{"--help"}, noEnv, &out)
+	case "dispatcher":
+		code = dispatch.Main(ctx, []string{"--help"}, noEnv, &out)
+	case "sweeper":
+		code = sweep.Main(ctx, []string{"--help"}, noEnv, &out)
+	case "reconciler":
+		code = reconcile.Main(ctx, []string{"--help"}, noEnv, &out)
+	case "platformsim":
+		code = platformsim.Main(ctx, []string{"--help"}, noEnv, &out, &out)
+	case "atmost":
+		// The CLI's own help names what every command reads; migrate's its flags'.
+		streams := cli.IO{Stdout: &out, Stderr: &out, Env: noEnv}
+		code = cli.Run(ctx, streams, []string{"--help"})
+		if code == 0 {
+			code = cli.Run(ctx, streams, []string{"migrate", "--help"})
+		}
+	default:
+		t.Fatalf("no help known for binary %q", bin)
+	}
+	require.Equal(t, 0, code, "%s --help:\n%s", bin, out.String())
+	names := map[string]bool{}
+	for _, n := range envName.FindAllString(out.String(), -1) {
+		names[n] = true
+	}
+	require.NotEmpty(t, names, "%s --help names no environment variable", bin)
+	return names
+}
+
+func TestComposeSetsOnlyVariablesTheBinariesKnow(t *testing.T) {
+	p := loadCompose(t)
+	helps := map[string]map[string]bool{}
+	checked := 0
+	for _, name := range sortedNames(p) {
+		s := p.Services[name]
+		if s.Build == nil {
+			continue
+		}
+		bin := binary(s)
+		if helps[bin] == nil {
+			helps[bin] = helpEnv(t, bin)
+		}
+		for variable := range s.Environment {
+			require.True(t, helps[bin][variable], "service %s sets %s, which %s --help does not name", name, variable, bin)
+			checked++
+		}
+	}
+	require.NotZero(t, checked)
+	for bin := range roles {
+		require.Contains(t, helps, bin, "no service runs %s", bin)
+	}
+}
+
+var goBuild = regexp.MustCompile(`go build[^\n]*?(?:\\\n[^\n]*?)*?\s(\./cmd/\S*)`)
+
+func TestDockerfileBuildsEveryBinaryTheServicesRun(t *testing.T) {
+	p := loadCompose(t)
+	dockerfile, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
+	require.NoError(t, err)
+	text := string(dockerfile)
+
+	// The build stage's Go is the one go.mod asks for.
+	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	require.NoError(t, err)
+	goVersion := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindStringSubmatch(string(gomod))
+	require.NotNil(t, goVersion, "go.mod has no go line")
+	require.Regexp(t, `(?m)^FROM golang:`+regexp.QuoteMeta(goVersion[1])+`\b\S* AS build$`, text, "the build stage must use go.mod's Go")
+
+	m := goBuild.FindStringSubmatch(text)
+	require.NotNil(t, m, "the Dockerfile has no go build of ./cmd/...")
+	built := map[string]bool{}
+	if m[1] == "./cmd/..." {
+		dirs, err := os.ReadDir(filepath.Join(root, "cmd"))
+		require.NoError(t, err)
+		for _, d := range dirs {
+			if _, err := os.Stat(filepath.Join(root, "cmd", d.Name(), "main.go")); err == nil {
+				built[d.Name()] = true
+			}
+		}
+	} else {
+		built[strings.TrimPrefix(m[1], "./cmd/")] = true
+	}
+	// The binaries land in a directory on the final image's PATH.
+	require.Regexp(t, `(?m)^COPY --from=build /out/ /usr/local/bin/$`, text)
+	require.Regexp(t, `(?m)^ENV PATH=(\S*:)?/usr/local/bin(:\S*)?$`, text)
+
+	for _, name := range sortedNames(p) {
+		s := p.Services[name]
+		if s.Build == nil {
+			continue
+		}
+		require.Equal(t, "Dockerfile", filepath.Base(s.Build.Dockerfile), "service %s", name)
+		ctx, err := filepath.Abs(root)
+		require.NoError(t, err)
+		require.Equal(t, ctx, s.Build.Context, "service %s builds from the repository root", name)
+		require.True(t, built[binary(s)], "service %s runs %q, which the Dockerfile does not build", name, binary(s))
+	}
+}

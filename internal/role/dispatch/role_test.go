@@ -1,0 +1,63 @@
+package dispatch_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/internal/role/dispatch"
+	"github.com/atmost/atmost/internal/testkit/roletest"
+	"github.com/atmost/atmost/internal/tools/platformsim"
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+func TestDispatcherRoleRefusesABadCommandLine(t *testing.T) {
+	t.Parallel()
+	none := func(string) (string, bool) { return "", false }
+	for _, args := range [][]string{{"--batch", "0"}, {"--isolation", "snapshot"}, {"--replicas", "2"}, {"extra"}, {"--nope"},
+		{"--inflight-lease", "10s", "--send-timeout", "9s"}, {"--lease-margin", "100ms"}, {"--claim-lease", "1s"}, {"--concurrency", "0"}, {"--pipelines", "0"}, {"--gate-delay", "0s"}} {
+		var stderr bytes.Buffer
+		require.Equal(t, 2, dispatch.Main(context.Background(), args, none, &stderr), "%v", args)
+		require.NotEmpty(t, stderr.String())
+	}
+	// A variable its flag would refuse is an error, never silently the default.
+	for name, value := range map[string]string{"ATMOST_DISPATCH_BATCH": "many", "ATMOST_STREAM_REPLICAS": "three"} {
+		var stderr bytes.Buffer
+		getenv := func(n string) (string, bool) { return value, n == name }
+		require.Equal(t, 2, dispatch.Main(context.Background(), nil, getenv, &stderr), "%s=%s", name, value)
+		require.Contains(t, stderr.String(), name)
+	}
+	var stderr bytes.Buffer
+	require.Equal(t, 0, dispatch.Main(context.Background(), []string{"--help"}, none, &stderr))
+	for _, name := range []string{"ATMOST_DATABASE_URL", "ATMOST_NATS_URL", "ATMOST_HTTP_ADDR", "ATMOST_STREAM_REPLICAS", "ATMOST_LEDGER_ISOLATION",
+		"ATMOST_DISPATCH_BATCH", "ATMOST_DISPATCH_CONCURRENCY", "ATMOST_DISPATCH_PIPELINES", "ATMOST_CLAIM_LEASE", "ATMOST_INFLIGHT_LEASE", "ATMOST_SEND_TIMEOUT",
+		"ATMOST_READBACK_TIMEOUT", "ATMOST_LEASE_MARGIN", "ATMOST_GATE_DELAY"} {
+		require.True(t, strings.Contains(stderr.String(), name), "--help documents %s", name)
+	}
+}
+
+// The role as a process runs it: configuration from the environment, readiness, a send, the
+// metrics, and a clean stop when its context ends (SIGTERM).
+func TestDispatcherRoleRunsAndStopsCleanly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, platformsim.Config{})
+	keys := e.Submit("acct-1", "through the role")
+	r := roletest.Start(t, dispatch.Main, map[string]string{
+		"ATMOST_DATABASE_URL": e.DB.AppURL(), "ATMOST_NATS_URL": e.NATSURL,
+		"ATMOST_CLAIM_LEASE": "5s", "ATMOST_INFLIGHT_LEASE": "10s", "ATMOST_SEND_TIMEOUT": "2s", "ATMOST_READBACK_TIMEOUT": "1s",
+	})
+	r.WaitReady(t)
+	in := e.settle(keys, 15*time.Second)[keys[0]]
+	require.Equal(t, ledger.Published, in.State)
+	metrics := r.WaitMetrics(t, `atmost_dispatch_completions_total{state="published"} 1`, `atmost_dispatch_sends_total{outcome="success"} 1`)
+	for _, name := range []string{"atmost_dispatch_work_total", "atmost_dispatch_in_progress", "atmost_dispatch_consumer_pending",
+		"atmost_relay_events_published_total", "atmost_ledger_transaction_restarts_total", "atmost_dispatch_send_seconds", "atmost_transitions_total", "atmost_relay_lag_seconds"} {
+		require.Contains(t, metrics, name)
+	}
+	r.Stop(t)
+	require.Contains(t, r.Stderr(), "dispatcher stopped cleanly")
+}

@@ -1,0 +1,244 @@
+package ingest_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/internal/role/ingest"
+	"github.com/atmost/atmost/internal/testkit/worldtest"
+	"github.com/atmost/atmost/pkg/events"
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+type env struct {
+	*worldtest.World
+	in *ingest.Ingester
+}
+
+func mustPool(t *testing.T, url string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	w := worldtest.New(t)
+	w.Exec(`INSERT INTO accounts (account_id, platform) VALUES ('acct-1', 'sim')`)
+	in, err := ingest.New(w.Ctx, w.JS, w.Ledger, ingest.Config{MaxWait: 200 * time.Millisecond})
+	require.NoError(t, err)
+	return &env{World: w, in: in}
+}
+
+func (e *env) publish(account, body string, header nats.Header) {
+	e.T.Helper()
+	_, err := e.JS.PublishMsg(e.Ctx, &nats.Msg{Subject: events.IntentSubject(account), Data: []byte(body), Header: header})
+	require.NoError(e.T, err)
+}
+
+// drain runs batches until one finds nothing, and adds up what they did.
+func (e *env) drain() ingest.Stats {
+	e.T.Helper()
+	var total ingest.Stats
+	for i := 0; i < 50; i++ {
+		s, err := e.in.Batch(e.Ctx)
+		require.NoError(e.T, err)
+		if s == (ingest.Stats{}) {
+			return total
+		}
+		total.Created += s.Created
+		total.Duplicates += s.Duplicates
+		total.Rejected += s.Rejected
+	}
+	e.T.Fatal("the stream never ran dry")
+	return total
+}
+
+func post(text string) string {
+	return fmt.Sprintf(`{"v":1,"account":"acct-1","action":"post","request":{"text":%q}}`, text)
+}
+
+func TestRepublishedIntentsBecomeOneIntentEach(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.publish("acct-1", post("one"), nil)
+	e.publish("acct-1", post("two"), nil)
+	e.publish("acct-1", post("one"), nil)                                                           // the producer published it again
+	e.publish("acct-1", `{"request":{"text":"one"},"action":"post","account":"acct-1","v":1}`, nil) // respelt
+	s := e.drain()
+	require.Equal(t, ingest.Stats{Created: 2, Duplicates: 2}, s)
+	require.Equal(t, 2, e.Count(`SELECT count(*) FROM intents`))
+
+	// Nothing is left for redelivery: everything was acknowledged.
+	c, err := e.JS.Consumer(e.Ctx, events.IntentsStream, "ingest")
+	require.NoError(t, err)
+	info, err := c.Info(e.Ctx)
+	require.NoError(t, err)
+	require.Zero(t, info.NumPending)
+	require.Zero(t, info.NumAckPending)
+}
+
+// One test per rejection reason ingest can meet: a row in rejects, a message on
+// atmost.rejected.<reason>, and the consumer carries on with the rest of the batch.
+func TestEveryRejectionIsStoredPublishedAndAcknowledged(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	good, err := identity.ParseEnvelope([]byte(post("fine")))
+	require.NoError(t, err)
+	cases := []struct {
+		reason identity.Reason
+		body   string
+		header nats.Header
+	}{
+		{identity.ReasonMalformedJSON, `{"v":1,`, nil},
+		{identity.ReasonNotObject, `[1,2]`, nil},
+		{identity.ReasonDuplicateField, `{"v":1,"v":1,"account":"acct-1","action":"post","request":{}}`, nil},
+		{identity.ReasonUnknownField, `{"v":1,"account":"acct-1","action":"post","request":{},"send_twice":true}`, nil},
+		{identity.ReasonMissingField, `{"v":1,"account":"acct-1","request":{}}`, nil},
+		{identity.ReasonUnsupportedVersion, `{"v":2,"account":"acct-1","action":"post","request":{}}`, nil},
+		{identity.ReasonInvalidUTF8, "{\"v\":1,\"account\":\"acct-1\",\"action\":\"post\",\"request\":{\"text\":\"\xff\"}}", nil},
+		{identity.ReasonTooLarge, post(strings.Repeat("x", identity.MaxEnvelopeBytes)), nil},
+		{identity.ReasonInvalidAccount, `{"v":1,"account":"","action":"post","request":{}}`, nil},
+		{identity.ReasonInvalidAction, `{"v":1,"account":"acct-1","action":"Post!","request":{}}`, nil},
+		{identity.ReasonInvalidRequest, `{"v":1,"account":"acct-1","action":"post","request":"text"}`, nil},
+		{identity.ReasonUnknownAccount, `{"v":1,"account":"acct-nobody","action":"post","request":{}}`, nil},
+		{identity.ReasonInvalidKeyHeader, post("fine"), nats.Header{identity.DeliveryKeyHeader: []string{"not-a-key"}}},
+		{identity.ReasonKeyMismatch, post("fine"), nats.Header{identity.DeliveryKeyHeader: []string{"dk1:" + strings.Repeat("0", 64)}}},
+	}
+	for _, c := range cases {
+		e.publish("acct-1", c.body, c.header)
+	}
+	e.publish("acct-1", post("fine"), nats.Header{identity.DeliveryKeyHeader: []string{good.DeliveryKey().String()}})
+	s := e.drain()
+	require.Equal(t, len(cases), s.Rejected)
+	require.Equal(t, 1, s.Created, "the good message in the same batches went through")
+
+	for _, c := range cases {
+		require.Equal(t, 1, e.Count(`SELECT count(*) FROM rejects WHERE reason = $1`, string(c.reason)), "rejects row for %s", c.reason)
+		stream, err := e.JS.Stream(e.Ctx, events.RejectsStream)
+		require.NoError(t, err)
+		m, err := stream.GetLastMsgForSubject(e.Ctx, events.RejectSubject(c.reason))
+		require.NoError(t, err, "message on %s", events.RejectSubject(c.reason))
+		require.Equal(t, string(c.reason), m.Header.Get("Atmost-Reason"))
+	}
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM rejects WHERE raw_truncated AND raw_size > $1`, ledger.MaxRejectRaw),
+		"an oversized message is kept bounded, with its size")
+}
+
+// A redelivered bad message is stored and published once.
+func TestARedeliveredRejectIsStoredOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.publish("acct-1", `not json`, nil)
+	require.Equal(t, 1, e.drain().Rejected)
+	// The same stream message again, as a redelivery would bring it: reset the consumer.
+	require.NoError(t, e.JS.DeleteConsumer(e.Ctx, events.IntentsStream, "ingest"))
+	l, err := ledger.New(e.DB.Pool, ledger.Config{})
+	require.NoError(t, err)
+	in, err := ingest.New(e.Ctx, e.JS, l, ingest.Config{MaxWait: 200 * time.Millisecond})
+	require.NoError(t, err)
+	s, err := in.Batch(e.Ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, s.Rejected)
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM rejects`))
+	stream, err := e.JS.Stream(e.Ctx, events.RejectsStream)
+	require.NoError(t, err)
+	info, err := stream.Info(e.Ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), info.State.Msgs, "the second publish was a duplicate")
+}
+
+// When the ledger cannot take a batch, the batch is nak'ed with a delay and comes back:
+// nothing is lost, nothing is doubled.
+func TestABatchTheLedgerCannotTakeIsRedelivered(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.publish("acct-1", post("kept"), nil)
+	e.publish("acct-1", `bad`, nil)
+
+	down, err := pgxpool.New(e.Ctx, e.DB.URL)
+	require.NoError(t, err)
+	down.Close() // a ledger whose database is gone
+	broken, err := ledger.New(down, ledger.Config{MaxRetries: 1})
+	require.NoError(t, err)
+	in, err := ingest.New(e.Ctx, e.JS, broken, ingest.Config{MaxWait: 200 * time.Millisecond, NakDelay: 100 * time.Millisecond})
+	require.NoError(t, err)
+	s, err := in.Batch(e.Ctx)
+	require.Error(t, err)
+	require.Equal(t, 2, s.Retried)
+	require.Zero(t, e.Count(`SELECT count(*) FROM intents`))
+
+	time.Sleep(300 * time.Millisecond) // past the nak delay
+	got := e.drain()
+	require.Equal(t, 1, got.Created)
+	require.Equal(t, 1, got.Rejected)
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM intents`))
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM rejects`))
+}
+
+// The same intent published twice with a Nats-Msg-Id is stored once by JetStream itself; the
+// same intent published again without one reaches ingest and becomes a duplicate in the
+// ledger. Either way: one intent.
+func TestPublishedTwiceWithAndWithoutMsgIDIsOneIntent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	withID := nats.Header{jetstream.MsgIDHeader: []string{"producer-42"}}
+	e.publish("acct-1", post("once"), withID)
+	e.publish("acct-1", post("once"), withID)
+	e.publish("acct-1", post("once"), nil)
+	stream, err := e.JS.Stream(e.Ctx, events.IntentsStream)
+	require.NoError(t, err)
+	info, err := stream.Info(e.Ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), info.State.Msgs, "JetStream dropped the second publish with the same id")
+	require.Equal(t, ingest.Stats{Created: 1, Duplicates: 1}, e.drain())
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM intents`))
+}
+
+// A batch names the keys of its stored intents, created or found stored, for its caller to
+// publish their transitions: a redelivery of a batch whose ingester died before publishing
+// must still get them out at once.
+func TestABatchNamesTheKeysItCreatedAndFoundStored(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.publish("acct-1", post("first"), nil)
+	e.publish("acct-1", post("second"), nil)
+	e.publish("acct-1", `{"v":1,"account":"nobody","action":"post","request":{"text":"x"}}`, nil)
+	want := map[identity.DeliveryKey]bool{keyOf(t, "first"): true, keyOf(t, "second"): true}
+	names := func() map[identity.DeliveryKey]bool {
+		got := map[identity.DeliveryKey]bool{}
+		for range 50 {
+			s, keys, err := e.in.BatchKeys(e.Ctx)
+			require.NoError(t, err)
+			for _, k := range keys {
+				got[k] = true
+			}
+			if s == (ingest.Stats{}) {
+				return got
+			}
+		}
+		t.Fatal("the stream never ran dry")
+		return nil
+	}
+	require.Equal(t, want, names(), "the created ones; never a rejected message's")
+	e.publish("acct-1", post("second"), nil) // redelivered, or published again
+	require.Equal(t, map[identity.DeliveryKey]bool{keyOf(t, "second"): true}, names(), "a duplicate's key too")
+}
+
+func keyOf(t *testing.T, text string) identity.DeliveryKey {
+	t.Helper()
+	env, err := identity.ParseEnvelope([]byte(post(text)))
+	require.NoError(t, err)
+	return env.DeliveryKey()
+}

@@ -1,0 +1,577 @@
+// Package reconcile is the reconciler role: it resolves indeterminate intents by looking, at
+// most once, at the platform. Per intent it first reads the evidence of fenced-out workers (a
+// confirmed late success resolves the intent without a lookup), then waits the adapter's
+// reconcile delay, claims the one lookup durably, and makes it: found (and read back) ->
+// published; not found -> parked, unless an idempotency-status lookup proves not-sent ->
+// failed; unavailable -> parked. A lookup claimed and never resolved (a crash after the claim)
+// is never made again: the sweeper parks the intent for a human.
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/atmost/atmost/internal/adapters"
+	"github.com/atmost/atmost/internal/relay"
+	"github.com/atmost/atmost/internal/role"
+	"github.com/atmost/atmost/pkg/events"
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger"
+	"github.com/atmost/atmost/pkg/platform"
+)
+
+// Config tunes a Reconciler. The zero value of every field means its default.
+type Config struct {
+	// Durable names the consumer of indeterminate events on ATMOST_EVENTS. Default
+	// "reconciler"; every reconciler process shares it.
+	Durable string
+	// Concurrency is how many intents are worked at once: reads, the one lookup, its read-back
+	// and its resolution. An intent waiting out its reconcile delay holds none of them. Default
+	// 16.
+	Concurrency int
+	// MaxAckPending bounds the indeterminate events held unacknowledged while their intents
+	// wait out the reconcile delay (on the server, by NakWithDelay): the pace of reconciliation
+	// is at most MaxAckPending per reconcile delay. It is the shared consumer's setting, so the
+	// reconciler that starts last sets it for all. Default 100,000, which keeps pace with 3,000
+	// unknown outcomes a second at a 30 s delay.
+	MaxAckPending int
+	// LookupTimeout bounds the one lookup. Default 10 s.
+	LookupTimeout time.Duration
+	// ReadBackTimeout bounds the read-back of a found object or of a fenced-out worker's
+	// reported one. Default 5 s.
+	ReadBackTimeout time.Duration
+	// ScanInterval is how often the ledger is scanned for indeterminate intents whose event was
+	// missed (the safety net). Each scan pages through every candidate. Default 10 s.
+	ScanInterval time.Duration
+	// ScanAfter is how long an intent must have been indeterminate, with its lookup not claimed,
+	// before the scan takes it as missed by the event path, which works it at its reconcile
+	// delay. A missed event whose delay is shorter is taken up within ScanAfter + ScanInterval.
+	// Default 1 min.
+	ScanAfter time.Duration
+	// ScanBatch is the page size of a scan. Default 500.
+	ScanBatch int
+	// RetryDelay is how long an intent waits when it could not be worked now (its account's
+	// adapter could not be opened, the ledger failed). Default 30 s.
+	RetryDelay time.Duration
+	// AckWait is how long JetStream waits for an acknowledgement before redelivering an
+	// event; InProgress keeps it while an intent is worked. Default 30 s.
+	AckWait time.Duration
+	// Platforms opens the accounts' adapters.
+	Platforms platform.Registry
+	// Logger; nil means no logging.
+	Logger *zap.Logger
+
+	hook func(step string) // tests: crash points
+}
+
+func (c Config) withDefaults() Config {
+	if c.Durable == "" {
+		c.Durable = "reconciler"
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 16
+	}
+	if c.MaxAckPending == 0 {
+		c.MaxAckPending = 100_000
+	}
+	if c.LookupTimeout == 0 {
+		c.LookupTimeout = 10 * time.Second
+	}
+	if c.ReadBackTimeout == 0 {
+		c.ReadBackTimeout = 5 * time.Second
+	}
+	if c.ScanInterval == 0 {
+		c.ScanInterval = 10 * time.Second
+	}
+	if c.ScanAfter == 0 {
+		c.ScanAfter = time.Minute
+	}
+	if c.ScanBatch == 0 {
+		c.ScanBatch = 500
+	}
+	if c.RetryDelay == 0 {
+		c.RetryDelay = 30 * time.Second
+	}
+	if c.AckWait == 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.Platforms == nil {
+		return errors.New("reconcile: no platforms configured")
+	}
+	if c.Concurrency < 1 || c.ScanBatch < 1 || c.MaxAckPending < 1 {
+		return fmt.Errorf("reconcile: concurrency %d, max ack pending %d and scan batch %d must be at least 1", c.Concurrency, c.MaxAckPending, c.ScanBatch)
+	}
+	for name, v := range map[string]time.Duration{"lookup timeout": c.LookupTimeout, "read-back timeout": c.ReadBackTimeout,
+		"scan interval": c.ScanInterval, "scan after": c.ScanAfter, "retry delay": c.RetryDelay, "ack wait": c.AckWait} {
+		if v <= 0 {
+			return fmt.Errorf("reconcile: %s %s must be positive", name, v)
+		}
+	}
+	return nil
+}
+
+// crash is the process-wide crash point, set by the subprocess tests (SIGKILL after a step).
+var crash func(step string)
+
+// Reconciler resolves indeterminate intents.
+type Reconciler struct {
+	cfg      Config
+	ledger   Ledger
+	relay    *relay.Relay
+	consumer jetstream.Consumer
+	adapters *adapters.Cache
+	log      *zap.Logger
+	counts   *counters
+	slots    chan struct{}
+	mu       sync.Mutex
+	// busy holds the keys being worked in this process, so the scan and an event never work
+	// one intent at once here (across processes the ledger's claim decides).
+	busy     map[identity.DeliveryKey]bool
+	accounts map[string]readAccount
+	// unpublished are resolved intents whose transitions wait for the next publishing round.
+	unpublished []identity.DeliveryKey
+	publishing  sync.Mutex
+}
+
+// Ledger is what the reconciler does with the ledger: read an intent's reconciliation, resolve it
+// from evidence, claim and resolve its one lookup, and scan for what the events missed.
+// *ledger.Ledger is one.
+type Ledger interface {
+	ReconcileStatusOf(ctx context.Context, key identity.DeliveryKey) (ledger.ReconcileStatus, error)
+	Inspect(ctx context.Context, key identity.DeliveryKey) (ledger.Record, error)
+	Gates(ctx context.Context, accounts []string) (map[string]ledger.Gate, error)
+	ResolveFromEvidence(ctx context.Context, key identity.DeliveryKey, objectID string) error
+	ClaimReconciliation(ctx context.Context, key identity.DeliveryKey) (ledger.Reconciliation, error)
+	ResolveReconciliation(ctx context.Context, r ledger.Reconciliation, result ledger.LookupResult, objectID string, detail map[string]any) (ledger.State, error)
+	ReconcileCandidates(ctx context.Context, minAge time.Duration, after ledger.ReconcileCandidate, max int) ([]ledger.ReconcileCandidate, error)
+}
+
+// New creates (or attaches to) the durable consumer of indeterminate events on ATMOST_EVENTS.
+func New(ctx context.Context, js jetstream.JetStream, l Ledger, rel *relay.Relay, cfg Config) (*Reconciler, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	consumer, err := js.CreateOrUpdateConsumer(ctx, events.EventsStream, jetstream.ConsumerConfig{
+		Durable:   cfg.Durable,
+		AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait:   cfg.AckWait,
+		// An event waiting out its intent's reconcile delay (NakWithDelay) stays pending on the
+		// server and holds no worker here; this bounds how many may wait at once.
+		MaxAckPending: cfg.MaxAckPending,
+		FilterSubject: events.StateSubjects(string(ledger.Indeterminate)),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: consumer %s on %s: %w", cfg.Durable, events.EventsStream, err)
+	}
+	return &Reconciler{cfg: cfg, ledger: l, relay: rel, consumer: consumer, adapters: adapters.NewCache(cfg.Platforms),
+		log: cfg.Logger.Named("reconcile"), counts: newCounters(), slots: make(chan struct{}, cfg.Concurrency),
+		busy: map[identity.DeliveryKey]bool{}, accounts: map[string]readAccount{}}, nil
+}
+
+// Verdict is what became of one intent's turn.
+type Verdict struct {
+	// Wait > 0: not now; take the intent up again after Wait. Otherwise it is done with here.
+	Wait time.Duration
+	// Result names what happened, as the metrics count it.
+	Result string
+}
+
+func done(result string) Verdict { return Verdict{Result: result} }
+func later(result string, d time.Duration) Verdict {
+	return Verdict{Wait: max(d, time.Millisecond), Result: result}
+}
+
+// Run reconciles until ctx ends: from indeterminate events as they arrive, and from a scan of
+// the ledger every ScanInterval. On return every intent in hand has finished its turn.
+func (r *Reconciler) Run(ctx context.Context) error {
+	it, err := r.consumer.Messages(jetstream.PullMaxMessages(2 * r.cfg.Concurrency))
+	if err != nil {
+		return fmt.Errorf("reconcile: consume: %w", err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { r.scanLoop(ctx) })
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	var iterErr error
+	for {
+		m, err := it.Next()
+		if err != nil {
+			if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				iterErr = err
+			}
+			break
+		}
+		if !r.acquire(ctx) {
+			_ = m.Nak()
+			break
+		}
+		wg.Go(func() {
+			defer r.release()
+			r.handle(ctx, m)
+		})
+	}
+	wg.Wait()
+	if ctx.Err() == nil {
+		return fmt.Errorf("reconcile: events stopped arriving: %w", iterErr)
+	}
+	return nil
+}
+
+func (r *Reconciler) acquire(ctx context.Context) bool {
+	select {
+	case r.slots <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (r *Reconciler) release() { <-r.slots }
+
+// handle works the intent of one indeterminate event and settles the message: acknowledged
+// when the intent is done with here, redelivered after the wait otherwise.
+func (r *Reconciler) handle(ctx context.Context, m jetstream.Msg) {
+	e, err := events.Unmarshal(m.Data())
+	if err != nil {
+		r.log.Warn("an unreadable event on the indeterminate subject; dropped", zap.String("subject", m.Subject()), zap.Error(err))
+		r.counts.turn("unreadable_event")
+		_ = m.Term()
+		return
+	}
+	if wait := r.untilDue(ctx, e.Account, e.At); wait > 0 {
+		// Not due yet: the event waits on the server, holding no worker and reading nothing.
+		r.counts.turn("waiting_delay")
+		_ = m.NakWithDelay(wait)
+		return
+	}
+	keep := role.KeepAlive(m, r.cfg.AckWait/3)
+	v := r.Reconcile(context.WithoutCancel(ctx), e.DeliveryKey)
+	keep()
+	if v.Wait > 0 {
+		_ = m.NakWithDelay(v.Wait)
+		return
+	}
+	_ = m.Ack()
+}
+
+// scanLoop is the safety net: at start and then every ScanInterval, every indeterminate intent
+// nobody claimed a lookup for within ScanAfter, whatever became of its event, page by page.
+func (r *Reconciler) scanLoop(ctx context.Context) {
+	t := time.NewTicker(r.cfg.ScanInterval)
+	defer t.Stop()
+	for {
+		r.scan(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (r *Reconciler) scan(ctx context.Context) {
+	var after ledger.ReconcileCandidate
+	for {
+		page, err := r.ledger.ReconcileCandidates(ctx, r.cfg.ScanAfter, after, r.cfg.ScanBatch)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn("scan for indeterminate intents failed; the next scan tries again", zap.Error(err))
+			}
+			return
+		}
+		var wg sync.WaitGroup
+		for _, c := range page {
+			if r.untilDue(ctx, c.Account, c.Since) > 0 {
+				continue // an account whose delay is longer than ScanAfter: its event still may come
+			}
+			if !r.acquire(ctx) {
+				break
+			}
+			wg.Go(func() {
+				defer r.release()
+				v := r.Reconcile(context.WithoutCancel(ctx), c.Key)
+				if v.Result == "evidence_found" || strings.HasPrefix(v.Result, "resolved_") {
+					r.counts.scanned.Inc()
+				}
+			})
+		}
+		wg.Wait()
+		if len(page) < r.cfg.ScanBatch || ctx.Err() != nil {
+			return
+		}
+		after = page[len(page)-1]
+	}
+}
+
+func (r *Reconciler) crashPoint(step string) {
+	if crash != nil {
+		crash(step)
+	}
+	if r.cfg.hook != nil {
+		r.cfg.hook(step)
+	}
+}
+
+// Reconcile takes one indeterminate intent as far as it can now. It is safe to call for any
+// key, any number of times, from any number of processes: the evidence resolution and the
+// lookup claim are guarded in the ledger, and a lookup is made only after its claim committed.
+func (r *Reconciler) Reconcile(ctx context.Context, key identity.DeliveryKey) Verdict {
+	r.mu.Lock()
+	if r.busy[key] {
+		r.mu.Unlock()
+		return later("busy_here", time.Second)
+	}
+	r.busy[key] = true
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.busy, key)
+		r.mu.Unlock()
+	}()
+	v := r.reconcile(ctx, key)
+	r.counts.turn(v.Result)
+	return v
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, key identity.DeliveryKey) Verdict {
+	log := r.log.With(zap.Stringer("key", key))
+	status, err := r.ledger.ReconcileStatusOf(ctx, key)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return done("not_found")
+	}
+	if err != nil {
+		log.Warn("reading the intent failed; trying again later", zap.Error(err))
+		return later("ledger_error", r.cfg.RetryDelay)
+	}
+	if status.Intent.State != ledger.Indeterminate {
+		return done("not_indeterminate")
+	}
+	if status.Claimed {
+		// Another reconciler holds the one lookup, or held it and died: never a second one.
+		return done("already_claimed")
+	}
+	ad, req, err := r.open(ctx, status.Intent)
+	if err != nil {
+		log.Warn("the account's adapter cannot be opened; trying again later", zap.Error(err))
+		return later("adapter_unavailable", r.cfg.RetryDelay)
+	}
+
+	// Evidence first: a fenced-out worker that reported a success it had read back.
+	var evidence []ledger.Evidence
+	if status.ReportedSuccess {
+		rec, err := r.ledger.Inspect(ctx, key)
+		if err != nil {
+			log.Warn("reading the evidence failed; trying again later", zap.Error(err))
+			return later("ledger_error", r.cfg.RetryDelay)
+		}
+		evidence = rec.Evidence
+	}
+	for _, ev := range evidence {
+		if ev.Result != "success" || ev.Reason != ledger.ReasonPublished || ev.ObjectID == "" {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, r.cfg.ReadBackTimeout)
+		confirmed, why, _ := adapters.ReadBack(rctx, ad, req, ev.ObjectID)
+		cancel()
+		if !confirmed {
+			log.Info("a fenced-out worker's reported object did not read back; it is not used", zap.String("object_id", ev.ObjectID), zap.String("why", why))
+			continue
+		}
+		if err := r.ledger.ResolveFromEvidence(ctx, key, ev.ObjectID); err != nil {
+			if isRefused(err) {
+				return done("moved_on")
+			}
+			log.Warn("resolving from evidence failed; trying again later", zap.Error(err))
+			return later("ledger_error", r.cfg.RetryDelay)
+		}
+		r.publish(ctx, key)
+		return done("evidence_found")
+	}
+
+	if delay := ad.Capabilities().ReconcileDelay; status.Age < delay {
+		return later("waiting_delay", delay-status.Age)
+	}
+	claim, err := r.ledger.ClaimReconciliation(ctx, key)
+	switch {
+	case errors.Is(err, ledger.ErrAlreadyClaimed):
+		return done("already_claimed")
+	case isRefused(err):
+		return done("moved_on")
+	case err != nil:
+		log.Warn("claiming the lookup failed; trying again later", zap.Error(err))
+		return later("ledger_error", r.cfg.RetryDelay)
+	}
+	// The claim is committed: from here on the lookup is made at most this once, whatever
+	// happens to this process.
+	r.crashPoint("after-claim")
+	lctx, cancel := context.WithTimeout(ctx, r.cfg.LookupTimeout)
+	lk := ad.Lookup(lctx, req)
+	cancel()
+	r.counts.lookup(string(lk.Result))
+	r.crashPoint("after-lookup")
+	result, objectID, detail := r.judge(ctx, ad, req, lk)
+	state, err := r.resolve(ctx, claim, result, objectID, detail)
+	if err != nil {
+		// The lookup is spent; its result could not be recorded. The sweeper parks the
+		// intent once the claim is stale: a human decides, never a second lookup.
+		log.Error("recording the lookup's result failed; the sweeper will park the intent", zap.String("result", string(result)), zap.Error(err))
+		return done("resolve_failed")
+	}
+	r.publish(ctx, key)
+	log.Info("reconciled", zap.String("lookup", string(lk.Result)), zap.String("result", string(result)), zap.String("state", string(state)))
+	return done("resolved_" + string(result))
+}
+
+// judge turns the lookup's answer into the ledger's verdict. A found object must read back
+// with the intent's text to count as published; a not-found proves not-sent only when the
+// adapter declares an idempotency-status lookup and that lookup said so.
+func (r *Reconciler) judge(ctx context.Context, ad platform.Adapter, req platform.Request, lk platform.Lookup) (ledger.LookupResult, string, map[string]any) {
+	detail := map[string]any{"lookup": string(lk.Result)}
+	for k, v := range lk.Detail {
+		detail[k] = v
+	}
+	switch lk.Result {
+	case platform.Found:
+		if lk.ObjectID == "" {
+			detail["why"] = "found without an object id"
+			return ledger.Unavailable, "", detail
+		}
+		rctx, cancel := context.WithTimeout(ctx, r.cfg.ReadBackTimeout)
+		confirmed, why, text := adapters.ReadBack(rctx, ad, req, lk.ObjectID)
+		cancel()
+		detail["object_id"] = lk.ObjectID
+		detail["read_back"] = text
+		if !confirmed {
+			// Something exists under the request's key, but not provably this intent's text:
+			// a human decides.
+			detail["why"] = "the found object did not read back: " + why
+			return ledger.Unavailable, "", detail
+		}
+		return ledger.Found, lk.ObjectID, detail
+	case platform.NotFound:
+		if !lk.ProvenNotSent {
+			return ledger.NotFound, "", detail
+		}
+		// Not-sent is retryable by policy, so only a lookup the adapter declares can prove it.
+		if !ad.Capabilities().StatusLookup {
+			detail["why"] = "proven not-sent from an adapter that declares no idempotency-status lookup: it proves nothing"
+			return ledger.NotFound, "", detail
+		}
+		return ledger.ProvenNotSent, "", detail
+	default:
+		return ledger.Unavailable, "", detail
+	}
+}
+
+// resolve records the lookup's result. Only the ledger write is retried, never the lookup.
+func (r *Reconciler) resolve(ctx context.Context, claim ledger.Reconciliation, result ledger.LookupResult, objectID string, detail map[string]any) (ledger.State, error) {
+	deadline := time.Now().Add(r.cfg.RetryDelay)
+	pause := 100 * time.Millisecond
+	for {
+		state, err := r.ledger.ResolveReconciliation(ctx, claim, result, objectID, detail)
+		if err == nil || isRefused(err) || ledger.Permanent(err) || time.Now().After(deadline) {
+			return state, err
+		}
+		r.log.Warn("recording the lookup's result failed; retrying the write (not the lookup)", zap.Error(err))
+		time.Sleep(pause)
+		pause = min(2*pause, 5*time.Second)
+	}
+}
+
+// open returns the adapter of the intent's account and the platform's view of the intent.
+func (r *Reconciler) open(ctx context.Context, in ledger.Intent) (platform.Adapter, platform.Request, error) {
+	req, err := adapters.RequestOf(in)
+	if err != nil {
+		return nil, req, err
+	}
+	ad, err := r.adapterOf(ctx, in.Account)
+	return ad, req, err
+}
+
+// accountTTL is how long a reconciler works with an account's configuration before it reads it
+// again: a ledger read spared per intent, against settings up to a second old for the delay, the
+// lookup and its read-back. A change of settings takes effect within it, as in a process that
+// read them a second earlier.
+const accountTTL = time.Second
+
+type readAccount struct {
+	account ledger.Account
+	at      time.Time
+}
+
+// adapterOf returns the adapter of account, configured as the ledger said at most accountTTL
+// ago.
+func (r *Reconciler) adapterOf(ctx context.Context, account string) (platform.Adapter, error) {
+	r.mu.Lock()
+	c, ok := r.accounts[account]
+	r.mu.Unlock()
+	if !ok || time.Since(c.at) > accountTTL {
+		gates, err := r.ledger.Gates(ctx, []string{account})
+		if err != nil {
+			return nil, err
+		}
+		g, ok := gates[account]
+		if !ok {
+			return nil, fmt.Errorf("account %q is not configured", account)
+		}
+		c = readAccount{account: g.Account, at: time.Now()}
+		r.mu.Lock()
+		r.accounts[account] = c
+		r.mu.Unlock()
+	}
+	return r.adapters.Open(c.account)
+}
+
+// untilDue is how long an intent of account, indeterminate since, still has to wait out the
+// account's reconcile delay by this process's clock: a turn before that would only read the
+// ledger to learn it must wait. Zero when the account cannot be opened (the turn says why).
+// The turn that is due decides by the database's clock, so a clock that differs only moves the
+// wait, and by no more than the delay.
+func (r *Reconciler) untilDue(ctx context.Context, account string, since time.Time) time.Duration {
+	ad, err := r.adapterOf(ctx, account)
+	if err != nil {
+		return 0
+	}
+	delay := ad.Capabilities().ReconcileDelay
+	return min(max(delay-time.Since(since), 0), delay)
+}
+
+// publish publishes the intent's transitions; a failure leaves them to the outbox's slow path.
+// Intents resolved while a round is under way are published together by the next round, so a
+// busy reconciler publishes in batches; publish returns once a round that started after key's
+// resolution has ended.
+func (r *Reconciler) publish(ctx context.Context, key identity.DeliveryKey) {
+	r.mu.Lock()
+	r.unpublished = append(r.unpublished, key)
+	r.mu.Unlock()
+	r.publishing.Lock()
+	defer r.publishing.Unlock()
+	r.mu.Lock()
+	keys := r.unpublished
+	r.unpublished = nil
+	r.mu.Unlock()
+	if len(keys) == 0 {
+		return // a round that started after key was added has published it
+	}
+	_ = r.relay.AfterCommit(ctx, keys)
+}
+
+func isRefused(err error) bool {
+	var refused *ledger.RefusedError
+	return errors.As(err, &refused)
+}

@@ -1,0 +1,661 @@
+// Package chaos is atmost's crash-and-fault suite: the built binaries run as real processes
+// (ingest, two dispatchers, the sweeper, the reconciler, the platform simulator with a fault
+// plan, a NATS server) on a real PostgreSQL, while a producer publishes intents (duplicates and
+// bad input included) and the driver SIGKILLs random roles at random moments and restarts them,
+// restarts the NATS server once, and pauses a dispatcher past its lease once. At the end it
+// checks what atmost promises: at most one object per delivery key on the platform, every
+// accepted intent in the ledger, every intent in one of the six states, every history row on
+// ATMOST_EVENTS exactly once, every indeterminate intent reconciled or parked.
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/atmost/atmost/internal/tools/platformsim"
+	"github.com/atmost/atmost/pkg/events"
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+// Options configure a run.
+type Options struct {
+	// DatabaseURL is a migrated, empty ledger the run may use as it likes (the owner's URL).
+	DatabaseURL string
+	// AppDatabaseURL is the same ledger as the application role, what the roles connect as.
+	// Default DatabaseURL.
+	AppDatabaseURL string
+	// Intents is how many messages the producer publishes. Default 1000.
+	Intents int
+	// Seed makes the producer's and the driver's choices and the platform's faults
+	// repeatable. Default 1.
+	Seed int64
+	// Dir holds the binaries, the logs and the NATS server's store.
+	Dir string
+	// Bin, when set, is a directory that already holds the binaries (ingest, dispatcher,
+	// sweeper, reconciler, platformsim, nats-server); otherwise they are built into Dir/bin.
+	Bin string
+	// Isolation is the roles' ledger isolation. Default serializable.
+	Isolation string
+	// Settle bounds the wait for every intent to come to rest at the end. Default 3 min.
+	Settle time.Duration
+	// Out receives progress lines.
+	Out io.Writer
+}
+
+// Result is what the run found.
+type Result struct {
+	// Duplicates is the number of delivery keys with more than one object on the platform.
+	Duplicates int
+	// Lost is the number of accepted valid intents missing from the ledger.
+	Lost int
+	// Undeclared is the number of intents in no declared state, plus those still pending,
+	// authorized or indeterminate at the end (not come to rest).
+	Undeclared int
+	// EventsMissing is the number of history rows not on ATMOST_EVENTS; EventsDuplicated the
+	// number of transitions on it more than once, EventsUnknown the events with no history row.
+	EventsMissing, EventsDuplicated, EventsUnknown int
+	// Orphans is the number of attempts, evidence, history, reconciliation and outbox rows
+	// whose intent (or history row) does not exist (ledger.Orphans).
+	Orphans int64
+	// States counts the intents by state at the end.
+	States map[string]int
+	// What was done to the processes.
+	Kills        map[string]int
+	NATSRestarts int
+	Pauses       int
+	// Accepted is the number of distinct valid intents JetStream acknowledged; Produced the
+	// messages published (bad input and duplicates included).
+	Accepted, Produced int
+	Objects            int
+	// Unpublished names the intents that have an object on the platform but are not published
+	// in the ledger, each with its state and reason: a send whose outcome stayed unknown and
+	// went to a person, where the platform holds what the ledger could not prove.
+	Unpublished []string
+	Took        time.Duration
+}
+
+// OK reports whether every promise held.
+func (r Result) OK() bool {
+	return r.Duplicates == 0 && r.Lost == 0 && r.Undeclared == 0 && r.EventsMissing == 0 && r.EventsDuplicated == 0 && r.EventsUnknown == 0 && r.Orphans == 0
+}
+
+// Line is the suite's one-line verdict, then the counts per state.
+func (r Result) Line() string {
+	var states []string
+	for _, s := range []string{"pending", "authorized", "published", "failed", "indeterminate", "parked"} {
+		states = append(states, fmt.Sprintf("%s: %d", s, r.States[s]))
+	}
+	return fmt.Sprintf("duplicates: %d, lost: %d, undeclared: %d, events_missing: %d, orphans: %d\n%s",
+		r.Duplicates, r.Lost, r.Undeclared, r.EventsMissing, r.Orphans, strings.Join(states, ", "))
+}
+
+var roleNames = []string{"ingest", "dispatcher-1", "dispatcher-2", "sweeper", "reconciler"}
+
+// roleEnv is the roles' configuration: short leases and delays, so that expiries, retries and
+// reconciliations happen within the run.
+var roleEnv = map[string]string{
+	"ATMOST_CLAIM_LEASE":              "5s",
+	"ATMOST_INFLIGHT_LEASE":           "6s",
+	"ATMOST_SEND_TIMEOUT":             "2s",
+	"ATMOST_READBACK_TIMEOUT":         "1s",
+	"ATMOST_LEASE_MARGIN":             "1s",
+	"ATMOST_GATE_DELAY":               "500ms",
+	"ATMOST_RELAY_INTERVAL":           "200ms",
+	"ATMOST_SWEEP_INTERVAL":           "500ms",
+	"ATMOST_SWEEP_STRANDED_AFTER":     "15s",
+	"ATMOST_SWEEP_LOOKUP_STALE":       "20s",
+	"ATMOST_SWEEP_UNRECONCILED_AFTER": "90s",
+	"ATMOST_LOOKUP_TIMEOUT":           "2s",
+	"ATMOST_RECONCILE_RETRY_DELAY":    "1s",
+}
+
+var accounts = []string{"chaos-1", "chaos-2", "chaos-3", "chaos-4"}
+
+type run struct {
+	opts   Options
+	rng    *rand.Rand
+	pool   *pgxpool.Pool
+	nats   *proc
+	sim    *proc
+	simURL string
+	roles  map[string]*proc
+	out    io.Writer
+}
+
+// Run runs the suite and returns what it found; an error means the run itself could not be
+// carried out (a build, a start), not that a promise failed: see Result.OK.
+func Run(ctx context.Context, opts Options) (Result, error) {
+	if opts.Intents == 0 {
+		opts.Intents = 1000
+	}
+	if opts.Seed == 0 {
+		opts.Seed = 1
+	}
+	if opts.Isolation == "" {
+		opts.Isolation = "serializable"
+	}
+	if opts.Settle == 0 {
+		opts.Settle = 3 * time.Minute
+	}
+	if opts.AppDatabaseURL == "" {
+		opts.AppDatabaseURL = opts.DatabaseURL
+	}
+	if opts.Out == nil {
+		opts.Out = io.Discard
+	}
+	start := time.Now()
+	r := &run{opts: opts, rng: rand.New(rand.NewPCG(uint64(opts.Seed), 11)), roles: map[string]*proc{}, out: opts.Out}
+	bin := opts.Bin
+	if bin == "" {
+		bin = filepath.Join(opts.Dir, "bin")
+		fmt.Fprintf(r.out, "chaos: building the binaries into %s\n", bin)
+		if err := build(ctx, bin); err != nil {
+			return Result{}, err
+		}
+	}
+	pool, err := pgxpool.New(ctx, opts.DatabaseURL)
+	if err != nil {
+		return Result{}, err
+	}
+	defer pool.Close()
+	r.pool = pool
+	if err := r.startAll(ctx, bin); err != nil {
+		r.stopAll()
+		return Result{}, err
+	}
+	defer r.stopAll()
+	if err := r.configure(ctx); err != nil {
+		return Result{}, err
+	}
+
+	natsURL := r.natsURL()
+	p := &producer{rng: rand.New(rand.NewPCG(uint64(opts.Seed), 13)), url: natsURL, keys: map[identity.DeliveryKey]bool{}}
+	duration := max(20*time.Second, time.Duration(opts.Intents)*time.Second/400)
+	fmt.Fprintf(r.out, "chaos: publishing %d messages over %s while roles are killed and restarted\n", opts.Intents, duration)
+	produced := make(chan error, 1)
+	pctx, stopProducer := context.WithCancel(ctx)
+	defer stopProducer()
+	go func() { produced <- p.run(pctx, opts.Intents, duration) }()
+	res := Result{Kills: map[string]int{}}
+	r.chaos(ctx, duration+5*time.Second, &res)
+	if err := <-produced; err != nil {
+		return res, fmt.Errorf("producer: %w", err)
+	}
+	res.Produced, res.Accepted = p.produced, len(p.keys)
+
+	fmt.Fprintf(r.out, "chaos: chaos over; every role running; waiting for every intent to come to rest\n")
+	r.ensureRunning()
+	settled := r.settle(ctx, opts.Settle)
+	if !settled {
+		fmt.Fprintf(r.out, "chaos: not every intent came to rest within %s\n", opts.Settle)
+	}
+	if err := r.check(ctx, p, &res); err != nil {
+		return res, err
+	}
+	res.Took = time.Since(start)
+	return res, nil
+}
+
+func (r *run) natsURL() string { return "nats://" + r.nats.args[3] + ":" + r.nats.args[5] }
+
+func (r *run) startAll(ctx context.Context, bin string) error {
+	logs := filepath.Join(r.opts.Dir, "logs")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		return err
+	}
+	natsPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	r.nats = &proc{name: "nats-server", bin: filepath.Join(bin, "nats-server"), log: filepath.Join(logs, "nats-server.log"),
+		args: []string{"-n", "atmost-chaos", "-a", "127.0.0.1", "-p", fmt.Sprint(natsPort), "-js", "-sd", filepath.Join(r.opts.Dir, "nats")}}
+	if err := r.nats.start(); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, 20*time.Second, func() error {
+		nc, err := nats.Connect(r.natsURL())
+		if err == nil {
+			nc.Close()
+		}
+		return err
+	}); err != nil {
+		return fmt.Errorf("the NATS server did not come up: %w (log %s)", err, r.nats.log)
+	}
+
+	simPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	plan, err := json.Marshal(platformsim.Plan{Seed: r.opts.Seed, Delay: 3 * time.Second, Rates: map[platformsim.Fault]float64{
+		platformsim.FaultDropBeforeRead: 0.01, platformsim.FaultDropAfterRead: 0.01, platformsim.FaultDropAfterCommit: 0.01,
+		platformsim.FaultErrorAfterCommit: 0.01, platformsim.FaultDelay: 0.005, platformsim.FaultRateLimited: 0.01, platformsim.FaultReject: 0.005}})
+	if err != nil {
+		return err
+	}
+	r.simURL = fmt.Sprintf("http://127.0.0.1:%d", simPort)
+	r.sim = &proc{name: "platformsim", bin: filepath.Join(bin, "platformsim"), log: filepath.Join(logs, "platformsim.log"),
+		env: []string{fmt.Sprintf("ATMOST_SIM_ADDR=127.0.0.1:%d", simPort), "ATMOST_SIM_STATUS_LOOKUP=true", "ATMOST_SIM_PLAN=" + string(plan)}}
+	if err := r.sim.start(); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, 20*time.Second, func() error { _, err := r.counts(); return err }); err != nil {
+		return fmt.Errorf("the platform simulator did not come up: %w (log %s)", err, r.sim.log)
+	}
+
+	for _, name := range roleNames {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		binary := strings.TrimRight(strings.TrimRight(name, "0123456789"), "-")
+		env := []string{"ATMOST_DATABASE_URL=" + r.opts.AppDatabaseURL, "ATMOST_NATS_URL=" + r.natsURL(),
+			fmt.Sprintf("ATMOST_HTTP_ADDR=127.0.0.1:%d", port), "ATMOST_LEDGER_ISOLATION=" + r.opts.Isolation}
+		for k, v := range roleEnv {
+			env = append(env, k+"="+v)
+		}
+		p := &proc{name: name, bin: filepath.Join(bin, binary), env: env, log: filepath.Join(logs, name+".log")}
+		r.roles[name] = p
+		if err := p.start(); err != nil {
+			return err
+		}
+		// Ingest creates the streams the producer needs; the others follow.
+		if err := waitFor(ctx, 30*time.Second, func() error { return ready(port) }); err != nil {
+			return fmt.Errorf("%s is not ready: %w (log %s)", name, err, p.log)
+		}
+	}
+	return nil
+}
+
+func ready(port int) error {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", port))
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("readyz: %s", resp.Status)
+	}
+	return nil
+}
+
+func waitFor(ctx context.Context, within time.Duration, f func() error) error {
+	deadline := time.Now().Add(within)
+	for {
+		err := f()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// configure adds the accounts (half of them on a platform with an idempotency-status lookup)
+// and the policy: no rate limit, short backoffs, refusals retried up to the cap.
+func (r *run) configure(ctx context.Context) error {
+	l, err := ledger.New(r.pool, ledger.Config{Actor: "chaos"})
+	if err != nil {
+		return err
+	}
+	for i, id := range accounts {
+		// The delay covers the slowest create (the delay fault commits 3 s after the request,
+		// a second past the send timeout): a lookup made while it is in flight proves nothing.
+		settings, err := json.Marshal(map[string]any{"url": r.simURL, "reconcile_delay": "2s", "status_lookup": i%2 == 1})
+		if err != nil {
+			return err
+		}
+		if err := l.AddAccount(ctx, ledger.Account{ID: id, Platform: "sim", Settings: settings}); err != nil {
+			return err
+		}
+	}
+	unlimited, cap3 := 0, 3
+	base, maxBackoff := 200*time.Millisecond, 2*time.Second
+	_, err = l.SetPolicy(ctx, ledger.GlobalScope, ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited, AttemptCap: &cap3,
+		BackoffBase: &base, BackoffMax: &maxBackoff, RetryableReasons: []ledger.Reason{ledger.ReasonConnectionFailed, ledger.ReasonPlatformRejected,
+			ledger.ReasonKillSwitch, ledger.ReasonRateLimited, ledger.ReasonCredentialRotating, ledger.ReasonReconciledNotSent}}}, "chaos", "the chaos suite's policy")
+	return err
+}
+
+// chaos kills random roles at random moments for d, restarting each; restarts the NATS
+// server once (a third of the way) and pauses a dispatcher past its in-flight lease once (two
+// thirds of the way).
+func (r *run) chaos(ctx context.Context, d time.Duration, res *Result) {
+	start := time.Now()
+	natsDone, pauseDone := false, false
+	var paused sync.WaitGroup
+	for time.Since(start) < d && ctx.Err() == nil {
+		time.Sleep(time.Duration(800+r.rng.IntN(1700)) * time.Millisecond)
+		elapsed := time.Since(start)
+		switch {
+		case !natsDone && elapsed > d/3:
+			natsDone = true
+			fmt.Fprintf(r.out, "chaos: %5s restarting the NATS server\n", elapsed.Round(time.Second))
+			r.nats.stop(10 * time.Second)
+			time.Sleep(time.Duration(r.rng.IntN(1000)) * time.Millisecond)
+			if err := r.nats.start(); err != nil {
+				fmt.Fprintf(r.out, "chaos: the NATS server did not restart: %v\n", err)
+			}
+			res.NATSRestarts++
+		case !pauseDone && elapsed > 2*d/3:
+			pauseDone = true
+			victim := r.roles["dispatcher-2"]
+			fmt.Fprintf(r.out, "chaos: %5s pausing dispatcher-2 (SIGSTOP) past its in-flight lease\n", elapsed.Round(time.Second))
+			victim.mu.Lock()
+			victim.stopped = true
+			victim.mu.Unlock()
+			victim.signal(syscall.SIGSTOP)
+			res.Pauses++
+			paused.Add(1)
+			go func() {
+				defer paused.Done()
+				time.Sleep(9 * time.Second) // in-flight lease 6 s, plus the margin and some
+				victim.signal(syscall.SIGCONT)
+				victim.mu.Lock()
+				victim.stopped = false
+				victim.mu.Unlock()
+			}()
+		default:
+			name := roleNames[r.rng.IntN(len(roleNames))]
+			p := r.roles[name]
+			p.mu.Lock()
+			stopped := p.stopped
+			p.mu.Unlock()
+			if stopped {
+				continue
+			}
+			fmt.Fprintf(r.out, "chaos: %5s SIGKILL %s\n", elapsed.Round(time.Second), name)
+			p.kill()
+			res.Kills[name]++
+			time.Sleep(time.Duration(r.rng.IntN(800)) * time.Millisecond)
+			if err := p.start(); err != nil {
+				fmt.Fprintf(r.out, "chaos: %s did not restart: %v\n", name, err)
+			}
+		}
+	}
+	paused.Wait()
+}
+
+// ensureRunning restarts any role that exited (a role whose NATS or database vanished for
+// too long stops with an error, as a supervisor would then restart it).
+func (r *run) ensureRunning() {
+	for _, name := range roleNames {
+		if p := r.roles[name]; !p.running() {
+			fmt.Fprintf(r.out, "chaos: %s had exited; restarting it\n", name)
+			_ = p.start()
+		}
+	}
+}
+
+// settle waits until ingest has every producer's message (none waiting, none taken and
+// unacknowledged: a message taken by an ingester that was killed comes back only after its ack
+// wait), no intent is pending, authorized or indeterminate, the outbox is empty, and nothing
+// has moved for five seconds.
+func (r *run) settle(ctx context.Context, within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	var last string
+	stable := 0
+	nc, err := nats.Connect(r.natsURL(), nats.MaxReconnects(-1))
+	if err != nil {
+		return false
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return false
+	}
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(time.Second)
+		r.ensureRunning()
+		ingest, err := js.Consumer(ctx, events.IntentsStream, "ingest")
+		if err != nil {
+			continue
+		}
+		info, err := ingest.Info(ctx)
+		if err != nil || info.NumPending > 0 || info.NumAckPending > 0 {
+			stable = 0
+			continue
+		}
+		var moving, outbox int
+		var sig string
+		err = r.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state IN ('pending', 'authorized', 'indeterminate')),
+			(SELECT count(*) FROM outbox), (SELECT coalesce(max(seq), 0)::TEXT FROM history) || ':' || count(*)::TEXT FROM intents`).Scan(&moving, &outbox, &sig)
+		if err != nil {
+			continue
+		}
+		if moving == 0 && outbox == 0 && sig == last {
+			stable++
+			if stable >= 5 {
+				return true
+			}
+		} else {
+			stable = 0
+		}
+		last = sig
+	}
+	return false
+}
+
+func (r *run) counts() (platformsim.Counts, error) {
+	resp, err := http.Get(r.simURL + "/v1/counts")
+	if err != nil {
+		return platformsim.Counts{}, err
+	}
+	defer resp.Body.Close()
+	var c platformsim.Counts
+	if resp.StatusCode != http.StatusOK {
+		return c, fmt.Errorf("counts: %s", resp.Status)
+	}
+	return c, json.NewDecoder(resp.Body).Decode(&c)
+}
+
+// check measures every promise.
+func (r *run) check(ctx context.Context, p *producer, res *Result) error {
+	c, err := r.counts()
+	if err != nil {
+		return fmt.Errorf("the platform's count: %w", err)
+	}
+	res.Duplicates, res.Objects = len(c.KeysOverOne), c.Objects
+
+	keys := make([][]byte, 0, len(p.keys))
+	for k := range p.keys {
+		keys = append(keys, k.Bytes())
+	}
+	var stored int
+	if err := r.pool.QueryRow(ctx, `SELECT count(*) FROM intents WHERE delivery_key = ANY($1)`, keys).Scan(&stored); err != nil {
+		return err
+	}
+	res.Lost = len(keys) - stored
+
+	var sent [][]byte
+	for k, n := range c.Created {
+		if key, err := identity.ParseDeliveryKey(k); err == nil && n > 0 {
+			sent = append(sent, key.Bytes())
+		}
+	}
+	unpublished, err := r.pool.Query(ctx, `SELECT delivery_key, state, reason FROM intents WHERE delivery_key = ANY($1) AND state <> 'published' ORDER BY delivery_key`, sent)
+	if err != nil {
+		return err
+	}
+	for unpublished.Next() {
+		var raw []byte
+		var st, reason string
+		if err := unpublished.Scan(&raw, &st, &reason); err != nil {
+			return err
+		}
+		key, err := identity.DeliveryKeyFromBytes(raw)
+		if err != nil {
+			return err
+		}
+		res.Unpublished = append(res.Unpublished, fmt.Sprintf("%s %s %s", key, st, reason))
+	}
+	if err := unpublished.Err(); err != nil {
+		return err
+	}
+
+	res.States = map[string]int{}
+	rows, err := r.pool.Query(ctx, `SELECT state, count(*) FROM intents GROUP BY state`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return err
+		}
+		res.States[st] = n
+		if !ledger.State(st).Valid() || st == "pending" || st == "authorized" || st == "indeterminate" {
+			res.Undeclared += n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	l, err := ledger.New(r.pool, ledger.Config{Actor: "chaos"})
+	if err != nil {
+		return err
+	}
+	orphans, err := l.Orphans(ctx)
+	if err != nil {
+		return err
+	}
+	res.Orphans = orphans.Total()
+	return r.checkEvents(ctx, res)
+}
+
+// checkEvents reads ATMOST_EVENTS from the start and compares it with history, row for row.
+func (r *run) checkEvents(ctx context.Context, res *Result) error {
+	nc, err := nats.Connect(r.natsURL())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	stream, err := js.Stream(ctx, events.EventsStream)
+	if err != nil {
+		return err
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return err
+	}
+	type tr struct {
+		key string
+		seq int64
+	}
+	seen := map[tr]int{}
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return err
+	}
+	for total := uint64(0); total < info.State.Msgs; {
+		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return err
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			e, err := events.Unmarshal(m.Data())
+			if err != nil {
+				return fmt.Errorf("an event that does not parse: %w", err)
+			}
+			seen[tr{e.DeliveryKey.String(), e.Seq}]++
+		}
+		if batch.Error() != nil && !errors.Is(batch.Error(), nats.ErrTimeout) {
+			return batch.Error()
+		}
+		if n == 0 {
+			return fmt.Errorf("ATMOST_EVENTS holds %d messages; only %d could be read", info.State.Msgs, total)
+		}
+		total += uint64(n)
+	}
+	rows, err := r.pool.Query(ctx, `SELECT delivery_key, seq FROM history`)
+	if err != nil {
+		return err
+	}
+	history := map[tr]bool{}
+	for rows.Next() {
+		var raw []byte
+		var seq int64
+		if err := rows.Scan(&raw, &seq); err != nil {
+			return err
+		}
+		key, err := identity.DeliveryKeyFromBytes(raw)
+		if err != nil {
+			return err
+		}
+		t := tr{key.String(), seq}
+		history[t] = true
+		switch n := seen[t]; {
+		case n == 0:
+			res.EventsMissing++
+		case n > 1:
+			res.EventsDuplicated++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for t := range seen {
+		if !history[t] {
+			res.EventsUnknown++
+		}
+	}
+	return nil
+}
+
+func (r *run) stopAll() {
+	for _, name := range roleNames {
+		if p := r.roles[name]; p != nil {
+			p.stop(20 * time.Second)
+		}
+	}
+	if r.sim != nil {
+		r.sim.stop(5 * time.Second)
+	}
+	if r.nats != nil {
+		r.nats.stop(10 * time.Second)
+	}
+}
+
+// Report prints the result: who was killed how often, then the verdict line.
+func (res Result) Report(w io.Writer) {
+	var kills []string
+	for name, n := range res.Kills {
+		kills = append(kills, fmt.Sprintf("%s %d", name, n))
+	}
+	sort.Strings(kills)
+	fmt.Fprintf(w, "chaos: %d messages published, %d distinct valid intents accepted, %d objects created; SIGKILLs: %s; NATS restarts: %d; dispatcher pauses: %d; %s\n",
+		res.Produced, res.Accepted, res.Objects, strings.Join(kills, ", "), res.NATSRestarts, res.Pauses, res.Took.Round(time.Second))
+	if res.EventsDuplicated+res.EventsUnknown > 0 {
+		fmt.Fprintf(w, "events_duplicated: %d, events_unknown: %d\n", res.EventsDuplicated, res.EventsUnknown)
+	}
+	fmt.Fprintln(w, res.Line())
+	for _, u := range res.Unpublished {
+		fmt.Fprintf(w, "an object on the platform, its intent not published (a person decides): %s\n", u)
+	}
+}
