@@ -54,8 +54,8 @@ It refuses, changing nothing, when it cannot prove the replay complete: the witn
 gone from the stream or another one there, or, without a recorded witness, none on the stream
 (events after the backup may have aged out or been removed, or the stream was recreated); a
 message missing after the witness; an intent whose transitions ahead of the ledger are not all
-in the replay, a read that stops before the stream's last event, or events it cannot read (name them;
---skip-unreadable goes on without them and exits 1); and TIME later than the newest history
+in the replay, a read that stops before the stream's last event, or events it cannot read
+(name them; --skip-unreadable goes on without them and exits 1); and TIME later than the newest history
 row of the restored ledger (TIME must be at or before the backup). The current epoch must have
 begun after the restored data (after its newest history row and every other epoch) and carry
 no history or stream event yet: bump it (atmost epoch bump), or pass --bump-epoch. --dry-run
