@@ -4,6 +4,9 @@ SHELL := /bin/bash
 
 GO          ?= go
 BIN         ?= bin
+# VERSION is the nearest release tag (vMAJOR.MINOR.PATCH, see CHANGELOG.md), followed by the
+# commits since it and -dirty where they apply (v0.1.0-3-gabc1234); without a tag, the commit.
+# The build links it into every binary, and `atmost version` prints it.
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 LDFLAGS     := -X github.com/atmost/atmost/internal/version.Version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
@@ -11,9 +14,10 @@ SQLC        := github.com/sqlc-dev/sqlc/cmd/sqlc@v1.31.1
 FUZZTIME    ?= 3m
 BENCHTIME   ?= 20000x
 ATMOST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/atmost?sslmode=disable
-export ATMOST_DATABASE_URL
+ATMOST_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
+export ATMOST_DATABASE_URL ATMOST_TEST_DATABASE_URL
 
-.PHONY: help build test lint fmt generate migrate fuzz bench mutate clean-test-databases demo chaos
+.PHONY: help build postgres test lint fmt generate migrate fuzz bench mutate clean-test-databases demo chaos
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -21,7 +25,10 @@ help: ## list the targets
 build: ## build every command into bin/
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
-test: ## run every test with the race detector (needs PostgreSQL; see README)
+postgres: ## find PostgreSQL at ATMOST_TEST_DATABASE_URL or start its local cluster, else stop naming the one command that fixes it (scripts/postgres; CI=true as root also installs it)
+	@scripts/postgres ATMOST_TEST_DATABASE_URL
+
+test: postgres ## run every test with the race detector (needs PostgreSQL: make postgres runs first)
 	$(GO) test -race -count=1 ./...
 
 .PHONY: test-crdb
@@ -48,7 +55,7 @@ generate: ## regenerate the ledger's query code from pkg/ledger/queries with sql
 migrate: build ## create and migrate the ledger at ATMOST_DATABASE_URL
 	$(BIN)/atmost migrate --create-database
 
-bench: ## benchmarks on the real database and JetStream: the ledger at both isolation levels, ingest of 100,000 intents, the relay, a sweeper pass over 100,000 intents, end to end through ingest, dispatcher and platformsim, reconciliation at 5 % and 20 % unknown outcomes and of a backlog of 10,000
+bench: postgres ## benchmarks on the real database and JetStream: the ledger at both isolation levels, ingest of 100,000 intents, the relay, a sweeper pass over 100,000 intents, end to end through ingest, dispatcher and platformsim, reconciliation at 5 % and 20 % unknown outcomes and of a backlog of 10,000
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./pkg/ledger/ -args -isolation=serializable
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./pkg/ledger/ -args -isolation=read-committed
 	$(GO) test -run '^$$' -bench . -benchtime 100000x ./internal/ingest/
@@ -63,16 +70,18 @@ fuzz: ## run each fuzz target for FUZZTIME (default 3m; FuzzIngest needs Postgre
 	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalJSON$$' -fuzztime $(FUZZTIME) -parallel 1 ./pkg/identity/
 	$(GO) test -run '^$$' -fuzz '^FuzzIngest$$' -fuzztime $(FUZZTIME) -parallel 1 ./internal/ingest/
 
-mutate: ## remove each ledger guard in turn (scripts/mutations.txt) and prove a test goes red (needs PostgreSQL)
-	scripts/mutate
+mutate: postgres ## remove each guard in turn (scripts/mutations.txt; MUTATE_FLAGS="-only REGEX" for some) and prove a test goes red (needs PostgreSQL)
+	scripts/mutate -sqlc $(SQLC) $(MUTATE_FLAGS)
 
 clean-test-databases: ## drop every database the tests made on ATMOST_TEST_DATABASE_URL's server
-	psql "$${ATMOST_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}" -Atc \
+	psql "$$ATMOST_TEST_DATABASE_URL" -Atc \
 		"SELECT datname FROM pg_database WHERE datname ~ '^atmost_(test|tmpl|build)_'" | \
-		while read -r db; do psql "$${ATMOST_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}" -qc "DROP DATABASE IF EXISTS \"$$db\" WITH (FORCE)"; done
+		while read -r db; do psql "$$ATMOST_TEST_DATABASE_URL" -qc "DROP DATABASE IF EXISTS \"$$db\" WITH (FORCE)"; done
 
-chaos: ## the crash-and-fault suite with 10,000 intents: real processes, random SIGKILLs, a NATS restart, a paused dispatcher; ends with duplicates: 0, lost: 0, undeclared: 0, events_missing: 0 (make test runs a short one)
+chaos: postgres ## the crash-and-fault suite with 10,000 intents: real processes, random SIGKILLs, a NATS restart, a paused dispatcher; ends with duplicates: 0, lost: 0, undeclared: 0, events_missing: 0 (make test runs a short one)
 	$(GO) test -count=1 -run '^TestChaos$$' -v -timeout 60m ./internal/chaos/ -args -chaos.intents=$${CHAOS_INTENTS:-10000}
 
-demo: build ## the whole pipeline on the embedded default: every role, an embedded NATS, a fault-injecting platform, a producer, a kill switch mid-run, and the final count (needs PostgreSQL; see README)
+demo: ## the whole pipeline on the embedded default: every role, an embedded NATS, a fault-injecting platform, a producer, a kill switch mid-run, and the final count (needs PostgreSQL at ATMOST_DATABASE_URL, checked first as make postgres does)
+	@scripts/postgres ATMOST_DATABASE_URL
+	@$(MAKE) --no-print-directory build
 	$(BIN)/atmost demo

@@ -12,7 +12,7 @@ import (
 	"github.com/atmost/atmost/migrations"
 )
 
-// Constructs outside the dialect PostgreSQL and CockroachDB share (DESIGN section 7).
+// Constructs outside the dialect PostgreSQL and CockroachDB share (docs/design.md#the-sql-dialect).
 var forbidden = map[string]*regexp.Regexp{
 	"trigger":             regexp.MustCompile(`(?i)\btrigger\b`),
 	"LISTEN/NOTIFY":       regexp.MustCompile(`(?i)\b(listen|notify)\b`),

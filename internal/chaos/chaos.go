@@ -318,7 +318,9 @@ func (r *run) configure(ctx context.Context) error {
 		return err
 	}
 	for i, id := range accounts {
-		settings, err := json.Marshal(map[string]any{"url": r.simURL, "reconcile_delay": "1s", "status_lookup": i%2 == 1})
+		// The delay covers the slowest create (the delay fault commits 3 s after the request,
+		// a second past the send timeout): a lookup made while it is in flight proves nothing.
+		settings, err := json.Marshal(map[string]any{"url": r.simURL, "reconcile_delay": "2s", "status_lookup": i%2 == 1})
 		if err != nil {
 			return err
 		}

@@ -13,7 +13,7 @@ const epochUsage = `Usage:
 
 The restore epoch fences every worker: attempts and completions of an older epoch are refused
 everywhere. After restoring the ledger from a backup, bump the epoch BEFORE any worker
-reconnects (the restore protocol: README, "Fencing and the restore protocol"). Every bump is
+reconnects (the restore protocol: docs/design.md#the-restore-protocol). Every bump is
 written to the control history (atmost controls log) with the operator.
 `
 

@@ -263,5 +263,5 @@ func publishNow(ctx context.Context, l *ledger.Ledger, url string, key identity.
 	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	return relay.New(l, js, relay.Config{AckTimeout: 10 * time.Second}).PublishFor(ctx, []identity.DeliveryKey{key})
+	return relay.New(l, js, relay.Config{AckTimeout: 10 * time.Second}).AfterCommit(ctx, []identity.DeliveryKey{key})
 }

@@ -28,7 +28,7 @@ const restoreUsage = `Usage:
 After the ledger was restored from a backup taken at TIME (RFC 3339), and BEFORE any worker
 starts (no dispatcher may start until it finished): replays ATMOST_EVENTS and brings every
 intent whose stream history is ahead of the restored ledger up to it, one guarded ledger
-operation per intent, with the operator as actor (README, "Fencing and the restore protocol"):
+operation per intent, with the operator as actor (docs/design.md#the-restore-protocol):
 
   published on the stream                            -> published      (restore_published)
   authorized on the stream, outcome unknown there    -> indeterminate  (restore_ahead; reconciled by one lookup)
@@ -447,7 +447,7 @@ func provenReplay(ctx context.Context, io IO, name string, js jetstream.JetStrea
 		replay.witness, replay.recorded = w, true
 		return replay, nil
 	}
-	fmt.Fprintf(io.Stderr, "%s: the restored ledger records no witness sequence (it was backed up before atmost recorded one): reading %s from its first event; the witness is the first copy of an authorized event the ledger holds published, which proves the replay complete only while the stream still holds the copy JetStream acknowledged before the send (README, \"Fencing and the restore protocol\")\n",
+	fmt.Fprintf(io.Stderr, "%s: the restored ledger records no witness sequence (it was backed up before atmost recorded one): reading %s from its first event; the witness is the first copy of an authorized event the ledger holds published, which proves the replay complete only while the stream still holds the copy JetStream acknowledged before the send (docs/design.md#the-restore-protocol)\n",
 		name, events.EventsStream)
 	replay, err := replayEvents(ctx, stream, st.LastSeq, 0)
 	if err != nil {

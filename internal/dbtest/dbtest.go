@@ -197,7 +197,7 @@ func adminPool(t testing.TB) *pgxpool.Pool {
 			err = pool.Ping(ctx)
 		}
 		if err != nil {
-			admin.err = fmt.Errorf("PostgreSQL is not reachable at %s: %w; start it (pg_ctlcluster 15 main start, or bash .ci/run which installs and starts it) or point ATMOST_TEST_DATABASE_URL at a server whose user may create databases and roles", redact(adminURL()), err)
+			admin.err = fmt.Errorf("PostgreSQL is not reachable at %s: %w; run make postgres (it starts a local cluster, or names the command that fixes it) or point ATMOST_TEST_DATABASE_URL at a server whose user may create databases and roles", redact(adminURL()), err)
 			return
 		}
 		admin.pool = pool

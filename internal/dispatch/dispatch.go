@@ -2,7 +2,7 @@
 // ATMOST_DISPATCH and, for each intent still pending: checks the cheap transient gates (while
 // one refuses, no attempt is created and the work waits), opens ONE attempt with Begin,
 // authorizes it immediately before the first byte, waits until JetStream acknowledged the
-// authorized transition (the witness outside the database, DESIGN 4.5), sends once through the
+// authorized transition (the witness outside the database, docs/design.md#the-witness), sends once through the
 // account's platform adapter, reads the object back, and records the outcome with Complete.
 // The work item is acknowledged only after the ledger transition.
 //
@@ -27,6 +27,7 @@ import (
 
 	"github.com/atmost/atmost/internal/platforms"
 	"github.com/atmost/atmost/internal/relay"
+	"github.com/atmost/atmost/internal/role"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
@@ -37,7 +38,7 @@ import (
 // processes may share the durable consumer.
 type Dispatcher struct {
 	cfg      Config
-	ledger   *ledger.Ledger
+	ledger   Ledger
 	relay    *relay.Relay
 	consumer jetstream.Consumer
 	adapters *platforms.Cache
@@ -51,8 +52,22 @@ type Dispatcher struct {
 	reads    chan *read     // claimed successes, waiting for their read-back
 }
 
+// Ledger is what the dispatcher does with the ledger: read its work, fence superseded and
+// unsendable intents, read the gates, and take each batch through Begin, Authorize and Complete.
+// *ledger.Ledger is one.
+type Ledger interface {
+	GetMany(ctx context.Context, keys []identity.DeliveryKey) (map[identity.DeliveryKey]ledger.Intent, error)
+	Superseded(ctx context.Context, keys []identity.DeliveryKey) (map[identity.DeliveryKey]bool, error)
+	ParkSuperseded(ctx context.Context, keys []identity.DeliveryKey) (map[identity.DeliveryKey]bool, error)
+	ParkUnsendable(ctx context.Context, key identity.DeliveryKey, why string) error
+	Gates(ctx context.Context, accounts []string) (map[string]ledger.Gate, error)
+	BeginMany(ctx context.Context, reqs []ledger.BeginRequest, lease time.Duration) ([]ledger.BeginResult, error)
+	AuthorizeMany(ctx context.Context, claims []ledger.Claim, inFlight time.Duration, contractVersion string) ([]ledger.AuthorizationResult, error)
+	CompleteMany(ctx context.Context, reports []ledger.Report) ([]ledger.CompletionResult, error)
+}
+
 // New creates (or attaches to) the durable consumer on ATMOST_DISPATCH. The streams must exist.
-func New(ctx context.Context, js jetstream.JetStream, l *ledger.Ledger, rel *relay.Relay, cfg Config) (*Dispatcher, error) {
+func New(ctx context.Context, js jetstream.JetStream, l Ledger, rel *relay.Relay, cfg Config) (*Dispatcher, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -320,7 +335,7 @@ func (d *Dispatcher) parse(msgs []jetstream.Msg) []*work {
 			continue
 		}
 		seen[item.DeliveryKey] = true
-		w.stop = keepAlive(m, d.cfg.AckWait/3)
+		w.stop = role.KeepAlive(m, d.cfg.AckWait/3)
 		batch = append(batch, w)
 	}
 	return batch
@@ -968,9 +983,7 @@ func (d *Dispatcher) complete(batch []*work) {
 		keys[i] = w.intent.Key
 	}
 	pctx, cancel := context.WithTimeout(context.Background(), d.cfg.LedgerTimeout)
-	if err := d.relay.PublishFor(pctx, keys); err != nil {
-		d.log.Warn("publishing completions failed; the relay loop will", zap.Error(err))
-	}
+	_ = d.relay.AfterCommit(pctx, keys)
 	cancel()
 	for i, w := range batch {
 		r := results[i]
@@ -1053,25 +1066,6 @@ func waiting[T any](first T, ch <-chan T, limit int) []T {
 		}
 	}
 	return batch
-}
-
-// keepAlive tells JetStream every interval that msg is still being worked, until stop.
-func keepAlive(msg jetstream.Msg, interval time.Duration) (stop func()) {
-	done := make(chan struct{})
-	var once sync.Once
-	go func() {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				_ = msg.InProgress()
-			}
-		}
-	}()
-	return func() { once.Do(func() { close(done) }) }
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -16,7 +16,7 @@ import (
 	"github.com/atmost/atmost/pkg/ledger"
 )
 
-// No byte leaves before JetStream acknowledged the authorization (DESIGN 4.5). Here
+// No byte leaves before JetStream acknowledged the authorization (docs/design.md#the-witness). Here
 // ATMOST_EVENTS disappears between Authorize and the send: the witness cannot be had, nothing
 // is sent, and the attempt is completed as not sent, which is the truth.
 func TestNothingIsSentWithoutTheWitnessOfTheAuthorization(t *testing.T) {

@@ -87,17 +87,23 @@ type Stats struct {
 // Ingester consumes ATMOST_INTENTS into the ledger.
 type Ingester struct {
 	js       jetstream.JetStream
-	ledger   *ledger.Ledger
+	ledger   Ledger
 	consumer jetstream.Consumer
 	pull     *puller
 	cfg      Config
 	log      *zap.Logger
 }
 
+// Ledger is what ingest does with the ledger: store intents and rejects. *ledger.Ledger is one.
+type Ledger interface {
+	Submit(ctx context.Context, intents []identity.Envelope) ([]ledger.SubmitResult, error)
+	Reject(ctx context.Context, rs []ledger.Rejection) (int64, error)
+}
+
 // New creates (or attaches to) the durable consumer and returns an Ingester. The streams must
 // exist (internal/streams). The consumer has no MaxDeliver: the server would stop delivering a
 // message at its bound without telling anyone, where the ingester ends it with a record.
-func New(ctx context.Context, js jetstream.JetStream, l *ledger.Ledger, cfg Config) (*Ingester, error) {
+func New(ctx context.Context, js jetstream.JetStream, l Ledger, cfg Config) (*Ingester, error) {
 	cfg = cfg.withDefaults()
 	consumer, err := js.CreateOrUpdateConsumer(ctx, events.IntentsStream, jetstream.ConsumerConfig{
 		Durable:       cfg.Durable,

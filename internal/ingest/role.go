@@ -52,9 +52,10 @@ func parseRoleConfig(args []string, getenv func(string) (string, bool), stderr i
 	var cfg RoleConfig
 	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
 	cfg.Common.Register(fs, env, "127.0.0.1:9101")
-	fs.IntVar(&cfg.Batch, "batch", env.Int("ATMOST_INGEST_BATCH", 100), "messages per fetch; their intents go to the ledger in one transaction (env ATMOST_INGEST_BATCH)")
-	fs.IntVar(&cfg.MaxDeliveries, "max-deliveries", env.Int("ATMOST_INGEST_MAX_DELIVERIES", DefaultMaxDeliveries), "the delivery on which a message the database refused every time is recorded as unstorable and acknowledged (env ATMOST_INGEST_MAX_DELIVERIES)")
-	fs.DurationVar(&cfg.RelayInterval, "relay-interval", env.Duration("ATMOST_RELAY_INTERVAL", time.Second), "how often the relay drains the outbox (env ATMOST_RELAY_INTERVAL)")
+	def := Config{}.withDefaults()
+	fs.IntVar(&cfg.Batch, "batch", env.Int("ATMOST_INGEST_BATCH", def.Batch), "messages per fetch; their intents go to the ledger in one transaction (env ATMOST_INGEST_BATCH)")
+	fs.IntVar(&cfg.MaxDeliveries, "max-deliveries", env.Int("ATMOST_INGEST_MAX_DELIVERIES", def.MaxDeliveries), "the delivery on which a message the database refused every time is recorded as unstorable and acknowledged (env ATMOST_INGEST_MAX_DELIVERIES)")
+	fs.DurationVar(&cfg.RelayInterval, "relay-interval", env.Duration("ATMOST_RELAY_INTERVAL", relay.DefaultInterval), "how often the relay drains the outbox (env ATMOST_RELAY_INTERVAL)")
 	code := role.Parse(fs, env, "ingest", "Consumes ATMOST_INTENTS into the ledger and relays the outbox to ATMOST_EVENTS and ATMOST_DISPATCH.", args, stderr, func() error { return cfg.validate() })
 	return cfg, code
 }
@@ -113,9 +114,7 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 			// commit, even when the batch failed afterwards (its rejects). Only theirs: the rows
 			// other writers (dispatchers, sweepers) committed meanwhile are theirs to publish,
 			// and the slow path catches whatever a writer missed.
-			if err := rel.PublishFor(context.WithoutCancel(ctx), keys); err != nil {
-				log.Warn("relay after commit failed; the relay loop will retry", zap.Error(err))
-			}
+			_ = rel.AfterCommit(context.WithoutCancel(ctx), keys)
 		}
 		if err != nil {
 			metrics.batches.WithLabelValues("retried").Inc()

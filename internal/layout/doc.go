@@ -10,7 +10,7 @@ type Rule struct {
 	Why     string
 }
 
-// Rules are the import rules of atmost (STYLE.md, "How atmost applies it", point 1).
+// Rules are the import rules of atmost (docs/design.md#code-layout).
 var Rules = []Rule{
 	{
 		Root: "github.com/atmost/atmost/pkg/identity",

@@ -34,6 +34,17 @@ type Edit struct {
 
 var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 
+// Queries reports whether m edits a query of the ledger, so the code generated from the
+// queries must be generated again.
+func (m Mutation) Queries() bool {
+	for _, e := range m.Edits {
+		if strings.HasPrefix(filepath.ToSlash(e.File), "pkg/ledger/queries/") {
+			return true
+		}
+	}
+	return false
+}
+
 // Schema reports whether m edits a migration.
 func (m Mutation) Schema() bool {
 	for _, e := range m.Edits {

@@ -2,11 +2,12 @@
 // a list (scripts/mutations.txt) alone to a scratch copy of the repository, runs the tests the
 // mutation names, and expects them to fail. `make mutate` runs it.
 //
-// Query guards are mutated in the generated Go of pkg/ledger/internal/dbsqlc, where the SQL
-// text lives at run time; schema guards in the migrations (internal/dbtest names its template
-// database after a hash of the migration files, so a mutated migration gets a template of its
-// own). The working tree is copied as it is (uncommitted edits included, .git and bin left
-// out) and never written to.
+// Query guards are mutated in pkg/ledger/queries, the SQL a person reads, and the scratch copy's
+// ledger code is regenerated from it with sqlc (-sqlc names the version, as the Makefile's
+// generate target runs it); schema guards in the migrations (internal/dbtest names its
+// template database after a hash of the migration files, so a mutated migration gets a
+// template of its own). The working tree is copied as it is (uncommitted edits included, .git
+// and bin left out) and never written to; its generated code must be current.
 //
 // Before any mutation, every named test must pass on the unmutated copy (and must exist): a
 // test that is red anyway proves nothing. Then one line per mutation:
@@ -46,6 +47,7 @@ func main() {
 
 type options struct {
 	list    string
+	sqlc    string // the sqlc package@version that generates the ledger's query code
 	only    *regexp.Regexp
 	jobs    int
 	timeout time.Duration
@@ -64,6 +66,7 @@ func run(stdout, stderr io.Writer, args []string) int {
 	fl.DurationVar(&o.timeout, "timeout", 3*time.Minute, "how long the tests of one mutation may run")
 	fl.BoolVar(&o.keep, "keep", false, "keep the scratch copies and logs even when every mutation was killed")
 	fl.BoolVar(&o.check, "check", false, "only check that every snippet of the list occurs exactly once, run nothing")
+	fl.StringVar(&o.sqlc, "sqlc", "", "the sqlc package@version that regenerates the ledger's query code after a query mutation (make mutate passes the Makefile's)")
 	if err := fl.Parse(args); err != nil {
 		return 2
 	}
@@ -171,6 +174,10 @@ func runAll(root string, muts []Mutation, o options, stdout, stderr io.Writer) i
 	start := time.Now()
 	fmt.Fprintf(stdout, "mutate: %d mutations, scratch copies in %s\n", len(muts), work)
 
+	if err := prepareQueries(root, trees, bins, muts, results, o); err != nil {
+		fmt.Fprintf(stderr, "mutate: %v\n", err)
+		return 1
+	}
 	baseline(trees[0], bins, logs, muts, results, o, stdout)
 
 	// The query mutations, o.jobs at a time, each job in its own copy; then the schema
@@ -343,7 +350,78 @@ func baseline(tree, bins, logs string, muts []Mutation, results []*result, o opt
 	fmt.Fprintf(stdout, "mutate: baseline: %d test selections pass unmutated, %d mutations in error\n", len(keys), bad)
 }
 
-// try applies m to tree, runs its tests and restores the tree.
+// The ledger's queries and the code sqlc generates from them.
+const (
+	queriesDir   = "pkg/ledger/queries"
+	generatedDir = "pkg/ledger/internal/dbsqlc"
+)
+
+// prepareQueries builds sqlc once, when a mutation edits a query, and requires every scratch
+// copy's generated code to be what sqlc generates from its queries: a regenerated mutant must
+// differ from its tree by the mutation alone.
+func prepareQueries(root string, trees []string, bins string, muts []Mutation, results []*result, o options) error {
+	need := false
+	for i, m := range muts {
+		if results[i] == nil && m.Queries() {
+			need = true
+		}
+	}
+	if !need {
+		return nil
+	}
+	if o.sqlc == "" {
+		return errors.New("a mutation edits " + queriesDir + ": -sqlc must name sqlc's package@version (make mutate passes it)")
+	}
+	cmd := exec.Command("go", "install", o.sqlc)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOBIN="+bins)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s: %v: %s", o.sqlc, err, firstLines(out, 3))
+	}
+	for _, tree := range trees {
+		before, err := snapshot(tree, generatedDir)
+		if err != nil {
+			return err
+		}
+		if out, err := command(context.Background(), tree, filepath.Join(bins, "sqlc"), "generate"); err != nil {
+			return fmt.Errorf("sqlc generate on the unmutated copy: %v: %s", err, firstLines(out, 3))
+		}
+		after, err := snapshot(tree, generatedDir)
+		if err != nil {
+			return err
+		}
+		for file, b := range after {
+			if string(before[file]) != string(b) {
+				return fmt.Errorf("%s is not what sqlc generates from %s: run make generate", file, queriesDir)
+			}
+		}
+	}
+	return nil
+}
+
+// snapshot reads every file of dir in tree, keyed by its path relative to tree.
+func snapshot(tree, dir string) (map[string][]byte, error) {
+	entries, err := os.ReadDir(filepath.Join(tree, dir))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{}
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		rel := filepath.ToSlash(filepath.Join(dir, e.Name()))
+		b, err := os.ReadFile(filepath.Join(tree, rel))
+		if err != nil {
+			return nil, err
+		}
+		out[rel] = b
+	}
+	return out, nil
+}
+
+// try applies m to tree (and regenerates the ledger's query code when m edits a query), runs
+// its tests and restores the tree.
 func try(tree, bins, logs string, m Mutation, o options) *result {
 	start := time.Now()
 	log := func(out []byte) { _ = os.WriteFile(filepath.Join(logs, m.Name+".log"), out, 0o644) }
@@ -356,6 +434,19 @@ func try(tree, bins, logs string, m Mutation, o options) *result {
 			panic(fmt.Sprintf("mutate: restore %s after %s: %v", tree, m.Name, err))
 		}
 	}()
+	if m.Queries() {
+		generated, err := snapshot(tree, generatedDir)
+		if err != nil {
+			return &result{verdict: errored, note: err.Error()}
+		}
+		for file, b := range generated {
+			originals[file] = b
+		}
+		if out, err := command(context.Background(), tree, filepath.Join(bins, "sqlc"), "generate"); err != nil {
+			log(out)
+			return &result{verdict: errored, note: "the mutant does not generate: " + firstLines(out, 2), elapsed: time.Since(start)}
+		}
+	}
 	bin := filepath.Join(bins, m.Name+".test")
 	defer func() { _ = os.Remove(bin) }()
 	out, err := command(context.Background(), tree, "go", "test", "-c", "-o", bin, m.Package)

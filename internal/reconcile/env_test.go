@@ -46,11 +46,16 @@ func (e *env) submit(texts ...string) []identity.DeliveryKey {
 	return e.Submit("acct-1", texts...)
 }
 
-// dispatched submits one intent per text and runs a dispatcher until none is pending or
-// authorized: the simulator's plan decides their outcomes.
+// dispatched submits one intent per text for acct-1 and dispatches them: the simulator's plan
+// decides their outcomes.
 func (e *env) dispatched(texts ...string) []identity.DeliveryKey {
 	e.T.Helper()
-	keys := e.submit(texts...)
+	return e.dispatch(e.submit(texts...))
+}
+
+// dispatch runs a dispatcher until none of keys is pending or authorized, and returns keys.
+func (e *env) dispatch(keys []identity.DeliveryKey) []identity.DeliveryKey {
+	e.T.Helper()
 	d, err := dispatch.New(e.Ctx, e.JS, e.Ledger, e.Relay, dispatch.Config{
 		Platforms: platform.Registry{sim.Name: sim.Open}, Batch: 16, Concurrency: 32,
 		ClaimLease: ledger.MinLease, InFlightLease: ledger.MinLease, SendTimeout: time.Second,

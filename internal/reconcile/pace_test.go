@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -34,8 +35,11 @@ func TestAnUnknownOutcomeIsResolvedFromItsEventAlone(t *testing.T) {
 		require.Contains(t, []ledger.State{ledger.Published, ledger.Parked}, intents[k].State)
 		require.Equal(t, 1, e.sim.Lookups(k.String()))
 	}
-	r.WaitMetrics(t, "atmost_reconcile_scanned_total 0", "atmost_reconcile_waiting_intents 0", "atmost_reconcile_oldest_waiting_seconds 0")
+	r.WaitMetrics(t, "atmost_reconcile_scanned_total 0")
 	r.Stop(t)
+	backlog, err := e.Ledger.ReconcileBacklog(e.Ctx)
+	require.NoError(t, err)
+	require.Zero(t, backlog.Waiting)
 }
 
 // An intent waiting out its reconcile delay holds no worker and no place in a queue of
@@ -50,12 +54,15 @@ func TestWaitingIntentsHoldNoWorker(t *testing.T) {
 	keys := e.dispatched(worldtest.Texts("waits without a worker", n)...)
 	r := roletest.Start(t, reconcile.Main, map[string]string{"ATMOST_DATABASE_URL": e.DB.AppURL(), "ATMOST_NATS_URL": e.NATSURL,
 		"ATMOST_RECONCILE_CONCURRENCY": "1", "ATMOST_RECONCILE_SCAN_INTERVAL": "1h", "ATMOST_RECONCILE_SCAN_AFTER": "1h"})
-	r.WaitMetrics(t, fmt.Sprintf(`atmost_reconcile_turns_total{result="waiting_delay"} %d`, n), fmt.Sprintf("atmost_reconcile_waiting_intents %d", n))
+	r.WaitMetrics(t, fmt.Sprintf(`atmost_reconcile_turns_total{result="waiting_delay"} %d`, n))
 	lookups := 0
 	for _, c := range e.sim.Counts().Lookups {
 		lookups += c
 	}
 	require.Zero(t, lookups, "every intent had its waiting turn before the first lookup")
+	backlog, err := e.Ledger.ReconcileBacklog(e.Ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(n), backlog.Waiting)
 	intents := e.settle(keys, 30*time.Second)
 	for _, k := range keys {
 		require.Equal(t, ledger.Published, intents[k].State)
@@ -90,6 +97,34 @@ func TestTheScanTakesUpWhatTheEventsMissed(t *testing.T) {
 	}
 	require.Equal(t, ledger.Indeterminate, e.Intent(young).State, "younger than ScanAfter: left to its event")
 	require.Zero(t, e.sim.Lookups(young.String()))
+}
+
+// A scan pages on past candidates it cannot work yet (here, intents of an account whose
+// reconcile delay is longer than ScanAfter), instead of reading the same page again: the one
+// workable candidate sorts after two pages of them.
+func TestTheScanPagesPastWhatItCannotWorkYet(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, platformsim.Config{Plan: platformsim.Plan{Seed: 9, Rates: map[platformsim.Fault]float64{platformsim.FaultDropAfterCommit: 1}}})
+	settings, err := json.Marshal(map[string]any{"url": e.simURL, "reconcile_delay": "1h"})
+	require.NoError(t, err)
+	require.NoError(t, e.Ledger.AddAccount(e.Ctx, ledger.Account{ID: "acct-slow", Platform: sim.Name, Settings: settings}))
+	slow := e.dispatch(e.Submit("acct-slow", worldtest.Texts("looked up in an hour", 4)...))
+	workable := e.dispatched("looked up now")[0]
+	stream, err := e.JS.Stream(e.Ctx, events.EventsStream)
+	require.NoError(t, err)
+	require.NoError(t, stream.Purge(e.Ctx, jetstream.WithPurgeSubject(events.StateSubjects(string(ledger.Indeterminate)))))
+	for i, k := range slow {
+		e.Exec(`UPDATE intents SET updated_at = now() - $2::INT * INTERVAL '1 second' WHERE delivery_key = $1`, k.Bytes(), 300-i)
+	}
+	e.Exec(`UPDATE intents SET updated_at = now() - INTERVAL '2 minutes' WHERE delivery_key = $1`, workable.Bytes())
+	cfg := e.config()
+	cfg.ScanAfter, cfg.ScanBatch = time.Minute, 2
+	e.run("reconciler-1", cfg)
+	require.Equal(t, ledger.Published, e.settle([]identity.DeliveryKey{workable}, 20*time.Second)[workable].State)
+	for _, k := range slow {
+		require.Equal(t, ledger.Indeterminate, e.Intent(k).State)
+		require.Zero(t, e.sim.Lookups(k.String()))
+	}
 }
 
 // adapter wraps the simulator's adapter: it counts lookups per key and can answer them, or the

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 
 	"github.com/atmost/atmost/internal/platforms"
 	"github.com/atmost/atmost/internal/relay"
+	"github.com/atmost/atmost/internal/role"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
@@ -34,11 +36,12 @@ type Config struct {
 	// and its resolution. An intent waiting out its reconcile delay holds none of them. Default
 	// 16.
 	Concurrency int
-	// MaxWaiting bounds the indeterminate events this reconciler holds unacknowledged while
-	// their intents wait out the reconcile delay (the consumer's MaxAckPending): the pace of
-	// reconciliation is at most MaxWaiting per reconcile delay. Default 100,000, which keeps
-	// pace with 3,000 unknown outcomes a second at a 30 s delay.
-	MaxWaiting int
+	// MaxAckPending bounds the indeterminate events held unacknowledged while their intents
+	// wait out the reconcile delay (on the server, by NakWithDelay): the pace of reconciliation
+	// is at most MaxAckPending per reconcile delay. It is the shared consumer's setting, so the
+	// reconciler that starts last sets it for all. Default 100,000, which keeps pace with 3,000
+	// unknown outcomes a second at a 30 s delay.
+	MaxAckPending int
 	// LookupTimeout bounds the one lookup. Default 10 s.
 	LookupTimeout time.Duration
 	// ReadBackTimeout bounds the read-back of a found object or of a fenced-out worker's
@@ -75,8 +78,8 @@ func (c Config) withDefaults() Config {
 	if c.Concurrency == 0 {
 		c.Concurrency = 16
 	}
-	if c.MaxWaiting == 0 {
-		c.MaxWaiting = 100_000
+	if c.MaxAckPending == 0 {
+		c.MaxAckPending = 100_000
 	}
 	if c.LookupTimeout == 0 {
 		c.LookupTimeout = 10 * time.Second
@@ -109,8 +112,8 @@ func (c Config) validate() error {
 	if c.Platforms == nil {
 		return errors.New("reconcile: no platforms configured")
 	}
-	if c.Concurrency < 1 || c.ScanBatch < 1 || c.MaxWaiting < 1 {
-		return fmt.Errorf("reconcile: concurrency %d, max waiting %d and scan batch %d must be at least 1", c.Concurrency, c.MaxWaiting, c.ScanBatch)
+	if c.Concurrency < 1 || c.ScanBatch < 1 || c.MaxAckPending < 1 {
+		return fmt.Errorf("reconcile: concurrency %d, max ack pending %d and scan batch %d must be at least 1", c.Concurrency, c.MaxAckPending, c.ScanBatch)
 	}
 	for name, v := range map[string]time.Duration{"lookup timeout": c.LookupTimeout, "read-back timeout": c.ReadBackTimeout,
 		"scan interval": c.ScanInterval, "scan after": c.ScanAfter, "retry delay": c.RetryDelay, "ack wait": c.AckWait} {
@@ -127,7 +130,7 @@ var crash func(step string)
 // Reconciler resolves indeterminate intents.
 type Reconciler struct {
 	cfg      Config
-	ledger   *ledger.Ledger
+	ledger   Ledger
 	relay    *relay.Relay
 	consumer jetstream.Consumer
 	adapters *platforms.Cache
@@ -144,8 +147,21 @@ type Reconciler struct {
 	publishing  sync.Mutex
 }
 
+// Ledger is what the reconciler does with the ledger: read an intent's reconciliation, resolve it
+// from evidence, claim and resolve its one lookup, and scan for what the events missed.
+// *ledger.Ledger is one.
+type Ledger interface {
+	ReconcileStatusOf(ctx context.Context, key identity.DeliveryKey) (ledger.ReconcileStatus, error)
+	Inspect(ctx context.Context, key identity.DeliveryKey) (ledger.Record, error)
+	Gates(ctx context.Context, accounts []string) (map[string]ledger.Gate, error)
+	ResolveFromEvidence(ctx context.Context, key identity.DeliveryKey, objectID string) error
+	ClaimReconciliation(ctx context.Context, key identity.DeliveryKey) (ledger.Reconciliation, error)
+	ResolveReconciliation(ctx context.Context, r ledger.Reconciliation, result ledger.LookupResult, objectID string, detail map[string]any) (ledger.State, error)
+	ReconcileCandidates(ctx context.Context, minAge time.Duration, after ledger.ReconcileCandidate, max int) ([]ledger.ReconcileCandidate, error)
+}
+
 // New creates (or attaches to) the durable consumer of indeterminate events on ATMOST_EVENTS.
-func New(ctx context.Context, js jetstream.JetStream, l *ledger.Ledger, rel *relay.Relay, cfg Config) (*Reconciler, error) {
+func New(ctx context.Context, js jetstream.JetStream, l Ledger, rel *relay.Relay, cfg Config) (*Reconciler, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -156,7 +172,7 @@ func New(ctx context.Context, js jetstream.JetStream, l *ledger.Ledger, rel *rel
 		AckWait:   cfg.AckWait,
 		// An event waiting out its intent's reconcile delay (NakWithDelay) stays pending on the
 		// server and holds no worker here; this bounds how many may wait at once.
-		MaxAckPending: cfg.MaxWaiting,
+		MaxAckPending: cfg.MaxAckPending,
 		FilterSubject: events.StateSubjects(string(ledger.Indeterminate)),
 	})
 	if err != nil {
@@ -237,13 +253,13 @@ func (r *Reconciler) handle(ctx context.Context, m jetstream.Msg) {
 		_ = m.Term()
 		return
 	}
-	if wait := r.untilDue(ctx, e); wait > 0 {
+	if wait := r.untilDue(ctx, e.Account, e.At); wait > 0 {
 		// Not due yet: the event waits on the server, holding no worker and reading nothing.
 		r.counts.turn("waiting_delay")
 		_ = m.NakWithDelay(wait)
 		return
 	}
-	keep := keepAlive(m, r.cfg.AckWait)
+	keep := role.KeepAlive(m, r.cfg.AckWait/3)
 	v := r.Reconcile(context.WithoutCancel(ctx), e.DeliveryKey)
 	keep()
 	if v.Wait > 0 {
@@ -251,25 +267,6 @@ func (r *Reconciler) handle(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	_ = m.Ack()
-}
-
-// keepAlive tells JetStream the message is being worked every third of ackWait, until the
-// returned stop is called.
-func keepAlive(m jetstream.Msg, ackWait time.Duration) (stop func()) {
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(ackWait / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				_ = m.InProgress()
-			}
-		}
-	}()
-	return func() { close(done) }
 }
 
 // scanLoop is the safety net: at start and then every ScanInterval, every indeterminate intent
@@ -297,15 +294,20 @@ func (r *Reconciler) scan(ctx context.Context) {
 			}
 			return
 		}
-		r.counts.scanned.Add(float64(len(page)))
 		var wg sync.WaitGroup
 		for _, c := range page {
+			if r.untilDue(ctx, c.Account, c.Since) > 0 {
+				continue // an account whose delay is longer than ScanAfter: its event still may come
+			}
 			if !r.acquire(ctx) {
 				break
 			}
 			wg.Go(func() {
 				defer r.release()
-				r.Reconcile(context.WithoutCancel(ctx), c.Key)
+				v := r.Reconcile(context.WithoutCancel(ctx), c.Key)
+				if v.Result == "evidence_found" || strings.HasPrefix(v.Result, "resolved_") {
+					r.counts.scanned.Inc()
+				}
 			})
 		}
 		wg.Wait()
@@ -502,9 +504,9 @@ func (r *Reconciler) open(ctx context.Context, in ledger.Intent) (platform.Adapt
 }
 
 // accountTTL is how long a reconciler works with an account's configuration before it reads it
-// again. What it decides with it sends nothing (a reconcile delay, a lookup, a read-back), so a
-// configuration up to this old changes no outcome that matters, and it spares a ledger read per
-// intent.
+// again: a ledger read spared per intent, against settings up to a second old for the delay, the
+// lookup and its read-back. A change of settings takes effect within it, as in a process that
+// read them a second earlier.
 const accountTTL = time.Second
 
 type readAccount struct {
@@ -535,17 +537,18 @@ func (r *Reconciler) adapterOf(ctx context.Context, account string) (platform.Ad
 	return r.adapters.Open(c.account)
 }
 
-// untilDue is how long the intent of an indeterminate event still has to wait out its
-// account's reconcile delay, by the event's own time: a turn before that would only read the
+// untilDue is how long an intent of account, indeterminate since, still has to wait out the
+// account's reconcile delay by this process's clock: a turn before that would only read the
 // ledger to learn it must wait. Zero when the account cannot be opened (the turn says why).
-// The turn that is due decides by the database's clock, so a clock that differs only moves
-// the wait.
-func (r *Reconciler) untilDue(ctx context.Context, e events.Event) time.Duration {
-	ad, err := r.adapterOf(ctx, e.Account)
+// The turn that is due decides by the database's clock, so a clock that differs only moves the
+// wait, and by no more than the delay.
+func (r *Reconciler) untilDue(ctx context.Context, account string, since time.Time) time.Duration {
+	ad, err := r.adapterOf(ctx, account)
 	if err != nil {
 		return 0
 	}
-	return ad.Capabilities().ReconcileDelay - time.Since(e.At)
+	delay := ad.Capabilities().ReconcileDelay
+	return min(max(delay-time.Since(since), 0), delay)
 }
 
 // publish publishes the intent's transitions; a failure leaves them to the outbox's slow path.
@@ -565,9 +568,7 @@ func (r *Reconciler) publish(ctx context.Context, key identity.DeliveryKey) {
 	if len(keys) == 0 {
 		return // a round that started after key was added has published it
 	}
-	if err := r.relay.PublishFor(ctx, keys); err != nil {
-		r.log.Warn("publishing transitions failed; the outbox keeps them", zap.Int("intents", len(keys)), zap.Error(err))
-	}
+	_ = r.relay.AfterCommit(ctx, keys)
 }
 
 func isRefused(err error) bool {

@@ -19,7 +19,7 @@ import (
 type RoleConfig struct {
 	role.Common
 	Concurrency     int           // ATMOST_RECONCILE_CONCURRENCY
-	MaxWaiting      int           // ATMOST_RECONCILE_MAX_WAITING
+	MaxAckPending   int           // ATMOST_RECONCILE_MAX_ACK_PENDING
 	LookupTimeout   time.Duration // ATMOST_LOOKUP_TIMEOUT
 	ReadBackTimeout time.Duration // ATMOST_READBACK_TIMEOUT
 	ScanInterval    time.Duration // ATMOST_RECONCILE_SCAN_INTERVAL
@@ -28,7 +28,7 @@ type RoleConfig struct {
 }
 
 func (c RoleConfig) reconcileConfig(log *zap.Logger) Config {
-	return Config{Concurrency: c.Concurrency, MaxWaiting: c.MaxWaiting, LookupTimeout: c.LookupTimeout, ReadBackTimeout: c.ReadBackTimeout,
+	return Config{Concurrency: c.Concurrency, MaxAckPending: c.MaxAckPending, LookupTimeout: c.LookupTimeout, ReadBackTimeout: c.ReadBackTimeout,
 		ScanInterval: c.ScanInterval, ScanAfter: c.ScanAfter, RetryDelay: c.RetryDelay, Platforms: platforms.Builtin(), Logger: log}
 }
 
@@ -43,8 +43,8 @@ func (c RoleConfig) validate() error {
 	if c.Concurrency < 1 {
 		return fmt.Errorf("concurrency %d: must be at least 1", c.Concurrency)
 	}
-	if c.MaxWaiting < 1 {
-		return fmt.Errorf("max-waiting %d: must be at least 1", c.MaxWaiting)
+	if c.MaxAckPending < 1 {
+		return fmt.Errorf("max-ack-pending %d: must be at least 1", c.MaxAckPending)
 	}
 	return c.Common.Validate()
 }
@@ -60,8 +60,8 @@ func Main(ctx context.Context, args []string, getenv func(string) (string, bool)
 	def := Config{}.withDefaults()
 	fs.IntVar(&cfg.Concurrency, "concurrency", env.Int("ATMOST_RECONCILE_CONCURRENCY", def.Concurrency),
 		"intents worked at once: reads, the one lookup, its read-back and resolution; an intent waiting out its reconcile delay holds none (env ATMOST_RECONCILE_CONCURRENCY)")
-	fs.IntVar(&cfg.MaxWaiting, "max-waiting", env.Int("ATMOST_RECONCILE_MAX_WAITING", def.MaxWaiting),
-		"indeterminate events held while their intents wait out the reconcile delay; reconciliation keeps pace with at most this many unknown outcomes per delay (env ATMOST_RECONCILE_MAX_WAITING)")
+	fs.IntVar(&cfg.MaxAckPending, "max-ack-pending", env.Int("ATMOST_RECONCILE_MAX_ACK_PENDING", def.MaxAckPending),
+		"indeterminate events held on the server while their intents wait out the reconcile delay (the shared consumer's MaxAckPending); reconciliation keeps pace with at most this many unknown outcomes per delay (env ATMOST_RECONCILE_MAX_ACK_PENDING)")
 	fs.DurationVar(&cfg.LookupTimeout, "lookup-timeout", env.Duration("ATMOST_LOOKUP_TIMEOUT", def.LookupTimeout),
 		"bound of the one lookup; a lookup that times out is spent and the intent parked (env ATMOST_LOOKUP_TIMEOUT)")
 	fs.DurationVar(&cfg.ReadBackTimeout, "readback-timeout", env.Duration("ATMOST_READBACK_TIMEOUT", def.ReadBackTimeout),
@@ -101,7 +101,7 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 		return err
 	}
 	log.Info("reconciler running", zap.String("http", addr.String()), zap.Int("concurrency", cfg.Concurrency),
-		zap.Duration("lookup_timeout", cfg.LookupTimeout), zap.Int("max_waiting", cfg.MaxWaiting),
+		zap.Duration("lookup_timeout", cfg.LookupTimeout), zap.Int("max_ack_pending", cfg.MaxAckPending),
 		zap.Duration("scan_interval", cfg.ScanInterval), zap.Duration("scan_after", cfg.ScanAfter))
 	if err := r.Run(ctx); err != nil {
 		return fmt.Errorf("reconcile: %w", err)

@@ -36,7 +36,8 @@ type Outbox interface {
 type Config struct {
 	// Batch is how many outbox rows one round publishes. Default 500.
 	Batch int
-	// Interval is the pause between rounds of Run when the outbox is empty. Default 1 s.
+	// Interval is the pause between rounds of Run when the outbox is empty. Default
+	// DefaultInterval.
 	Interval time.Duration
 	// AckTimeout bounds the wait for JetStream's acknowledgements of one round. Default 10 s.
 	AckTimeout time.Duration
@@ -44,12 +45,15 @@ type Config struct {
 	Logger *zap.Logger
 }
 
+// DefaultInterval is the relay's pause between rounds, for Config and the roles' flag.
+const DefaultInterval = time.Second
+
 func (c Config) withDefaults() Config {
 	if c.Batch == 0 {
 		c.Batch = 500
 	}
 	if c.Interval == 0 {
-		c.Interval = time.Second
+		c.Interval = DefaultInterval
 	}
 	if c.AckTimeout == 0 {
 		c.AckTimeout = 10 * time.Second
@@ -133,6 +137,19 @@ func (r *Relay) PublishFor(ctx context.Context, keys []identity.DeliveryKey) err
 		return err
 	}
 	_, err = r.round(ctx, rows)
+	return err
+}
+
+// AfterCommit is how every writer publishes the transitions its own commit just made: at once,
+// not a relay interval later. A failure leaves them in the outbox, where Run (the slow path)
+// publishes them, so it is logged and returned for the writer to count, never a reason to undo
+// or redo the write. A writer that must know its transitions are on the stream before it goes
+// on (the dispatcher's witness) waits on PublishFor itself.
+func (r *Relay) AfterCommit(ctx context.Context, keys []identity.DeliveryKey) error {
+	err := r.PublishFor(ctx, keys)
+	if err != nil {
+		r.log.Warn("publishing transitions after their commit failed; the outbox keeps them for the relay loop", zap.Int("intents", len(keys)), zap.Error(err))
+	}
 	return err
 }
 

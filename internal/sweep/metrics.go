@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/atmost/atmost/pkg/ledger"
 )
 
 // counters are what a Sweeper counts, exported as Prometheus metrics.
@@ -44,14 +42,14 @@ func (c *counters) pass(r Report, ok bool) {
 
 // Collectors are the sweeper's metrics, for a role's registry.
 func (s *Sweeper) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.counts.passes, s.counts.seconds, s.counts.changes, intentsCollector{s.ledger}}
+	return []prometheus.Collector{s.counts.passes, s.counts.seconds, s.counts.changes, intentsCollector{s.ledger}, backlogCollector{s.ledger}}
 }
 
 // intentsCollector is the gauge atmost_intents{state} of the intents not published: those that
 // may still move and those that wait for a person (parked). It is read from the ledger at each
 // scrape, in one statement, through the indexes that hold only them; published intents, the
 // ledger's bulk, are not counted.
-type intentsCollector struct{ ledger *ledger.Ledger }
+type intentsCollector struct{ ledger Ledger }
 
 var intentsDesc = prometheus.NewDesc("atmost_intents",
 	"Intents not published, by state (pending, authorized, failed, indeterminate, parked), read from the ledger at each scrape.", []string{"state"}, nil)
@@ -69,4 +67,35 @@ func (c intentsCollector) Collect(ch chan<- prometheus.Metric) {
 	for st, n := range counts {
 		ch <- prometheus.MustNewConstMetric(intentsDesc, prometheus.GaugeValue, float64(n), string(st))
 	}
+}
+
+// backlogCollector reads how far reconciliation is behind from the ledger at each scrape: the
+// indeterminate intents whose one lookup is not claimed yet and how long the oldest has waited.
+// The sweeper exports it, not the reconciler, so it reads true while no reconciler runs, which
+// is one of the things it is there to show.
+type backlogCollector struct{ ledger Ledger }
+
+var (
+	waitingDesc = prometheus.NewDesc("atmost_reconcile_waiting_intents",
+		"Indeterminate intents whose one lookup is not claimed yet (waiting out the reconcile delay, or for a reconciler), read from the ledger at each scrape.", nil, nil)
+	oldestDesc = prometheus.NewDesc("atmost_reconcile_oldest_waiting_seconds",
+		"How long the oldest indeterminate intent whose lookup is not claimed has been indeterminate (0 when none), read from the ledger at each scrape; alert when it passes the largest reconcile delay by much.", nil, nil)
+)
+
+func (c backlogCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- waitingDesc
+	ch <- oldestDesc
+}
+
+func (c backlogCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	b, err := c.ledger.ReconcileBacklog(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(waitingDesc, err)
+		ch <- prometheus.NewInvalidMetric(oldestDesc, err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, float64(b.Waiting))
+	ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, b.Oldest.Seconds())
 }

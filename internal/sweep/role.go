@@ -51,13 +51,14 @@ func Main(ctx context.Context, args []string, getenv func(string) (string, bool)
 	var cfg RoleConfig
 	fs := flag.NewFlagSet("sweeper", flag.ContinueOnError)
 	cfg.Common.Register(fs, env, "127.0.0.1:9103")
-	fs.DurationVar(&cfg.Interval, "interval", env.Duration("ATMOST_SWEEP_INTERVAL", 5*time.Second), "pause between passes (env ATMOST_SWEEP_INTERVAL)")
-	fs.IntVar(&cfg.Batch, "batch", env.Int("ATMOST_SWEEP_BATCH", 1000), "rows one duty looks at in one pass (env ATMOST_SWEEP_BATCH)")
-	fs.DurationVar(&cfg.StrandedAfter, "stranded-after", env.Duration("ATMOST_SWEEP_STRANDED_AFTER", 10*time.Minute),
+	def := Config{}.withDefaults()
+	fs.DurationVar(&cfg.Interval, "interval", env.Duration("ATMOST_SWEEP_INTERVAL", def.Interval), "pause between passes (env ATMOST_SWEEP_INTERVAL)")
+	fs.IntVar(&cfg.Batch, "batch", env.Int("ATMOST_SWEEP_BATCH", def.Batch), "rows one duty looks at in one pass (env ATMOST_SWEEP_BATCH)")
+	fs.DurationVar(&cfg.StrandedAfter, "stranded-after", env.Duration("ATMOST_SWEEP_STRANDED_AFTER", def.StrandedAfter),
 		"an unclaimed pending intent idle this long gets its work published again; keep it above the dispatcher's gate delay (env ATMOST_SWEEP_STRANDED_AFTER)")
-	fs.DurationVar(&cfg.LookupStale, "lookup-stale", env.Duration("ATMOST_SWEEP_LOOKUP_STALE", 10*time.Minute),
+	fs.DurationVar(&cfg.LookupStale, "lookup-stale", env.Duration("ATMOST_SWEEP_LOOKUP_STALE", def.LookupStale),
 		"a claimed reconciliation lookup unresolved this long is parked for a human, never looked up again (env ATMOST_SWEEP_LOOKUP_STALE)")
-	fs.DurationVar(&cfg.UnreconciledAfter, "unreconciled-after", env.Duration("ATMOST_SWEEP_UNRECONCILED_AFTER", 24*time.Hour),
+	fs.DurationVar(&cfg.UnreconciledAfter, "unreconciled-after", env.Duration("ATMOST_SWEEP_UNRECONCILED_AFTER", def.UnreconciledAfter),
 		"an indeterminate intent with no lookup claimed this long is parked for a human (env ATMOST_SWEEP_UNRECONCILED_AFTER)")
 	fs.BoolVar(&cfg.Drain, "drain", env.Bool("ATMOST_SWEEP_DRAIN", true), "publish the outbox every pass, the relay's slow path; --drain=false when another role does (env ATMOST_SWEEP_DRAIN)")
 	code := role.Parse(fs, env, "sweeper", "Expires leases one way, republishes stranded work, retries failed intents by policy and at its rate, parks what no reconciler will finish, drains the outbox.",

@@ -49,9 +49,10 @@ func TestSweeperRoleRunsAndStopsCleanly(t *testing.T) {
 	r := roletest.Start(t, sweep.Main, map[string]string{"ATMOST_DATABASE_URL": e.DB.AppURL(), "ATMOST_NATS_URL": e.NATSURL, "ATMOST_SWEEP_INTERVAL": "100ms"})
 	r.WaitReady(t)
 	require.Eventually(t, func() bool { return e.Intent(auths[0].Key).State == ledger.Indeterminate }, 10*time.Second, 20*time.Millisecond)
-	metrics := r.WaitMetrics(t, `atmost_sweep_changes_total{duty="lease_expired"} 1`, `atmost_intents{state="indeterminate"} 1`, `atmost_intents{state="authorized"} 0`)
+	metrics := r.WaitMetrics(t, `atmost_sweep_changes_total{duty="lease_expired"} 1`, `atmost_intents{state="indeterminate"} 1`, `atmost_intents{state="authorized"} 0`,
+		"atmost_reconcile_waiting_intents 1")
 	for _, name := range []string{"atmost_sweep_passes_total", "atmost_sweep_pass_seconds", "atmost_relay_events_published_total", "atmost_ledger_transaction_restarts_total",
-		"atmost_intents", "atmost_relay_lag_seconds", "atmost_outbox_rows", "atmost_transitions_total"} {
+		"atmost_intents", "atmost_relay_lag_seconds", "atmost_outbox_rows", "atmost_transitions_total", "atmost_reconcile_oldest_waiting_seconds"} {
 		require.Contains(t, metrics, name)
 	}
 	r.Stop(t)

@@ -97,7 +97,7 @@ type Report struct {
 
 // Sweeper runs the passes.
 type Sweeper struct {
-	ledger *ledger.Ledger
+	ledger Ledger
 	relay  *relay.Relay
 	js     jetstream.JetStream
 	cfg    Config
@@ -105,8 +105,21 @@ type Sweeper struct {
 	counts *counters
 }
 
+// Ledger is what the sweeper does with the ledger: expire leases, find stranded work, retry what
+// policy allows, park what no reconciler will finish, and count what has not been published.
+// *ledger.Ledger is one.
+type Ledger interface {
+	ExpireLeases(ctx context.Context, max int) (ledger.Expired, error)
+	StrandedPending(ctx context.Context, idle time.Duration, max int) ([]ledger.Stranded, error)
+	RetryDue(ctx context.Context, max int) (ledger.RetryPass, error)
+	Gates(ctx context.Context, accounts []string) (map[string]ledger.Gate, error)
+	ParkUnreconciled(ctx context.Context, stale, unclaimed time.Duration, max int) (ledger.Unreconciled, error)
+	Outstanding(ctx context.Context) (map[ledger.State]int64, error)
+	ReconcileBacklog(ctx context.Context) (ledger.ReconcileBacklog, error)
+}
+
 // New returns a sweeper over l, publishing through rel and js.
-func New(l *ledger.Ledger, rel *relay.Relay, js jetstream.JetStream, cfg Config) (*Sweeper, error) {
+func New(l Ledger, rel *relay.Relay, js jetstream.JetStream, cfg Config) (*Sweeper, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -180,7 +193,7 @@ func (s *Sweeper) publish(ctx context.Context, keys []identity.DeliveryKey) erro
 	if len(keys) == 0 {
 		return nil
 	}
-	return s.relay.PublishFor(ctx, keys)
+	return s.relay.AfterCommit(ctx, keys)
 }
 
 func (s *Sweeper) expire(ctx context.Context, r *Report) error {

@@ -16,7 +16,7 @@ import (
 )
 
 // forEachIsolation runs test at SERIALIZABLE and at READ COMMITTED: the guards live in the
-// statements that change the rows, so they must hold at both (DESIGN section 7).
+// statements that change the rows, so they must hold at both (docs/design.md#the-sql-dialect).
 func forEachIsolation(t *testing.T, test func(t *testing.T, e *env)) {
 	for _, iso := range isolations {
 		t.Run(string(iso), func(t *testing.T) {

@@ -362,19 +362,6 @@ func unitName(d time.Duration) string {
 	return "milliseconds"
 }
 
-// FailedReasons lists the reasons of the failed state, in name order: the only reasons a policy
-// may retry.
-func FailedReasons() []Reason {
-	var out []Reason
-	for r, rule := range Reasons {
-		if rule.State == Failed {
-			out = append(out, r)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 func reasonNames(rs []Reason) []string {
 	out := make([]string, len(rs))
 	for i, r := range rs {

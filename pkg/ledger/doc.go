@@ -1,5 +1,6 @@
 // Package ledger is the delivery-intent state machine of atmost, on PostgreSQL or CockroachDB.
-// It is the only code that changes ledger state.
+// It is the only code that changes ledger state. Start at statemachine.go: the states, the
+// reasons, the transitions and, for each operation, the statements of queries/ that guard it.
 //
 // An intent is in one of six states (State). Every operation is one guarded statement or one
 // transaction whose guard lives in the statement that changes the row (compare-and-set on

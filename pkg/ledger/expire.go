@@ -27,7 +27,7 @@ func (l *Ledger) ExpireLeases(ctx context.Context, max int) (Expired, error) {
 		return Expired{}, fmt.Errorf("expire leases: max must be positive, got %d", max)
 	}
 	// Find the candidates in a transaction of their own, then change them by primary key: the
-	// change never rests on a scan of a shared index (DESIGN section 7).
+	// change never rests on a scan of a shared index (docs/design.md#the-sql-dialect).
 	var keys [][]byte
 	err := l.inTx(ctx, string(OpExpire), func(q *dbsqlc.Queries) (err error) {
 		keys, err = q.IntentsWithExpiredLease(ctx, int32(max))

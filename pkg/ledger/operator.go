@@ -95,7 +95,7 @@ func (l *Ledger) Resolve(ctx context.Context, key identity.DeliveryKey, to State
 // BumpEpoch starts the next restore epoch and returns it; the change is appended to the
 // control history with actor and reason in the same statement. Run it after restoring the
 // ledger and before any worker reconnects: every claim and completion of an older epoch is
-// refused from then on (the restore protocol, DESIGN section 4.5). Of two bumps at once one
+// refused from then on (docs/design.md#the-restore-protocol). Of two bumps at once one
 // fails; neither skips an epoch.
 func (l *Ledger) BumpEpoch(ctx context.Context, actor, reason string) (int64, error) {
 	if strings.TrimSpace(actor) == "" {

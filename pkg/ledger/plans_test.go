@@ -55,8 +55,8 @@ func (errRow) Scan(...any) error { return errExplained }
 // TestHotStatementsReachRowsByPrimaryKey asks PostgreSQL for the plan of every statement on the
 // hot path, with sequential scans disabled: a plan that still scans a table sequentially has
 // no index path at all, and every transition must reach its intent by primary key, never
-// through a scan of a shared index (DESIGN section 7: under SERIALIZABLE such scans take
-// predicate locks that make concurrent transitions abort each other).
+// through a scan of a shared index (docs/design.md#the-sql-dialect: under SERIALIZABLE such
+// scans take predicate locks that make concurrent transitions abort each other).
 func TestHotStatementsReachRowsByPrimaryKey(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -227,7 +227,7 @@ func TestThePeoplesQueueIsReadThroughItsIndex(t *testing.T) {
 		require.NotContains(t, x.plan, "intents_pkey", "%s reads every intent:\n%s", name, x.plan)
 	}
 	// A human's verdict changes one parked intent: by primary key, never through the index
-	// every parking writes into (DESIGN section 7).
+	// every parking writes into (docs/design.md#the-sql-dialect).
 	require.ErrorIs(t, func() error {
 		_, err := q.IntentResolve(e.ctx, dbsqlc.IntentResolveParams{DeliveryKey: make([]byte, 32), ToState: "failed", Reason: "operator_failed", Actor: "a", Detail: []byte("{}")})
 		return err

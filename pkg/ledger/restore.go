@@ -57,7 +57,7 @@ const (
 	// RestorePublishedAlready: the ledger holds it as published, which it never leaves.
 	RestorePublishedAlready RestoreVerdict = "published_already"
 	// RestoreNoEnvelope: the ledger lacks the intent and ATMOST_INTENTS no longer holds its
-	// envelope, so it cannot be recreated: a human must act (see the README's restore protocol).
+	// envelope, so it cannot be recreated: a human must act (docs/design.md#the-restore-protocol).
 	RestoreNoEnvelope RestoreVerdict = "no_envelope"
 	// RestoreUnknownAccount: the ledger lacks the intent and its account: a human must act.
 	RestoreUnknownAccount RestoreVerdict = "unknown_account"

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,32 +32,6 @@ func (l *Ledger) scan(ctx context.Context, what string, fn func(q *dbsqlc.Querie
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return tx.Commit(ctx)
-}
-
-// reasonsOf lists, in order, the reasons that lead to state: the scans name them so that
-// intents_sweep_idx (state, reason, updated_at) is read in ranges.
-func reasonsOf(state State) []string {
-	var out []string
-	for r, rule := range Reasons {
-		if rule.State == state {
-			out = append(out, string(r))
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// alwaysRetried lists the reasons retried whatever the policy says: those that prove no byte
-// left (RetryYes).
-func alwaysRetried() []string {
-	var out []string
-	for r, rule := range Reasons {
-		if rule.Retry == RetryYes {
-			out = append(out, string(r))
-		}
-	}
-	slices.Sort(out)
-	return out
 }
 
 // Stranded is a pending intent that nobody holds and nothing has moved for a while: its work
@@ -267,8 +240,9 @@ func (l *Ledger) ParkUnreconciled(ctx context.Context, stale, unclaimed time.Dur
 // when (by the database's clock) it has been indeterminate. It is also the cursor of the next
 // page of candidates.
 type ReconcileCandidate struct {
-	Key   identity.DeliveryKey
-	Since time.Time
+	Key     identity.DeliveryKey
+	Account string
+	Since   time.Time
 }
 
 // ReconcileCandidates returns up to max indeterminate intents whose lookup was never claimed
@@ -294,7 +268,7 @@ func (l *Ledger) ReconcileCandidates(ctx context.Context, minAge time.Duration, 
 		if err != nil {
 			return nil, fmt.Errorf("reconcile candidates: %w", err)
 		}
-		out = append(out, ReconcileCandidate{Key: key, Since: r.UpdatedAt})
+		out = append(out, ReconcileCandidate{Key: key, Account: r.AccountID, Since: r.UpdatedAt})
 	}
 	return out, nil
 }

@@ -62,7 +62,7 @@ changed AS (
              ) AS conflict
          ) x
     WHERE i.delivery_key = @delivery_key::BYTEA
-      AND (i.state = 'indeterminate') IS TRUE -- by primary key, never through intents_sweep_idx (DESIGN section 7)
+      AND (i.state = 'indeterminate') IS TRUE -- by primary key, never through intents_sweep_idx (docs/design.md#the-sql-dialect)
       AND i.attempt_token = r.attempt_token
       AND @to_state::TEXT IN ('published', 'failed', 'parked')
     RETURNING i.delivery_key, i.account_id, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq, i.text_hash
@@ -111,7 +111,7 @@ changed AS (
         updated_at = now()
     FROM cur
     WHERE i.delivery_key = cur.delivery_key
-      AND (i.state = 'indeterminate') IS TRUE -- by primary key, never through intents_sweep_idx (DESIGN section 7)
+      AND (i.state = 'indeterminate') IS TRUE -- by primary key, never through intents_sweep_idx (docs/design.md#the-sql-dialect)
       AND EXISTS (
           -- A success the worker confirmed by read-back (reason published), with this object.
           SELECT 1 FROM attempt_evidence e

@@ -33,7 +33,7 @@ changed AS (
     WHERE i.delivery_key = v.delivery_key
       AND v.outcome IN ('retry', 'exhausted')
       -- The guard, on the row being changed: ONLY from failed.
-      AND (i.state = 'failed') IS TRUE -- by primary key, never through intents_sweep_idx (DESIGN section 7)
+      AND (i.state = 'failed') IS TRUE -- by primary key, never through intents_sweep_idx (docs/design.md#the-sql-dialect)
       AND (i.attempts_authorized >= v.attempt_cap) = (v.outcome = 'exhausted')
     RETURNING i.delivery_key, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq
 ),

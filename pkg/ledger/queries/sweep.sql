@@ -111,7 +111,7 @@ changed AS (
       AND v.outcome IN ('retry', 'exhausted')
       -- The guard, on the row being changed: ONLY from failed, at the transition the sweeper
       -- saw, and the cap decides between retrying and parking.
-      AND (i.state = 'failed') IS TRUE -- by primary key, never through intents_sweep_idx (DESIGN section 7)
+      AND (i.state = 'failed') IS TRUE -- by primary key, never through intents_sweep_idx (docs/design.md#the-sql-dialect)
       AND i.transition_seq = v.transition_seq
       AND (i.attempts_authorized >= v.attempt_cap) = (v.outcome = 'exhausted')
     RETURNING i.delivery_key, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq
@@ -200,7 +200,7 @@ changed AS (
         updated_at = now()
     FROM verdict v
     WHERE i.delivery_key = v.delivery_key
-      AND (i.state = 'indeterminate') IS TRUE -- by primary key, never through intents_sweep_idx (DESIGN section 7)
+      AND (i.state = 'indeterminate') IS TRUE -- by primary key, never through intents_sweep_idx (docs/design.md#the-sql-dialect)
       AND i.attempt_token = v.attempt_token
       -- The guard: parked only if this statement's row went in (the lost lookup closed, or
       -- the unclaimed lookup claimed by the sweeper before any reconciler).
@@ -229,7 +229,7 @@ LEFT JOIN changed c ON c.delivery_key = v.delivery_key;
 -- for at least min_age by the database's clock, oldest first, after the cursor (updated_at,
 -- delivery_key): the reconciler's safety net for indeterminate events it missed, read page by
 -- page. Found through intents_sweep_idx.
-SELECT i.delivery_key, i.updated_at
+SELECT i.delivery_key, i.account_id, i.updated_at
 FROM intents i
 WHERE i.state = 'indeterminate'
   AND i.reason = ANY(@reasons::TEXT[])

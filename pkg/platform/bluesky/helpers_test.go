@@ -1,6 +1,7 @@
 package bluesky_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -136,6 +137,7 @@ type fakePDS struct {
 	access   string
 	refresh  string
 	records  map[string]storedRecord // at-uri -> record
+	created  []string                // at-uris of the records createRecord made, removed ones included
 	password string
 }
 
@@ -239,6 +241,7 @@ func (p *fakePDS) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	p.mu.Unlock()
 	if h != nil {
+		r.Body = io.NopCloser(bytes.NewReader(body)) // a queued answer may read the request too
 		h(w, r)
 		return
 	}
@@ -270,24 +273,12 @@ func (p *fakePDS) serve(w http.ResponseWriter, r *http.Request) {
 			xrpcErr(w, 400, "ExpiredToken", "Token has expired")
 			return
 		}
-		var in struct {
-			Repo, Collection, Rkey string
-			Record                 json.RawMessage
-		}
-		if err := json.Unmarshal(body, &in); err != nil || in.Repo != did {
-			xrpcErr(w, 400, "InvalidRequest", "Input/repo must be a valid did or a handle")
+		status, out := p.store(body)
+		if status != http.StatusOK {
+			xrpcErr(w, status, out["error"], out["message"])
 			return
 		}
-		uri := "at://" + did + "/" + in.Collection + "/" + in.Rkey
-		if _, ok := p.records[uri]; ok {
-			// The reference PDS: the repository tree throws "There is already a value at key",
-			// which the XRPC server turns into a 500.
-			xrpcErr(w, 500, "InternalServerError", "Internal Server Error")
-			return
-		}
-		cid := fmt.Sprintf("bafyrei%040d", len(p.records)+1)
-		p.records[uri] = storedRecord{CID: cid, Value: in.Record}
-		reply(w, map[string]any{"uri": uri, "cid": cid, "commit": map[string]string{"cid": "bafyreicommit", "rev": "3l5aaaaaaaa22"}, "validationStatus": "valid"})
+		reply(w, map[string]any{"uri": out["uri"], "cid": out["cid"], "commit": map[string]string{"cid": "bafyreicommit", "rev": "3l5aaaaaaaa22"}, "validationStatus": "valid"})
 	case "com.atproto.repo.getRecord":
 		uri := "at://" + q["repo"] + "/" + q["collection"] + "/" + q["rkey"]
 		rec, ok := p.records[uri]
@@ -299,6 +290,29 @@ func (p *fakePDS) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		xrpcErr(w, 404, "MethodNotImplemented", "Method Not Implemented")
 	}
+}
+
+// store creates the record a createRecord body describes, as the reference PDS's repository
+// does, and answers 200 with its uri and cid, or the XRPC error's status, name and message.
+// The caller holds p.mu.
+func (p *fakePDS) store(body []byte) (int, map[string]string) {
+	var in struct {
+		Repo, Collection, Rkey string
+		Record                 json.RawMessage
+	}
+	if err := json.Unmarshal(body, &in); err != nil || in.Repo != did {
+		return 400, map[string]string{"error": "InvalidRequest", "message": "Input/repo must be a valid did or a handle"}
+	}
+	uri := "at://" + did + "/" + in.Collection + "/" + in.Rkey
+	if _, ok := p.records[uri]; ok {
+		// The reference PDS: the repository tree throws "There is already a value at key",
+		// which the XRPC server turns into a 500.
+		return 500, map[string]string{"error": "InternalServerError", "message": "Internal Server Error"}
+	}
+	cid := fmt.Sprintf("bafyrei%040d", len(p.records)+1)
+	p.records[uri] = storedRecord{CID: cid, Value: in.Record}
+	p.created = append(p.created, uri)
+	return 200, map[string]string{"uri": uri, "cid": cid}
 }
 
 // put stores a record as if an earlier attempt had created it.

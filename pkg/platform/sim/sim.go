@@ -47,7 +47,7 @@ type settings struct {
 	// StatusLookup declares the simulator's GET /v1/idempotency/{key} (run it with
 	// --status-lookup): then a lookup that answers not_seen proves not-sent.
 	StatusLookup bool `json:"status_lookup"`
-	// ReconcileDelay is a Go duration; default 2s.
+	// ReconcileDelay is a positive Go duration; default 2s.
 	ReconcileDelay string `json:"reconcile_delay"`
 	// ContractVersion defaults to "sim/v1".
 	ContractVersion string `json:"contract_version"`
@@ -81,8 +81,9 @@ func Open(a platform.Account) (platform.Adapter, error) {
 	delay := defaultReconcileDelay
 	if s.ReconcileDelay != "" {
 		delay, err = time.ParseDuration(s.ReconcileDelay)
-		if err != nil || delay < 0 {
-			return nil, fmt.Errorf("%w: reconcile_delay %q: must be a non-negative duration such as 2s", ErrInvalidSettings, s.ReconcileDelay)
+		if err != nil || delay <= 0 {
+			// Zero would let a lookup ask before a request still inside the simulator landed.
+			return nil, fmt.Errorf("%w: reconcile_delay %q: must be a positive duration such as 2s", ErrInvalidSettings, s.ReconcileDelay)
 		}
 	}
 	version := s.ContractVersion

@@ -50,6 +50,7 @@ func TestOpenRefusesBadSettings(t *testing.T) {
 		{account, `{"url":"http://h","statuslookup":true}`, `unknown field "statuslookup"`},
 		{account, `{"url":"http://h","reconcile_delay":"soon"}`, `reconcile_delay "soon"`},
 		{account, `{"url":"http://h","reconcile_delay":"-1s"}`, `reconcile_delay "-1s"`},
+		{account, `{"url":"http://h","reconcile_delay":"0s"}`, `reconcile_delay "0s": must be a positive duration`},
 		{account, `{"url":"http://h","status_lookup":"yes"}`, "cannot unmarshal string"},
 		{account, `{"url":"http://h"} {}`, "data after the settings object"},
 		{"", `{"url":"http://h"}`, "the account has no id"},

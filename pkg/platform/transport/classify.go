@@ -10,7 +10,7 @@ import (
 // Case is one kind of ending of a send exchange.
 type Case string
 
-// The cases, in the order of the README's table.
+// The cases, in the order of the table in docs/design.md#what-a-sends-ending-proves.
 const (
 	CaseNoConnection     Case = "no connection obtained (refused, DNS, TLS handshake, deadline before connecting)"
 	CaseErrorAfterConn   Case = "error once a connection was held (timeout, reset, EOF, deadline)"
@@ -34,7 +34,7 @@ type Verdict struct {
 }
 
 // Outcomes is the error -> outcome table: the one place in code that says what each ending
-// of a send proves. The README repeats it (a test keeps the two equal). Only two cases prove
+// of a send proves. docs/design.md repeats it (a test keeps the two equal). Only two cases prove
 // nothing was created; everything that might have reached the platform is Unknown.
 var Outcomes = map[Case]Verdict{
 	CaseNoConnection:     {platform.NotSent, platform.ReasonConnectionFailed},

@@ -53,7 +53,7 @@ func TestOnlyTwoCasesProveNotSent(t *testing.T) {
 	require.Equal(t, []transport.Case{transport.CaseSuccessWithID}, sent)
 }
 
-// The definitive case's text names the default list, so the README cannot drift from it.
+// The definitive case's text names the default list, so the documented table cannot drift from it.
 func TestTheDefinitiveCaseNamesTheDefaultList(t *testing.T) {
 	list := make([]string, len(transport.DefaultDefinitive))
 	for i, s := range transport.DefaultDefinitive {
@@ -167,17 +167,17 @@ const (
 	tableEnd   = "<!-- transport-table:end -->"
 )
 
-// readmeTable returns what readme holds between the transport table's markers; found is false
+// markedTable returns what doc holds between the transport table's markers; found is false
 // when the start marker is absent.
-func readmeTable(readme string) (table string, found bool, err error) {
-	i := strings.Index(readme, tableStart)
+func markedTable(doc string) (table string, found bool, err error) {
+	i := strings.Index(doc, tableStart)
 	if i < 0 {
 		return "", false, nil
 	}
-	if strings.Count(readme, tableStart) > 1 {
+	if strings.Count(doc, tableStart) > 1 {
 		return "", true, errors.New("two transport tables")
 	}
-	rest := readme[i+len(tableStart):]
+	rest := doc[i+len(tableStart):]
 	j := strings.Index(rest, tableEnd)
 	if j < 0 {
 		return "", true, errors.New("the start marker without the end marker")
@@ -185,35 +185,35 @@ func readmeTable(readme string) (table string, found bool, err error) {
 	return rest[:j], true, nil
 }
 
-// The README's error -> outcome table is Table(), between its markers.
-func TestTheReadmeCarriesTheTransportTable(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
+// The design's error -> outcome table is Table(), between its markers.
+func TestTheDesignCarriesTheTransportTable(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "design.md"))
 	require.NoError(t, err)
-	table, found, err := readmeTable(string(b))
-	require.True(t, found, "README.md has no %s marker: put transport.Table() between the markers", strings.TrimSpace(tableStart))
-	require.NoError(t, err, "README.md")
-	require.Equal(t, transport.Table(), table, "the README's transport table differs from transport.Table()")
+	table, found, err := markedTable(string(b))
+	require.True(t, found, "docs/design.md has no %s marker: put transport.Table() between the markers", strings.TrimSpace(tableStart))
+	require.NoError(t, err, "docs/design.md")
+	require.Equal(t, transport.Table(), table, "the transport table of docs/design.md differs from transport.Table()")
 }
 
 // The check above can fail: it finds the table between the markers and notices any change.
-func TestTheReadmeTableCheckNoticesDifferences(t *testing.T) {
+func TestTheTableCheckNoticesDifferences(t *testing.T) {
 	wrap := func(table string) string { return "# x\n\n" + tableStart + table + tableEnd + "\n\nmore\n" }
-	got, found, err := readmeTable(wrap(transport.Table()))
+	got, found, err := markedTable(wrap(transport.Table()))
 	require.NoError(t, err)
 	require.True(t, found)
 	require.Equal(t, transport.Table(), got)
 
 	edited := strings.Replace(transport.Table(), "`not_sent`", "`unknown`", 1)
-	got, _, err = readmeTable(wrap(edited))
+	got, _, err = markedTable(wrap(edited))
 	require.NoError(t, err)
 	require.NotEqual(t, transport.Table(), got)
 
-	_, found, err = readmeTable("# x\n" + tableStart + transport.Table())
+	_, found, err = markedTable("# x\n" + tableStart + transport.Table())
 	require.True(t, found)
 	require.Error(t, err)
-	_, _, err = readmeTable(wrap(transport.Table()) + wrap(transport.Table()))
+	_, _, err = markedTable(wrap(transport.Table()) + wrap(transport.Table()))
 	require.Error(t, err)
-	_, found, _ = readmeTable("# x\n")
+	_, found, _ = markedTable("# x\n")
 	require.False(t, found)
 }
 

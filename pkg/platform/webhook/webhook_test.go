@@ -511,7 +511,7 @@ func TestTheCredentialGoesWithReadsToo(t *testing.T) {
 	}
 }
 
-// The example the README documents opens, and means what the README says.
+// The example docs/platforms.md#the-webhook-platform documents opens, and means what it says.
 func TestTheDocumentedExampleOpens(t *testing.T) {
 	t.Setenv(secretEnv, secret)
 	ad := open(t, `{

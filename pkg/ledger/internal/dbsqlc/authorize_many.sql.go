@@ -176,7 +176,7 @@ changed AS (
     WHERE i.delivery_key = v.delivery_key
       AND v.fence = 'ok'
       -- The fence, on the row being changed. IS TRUE keeps the state and lease tests from
-      -- being served by intents_sweep_idx or intents_lease_expires_idx (DESIGN section 7):
+      -- being served by intents_sweep_idx or intents_lease_expires_idx (docs/design.md#the-sql-dialect):
       -- analyzed while few intents were pending, the planner would scan every pending intent
       -- of a burst for each batch.
       AND (i.state = 'pending') IS TRUE

@@ -65,7 +65,7 @@ changed AS (
       AND v.outcome IN ('claim', 'exhausted')
       -- The guard, on the row being changed: pending, no live claim, and the cap decides
       -- between claiming and parking. IS TRUE keeps intents_sweep_idx from serving the
-      -- state test (DESIGN section 7): analyzed while few intents were pending, the planner
+      -- state test (docs/design.md#the-sql-dialect): analyzed while few intents were pending, the planner
       -- would scan every pending intent of a burst for each batch.
       AND (i.state = 'pending') IS TRUE
       AND (i.lease_expires_at IS NULL OR i.lease_expires_at <= now())

@@ -99,7 +99,7 @@ changed AS (
     FROM cur
     WHERE i.delivery_key = cur.delivery_key
       -- The guard, on the row being changed: pending, and nobody holds it.
-      AND (i.state = 'pending') IS TRUE -- by primary key, never through intents_sweep_idx (DESIGN section 7)
+      AND (i.state = 'pending') IS TRUE -- by primary key, never through intents_sweep_idx (docs/design.md#the-sql-dialect)
       AND i.lease_expires_at IS NULL
     RETURNING i.delivery_key, i.attempt_token, i.epoch, i.generation, i.transition_seq
 ),
@@ -209,7 +209,7 @@ changed AS (
     WHERE i.delivery_key = cur.delivery_key
       -- The guard, on the row being changed: pending, nobody holds it, and its source's head is
       -- another version.
-      AND (i.state = 'pending') IS TRUE -- a batch by primary key, never through intents_sweep_idx (DESIGN section 7)
+      AND (i.state = 'pending') IS TRUE -- a batch by primary key, never through intents_sweep_idx (docs/design.md#the-sql-dialect)
       AND i.lease_expires_at IS NULL
       AND (i.source_id IS NOT NULL) IS TRUE -- nor through intents_source_idx
       AND (SELECT h.head_version FROM source_heads h WHERE h.source_id = i.source_id) IS DISTINCT FROM i.source_version

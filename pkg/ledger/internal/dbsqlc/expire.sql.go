@@ -19,8 +19,8 @@ WITH changed AS (
         updated_at = now()
     WHERE i.delivery_key = ANY($1::BYTEA[])
       AND i.state IN ('pending', 'authorized')
-      -- Written so that no index can serve it: the rows are reached by primary key (DESIGN
-      -- section 7). A bare lease_expires_at <= now() lets the planner prefer a range of
+      -- Written so that no index can serve it: the rows are reached by primary key
+      -- (docs/design.md#the-sql-dialect). A bare lease_expires_at <= now() lets the planner prefer a range of
       -- intents_lease_expires_idx once a batch is large, a shared index whose predicate locks
       -- would abort the dispatchers' transitions under SERIALIZABLE.
       AND (i.lease_expires_at <= now()) IS TRUE

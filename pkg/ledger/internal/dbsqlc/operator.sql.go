@@ -158,7 +158,7 @@ changed AS (
         updated_at = now()
     FROM cur
     WHERE i.delivery_key = cur.delivery_key
-      AND (i.state = 'parked') IS TRUE -- by primary key, never through intents_parked_idx (DESIGN section 7)
+      AND (i.state = 'parked') IS TRUE -- by primary key, never through intents_parked_idx (docs/design.md#the-sql-dialect)
       AND $2::TEXT IN ('published', 'failed')
     RETURNING i.delivery_key, i.account_id, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq, i.text_hash
 ),

@@ -91,7 +91,7 @@ changed AS (
         updated_at = now()
     FROM verdict v
     WHERE i.delivery_key = v.delivery_key
-      AND (i.state = 'indeterminate') IS TRUE -- by primary key, never through intents_sweep_idx (DESIGN section 7)
+      AND (i.state = 'indeterminate') IS TRUE -- by primary key, never through intents_sweep_idx (docs/design.md#the-sql-dialect)
       AND i.attempt_token = v.attempt_token
       -- The guard: parked only if this statement's row went in (the lost lookup closed, or
       -- the unclaimed lookup claimed by the sweeper before any reconciler).
@@ -196,7 +196,7 @@ changed AS (
       AND v.outcome IN ('retry', 'exhausted')
       -- The guard, on the row being changed: ONLY from failed, at the transition the sweeper
       -- saw, and the cap decides between retrying and parking.
-      AND (i.state = 'failed') IS TRUE -- by primary key, never through intents_sweep_idx (DESIGN section 7)
+      AND (i.state = 'failed') IS TRUE -- by primary key, never through intents_sweep_idx (docs/design.md#the-sql-dialect)
       AND i.transition_seq = v.transition_seq
       AND (i.attempts_authorized >= v.attempt_cap) = (v.outcome = 'exhausted')
     RETURNING i.delivery_key, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq
@@ -255,7 +255,7 @@ func (q *Queries) IntentsRetryMany(ctx context.Context, arg IntentsRetryManyPara
 }
 
 const reconcileCandidates = `-- name: ReconcileCandidates :many
-SELECT i.delivery_key, i.updated_at
+SELECT i.delivery_key, i.account_id, i.updated_at
 FROM intents i
 WHERE i.state = 'indeterminate'
   AND i.reason = ANY($1::TEXT[])
@@ -276,6 +276,7 @@ type ReconcileCandidatesParams struct {
 
 type ReconcileCandidatesRow struct {
 	DeliveryKey []byte
+	AccountID   string
 	UpdatedAt   time.Time
 }
 
@@ -298,7 +299,7 @@ func (q *Queries) ReconcileCandidates(ctx context.Context, arg ReconcileCandidat
 	var items []ReconcileCandidatesRow
 	for rows.Next() {
 		var i ReconcileCandidatesRow
-		if err := rows.Scan(&i.DeliveryKey, &i.UpdatedAt); err != nil {
+		if err := rows.Scan(&i.DeliveryKey, &i.AccountID, &i.UpdatedAt); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

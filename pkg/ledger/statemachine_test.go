@@ -35,7 +35,7 @@ func TestEveryReasonLeadsToOneOfTheSixStates(t *testing.T) {
 
 // Every Reason constant the package declares is in the table.
 func TestEveryDeclaredReasonIsInTheTable(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), "reason.go", nil, 0)
+	f, err := parser.ParseFile(token.NewFileSet(), "statemachine.go", nil, 0)
 	require.NoError(t, err)
 	declared := 0
 	ast.Inspect(f, func(n ast.Node) bool {
@@ -55,6 +55,23 @@ func TestEveryDeclaredReasonIsInTheTable(t *testing.T) {
 		return true
 	})
 	require.Equal(t, len(ledger.Reasons), declared, "every reason in the table is declared once")
+}
+
+// Every statement the Guards table names exists, in the file it names, and every operation of
+// the state machine names one.
+func TestEveryGuardNamedIsAStatementOfItsFile(t *testing.T) {
+	for _, op := range ledger.Operations {
+		stmts := ledger.Guards[op]
+		require.NotEmpty(t, stmts, "%s names no guarding statement", op)
+		for _, s := range stmts {
+			file, name, ok := strings.Cut(s, ": ")
+			require.True(t, ok, "%q: want \"file.sql: QueryName\"", s)
+			body, err := os.ReadFile(filepath.Join("queries", file))
+			require.NoError(t, err, "%s", s)
+			require.Regexp(t, regexp.MustCompile(`(?m)^-- name: `+regexp.QuoteMeta(name)+` :`), string(body), "%s", s)
+		}
+	}
+	require.Len(t, ledger.Guards, len(ledger.Operations), "the table has no operation the state machine lacks")
 }
 
 func types(e ast.Expr) string {
@@ -105,27 +122,27 @@ func TestQueriesWriteOnlyKnownReasons(t *testing.T) {
 	}
 }
 
-// The README's table says exactly what ledger.Reasons says.
-func TestReadmeReasonTableMatchesTheCode(t *testing.T) {
-	body, err := os.ReadFile("../../README.md")
+// The reasons table of docs/design.md says exactly what ledger.Reasons says.
+func TestTheReasonTableMatchesTheCode(t *testing.T) {
+	body, err := os.ReadFile("../../docs/design.md")
 	require.NoError(t, err)
 	section := string(body)
-	start := strings.Index(section, "## The six states")
+	start := strings.Index(section, "### Reasons\n")
 	require.GreaterOrEqual(t, start, 0)
 	section = section[start:]
-	if end := strings.Index(section[3:], "\n## "); end >= 0 {
-		section = section[:end+3]
+	if end := strings.Index(section[4:], "\n#"); end >= 0 { // the next heading ends the section
+		section = section[:end+4]
 	}
 	row := regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\| ([a-z]+) \\| ([a-z ]+) \\|")
 	seen := map[ledger.Reason]bool{}
 	for _, m := range row.FindAllStringSubmatch(section, -1) {
 		reason := ledger.Reason(m[1])
 		rule, ok := reason.Rule()
-		require.True(t, ok, "README lists %s, which the code does not know", reason)
-		require.Equal(t, string(rule.State), m[2], "README: state of %s", reason)
-		require.Equal(t, string(rule.Retry), strings.TrimSpace(m[3]), "README: retryability of %s", reason)
-		require.False(t, seen[reason], "README lists %s twice", reason)
+		require.True(t, ok, "docs/design.md lists %s, which the code does not know", reason)
+		require.Equal(t, string(rule.State), m[2], "docs/design.md: state of %s", reason)
+		require.Equal(t, string(rule.Retry), strings.TrimSpace(m[3]), "docs/design.md: retryability of %s", reason)
+		require.False(t, seen[reason], "docs/design.md lists %s twice", reason)
 		seen[reason] = true
 	}
-	require.Len(t, seen, len(ledger.Reasons), "README lists every reason")
+	require.Len(t, seen, len(ledger.Reasons), "docs/design.md lists every reason")
 }
