@@ -42,40 +42,40 @@ human, its delivery key is blocked (a producer publishing it again gets a duplic
 command exits 1.
 
 The replay is complete when it read, with no message missing, every event from a witness on:
-an authorized event whose publication the restored ledger holds (the dispatcher sends only
-after JetStream acknowledged it, so it was on the stream before the backup, and everything the
-backup lacks came after it). No clock decides it: the first read starts a little before TIME,
-and when it holds no witness the whole stream is read.
+of the attempts the restored ledger holds published, the one whose evidence records the
+highest stream sequence JetStream named when it acknowledged the attempt's authorized event
+(the dispatcher sends only after that acknowledgement, so the message there was stored before
+the backup, and everything the backup lacks came after it). The message at that sequence must
+still be that very event. No clock decides it. A ledger backed up before atmost recorded that
+sequence names none: then the whole stream is read, and the witness is the first copy of an
+authorized event the ledger holds published (the command says so).
 
-It refuses, changing nothing, when it cannot prove the replay complete: no witness on the
-stream (events after the backup may have aged out or been removed, or the stream was
-recreated), an intent whose transitions ahead of the ledger are not all in the replay, a read
-that stops before the stream's last event, or events it cannot read (name them;
---skip-unreadable goes on without them and exits 1); and TIME later than the newest history
+It refuses, changing nothing, when it cannot prove the replay complete: the witness's message
+gone from the stream or another one there, or, without a recorded witness, none on the stream
+(events after the backup may have aged out or been removed, or the stream was recreated); a
+message missing after the witness; an intent whose transitions ahead of the ledger are not all
+in the replay, a read that stops before the stream's last event, or events it cannot read
+(name them; --skip-unreadable goes on without them and exits 1); and TIME later than the newest history
 row of the restored ledger (TIME must be at or before the backup). The current epoch must have
 begun after the restored data (after its newest history row and every other epoch) and carry
 no history or stream event yet: bump it (atmost epoch bump), or pass --bump-epoch. --dry-run
 changes nothing and prints what would change. Running it again changes nothing.
 `
 
-// replayReading is how the replay reads: the batch size, how long one fetch waits, how long it
-// goes on trying while no message arrives before it gives up (fail closed), and how far before
-// --since its first read starts. The lead only spares reading the whole stream: the first read
-// is trusted only when it holds a witness (provenReplay), so it covers a clock skew between the
-// database and the NATS server without depending on one being smaller.
+// replayReading is how the replay reads: the batch size, how long one fetch waits, and how long
+// it goes on trying while no message arrives before it gives up (fail closed).
 var replayReading = struct {
 	batch    int
 	maxWait  time.Duration
 	patience time.Duration
-	lead     time.Duration
-}{batch: 256, maxWait: 2 * time.Second, patience: 30 * time.Second, lead: 10 * time.Minute}
+}{batch: 256, maxWait: 2 * time.Second, patience: 30 * time.Second}
 
 func runRestore(ctx context.Context, io IO, args []string) int {
 	var since, natsURL *string
 	var dryRun, bump, skipUnreadable *bool
 	c, _, code, done := parseControl(io, "restore", restoreUsage, args,
 		map[string][]string{"reconcile": {"since", "dry-run", "bump-epoch", "reason", "operator", "nats-url", "skip-unreadable"}}, func(fs *flag.FlagSet) {
-			since = fs.String("since", "", "reconcile: the time the backup was taken (RFC 3339); the replay's first read starts shortly before it")
+			since = fs.String("since", "", "reconcile: the time the backup was taken (RFC 3339), or earlier: the epoch checks take it as the backup's time")
 			dryRun = fs.Bool("dry-run", false, "reconcile: change nothing, print what would change")
 			bump = fs.Bool("bump-epoch", false, "reconcile: bump the restore epoch first (requires --reason)")
 			skipUnreadable = fs.Bool("skip-unreadable", false, "reconcile: go on without the events it cannot read, list them and exit 1")
@@ -119,7 +119,7 @@ func runRestore(ctx context.Context, io IO, args []string) int {
 	// T must be at or before the backup: the epoch checks take it as the backup's time. The
 	// newest history row the restored ledger holds is a lower bound on the backup time, on the
 	// same database clock, so a T after it may be after the backup. The replay does not rest on
-	// T (provenReplay): it only chooses where the first read starts.
+	// T (provenReplay).
 	pt, err := l.RestorePoint(ctx)
 	if err != nil {
 		return c.fail(err)
@@ -151,7 +151,7 @@ func runRestore(ctx context.Context, io IO, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	replay, err := provenReplay(ctx, io, c.name, js, l, from)
+	replay, err := provenReplay(ctx, io, c.name, js, l)
 	if err != nil {
 		return refuse("%v", err)
 	}
@@ -221,7 +221,7 @@ func runRestore(ctx context.Context, io IO, args []string) int {
 	}
 
 	report := restoreReport{Since: from, DryRun: *dryRun, Epoch: pt.Epoch.Epoch, Events: replay.events, Intents: len(keys),
-		FromSequence: replay.first, ToSequence: replay.last, WholeStream: replay.whole, Witness: replay.witness,
+		FromSequence: replay.first, ToSequence: replay.last, WholeStream: replay.whole, Witness: replay.witness, WitnessRecorded: replay.recorded,
 		Missing: len(missing), EnvelopesFound: envelopes, Unreadable: replay.unreadable, Totals: map[string]int{}}
 	detail := map[string]any{"since": timestamp(from), "command": "atmost restore reconcile", "epoch": pt.Epoch.Epoch}
 	for _, k := range keys {
@@ -316,18 +316,21 @@ type restoreReport struct {
 	Epoch  int64     `json:"epoch"`
 	Events int       `json:"events"`
 	// FromSequence and ToSequence are the stream sequences the replay read; WholeStream says
-	// the first read held no witness, so the stream was read from its first message.
-	FromSequence   uint64                 `json:"from_sequence"`
-	ToSequence     uint64                 `json:"to_sequence"`
-	WholeStream    bool                   `json:"whole_stream"`
-	Witness        ledger.StreamPosition  `json:"witness"`
-	Intents        int                    `json:"intents"`
-	Missing        int                    `json:"missing_from_ledger"`
-	EnvelopesFound int                    `json:"envelopes_found"`
-	NeedsHuman     int                    `json:"needs_human"`
-	Unreadable     []unreadableEvent      `json:"unreadable,omitempty"`
-	Totals         map[string]int         `json:"totals"`
-	Results        []ledger.RestoreResult `json:"results"`
+	// the stream was read from its first message. WitnessRecorded says the witness is the one
+	// the restored ledger records (read from its sequence on); false: the ledger records none,
+	// and the witness is the first copy of an authorized event the whole stream holds.
+	FromSequence    uint64                 `json:"from_sequence"`
+	ToSequence      uint64                 `json:"to_sequence"`
+	WholeStream     bool                   `json:"whole_stream"`
+	Witness         ledger.StreamPosition  `json:"witness"`
+	WitnessRecorded bool                   `json:"witness_recorded"`
+	Intents         int                    `json:"intents"`
+	Missing         int                    `json:"missing_from_ledger"`
+	EnvelopesFound  int                    `json:"envelopes_found"`
+	NeedsHuman      int                    `json:"needs_human"`
+	Unreadable      []unreadableEvent      `json:"unreadable,omitempty"`
+	Totals          map[string]int         `json:"totals"`
+	Results         []ledger.RestoreResult `json:"results"`
 }
 
 func (r restoreReport) print(io IO) {
@@ -354,8 +357,13 @@ func (r restoreReport) print(io IO) {
 	if r.DryRun {
 		verb = "would change"
 	}
-	fmt.Fprintf(io.Stdout, "replayed %d events of %d intents, %s sequences %d to %d (epoch %d): it reaches back past %s seq %d at sequence %d, authorized and, as the restored ledger holds, published before the backup\n",
-		r.Events, r.Intents, events.EventsStream, r.FromSequence, r.ToSequence, r.Epoch, r.Witness.Key, r.Witness.Seq, r.Witness.StreamSeq)
+	if r.WitnessRecorded {
+		fmt.Fprintf(io.Stdout, "replayed %d events of %d intents, %s sequences %d to %d (epoch %d), from the witness at sequence %d: %s seq %d, authorized by attempt %s, which JetStream acknowledged there before the send the restored ledger holds published\n",
+			r.Events, r.Intents, events.EventsStream, r.FromSequence, r.ToSequence, r.Epoch, r.Witness.StreamSeq, r.Witness.Key, r.Witness.Seq, r.Witness.Attempt)
+	} else {
+		fmt.Fprintf(io.Stdout, "replayed %d events of %d intents, %s sequences %d to %d (epoch %d), the whole stream: the restored ledger records no witness sequence; it reaches back past %s seq %d at sequence %d, the first copy of an authorized event the restored ledger holds published\n",
+			r.Events, r.Intents, events.EventsStream, r.FromSequence, r.ToSequence, r.Epoch, r.Witness.Key, r.Witness.Seq, r.Witness.StreamSeq)
+	}
 	fmt.Fprintf(io.Stdout, "%s %d: published %d, indeterminate %d, pending %d, parked %d (recreated %d of %d missing from the ledger; %d envelopes found)\n",
 		verb, moved, r.Totals["to published"], r.Totals["to indeterminate"], r.Totals["to pending"], r.Totals["to parked"],
 		r.Totals[string(ledger.RestoreCreated)], r.Missing, r.EnvelopesFound)
@@ -381,21 +389,29 @@ type replayed struct {
 	// intact is the stream sequence from which on the read missed no message (the first after
 	// the last one missing, or first).
 	intact uint64
-	// authorized are the authorized events read from intact on, the candidate witnesses;
-	// witness is the one the ledger proved (provenReplay).
+	// authorized are the first copies of the authorized events read from intact on, the
+	// candidate witnesses of a ledger that records none; witness is the replay's witness, and
+	// recorded says it is the one the ledger records (provenReplay).
 	authorized []ledger.StreamPosition
 	witness    ledger.StreamPosition
+	recorded   bool
 }
 
-// provenReplay reads ATMOST_EVENTS from replayReading.lead before since and, unless that read
-// holds a witness, again from the stream's first message; with no witness either way it
-// refuses. A witness (Ledger.RestoreWitness) is an authorized event the restored ledger holds
-// published: it was stored before the backup, and every transition the backup lacks was stored
-// after it, so a read that missed no message from the witness to the stream's last holds every
-// one of them. That is decided by the stream's order and the ledger's own history alone: the
-// database's clock and the NATS server's are never compared, and since only chooses where the
-// first read starts.
-func provenReplay(ctx context.Context, io IO, name string, js jetstream.JetStream, l *ledger.Ledger, since time.Time) (replayed, error) {
+// provenReplay reads ATMOST_EVENTS from the restored ledger's witness to the stream's last
+// message and refuses when it cannot prove that read complete. The witness
+// (Ledger.RecordedWitness) is the message at the stream sequence JetStream named when it
+// acknowledged an authorized event the restored ledger holds published: it was stored before
+// the backup, and every transition the backup lacks was stored after it, so a read that
+// missed no message from it to the stream's last holds every one of them. The stream must
+// still hold that very event there (witnessHeld): a stream recreated since, or a mirror, may
+// hold another. That is decided by the stream's order and the ledger's own records alone: the
+// database's clock and the NATS server's are never compared.
+//
+// A ledger that records no witness (backed up before atmost recorded it) is read from the
+// stream's first message, and its witness is the first copy of an authorized event that the
+// ledger holds published, by that attempt (Ledger.RestoreWitness): the copy JetStream
+// acknowledged before the send, while the stream still holds it.
+func provenReplay(ctx context.Context, io IO, name string, js jetstream.JetStream, l *ledger.Ledger) (replayed, error) {
 	stream, err := js.Stream(ctx, events.EventsStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return replayed{}, fmt.Errorf("NATS has no %s stream: is ATMOST_NATS_URL the server the roles used?", events.EventsStream)
@@ -412,21 +428,28 @@ func provenReplay(ctx context.Context, io IO, name string, js jetstream.JetStrea
 		return replayed{}, fmt.Errorf("%s holds no event, so nothing on it proves it reaches back to the backup: every transition since may have aged out (max age %s) or been removed, or the stream was recreated; the replay cannot prove what happened: restore from a newer backup",
 			events.EventsStream, info.Config.MaxAge)
 	}
-	start := since.Add(-replayReading.lead)
-	// The server delivers from the first message stored at or after start, by its own clock,
-	// the clock LastTime is on: a stream whose last message is older has nothing to deliver.
-	if !st.LastTime.Before(start) {
-		replay, err := replayEvents(ctx, stream, st.LastSeq, &start)
+	w, recorded, err := l.RecordedWitness(ctx)
+	if err != nil {
+		return replayed{}, err
+	}
+	if recorded {
+		if err := witnessHeld(ctx, stream, w, info.Config.MaxAge); err != nil {
+			return replayed{}, err
+		}
+		replay, err := replayEvents(ctx, stream, st.LastSeq, w.StreamSeq)
 		if err != nil {
 			return replay, err
 		}
-		if ok, err := replay.prove(ctx, l); err != nil || ok {
-			return replay, err
+		if replay.first != w.StreamSeq || replay.intact != w.StreamSeq {
+			return replay, fmt.Errorf("a message of %s after the witness at sequence %d is missing (the read went on at %d): it was removed, and what it held is unknown; the replay cannot prove what happened: restore from a newer backup",
+				events.EventsStream, w.StreamSeq, max(replay.first, replay.intact))
 		}
+		replay.witness, replay.recorded = w, true
+		return replay, nil
 	}
-	fmt.Fprintf(io.Stderr, "%s: the read from %s (--since less %s) holds no witness that it reaches back to the backup; reading %s from its first event\n",
-		name, timestamp(start), replayReading.lead, events.EventsStream)
-	replay, err := replayEvents(ctx, stream, st.LastSeq, nil)
+	fmt.Fprintf(io.Stderr, "%s: the restored ledger records no witness sequence (it was backed up before atmost recorded one): reading %s from its first event; the witness is the first copy of an authorized event the ledger holds published, which proves the replay complete only while the stream still holds the copy JetStream acknowledged before the send (docs/design.md#the-restore-protocol)\n",
+		name, events.EventsStream)
+	replay, err := replayEvents(ctx, stream, st.LastSeq, 0)
 	if err != nil {
 		return replay, err
 	}
@@ -442,6 +465,35 @@ func provenReplay(ctx context.Context, io IO, name string, js jetstream.JetStrea
 		events.EventsStream, from, info.Config.MaxAge)
 }
 
+// witnessHeld requires the message at the witness's stream sequence to be the very
+// authorized event JetStream acknowledged there: that intent's transition, by that attempt.
+// A stream recreated after the backup numbers its messages anew, and a mirror numbers its
+// own, so another message at that sequence proves nothing about the backup.
+func witnessHeld(ctx context.Context, stream jetstream.Stream, w ledger.StreamPosition, maxAge time.Duration) error {
+	what := fmt.Sprintf("the authorized event of %s seq %d (attempt %s), which JetStream acknowledged at sequence %d before the send the restored ledger holds published",
+		w.Key, w.Seq, w.Attempt, w.StreamSeq)
+	msg, err := stream.GetMsg(ctx, w.StreamSeq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return fmt.Errorf("%s no longer holds %s: it aged out (max age %s) or was removed, or the stream was recreated after the backup, so what happened after the backup may be gone; the replay cannot prove what happened: restore from a newer backup",
+			events.EventsStream, what, maxAge)
+	}
+	if err != nil {
+		return fmt.Errorf("read %s sequence %d: %w", events.EventsStream, w.StreamSeq, err)
+	}
+	if !isWitness(msg, w) {
+		return fmt.Errorf("%s holds at sequence %d another message than %s: the stream was recreated after the backup, or ATMOST_NATS_URL is not the server the roles published to (a mirror numbers its messages on its own); the replay cannot prove what happened: restore from a newer backup",
+			events.EventsStream, w.StreamSeq, what)
+	}
+	return nil
+}
+
+// isWitness reports whether msg is w's authorized event, at w's stream sequence.
+func isWitness(msg *jetstream.RawStreamMsg, w ledger.StreamPosition) bool {
+	e, err := events.Unmarshal(msg.Data)
+	return err == nil && msg.Sequence == w.StreamSeq && e.ID == events.NewID(w.Key, w.Seq) && e.DeliveryKey == w.Key && e.Seq == w.Seq &&
+		e.To == string(ledger.Authorized) && e.Attempt != nil && *e.Attempt == w.Attempt
+}
+
 // prove looks for the replay's witness among its candidates and records it.
 func (r *replayed) prove(ctx context.Context, l *ledger.Ledger) (bool, error) {
 	w, ok, err := l.RestoreWitness(ctx, r.authorized)
@@ -453,16 +505,17 @@ func (r *replayed) prove(ctx context.Context, l *ledger.Ledger) (bool, error) {
 }
 
 // replayEvents reads ATMOST_EVENTS up to its message last (its last at the start), from the
-// first message stored at or after start, or from its first message when start is nil, with an
-// ordered consumer (nothing is acknowledged or left behind), and folds the transitions per
-// intent, each seq once (a relay may have published one twice). A read that ends before last
-// is an error; a message that is not an event is listed in unreadable, never skipped silently;
-// a message missing from the stream (removed by hand) is noted: no witness before it counts.
-func replayEvents(ctx context.Context, stream jetstream.Stream, last uint64, start *time.Time) (replayed, error) {
-	out := replayed{histories: map[identity.DeliveryKey]*ledger.StreamHistory{}, whole: start == nil}
+// message at stream sequence from, or from its first message when from is 0, with an ordered
+// consumer (nothing is acknowledged or left behind), and folds the transitions per intent,
+// each seq once: the first copy, where a relay may have published one twice. A read that ends
+// before last is an error; a message that is not an event is listed in unreadable, never
+// skipped silently; a message missing from the stream (removed by hand) is noted: no
+// candidate witness before it counts.
+func replayEvents(ctx context.Context, stream jetstream.Stream, last, from uint64) (replayed, error) {
+	out := replayed{histories: map[identity.DeliveryKey]*ledger.StreamHistory{}, whole: from == 0}
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.EventSubjects}, DeliverPolicy: jetstream.DeliverAllPolicy}
-	if start != nil {
-		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, start
+	if from > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
 	}
 	cons, err := stream.OrderedConsumer(ctx, cfg)
 	if err != nil {
@@ -491,13 +544,15 @@ func replayEvents(ctx context.Context, stream jetstream.Stream, last uint64, sta
 			out.histories[e.DeliveryKey] = h
 			seen[e.DeliveryKey] = map[int64]bool{}
 		}
-		if e.To == string(ledger.Authorized) {
-			out.authorized = append(out.authorized, ledger.StreamPosition{Key: e.DeliveryKey, Seq: e.Seq, StreamSeq: seq})
-		}
 		if seen[e.DeliveryKey][e.Seq] {
 			return nil
 		}
 		seen[e.DeliveryKey][e.Seq] = true
+		// Only a first copy may be the copy JetStream acknowledged before a send: a later one
+		// was stored again after the duplicate window, possibly after the backup.
+		if e.To == string(ledger.Authorized) && e.Attempt != nil {
+			out.authorized = append(out.authorized, ledger.StreamPosition{Key: e.DeliveryKey, Seq: e.Seq, Attempt: *e.Attempt, StreamSeq: seq})
+		}
 		out.events++
 		out.maxEpoch = max(out.maxEpoch, e.Epoch)
 		t := ledger.StreamTransition{Seq: e.Seq, From: ledger.State(e.From), To: ledger.State(e.To), Epoch: e.Epoch, Generation: e.Generation}

@@ -74,8 +74,15 @@ func (w *restoreWorld) submit(prefix string, n int) []identity.DeliveryKey {
 
 // published does what a dispatcher does with one new intent, without a platform: it claims
 // and authorizes it, publishes the authorization (the witness) and records the send as
-// published. A restored ledger holding it proves the replay reaches back to its authorization.
+// published, with the stream sequence JetStream acknowledged the authorized event at. A
+// restored ledger holding it proves the replay reaches back to that message.
 func (w *restoreWorld) published(prefix string) identity.DeliveryKey {
+	key, _ := w.witnessed(prefix)
+	return key
+}
+
+// witnessed is published, and returns the stream sequence of the authorized event too.
+func (w *restoreWorld) witnessed(prefix string) (identity.DeliveryKey, uint64) {
 	w.t.Helper()
 	key := w.submit(prefix, 1)[0]
 	c, err := w.l.Begin(w.ctx, key, [32]byte{1}, ledger.MinLease)
@@ -83,12 +90,43 @@ func (w *restoreWorld) published(prefix string) identity.DeliveryKey {
 	a, err := w.l.Authorize(w.ctx, c, ledger.MinLease, "sim/1")
 	require.NoError(w.t, err)
 	require.Equal(w.t, ledger.Authorized, a.State, "reason %s", a.Reason)
-	require.NoError(w.t, w.relay.PublishFor(w.ctx, []identity.DeliveryKey{key}))
-	_, err = w.l.Complete(w.ctx, c, ledger.Outcome{Result: ledger.Sent, ObjectID: "object-" + prefix, Confirmed: true})
+	seqs, err := w.relay.Witness(w.ctx, []ledger.Claim{c})
+	require.NoError(w.t, err)
+	require.NotZero(w.t, seqs[key])
+	_, err = w.l.Complete(w.ctx, c, ledger.Outcome{Result: ledger.Sent, ObjectID: "object-" + prefix, Confirmed: true, WitnessSeq: seqs[key]})
 	require.NoError(w.t, err)
 	_, err = w.relay.Drain(w.ctx)
 	require.NoError(w.t, err)
-	return key
+	return key, seqs[key]
+}
+
+// backedUpBeforeWitnessSequences makes w's ledger one backed up before atmost recorded the
+// stream sequence of each acknowledged authorization: its evidence names none.
+func (w *restoreWorld) backedUpBeforeWitnessSequences() {
+	w.t.Helper()
+	_, err := w.db.Pool.Exec(w.ctx, `UPDATE attempt_evidence SET witness_seq = NULL`)
+	require.NoError(w.t, err)
+}
+
+// lateCopy stores msg on ATMOST_EVENTS again: what a relay's reconnect buffer flushed after the
+// duplicate window stores. Inside the window JetStream would drop it by its Nats-Msg-Id, so the
+// copy goes without that header (the restore reads only the event); it returns its sequence.
+func (w *restoreWorld) lateCopy(msg *jetstream.RawStreamMsg) uint64 {
+	w.t.Helper()
+	ack, err := w.js.PublishMsg(w.ctx, &nats.Msg{Subject: msg.Subject, Data: msg.Data})
+	require.NoError(w.t, err)
+	require.False(w.t, ack.Duplicate)
+	return ack.Sequence
+}
+
+// eventAt is the message at seq on ATMOST_EVENTS.
+func (w *restoreWorld) eventAt(seq uint64) *jetstream.RawStreamMsg {
+	w.t.Helper()
+	stream, err := w.js.Stream(w.ctx, events.EventsStream)
+	require.NoError(w.t, err)
+	msg, err := stream.GetMsg(w.ctx, seq)
+	require.NoError(w.t, err)
+	return msg
 }
 
 // dispatch runs a dispatcher until every one of keys has left pending and authorized and its
@@ -303,15 +341,19 @@ func TestRestoreReconcileAfterAMidRunRestoreSendsNothingTwice(t *testing.T) {
 	res = run(env, append(args, "--bump-epoch", "--reason", "restored from the mid-run backup", "--json")...)
 	require.Equal(t, cli.ExitOK, res.code, res.stderr)
 	var report struct {
-		Epoch   int64          `json:"epoch"`
-		Totals  map[string]int `json:"totals"`
-		Results []struct {
+		Epoch    int64          `json:"epoch"`
+		Recorded bool           `json:"witness_recorded"`
+		Whole    bool           `json:"whole_stream"`
+		Totals   map[string]int `json:"totals"`
+		Results  []struct {
 			To      string `json:"to"`
 			Verdict string `json:"verdict"`
 		} `json:"results"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &report), res.stdout)
 	require.Equal(t, int64(2), report.Epoch)
+	require.True(t, report.Recorded, "the restored ledger records the witness of its last publication")
+	require.False(t, report.Whole)
 	require.Equal(t, 12, report.Totals["moved"], "every waiting intent was behind the stream")
 	require.Equal(t, 13, report.Totals["created"], "every intent created after the backup was recreated")
 	require.Equal(t, 2, report.Totals["to indeterminate"], "the two sends of unknown outcome")
@@ -504,10 +546,21 @@ func (w *restoreWorld) removeEvent(seq uint64) {
 
 // When the replay cannot be proven complete, the command changes nothing and exits 1, even
 // with the epoch bumped: what it cannot see may be an authorization, and an intent resumed
-// pending on a partial history would be sent twice.
+// pending on a partial history would be sent twice. The refusals that depend on the witness
+// run twice: with the witness the restored ledger records, and from a backup that records
+// none (the whole stream is read, the first copy of an authorized event the witness).
 func TestRestoreReconcileRefusesAReplayItCannotProveComplete(t *testing.T) {
 	t.Parallel()
 	bump := []string{"--bump-epoch", "--reason", "restored"}
+	// refused runs the command and requires a refusal saying why, with nothing changed.
+	refused := func(t *testing.T, w *restoreWorld, env map[string]string, since time.Time, why string) {
+		t.Helper()
+		before := snapshot(t, w.db)
+		res := run(env, reconcileArgs(since, bump...)...)
+		require.Equal(t, cli.ExitError, res.code, res.stdout)
+		require.Contains(t, res.stderr, why)
+		require.Equal(t, before, snapshot(t, w.db), "an intent the stream shows authorized would be resumed pending, and sent again")
+	}
 
 	t.Run("every event aged out after since", func(t *testing.T) {
 		t.Parallel()
@@ -517,44 +570,106 @@ func TestRestoreReconcileRefusesAReplayItCannotProveComplete(t *testing.T) {
 		stream, err := w.js.Stream(w.ctx, events.EventsStream)
 		require.NoError(t, err)
 		require.NoError(t, stream.Purge(w.ctx))
-		before := snapshot(t, w.db)
-		res := run(env, reconcileArgs(since, bump...)...)
-		require.Equal(t, cli.ExitError, res.code, res.stdout)
-		require.Contains(t, res.stderr, "holds no event")
-		require.Equal(t, before, snapshot(t, w.db))
+		refused(t, w, env, since, "holds no event")
 	})
 
-	t.Run("the stream was recreated after the backup", func(t *testing.T) {
+	for _, recorded := range []bool{true, false} {
+		mode := ""
+		if !recorded {
+			mode = ", from a backup that records no witness"
+		}
+		// why is what the refusal says, with the witness the ledger records and without.
+		why := func(withRecorded, withFirstCopy string) string {
+			if recorded {
+				return withRecorded
+			}
+			return withFirstCopy
+		}
+		// backup is the backup as the test takes it: the ledger as it is then.
+		backup := func(w *restoreWorld) {
+			if !recorded {
+				w.backedUpBeforeWitnessSequences()
+			}
+		}
+
+		t.Run("the stream was recreated after the backup"+mode, func(t *testing.T) {
+			t.Parallel()
+			w, srv, env := restoreCase(t, true)
+			since := afterStreams(t)
+			w.published("its authorization was on the stream that is lost")
+			sent := w.submit("sent after the backup, on the stream that is lost", 1)[0]
+			resumed := w.submit("claimed after the stream was recreated", 1)[0]
+			backup(w)
+			// After the backup, one intent is authorized (and sent) on the stream, which is then
+			// lost and recreated; the other is claimed on the new one.
+			w.publishEvent(sent, 2, "pending", "pending")
+			w.publishEvent(sent, 3, "pending", "authorized")
+			require.NoError(t, w.js.DeleteStream(w.ctx, events.EventsStream))
+			require.NoError(t, streams.Ensure(w.ctx, srv.Connect(t), w.js, streams.Config{}))
+			w.publishEvent(resumed, 2, "pending", "pending")
+			refused(t, w, env, since, why("no longer holds the authorized event of", "no authorized event that the restored ledger holds published"))
+		})
+
+		t.Run("a message after the witness was removed"+mode, func(t *testing.T) {
+			t.Parallel()
+			w, _, env := restoreCase(t, true)
+			since := afterStreams(t)
+			_, witness := w.witnessed("the backup's last publication")
+			require.Equal(t, uint64(3), witness)
+			authorized := w.submit("authorized after the backup, its event removed", 1)[0]
+			backup(w)
+			w.publishEvent(authorized, 2, "pending", "pending")
+			w.removeEvent(w.publishEvent(authorized, 3, "pending", "authorized"))
+			w.submit("after it", 1)
+			refused(t, w, env, since, why("after the witness at sequence 3 is missing", "the first after a message missing from it"))
+		})
+
+		// A copy of the witness's authorized event stored again after the hole (a relay cut off
+		// from NATS flushes its reconnect buffer after the duplicate window) is no witness: only
+		// the copy JetStream acknowledged before the send proves anything.
+		t.Run("a message after the witness was removed, and a late copy of the witness stored after it"+mode, func(t *testing.T) {
+			t.Parallel()
+			w, _, env := restoreCase(t, true)
+			since := afterStreams(t)
+			_, witness := w.witnessed("the backup's last publication")
+			authorized := w.submit("authorized after the backup, its event removed", 1)[0]
+			backup(w)
+			w.publishEvent(authorized, 2, "pending", "pending")
+			w.removeEvent(w.publishEvent(authorized, 3, "pending", "authorized"))
+			w.lateCopy(w.eventAt(witness))
+			refused(t, w, env, since, why("after the witness at sequence 3 is missing", "the first after a message missing from it"))
+			require.Equal(t, ledger.Pending, w.state(authorized))
+		})
+	}
+
+	// The recreated stream holds a late copy of the witness's authorized event, and another
+	// message at the witness's sequence: neither proves anything about the backup.
+	t.Run("the stream was recreated after the backup, and a late copy of the witness stored on it", func(t *testing.T) {
 		t.Parallel()
 		w, srv, env := restoreCase(t, true)
 		since := afterStreams(t)
-		w.published("its authorization was on the stream that is lost")
+		_, witness := w.witnessed("its authorization was on the stream that is lost")
+		require.Equal(t, uint64(3), witness)
+		copied := w.eventAt(witness)
 		sent := w.submit("sent after the backup, on the stream that is lost", 1)[0]
-		resumed := w.submit("claimed after the stream was recreated", 1)[0]
-		// The backup is the ledger as it is now. After it, one intent is authorized (and sent)
-		// on the stream, which is then lost and recreated; the other is claimed on the new one.
+		resumed := w.submit("claimed after the stream was recreated", 3)
 		w.publishEvent(sent, 2, "pending", "pending")
 		w.publishEvent(sent, 3, "pending", "authorized")
 		require.NoError(t, w.js.DeleteStream(w.ctx, events.EventsStream))
 		require.NoError(t, streams.Ensure(w.ctx, srv.Connect(t), w.js, streams.Config{}))
-		w.publishEvent(resumed, 2, "pending", "pending")
-		before := snapshot(t, w.db)
-		res := run(env, reconcileArgs(since, bump...)...)
-		require.Equal(t, cli.ExitError, res.code, res.stdout)
-		require.Contains(t, res.stderr, "no authorized event that the restored ledger holds published")
-		require.Equal(t, before, snapshot(t, w.db), "%s would be resumed pending, and sent again", sent)
+		require.Equal(t, uint64(1), w.lateCopy(copied))
+		for _, k := range resumed {
+			w.publishEvent(k, 2, "pending", "pending") // sequence 3 is the second of them
+		}
+		refused(t, w, env, since, "holds at sequence 3 another message than the authorized event of")
+		require.Equal(t, ledger.Pending, w.state(sent))
 	})
 
 	t.Run("since is later than the restored ledger's newest history", func(t *testing.T) {
 		t.Parallel()
 		w, _, env := restoreCase(t, true)
 		w.submit("the backup's last", 1)
-		since := time.Now()
-		before := snapshot(t, w.db)
-		res := run(env, reconcileArgs(since, bump...)...)
-		require.Equal(t, cli.ExitError, res.code, res.stdout)
-		require.Contains(t, res.stderr, "later than the newest history row")
-		require.Equal(t, before, snapshot(t, w.db))
+		refused(t, w, env, time.Now(), "later than the newest history row")
 	})
 
 	t.Run("an intent's transitions ahead of the ledger are not all in the replay", func(t *testing.T) {
@@ -566,28 +681,7 @@ func TestRestoreReconcileRefusesAReplayItCannotProveComplete(t *testing.T) {
 		w.published("the backup's last")
 		w.publishEvent(gapped, 3, "pending", "failed")
 		w.removeEvent(claim) // before the witness: the replay proves complete, but lacks seq 2
-		before := snapshot(t, w.db)
-		res := run(env, reconcileArgs(since, bump...)...)
-		require.Equal(t, cli.ExitError, res.code, res.stdout)
-		require.Contains(t, res.stderr, "replay does not hold")
-		require.Contains(t, res.stderr, gapped.String()+" (ledger at 1, the replay lacks 2 of the 3 the stream reaches)")
-		require.Equal(t, before, snapshot(t, w.db))
-	})
-
-	t.Run("a message after the witness was removed", func(t *testing.T) {
-		t.Parallel()
-		w, _, env := restoreCase(t, true)
-		since := afterStreams(t)
-		w.published("the backup's last publication")
-		authorized := w.submit("authorized after the backup, its event removed", 1)[0]
-		w.publishEvent(authorized, 2, "pending", "pending")
-		w.removeEvent(w.publishEvent(authorized, 3, "pending", "authorized"))
-		w.submit("after it", 1)
-		before := snapshot(t, w.db)
-		res := run(env, reconcileArgs(since, bump...)...)
-		require.Equal(t, cli.ExitError, res.code, res.stdout)
-		require.Contains(t, res.stderr, "the first after a message missing from it")
-		require.Equal(t, before, snapshot(t, w.db), "%s would be resumed pending, and sent again", authorized)
+		refused(t, w, env, since, gapped.String()+" (ledger at 1, the replay lacks 2 of the 3 the stream reaches)")
 	})
 
 	t.Run("an event cannot be read", func(t *testing.T) {
@@ -599,21 +693,49 @@ func TestRestoreReconcileRefusesAReplayItCannotProveComplete(t *testing.T) {
 		w.publishEvent(key, 2, "pending", "pending")
 		_, err := w.js.Publish(w.ctx, events.EventSubject("authorized", "acct-1"), []byte(`{"v":1,"not":"an event"}`))
 		require.NoError(t, err)
-		before := snapshot(t, w.db)
-		res := run(env, reconcileArgs(since, bump...)...)
-		require.Equal(t, cli.ExitError, res.code, res.stdout)
-		require.Contains(t, res.stderr, "cannot be read")
-		require.Contains(t, res.stderr, events.EventSubject("authorized", "acct-1")+" seq 7")
-		require.Equal(t, before, snapshot(t, w.db))
+		refused(t, w, env, since, events.EventSubject("authorized", "acct-1")+" seq 7")
 
 		// Told to go on without it: it does, lists it, and still exits 1.
-		res = run(env, reconcileArgs(since, append(bump, "--skip-unreadable")...)...)
+		res := run(env, reconcileArgs(since, append(bump, "--skip-unreadable")...)...)
 		require.Equal(t, cli.ExitError, res.code, res.stdout)
 		require.Contains(t, res.stderr, "unreadable events were skipped")
 		require.Contains(t, res.stderr, " seq 7")
 		require.Equal(t, ledger.Pending, w.state(key))
 		require.Contains(t, res.stdout, "changed 1:")
 	})
+}
+
+// The replay starts at the witness the restored ledger records with the highest stream
+// sequence: the latest message proven stored before the backup.
+func TestRestoreReconcileReplaysFromTheNewestRecordedWitness(t *testing.T) {
+	t.Parallel()
+	w, _, env := restoreCase(t, true)
+	since := afterStreams(t)
+	_, older := w.witnessed("published first")
+	key, newest := w.witnessed("published last")
+	require.Less(t, older, newest)
+	resumed := w.submit("claimed after the backup", 1)[0]
+	last := w.publishEvent(resumed, 2, "pending", "pending")
+	res := run(env, reconcileArgs(since, "--bump-epoch", "--reason", "restored", "--json")...)
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	var report struct {
+		From     uint64                `json:"from_sequence"`
+		To       uint64                `json:"to_sequence"`
+		Whole    bool                  `json:"whole_stream"`
+		Recorded bool                  `json:"witness_recorded"`
+		Witness  ledger.StreamPosition `json:"witness"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &report), res.stdout)
+	require.Equal(t, newest, report.From)
+	require.Equal(t, last, report.To)
+	require.True(t, report.Recorded)
+	require.False(t, report.Whole)
+	require.Equal(t, key, report.Witness.Key)
+	require.Equal(t, newest, report.Witness.StreamSeq)
+	require.Equal(t, ledger.Pending, w.state(resumed))
+	in, err := w.l.Get(w.ctx, resumed)
+	require.NoError(t, err)
+	require.Equal(t, ledger.ReasonRestoreResumed, in.Reason)
 }
 
 // The current epoch must have been bumped after the restore: an epoch the restored data
@@ -656,8 +778,9 @@ func (w *restoreWorld) state(key identity.DeliveryKey) ledger.State {
 // The sends after the backup fall within the skew; intents submitted after it do not. It
 // returns the command's result, after checking that every intent the stream shows published is
 // published in the restored ledger, that those submitted after the backup are recreated, and
-// that a dispatcher handed work for every intent afterwards sends nothing twice.
-func restoreUnderSkew(t *testing.T, ahead bool) result {
+// that a dispatcher handed work for every intent afterwards sends nothing twice. recorded false
+// makes the backup one that records no witness sequence.
+func restoreUnderSkew(t *testing.T, ahead, recorded bool) result {
 	requireDumpTools(t)
 	w, srv := sendingWorld(t)
 	early := w.submit("published before the backup", 3)
@@ -687,6 +810,9 @@ func restoreUnderSkew(t *testing.T, ahead bool) result {
 	require.NoError(t, err)
 	_, err = r.db.Pool.Exec(r.ctx, `UPDATE epochs SET created_at = created_at + make_interval(secs => $1)`, skew.Seconds())
 	require.NoError(t, err)
+	if !recorded {
+		r.backedUpBeforeWitnessSequences()
+	}
 	var since time.Time
 	require.NoError(t, r.db.Pool.QueryRow(r.ctx, `SELECT max(at) FROM history`).Scan(&since))
 	if wait := time.Until(since); wait > 0 {
@@ -723,19 +849,20 @@ func TestRestoreReconcileDoesNotDependOnTheDatabaseAndNATSClocksAgreeing(t *test
 	for name, ahead := range map[string]bool{"the database clock ahead": true, "the database clock behind": false} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			res := restoreUnderSkew(t, ahead)
-			require.NotContains(t, res.stderr, "from its first event", "the first read, from before --since, holds its witness")
+			res := restoreUnderSkew(t, ahead, true)
+			require.Contains(t, res.stdout, "from the witness at sequence")
+			require.NotContains(t, res.stderr, "from its first event")
 		})
 	}
 }
 
-// With the clocks further apart than the first read's lead, the read from before --since
-// misses the sends after the backup, and holds no witness that it reaches back to the backup:
-// the whole stream is read, and nothing is sent twice. Not parallel: it sets the lead of the
-// package (to none).
-func TestRestoreReconcileReadsTheWholeStreamWhenTheFirstReadProvesNothing(t *testing.T) {
-	cli.SetReplayLead(t, 0)
-	res := restoreUnderSkew(t, true)
+// A backup taken before atmost recorded witness sequences names no witness: the whole stream
+// is read, the witness is the first copy of an authorized event the ledger holds published,
+// the command says so, and nothing is sent twice.
+func TestRestoreReconcileReadsTheWholeStreamForABackupThatRecordsNoWitness(t *testing.T) {
+	t.Parallel()
+	res := restoreUnderSkew(t, true, false)
+	require.Contains(t, res.stderr, "the restored ledger records no witness sequence")
 	require.Contains(t, res.stderr, "reading ATMOST_EVENTS from its first event")
-	require.Contains(t, res.stdout, "replayed 30 events of 9 intents, ATMOST_EVENTS sequences 1 to 30")
+	require.Contains(t, res.stdout, "replayed 30 events of 9 intents, ATMOST_EVENTS sequences 1 to 30 (epoch 2), the whole stream")
 }

@@ -28,6 +28,7 @@ import (
 type Outbox interface {
 	Unpublished(ctx context.Context, max int) ([]ledger.Unpublished, error)
 	UnpublishedFor(ctx context.Context, keys []identity.DeliveryKey) ([]ledger.Unpublished, error)
+	WitnessFor(ctx context.Context, claims []ledger.Claim) ([]ledger.Unpublished, error)
 	Published(ctx context.Context, done []ledger.Unpublished) ([]ledger.Unpublished, error)
 }
 
@@ -114,8 +115,8 @@ func (r *Relay) Drain(ctx context.Context) (int, error) {
 		if err != nil || len(batch) == 0 {
 			return total, err
 		}
-		n, err := r.round(ctx, batch)
-		total += n
+		acks, err := r.round(ctx, batch)
+		total += len(acks)
 		if err != nil {
 			return total, err
 		}
@@ -152,21 +153,67 @@ func (r *Relay) AfterCommit(ctx context.Context, keys []identity.DeliveryKey) er
 	return err
 }
 
-// round publishes rows, removes the acknowledged ones from the outbox and counts those this
-// call removed: a row that two rounds publish at once (this relay's writer path and its loop,
-// or two processes) is counted once, by the round whose delete took it. A delete whose commit
-// succeeded but whose answer was lost counts nothing: the counters may fall short, never over.
-func (r *Relay) round(ctx context.Context, rows []ledger.Unpublished) (int, error) {
-	acked, err := r.publish(ctx, rows)
-	removed, clearErr := r.outbox.Published(ctx, acked)
+// Witness is PublishFor for the dispatcher's witness of claims' authorizations: it publishes
+// the outbox transitions of their intents and, whether or not a relay round published it
+// already, each claim's authorized event, and returns nil only when JetStream acknowledged
+// every one of them. With it, by key, the stream sequence JetStream named in its
+// acknowledgement of each claim's authorized event: for a duplicate, that of the copy it
+// already held. Only this acknowledgement, which the send waits for, proves a message stored
+// before the send; a copy stored later (a relay's publish flushed after the duplicate window)
+// proves nothing of the kind.
+func (r *Relay) Witness(ctx context.Context, claims []ledger.Claim) (map[identity.DeliveryKey]uint64, error) {
+	if len(claims) == 0 {
+		return nil, nil
+	}
+	rows, err := r.outbox.WitnessFor(ctx, claims)
+	if err != nil {
+		return nil, err
+	}
+	acks, err := r.round(ctx, rows)
+	if err != nil {
+		return nil, err
+	}
+	tokens := make(map[identity.DeliveryKey]identity.AttemptToken, len(claims))
+	for _, c := range claims {
+		tokens[c.Key] = c.Token
+	}
+	seqs := make(map[identity.DeliveryKey]uint64, len(claims))
+	for _, a := range acks {
+		u := a.row
+		if token, ok := tokens[u.Key]; ok && u.To == ledger.Authorized && u.Token != nil && *u.Token == token {
+			seqs[u.Key] = a.ack.Sequence
+		}
+	}
+	return seqs, nil
+}
+
+// acked is a row whose every message JetStream acknowledged, with the acknowledgement of its
+// event.
+type acked struct {
+	row ledger.Unpublished
+	ack *jetstream.PubAck
+}
+
+// round publishes rows, removes the acknowledged ones from the outbox (a row the outbox no
+// longer holds is no error) and counts those this call removed: a row that two rounds publish
+// at once (this relay's writer path and its loop, or two processes) is counted once, by the
+// round whose delete took it. A delete whose commit succeeded but whose answer was lost
+// counts nothing: the counters may fall short, never over. It returns the acknowledged rows.
+func (r *Relay) round(ctx context.Context, rows []ledger.Unpublished) ([]acked, error) {
+	acks, err := r.publish(ctx, rows)
+	done := make([]ledger.Unpublished, len(acks))
+	for i, a := range acks {
+		done[i] = a.row
+	}
+	removed, clearErr := r.outbox.Published(ctx, done)
 	if clearErr != nil {
-		return 0, clearErr
+		return nil, clearErr
 	}
 	for _, u := range removed {
 		r.transitions.WithLabelValues(string(u.To), string(u.Reason)).Inc()
 	}
 	r.published.Add(uint64(len(removed)))
-	return len(acked), err
+	return acks, err
 }
 
 // Run drains the outbox every Interval until ctx ends: the slow path that catches whatever
@@ -188,7 +235,7 @@ func (r *Relay) Run(ctx context.Context) error {
 
 // publish sends the events (and work items) of batch and returns the rows whose every message
 // JetStream acknowledged. A duplicate acknowledgement is success: the message is in the stream.
-func (r *Relay) publish(ctx context.Context, batch []ledger.Unpublished) ([]ledger.Unpublished, error) {
+func (r *Relay) publish(ctx context.Context, batch []ledger.Unpublished) ([]acked, error) {
 	type pending struct {
 		row     ledger.Unpublished
 		futures []jetstream.PubAckFuture
@@ -222,28 +269,32 @@ func (r *Relay) publish(ctx context.Context, batch []ledger.Unpublished) ([]ledg
 	}
 	timeout := time.NewTimer(r.cfg.AckTimeout)
 	defer timeout.Stop()
-	var acked []ledger.Unpublished
+	var out []acked
 	var failures []error
 	for _, p := range sent {
 		ok := true
-		for _, f := range p.futures {
+		a := acked{row: p.row}
+		for i, f := range p.futures {
 			select {
-			case <-f.Ok():
+			case ack := <-f.Ok():
+				if i == 0 {
+					a.ack = ack // the event's
+				}
 			case err := <-f.Err():
 				ok = false
 				failures = append(failures, err)
 			case <-timeout.C:
-				return acked, fmt.Errorf("relay: acknowledgements did not arrive within %s", r.cfg.AckTimeout)
+				return out, fmt.Errorf("relay: acknowledgements did not arrive within %s", r.cfg.AckTimeout)
 			case <-ctx.Done():
-				return acked, ctx.Err()
+				return out, ctx.Err()
 			}
 		}
 		if ok {
-			acked = append(acked, p.row)
+			out = append(out, a)
 		}
 	}
-	if len(acked) < len(batch) {
-		return acked, fmt.Errorf("relay: %d of %d transitions not acknowledged: %w", len(batch)-len(acked), len(batch), errors.Join(failures...))
+	if len(out) < len(batch) {
+		return out, fmt.Errorf("relay: %d of %d transitions not acknowledged: %w", len(batch)-len(out), len(batch), errors.Join(failures...))
 	}
-	return acked, nil
+	return out, nil
 }

@@ -31,9 +31,9 @@ type Config struct {
 	// relay interval): default 10 minutes, against a relay interval of seconds.
 	DuplicateWindow time.Duration
 	// EventsMaxAge bounds how long ATMOST_EVENTS keeps transitions. `atmost restore reconcile`
-	// needs on the stream an authorization the restored backup holds published (its witness
-	// that the replay reaches back to the backup), so it must reach back past the oldest backup
-	// a restore may use. Default 30 days.
+	// replays from the authorized event of the last publication the restored backup holds (its
+	// witness that the replay reaches back to the backup), so it must reach back past the last
+	// publication before the oldest backup a restore may use. Default 30 days.
 	EventsMaxAge time.Duration
 	// IntentsMaxAge bounds how long ATMOST_INTENTS keeps producers' messages after ingest
 	// stored them (for replay and forensics). Default 7 days.

@@ -38,6 +38,11 @@ type Outcome struct {
 	// Detail is kept with the evidence and the history row: status codes, error text. Never
 	// a credential or a full request body.
 	Detail map[string]any
+	// WitnessSeq is the stream sequence JetStream named when it acknowledged the attempt's
+	// authorized event on ATMOST_EVENTS before the first byte (0: no acknowledgement). Kept
+	// with the evidence: a restored ledger holding the attempt published names with it a
+	// message stored before its backup, where `atmost restore reconcile` replays from.
+	WitnessSeq uint64
 }
 
 // verdict maps an outcome to the state and reason it leads to. Only a confirmed success
@@ -130,6 +135,7 @@ func (l *Ledger) CompleteMany(ctx context.Context, reports []Report) ([]Completi
 		p.ObjectIds = append(p.ObjectIds, noNUL(r.Outcome.ObjectID))
 		p.Outcomes = append(p.Outcomes, string(r.Outcome.Result))
 		p.Details = append(p.Details, string(detail))
+		p.WitnessSeqs = append(p.WitnessSeqs, int64(r.Outcome.WitnessSeq))
 	}
 	p.Actor = l.cfg.Actor
 	var rows []dbsqlc.IntentsCompleteRow

@@ -119,6 +119,36 @@ func (l *Ledger) UnpublishedFor(ctx context.Context, keys []identity.DeliveryKey
 	return out, nil
 }
 
+// WitnessFor returns what the dispatcher publishes as the witness of claims' authorizations:
+// the outbox transitions of their intents, as UnpublishedFor, and each claim's authorized
+// transition also when a relay round already published it and removed it from the outbox,
+// so that JetStream's acknowledgement of it, and the stream sequence that names, is the
+// dispatcher's own. In key and sequence order.
+func (l *Ledger) WitnessFor(ctx context.Context, claims []Claim) ([]Unpublished, error) {
+	p := dbsqlc.OutboxWitnessForParams{}
+	for _, c := range claims {
+		p.DeliveryKeys = append(p.DeliveryKeys, c.Key.Bytes())
+		p.AttemptTokens = append(p.AttemptTokens, c.Token.Bytes())
+	}
+	var rows []dbsqlc.OutboxWitnessForRow
+	err := l.scan(ctx, fmt.Sprintf("read the witness of %d authorizations", len(claims)), func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.OutboxWitnessFor(ctx, p)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Unpublished, 0, len(rows))
+	for _, r := range rows {
+		u, err := unpublishedFromRow(dbsqlc.OutboxPendingRow(r))
+		if err != nil {
+			return nil, fmt.Errorf("read the witness: %w", err)
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
 // ParkUnsendable parks a pending intent that its platform adapter cannot render
 // (request_unsendable), with why in the history row's detail: no attempt was opened and nothing
 // was sent, and no change of configuration would make it sendable, so a human decides. Refused

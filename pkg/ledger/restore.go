@@ -355,25 +355,63 @@ func (l *Ledger) RestorePoint(ctx context.Context) (RestorePoint, error) {
 	return pt, nil
 }
 
-// StreamPosition is one transition of an intent and the stream sequence of the message on
-// ATMOST_EVENTS that holds it.
+// StreamPosition is one authorized transition of an intent, its attempt, and the stream
+// sequence of the message on ATMOST_EVENTS that holds it.
 type StreamPosition struct {
-	Key       identity.DeliveryKey `json:"delivery_key"`
-	Seq       int64                `json:"seq"`
-	StreamSeq uint64               `json:"stream_seq"`
+	Key       identity.DeliveryKey  `json:"delivery_key"`
+	Seq       int64                 `json:"seq"`
+	Attempt   identity.AttemptToken `json:"attempt"`
+	StreamSeq uint64                `json:"stream_seq"`
+}
+
+// RecordedWitness returns the restored ledger's witness that a replay of ATMOST_EVENTS reaches
+// back to its backup: of the attempts it holds published by the dispatcher, the one whose
+// evidence records the highest stream sequence JetStream named when it acknowledged the
+// attempt's authorized event (Outcome.WitnessSeq). The dispatcher sent only after that
+// acknowledgement and recorded the publication after the send, so the message at that
+// sequence was stored before the backup, and every transition the backup lacks was stored
+// after it: a replay that reads every message from it on holds them all. Copies of events
+// stored elsewhere on the stream prove nothing and are not asked about. ok is false when no
+// attempt records one (a backup written before atmost recorded it: see RestoreWitness).
+func (l *Ledger) RecordedWitness(ctx context.Context) (w StreamPosition, ok bool, err error) {
+	var row dbsqlc.RestoreRecordedWitnessRow
+	err = l.inTx(ctx, "restore witness", func(q *dbsqlc.Queries) (err error) {
+		row, err = q.RestoreRecordedWitness(ctx)
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return StreamPosition{}, false, nil
+	}
+	if err != nil {
+		return StreamPosition{}, false, fmt.Errorf("restore witness: %w", err)
+	}
+	key, err := identity.DeliveryKeyFromBytes(row.DeliveryKey)
+	if err != nil {
+		return StreamPosition{}, false, fmt.Errorf("restore witness: %w", err)
+	}
+	token, err := identity.AttemptTokenFromBytes(row.AttemptToken)
+	if err != nil {
+		return StreamPosition{}, false, fmt.Errorf("restore witness: %w", err)
+	}
+	if row.WitnessSeq < 1 {
+		return StreamPosition{}, false, fmt.Errorf("restore witness: %s records witness sequence %d", key, row.WitnessSeq)
+	}
+	return StreamPosition{Key: key, Seq: row.Seq, Attempt: token, StreamSeq: uint64(row.WitnessSeq)}, true, nil
 }
 
 // restoreWitnessBatch is how many positions one RestoreWitness statement looks at.
 const restoreWitnessBatch = 1000
 
-// RestoreWitness returns, of the authorized events a replay of ATMOST_EVENTS read, the one with
-// the highest stream sequence that the restored ledger proves was stored on the stream before
-// its backup: the ledger holds that authorization followed by its publication, which the
-// dispatcher records only after a send it made only once JetStream had acknowledged the
-// authorized event. Every transition the backup lacks was written after the backup, so it was
-// stored after the witness, at a higher stream sequence: a replay that read every message from
-// the witness on holds them all, whatever the clocks of the database and the NATS server say.
-// ok is false when none of them is a witness.
+// RestoreWitness is the witness of a restored ledger that records none (RecordedWitness: a
+// backup written before atmost recorded the stream sequence of each acknowledged
+// authorization). Of the authorized events a replay of the whole of ATMOST_EVENTS read, the
+// first copy of each, it returns the one with the highest stream sequence that the restored
+// ledger proves was stored before its backup: the ledger holds that authorization, of that
+// attempt, followed by its publication, which the dispatcher records only after a send it
+// made only once JetStream had acknowledged the authorized event. That proves it of the copy
+// JetStream acknowledged, which is the first copy the replay read only while the stream still
+// holds it: a copy stored again later (a relay's publish flushed after the duplicate window)
+// is a false witness once the first is gone. ok is false when none of them is a witness.
 func (l *Ledger) RestoreWitness(ctx context.Context, authorized []StreamPosition) (w StreamPosition, ok bool, err error) {
 	sorted := slices.Clone(authorized)
 	slices.SortFunc(sorted, func(a, b StreamPosition) int { return cmp.Compare(b.StreamSeq, a.StreamSeq) })
@@ -382,6 +420,7 @@ func (l *Ledger) RestoreWitness(ctx context.Context, authorized []StreamPosition
 		for _, c := range chunk {
 			p.DeliveryKeys = append(p.DeliveryKeys, c.Key.Bytes())
 			p.Seqs = append(p.Seqs, c.Seq)
+			p.AttemptTokens = append(p.AttemptTokens, c.Attempt.Bytes())
 			p.StreamSeqs = append(p.StreamSeqs, int64(c.StreamSeq))
 		}
 		var rows []dbsqlc.RestoreWitnessRow

@@ -480,7 +480,8 @@ func TestRestoreThatWaitedOnACompletionLeavesItPublished(t *testing.T) {
 // ledger holds published by the dispatcher: it sent only after JetStream acknowledged the
 // authorized event. An authorization without its publication in the ledger, or completed as
 // not sent (the dispatcher gives up on an authorized event JetStream did not acknowledge),
-// proves nothing about when its event reached the stream; nor does any other transition.
+// proves nothing about when its event reached the stream; nor does any other transition, nor
+// an event numbered as the authorization but of another attempt.
 func TestRestoreWitnessIsAnAuthorizationTheLedgerHoldsPublished(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -501,8 +502,10 @@ func TestRestoreWitnessIsAnAuthorizationTheLedgerHoldsPublished(t *testing.T) {
 
 	// Transition 3 of each is its authorization, 4 its completion.
 	at := func(c ledger.Claim, seq int64, streamSeq uint64) ledger.StreamPosition {
-		return ledger.StreamPosition{Key: c.Key, Seq: seq, StreamSeq: streamSeq}
+		return ledger.StreamPosition{Key: c.Key, Seq: seq, Attempt: c.Token, StreamSeq: streamSeq}
 	}
+	otherAttempt := at(published, 3, 16)
+	otherAttempt.Attempt = inFlightOnly.Token
 	witness := func(positions ...ledger.StreamPosition) (ledger.StreamPosition, bool) {
 		t.Helper()
 		w, ok, err := e.l.RestoreWitness(e.ctx, positions)
@@ -510,12 +513,13 @@ func TestRestoreWitnessIsAnAuthorizationTheLedgerHoldsPublished(t *testing.T) {
 		return w, ok
 	}
 	for name, p := range map[string]ledger.StreamPosition{
-		"an authorization never completed":    at(inFlightOnly, 3, 10),
-		"an authorization completed not sent": at(notSent, 3, 11),
-		"an authorization completed unknown":  at(unknown, 3, 12),
-		"a claim of a published intent":       at(published, 2, 13),
-		"the publication itself":              at(published, 4, 14),
-		"a transition the ledger lacks":       at(published, 7, 15),
+		"an authorization never completed":     at(inFlightOnly, 3, 10),
+		"an authorization completed not sent":  at(notSent, 3, 11),
+		"an authorization completed unknown":   at(unknown, 3, 12),
+		"a claim of a published intent":        at(published, 2, 13),
+		"the publication itself":               at(published, 4, 14),
+		"a transition the ledger lacks":        at(published, 7, 15),
+		"the authorization of another attempt": otherAttempt,
 	} {
 		_, ok := witness(p)
 		require.False(t, ok, "%s is no witness", name)
@@ -539,4 +543,52 @@ func TestRestoreWitnessIsAnAuthorizationTheLedgerHoldsPublished(t *testing.T) {
 	w, ok = witness(many...)
 	require.True(t, ok)
 	require.Equal(t, at(published, 3, 1), w)
+}
+
+// The witness a restored ledger records is, of its attempts published by the dispatcher, the
+// one whose evidence names the highest stream sequence JetStream acknowledged its authorized
+// event at. A sequence recorded with any other outcome, or by a completion fenced out, names
+// no message stored before a send the ledger holds published.
+func TestRecordedWitnessIsTheNewestAcknowledgedAuthorizationTheLedgerHoldsPublished(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	complete := func(c ledger.Claim, o ledger.Outcome, fenced bool) {
+		t.Helper()
+		_, err := e.l.Complete(e.ctx, c, o)
+		if fenced {
+			require.ErrorIs(t, err, ledger.ErrFenced)
+			return
+		}
+		require.NoError(t, err)
+	}
+	recorded := func() (ledger.StreamPosition, bool) {
+		t.Helper()
+		w, ok, err := e.l.RecordedWitness(e.ctx)
+		require.NoError(t, err)
+		return w, ok
+	}
+	_, ok := recorded()
+	require.False(t, ok, "an empty ledger records no witness")
+	before := e.authorized("published, without a witness sequence (written before it was recorded)")
+	complete(before, ledger.Outcome{Result: ledger.Sent, ObjectID: "obj-0", Confirmed: true}, false)
+	_, ok = recorded()
+	require.False(t, ok)
+
+	published := e.authorized("published")
+	complete(published, ledger.Outcome{Result: ledger.Sent, ObjectID: "obj-1", Confirmed: true, WitnessSeq: 20}, false)
+	newest := e.authorized("published, acknowledged later")
+	complete(newest, ledger.Outcome{Result: ledger.Sent, ObjectID: "obj-2", Confirmed: true, WitnessSeq: 30}, false)
+	notSent := e.authorized("not sent after its witness")
+	complete(notSent, ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed, WitnessSeq: 40}, false)
+	unknown := e.authorized("outcome unknown")
+	complete(unknown, ledger.Outcome{Result: ledger.Unknown, WitnessSeq: 50}, false)
+	readBack := e.authorized("read back, not confirmed")
+	complete(readBack, ledger.Outcome{Result: ledger.Sent, ObjectID: "obj-3", WitnessSeq: 55}, false)
+	// The same attempt reported again: fenced out, evidence only.
+	complete(published, ledger.Outcome{Result: ledger.Sent, ObjectID: "obj-1", Confirmed: true, WitnessSeq: 60}, true)
+
+	w, ok := recorded()
+	require.True(t, ok)
+	require.Equal(t, ledger.StreamPosition{Key: newest.Key, Seq: 3, Attempt: newest.Token, StreamSeq: 30}, w,
+		"the published attempt with the highest witness sequence, and its authorization")
 }

@@ -117,6 +117,9 @@ type work struct {
 	stop func()
 	// unsendable is why the adapter cannot render the request (platform.ErrUnsendable).
 	unsendable error
+	// witnessSeq is the stream sequence JetStream named when it acknowledged the attempt's
+	// authorized event; Complete records it with the outcome.
+	witnessSeq uint64
 }
 
 // Run works intents until ctx ends, then stops taking work, lets every send in flight finish
@@ -684,13 +687,17 @@ func (d *Dispatcher) witnessClaims(ctx context.Context, batch []*work) []*work {
 	return batch
 }
 
-// publishFor publishes the transitions of keys and waits for JetStream's acknowledgements,
-// trying again while ctx allows: a publish window momentarily full or a leader election is
-// worth a second try before the work is given up.
+// publishFor publishes the transitions of keys and waits for JetStream's acknowledgements.
 func (d *Dispatcher) publishFor(ctx context.Context, keys []identity.DeliveryKey) error {
+	return d.retry(ctx, func() error { return d.relay.PublishFor(ctx, keys) })
+}
+
+// retry calls publish, trying again while ctx allows: a publish window momentarily full or a
+// leader election is worth a second try before the work is given up.
+func (d *Dispatcher) retry(ctx context.Context, publish func() error) error {
 	pause := 20 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		err := d.relay.PublishFor(ctx, keys)
+		err := publish()
 		if err == nil || attempt == 3 || ctx.Err() != nil {
 			return err
 		}
@@ -727,27 +734,43 @@ func (d *Dispatcher) unsent(step string, err error) ledger.Outcome {
 
 // witness publishes the batch's transitions (the authorizations among them) and waits for
 // JetStream's acknowledgements. Without them nothing is sent: the attempt is completed as not
-// sent, which is the truth.
+// sent, which is the truth. Each acknowledgement of an authorized event names the stream
+// sequence of the message JetStream holds; the outcome carries it to the ledger.
 func (d *Dispatcher) witness(ctx context.Context, batch []*work) []*work {
 	if len(batch) == 0 {
 		return nil
 	}
-	keys := make([]identity.DeliveryKey, len(batch))
+	claims := make([]ledger.Claim, len(batch))
 	earliest := batch[0].deadline
 	for i, w := range batch {
-		keys[i] = w.intent.Key
+		claims[i] = w.claim
 		if w.deadline.Before(earliest) {
 			earliest = w.deadline
 		}
 	}
 	wctx, cancel := context.WithDeadline(ctx, earliest)
 	defer cancel()
-	if err := d.publishFor(wctx, keys); err != nil {
+	var seqs map[identity.DeliveryKey]uint64
+	err := d.retry(wctx, func() (err error) {
+		seqs, err = d.relay.Witness(wctx, claims)
+		return err
+	})
+	if err != nil {
 		d.log.Warn("the authorizations were not acknowledged by JetStream; nothing is sent", zap.Int("intents", len(batch)), zap.Error(err))
 		d.notSent(batch, "witness", err)
 		return nil
 	}
-	return batch
+	keep := batch[:0]
+	for _, w := range batch {
+		seq, ok := seqs[w.claim.Key]
+		if !ok {
+			d.notSent([]*work{w}, "witness", errors.New("JetStream acknowledged no authorized event of this attempt"))
+			continue
+		}
+		w.witnessSeq = seq
+		keep = append(keep, w)
+	}
+	return keep
 }
 
 // send makes the one send of an authorized attempt, reads back a claimed success, and hands
@@ -942,6 +965,7 @@ func (d *Dispatcher) complete(batch []*work) {
 	reports := make([]ledger.Report, len(batch))
 	for i, w := range batch {
 		reports[i] = ledger.Report{Claim: w.claim, Outcome: w.outcome}
+		reports[i].Outcome.WitnessSeq = w.witnessSeq
 	}
 	results, ok := d.record(reports)
 	if !ok {

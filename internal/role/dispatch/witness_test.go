@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/internal/role/dispatch"
@@ -81,4 +82,62 @@ func TestNoAttemptIsAuthorizedWhileJetStreamRefusesEvents(t *testing.T) {
 		require.Zero(t, in.AttemptsAuthorized)
 	}
 	require.Zero(t, e.sim.Counts().Requests)
+}
+
+// The witness's acknowledgement names the stream sequence of the authorized event, and the
+// outcome records it with the evidence: where the dispatcher's own publish stored the event,
+// and, where a relay round had already published it (and removed it from the outbox), the
+// sequence of that first copy, which JetStream names when it drops the dispatcher's publish as
+// a duplicate. A restored ledger names with it a message stored before the send.
+func TestTheWitnessRecordsTheSequenceOfTheAuthorizedEventJetStreamHolds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, platformsim.Config{})
+	keys := e.Submit("acct-1", "witnessed by the dispatcher's publish", "published by a relay round before the witness")
+	own, first := keys[0], keys[1]
+	var (
+		mu       sync.Mutex
+		original uint64
+	)
+	cfg := dispatch.WithHook(e.config(), func(step string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if step != "after-authorize" || original != 0 || e.Intent(first).State != ledger.Authorized {
+			return
+		}
+		// The role's relay loop takes the authorized transition first, and more events follow
+		// it on the stream.
+		require.NoError(t, e.Relay.PublishFor(e.Ctx, []identity.DeliveryKey{first}))
+		require.Zero(t, e.Count(`SELECT count(*) FROM outbox WHERE delivery_key = $1`, first.Bytes()))
+		original = e.sequenceOf(events.NewID(first, 3))
+		_, err := e.JS.Publish(e.Ctx, events.EventSubject("pending", "acct-1"), []byte(`{"after":"the first copy"}`))
+		require.NoError(t, err)
+	})
+	e.run(cfg)
+	intents := e.settle(keys, 20*time.Second)
+	require.Equal(t, map[ledger.State]int{ledger.Published: 2}, states(intents))
+	require.NotZero(t, original, "the relay round never ran before the witness")
+	witnessSeq := func(key identity.DeliveryKey) uint64 {
+		return uint64(e.Count(`SELECT witness_seq FROM attempt_evidence WHERE delivery_key = $1 AND outcome = 'success'`, key.Bytes()))
+	}
+	require.Equal(t, e.sequenceOf(events.NewID(own, 3)), witnessSeq(own))
+	require.Equal(t, original, witnessSeq(first), "the sequence of the copy JetStream held, not of a new one")
+}
+
+// sequenceOf returns the stream sequence of the one message on ATMOST_EVENTS with Nats-Msg-Id id.
+func (e *env) sequenceOf(id events.ID) uint64 {
+	e.T.Helper()
+	stream, err := e.JS.Stream(e.Ctx, events.EventsStream)
+	require.NoError(e.T, err)
+	info, err := stream.Info(e.Ctx)
+	require.NoError(e.T, err)
+	var found []uint64
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		m, err := stream.GetMsg(e.Ctx, seq)
+		require.NoError(e.T, err)
+		if m.Header.Get(jetstream.MsgIDHeader) == string(id) {
+			found = append(found, seq)
+		}
+	}
+	require.Len(e.T, found, 1, "%s is on the stream once", id)
+	return found[0]
 }

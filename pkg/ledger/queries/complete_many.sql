@@ -5,7 +5,9 @@
 -- moves to its @to_states entry (published, failed or indeterminate, decided by the caller
 -- from the outcome) and a failed attempt releases its duplicate-text claim. Whatever the fence
 -- says, every outcome is appended to attempt_evidence, with fenced = true where it changed no
--- state: the reconciler reads it before it spends its one lookup. One row per input key;
+-- state: the reconciler reads it before it spends its one lookup. The evidence keeps the stream
+-- sequence of the attempt's acknowledged authorized event (@witness_seqs, 0 for none): a
+-- restored ledger's proof of where its replay of ATMOST_EVENTS starts. One row per input key;
 -- prior_state is NULL where no intent has that key. evidence_written is counted once per key
 -- and joined: a count per output row would rescan the whole evidence CTE for every report, a
 -- cost that grows with the square of the batch.
@@ -18,11 +20,13 @@ WITH batch AS (
            unnest(@reasons::TEXT[]) AS reason,
            unnest(@object_ids::TEXT[]) AS object_id,
            unnest(@outcomes::TEXT[]) AS outcome,
-           unnest(@details::TEXT[]) AS detail
+           unnest(@details::TEXT[]) AS detail,
+           unnest(@witness_seqs::BIGINT[]) AS witness_seq
 ),
 input AS (
     SELECT b.delivery_key, b.attempt_token, b.epoch, b.generation, b.to_state, b.reason,
-           NULLIF(b.object_id, '') AS object_id, b.outcome, b.detail::JSONB AS detail
+           NULLIF(b.object_id, '') AS object_id, b.outcome, b.detail::JSONB AS detail,
+           NULLIF(b.witness_seq, 0) AS witness_seq
     FROM batch b
 ),
 cur AS (
@@ -54,9 +58,9 @@ changed AS (
     RETURNING i.delivery_key, i.account_id, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq, i.text_hash
 ),
 evidence AS (
-    INSERT INTO attempt_evidence (attempt_token, delivery_key, epoch, generation, outcome, reason, object_id, fenced, detail)
+    INSERT INTO attempt_evidence (attempt_token, delivery_key, epoch, generation, outcome, reason, object_id, fenced, detail, witness_seq)
     SELECT n.attempt_token, n.delivery_key, n.epoch, n.generation, n.outcome, n.reason, n.object_id,
-           NOT EXISTS (SELECT 1 FROM changed c WHERE c.delivery_key = n.delivery_key), n.detail
+           NOT EXISTS (SELECT 1 FROM changed c WHERE c.delivery_key = n.delivery_key), n.detail, n.witness_seq
     FROM input n
     RETURNING delivery_key
 ),

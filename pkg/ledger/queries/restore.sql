@@ -253,27 +253,52 @@ SELECT c.epoch AS current_epoch,
        (SELECT count(*) FROM history h WHERE h.epoch = c.epoch AND h.reason NOT IN ('restore_published', 'restore_ahead', 'restore_resumed', 'restore_parked'))::BIGINT AS current_epoch_history
 FROM cur c, hist hi, others o;
 
+-- name: RestoreRecordedWitness :one
+-- The restored ledger's witness that a replay of ATMOST_EVENTS reaches back to its backup: of
+-- the attempts it holds published by the dispatcher (authorized -> published, reason
+-- published, same attempt, the evidence row the publication wrote), the one whose evidence
+-- names the highest stream sequence: JetStream acknowledged the attempt's authorized event
+-- there before the send, and the send came before the publication the backup holds, so the
+-- message at that sequence was stored before the backup, and every transition the backup
+-- lacks was stored after it. The highest is the latest such point, so the replay reads the
+-- least. No row when none names one (a backup written before witness_seq existed).
+SELECT a.delivery_key::BYTEA AS delivery_key, a.seq::BIGINT AS seq, a.attempt_token::BYTEA AS attempt_token,
+       e.witness_seq::BIGINT AS witness_seq
+FROM attempt_evidence e
+JOIN history p ON p.delivery_key = e.delivery_key AND p.attempt_token = e.attempt_token
+JOIN history a ON a.delivery_key = p.delivery_key AND a.seq = p.seq - 1
+WHERE e.witness_seq IS NOT NULL AND e.outcome = 'success' AND NOT e.fenced
+  AND p.from_state = 'authorized' AND p.to_state = 'published' AND p.reason = 'published'
+  AND a.to_state = 'authorized' AND a.attempt_token = e.attempt_token
+ORDER BY e.witness_seq DESC
+LIMIT 1;
+
 -- name: RestoreWitness :many
--- Of the authorized events a replay of ATMOST_EVENTS read (delivery key, transition seq, and
--- the message's stream sequence), the one with the highest stream sequence that the restored
--- ledger proves was on the stream before its backup: the ledger holds the transition as that
--- authorization and the next one as the dispatcher's publication of the same attempt
--- (authorized -> published, reason published). The dispatcher sends nothing until JetStream
--- acknowledged the authorized event, and records the publication after the send, so the
--- backup holding the publication proves the event was stored before the backup, and every
--- transition the backup lacks was stored after it. An outbox row's absence proves nothing of
--- the kind: a relay of the restored ledger may have published and removed it after the
+-- For a restored ledger that names no recorded witness (RestoreRecordedWitness: a backup
+-- written before witness_seq existed): of the authorized events a replay of the whole of
+-- ATMOST_EVENTS read (delivery key, transition seq, the event's attempt token, and the
+-- message's stream sequence; the first copy of each event only), the one with the highest
+-- stream sequence that the restored ledger proves was on the stream before its backup: the
+-- ledger holds the transition as that authorization, of that very attempt, and the next one
+-- as the dispatcher's publication of the same attempt (authorized -> published, reason
+-- published). The dispatcher sends nothing until JetStream acknowledged the authorized event,
+-- and records the publication after the send, so the backup holding the publication proves
+-- the event was stored before the backup. That holds of the copy JetStream acknowledged, which
+-- the first copy the replay read is only while the stream still holds it (a relay's publish
+-- flushed after the duplicate window stores another). An outbox row's absence proves nothing
+-- of the kind: a relay of the restored ledger may have published and removed it after the
 -- restore. No row when none of them is such a witness.
 WITH c AS (
     SELECT unnest(@delivery_keys::BYTEA[]) AS delivery_key,
            unnest(@seqs::BIGINT[]) AS seq,
+           unnest(@attempt_tokens::BYTEA[]) AS attempt_token,
            unnest(@stream_seqs::BIGINT[]) AS stream_seq
 )
 SELECT c.delivery_key::BYTEA AS delivery_key, c.seq::BIGINT AS seq, c.stream_seq::BIGINT AS stream_seq
 FROM c
 JOIN history a ON a.delivery_key = c.delivery_key AND a.seq = c.seq
 JOIN history p ON p.delivery_key = c.delivery_key AND p.seq = c.seq + 1
-WHERE a.to_state = 'authorized'
+WHERE a.to_state = 'authorized' AND a.attempt_token = c.attempt_token
   AND p.from_state = 'authorized' AND p.to_state = 'published' AND p.reason = 'published'
   AND p.attempt_token = a.attempt_token
 ORDER BY c.stream_seq DESC

@@ -21,11 +21,13 @@ WITH batch AS (
            unnest($6::TEXT[]) AS reason,
            unnest($7::TEXT[]) AS object_id,
            unnest($8::TEXT[]) AS outcome,
-           unnest($9::TEXT[]) AS detail
+           unnest($9::TEXT[]) AS detail,
+           unnest($10::BIGINT[]) AS witness_seq
 ),
 input AS (
     SELECT b.delivery_key, b.attempt_token, b.epoch, b.generation, b.to_state, b.reason,
-           NULLIF(b.object_id, '') AS object_id, b.outcome, b.detail::JSONB AS detail
+           NULLIF(b.object_id, '') AS object_id, b.outcome, b.detail::JSONB AS detail,
+           NULLIF(b.witness_seq, 0) AS witness_seq
     FROM batch b
 ),
 cur AS (
@@ -57,9 +59,9 @@ changed AS (
     RETURNING i.delivery_key, i.account_id, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq, i.text_hash
 ),
 evidence AS (
-    INSERT INTO attempt_evidence (attempt_token, delivery_key, epoch, generation, outcome, reason, object_id, fenced, detail)
+    INSERT INTO attempt_evidence (attempt_token, delivery_key, epoch, generation, outcome, reason, object_id, fenced, detail, witness_seq)
     SELECT n.attempt_token, n.delivery_key, n.epoch, n.generation, n.outcome, n.reason, n.object_id,
-           NOT EXISTS (SELECT 1 FROM changed c WHERE c.delivery_key = n.delivery_key), n.detail
+           NOT EXISTS (SELECT 1 FROM changed c WHERE c.delivery_key = n.delivery_key), n.detail, n.witness_seq
     FROM input n
     RETURNING delivery_key
 ),
@@ -75,7 +77,7 @@ released AS (
 ),
 hist AS (
     INSERT INTO history (delivery_key, seq, from_state, to_state, reason, attempt_token, epoch, generation, actor, detail)
-    SELECT c.delivery_key, c.transition_seq, 'authorized', c.state, c.reason, c.attempt_token, c.epoch, c.generation, $10::TEXT, n.detail
+    SELECT c.delivery_key, c.transition_seq, 'authorized', c.state, c.reason, c.attempt_token, c.epoch, c.generation, $11::TEXT, n.detail
     FROM changed c JOIN input n ON n.delivery_key = c.delivery_key
     RETURNING delivery_key, seq
 ),
@@ -105,6 +107,7 @@ type IntentsCompleteParams struct {
 	ObjectIds     []string
 	Outcomes      []string
 	Details       []string
+	WitnessSeqs   []int64
 	Actor         string
 }
 
@@ -121,7 +124,9 @@ type IntentsCompleteRow struct {
 // moves to its @to_states entry (published, failed or indeterminate, decided by the caller
 // from the outcome) and a failed attempt releases its duplicate-text claim. Whatever the fence
 // says, every outcome is appended to attempt_evidence, with fenced = true where it changed no
-// state: the reconciler reads it before it spends its one lookup. One row per input key;
+// state: the reconciler reads it before it spends its one lookup. The evidence keeps the stream
+// sequence of the attempt's acknowledged authorized event (@witness_seqs, 0 for none): a
+// restored ledger's proof of where its replay of ATMOST_EVENTS starts. One row per input key;
 // prior_state is NULL where no intent has that key. evidence_written is counted once per key
 // and joined: a count per output row would rescan the whole evidence CTE for every report, a
 // cost that grows with the square of the batch.
@@ -136,6 +141,7 @@ func (q *Queries) IntentsComplete(ctx context.Context, arg IntentsCompleteParams
 		arg.ObjectIds,
 		arg.Outcomes,
 		arg.Details,
+		arg.WitnessSeqs,
 		arg.Actor,
 	)
 	if err != nil {

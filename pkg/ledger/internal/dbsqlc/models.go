@@ -46,6 +46,7 @@ type AttemptEvidence struct {
 	Fenced       bool
 	Detail       []byte
 	RecordedAt   time.Time
+	WitnessSeq   pgtype.Int8
 }
 
 type ControlHistory struct {

@@ -7,6 +7,9 @@ package dbsqlc
 
 import (
 	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const attemptsByIntent = `-- name: AttemptsByIntent :many
@@ -53,15 +56,29 @@ WHERE delivery_key = $1::BYTEA
 ORDER BY recorded_at, evidence_id
 `
 
-func (q *Queries) EvidenceByIntent(ctx context.Context, deliveryKey []byte) ([]AttemptEvidence, error) {
+type EvidenceByIntentRow struct {
+	EvidenceID   pgtype.UUID
+	AttemptToken []byte
+	DeliveryKey  []byte
+	Epoch        int64
+	Generation   int64
+	Outcome      string
+	Reason       string
+	ObjectID     pgtype.Text
+	Fenced       bool
+	Detail       []byte
+	RecordedAt   time.Time
+}
+
+func (q *Queries) EvidenceByIntent(ctx context.Context, deliveryKey []byte) ([]EvidenceByIntentRow, error) {
 	rows, err := q.db.Query(ctx, evidenceByIntent, deliveryKey)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []AttemptEvidence
+	var items []EvidenceByIntentRow
 	for rows.Next() {
-		var i AttemptEvidence
+		var i EvidenceByIntentRow
 		if err := rows.Scan(
 			&i.EvidenceID,
 			&i.AttemptToken,
