@@ -94,8 +94,7 @@ func (l *Ledger) Gates(ctx context.Context, accounts []string) (map[string]Gate,
 }
 
 // UnpublishedFor returns the outbox transitions of the given intents, in key and sequence
-// order: what a writer publishes right after its own commit, and the dispatcher's witness
-// that JetStream holds an authorization before any byte is sent.
+// order: what a writer publishes right after its own commit.
 func (l *Ledger) UnpublishedFor(ctx context.Context, keys []identity.DeliveryKey) ([]Unpublished, error) {
 	raw := rawKeys(keys)
 	// READ COMMITTED (see inReadCommitted): every transition committed before the call is
@@ -108,15 +107,7 @@ func (l *Ledger) UnpublishedFor(ctx context.Context, keys []identity.DeliveryKey
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Unpublished, 0, len(rows))
-	for _, r := range rows {
-		u, err := unpublishedFromRow(dbsqlc.OutboxPendingRow(r))
-		if err != nil {
-			return nil, fmt.Errorf("read outbox: %w", err)
-		}
-		out = append(out, u)
-	}
-	return out, nil
+	return unpublishedRows(rows, func(r dbsqlc.OutboxPendingForRow) dbsqlc.OutboxPendingRow { return dbsqlc.OutboxPendingRow(r) }, "read outbox")
 }
 
 // WitnessFor returns what the dispatcher publishes as the witness of claims' authorizations:
@@ -138,15 +129,7 @@ func (l *Ledger) WitnessFor(ctx context.Context, claims []Claim) ([]Unpublished,
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Unpublished, 0, len(rows))
-	for _, r := range rows {
-		u, err := unpublishedFromRow(dbsqlc.OutboxPendingRow(r))
-		if err != nil {
-			return nil, fmt.Errorf("read the witness: %w", err)
-		}
-		out = append(out, u)
-	}
-	return out, nil
+	return unpublishedRows(rows, func(r dbsqlc.OutboxWitnessForRow) dbsqlc.OutboxPendingRow { return dbsqlc.OutboxPendingRow(r) }, "read the witness")
 }
 
 // ParkUnsendable parks a pending intent that its platform adapter cannot render

@@ -30,11 +30,16 @@ func (l *Ledger) Unpublished(ctx context.Context, max int) ([]Unpublished, error
 	if err != nil {
 		return nil, err
 	}
+	return unpublishedRows(rows, func(r dbsqlc.OutboxPendingRow) dbsqlc.OutboxPendingRow { return r }, "read outbox")
+}
+
+// unpublishedRows converts the rows of the outbox reads, which sqlc gives a type each.
+func unpublishedRows[R any](rows []R, row func(R) dbsqlc.OutboxPendingRow, what string) ([]Unpublished, error) {
 	out := make([]Unpublished, 0, len(rows))
 	for _, r := range rows {
-		u, err := unpublishedFromRow(r)
+		u, err := unpublishedFromRow(row(r))
 		if err != nil {
-			return nil, fmt.Errorf("read outbox: %w", err)
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		out = append(out, u)
 	}
