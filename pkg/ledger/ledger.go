@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap"
 
+	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
 )
 
@@ -175,4 +176,42 @@ func (l *Ledger) tryTx(ctx context.Context, opts pgx.TxOptions, fn func(q *dbsql
 func restartable(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+}
+
+// rawKeys is keys as the statements take them.
+func rawKeys(keys []identity.DeliveryKey) [][]byte {
+	raw := make([][]byte, len(keys))
+	for i, k := range keys {
+		raw[i] = k.Bytes()
+	}
+	return raw
+}
+
+// keySet is the delivery keys a statement returned.
+func keySet(rows [][]byte) (map[identity.DeliveryKey]bool, error) {
+	out := make(map[identity.DeliveryKey]bool, len(rows))
+	for _, b := range rows {
+		k, err := identity.DeliveryKeyFromBytes(b)
+		if err != nil {
+			return nil, err
+		}
+		out[k] = true
+	}
+	return out, nil
+}
+
+// scan runs fn in a read-only READ COMMITTED transaction: the search for candidates. It takes
+// no predicate locks, so under SERIALIZABLE a sweep over intents_sweep_idx never aborts the
+// dispatchers' transitions; correctness rests on the guarded change that follows, never on
+// what the scan saw.
+func (l *Ledger) scan(ctx context.Context, what string, fn func(q *dbsqlc.Queries) error) error {
+	tx, err := l.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("%s: begin transaction: %w", what, err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(dbsqlc.New(tx)); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return tx.Commit(ctx)
 }

@@ -116,3 +116,42 @@ func (l *Ledger) OutboxLag(ctx context.Context) (rows int64, oldest time.Duratio
 	})
 	return r.Rows, time.Duration(r.OldestMs) * time.Millisecond, err
 }
+
+// UnpublishedFor returns the outbox transitions of the given intents, in key and sequence
+// order: what a writer publishes right after its own commit.
+func (l *Ledger) UnpublishedFor(ctx context.Context, keys []identity.DeliveryKey) ([]Unpublished, error) {
+	raw := rawKeys(keys)
+	// READ COMMITTED (see inReadCommitted): every transition committed before the call is
+	// seen, which is all the witness needs.
+	var rows []dbsqlc.OutboxPendingForRow
+	err := l.scan(ctx, fmt.Sprintf("read outbox of %d intents", len(keys)), func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.OutboxPendingFor(ctx, raw)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return unpublishedRows(rows, func(r dbsqlc.OutboxPendingForRow) dbsqlc.OutboxPendingRow { return dbsqlc.OutboxPendingRow(r) }, "read outbox")
+}
+
+// WitnessFor returns what the dispatcher publishes as the witness of claims' authorizations:
+// the outbox transitions of their intents, as UnpublishedFor, and each claim's authorized
+// transition also when a relay round already published it and removed it from the outbox,
+// so that JetStream's acknowledgement of it, and the stream sequence that names, is the
+// dispatcher's own. In key and sequence order.
+func (l *Ledger) WitnessFor(ctx context.Context, claims []Claim) ([]Unpublished, error) {
+	p := dbsqlc.OutboxWitnessForParams{}
+	for _, c := range claims {
+		p.DeliveryKeys = append(p.DeliveryKeys, c.Key.Bytes())
+		p.AttemptTokens = append(p.AttemptTokens, c.Token.Bytes())
+	}
+	var rows []dbsqlc.OutboxWitnessForRow
+	err := l.scan(ctx, fmt.Sprintf("read the witness of %d authorizations", len(claims)), func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.OutboxWitnessFor(ctx, p)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return unpublishedRows(rows, func(r dbsqlc.OutboxWitnessForRow) dbsqlc.OutboxPendingRow { return dbsqlc.OutboxPendingRow(r) }, "read the witness")
+}

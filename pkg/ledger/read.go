@@ -205,3 +205,40 @@ func intentFromRow(r dbsqlc.Intent) (Intent, error) {
 	}
 	return in, nil
 }
+
+// GetMany returns the intents of keys that exist, by key, in one read: the dispatcher's look at
+// a batch of work before it opens attempts. A key without an intent is absent from the map.
+func (l *Ledger) GetMany(ctx context.Context, keys []identity.DeliveryKey) (map[identity.DeliveryKey]Intent, error) {
+	var rows []dbsqlc.Intent
+	err := l.inTx(ctx, "get", func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.IntentsGetMany(ctx, rawKeys(keys))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get %d intents: %w", len(keys), err)
+	}
+	out := make(map[identity.DeliveryKey]Intent, len(rows))
+	for _, r := range rows {
+		in, err := intentFromRow(r)
+		if err != nil {
+			return nil, fmt.Errorf("get %d intents: %w", len(keys), err)
+		}
+		out[in.Key] = in
+	}
+	return out, nil
+}
+
+// Outstanding counts the intents not published, by state: those that may still move (pending,
+// authorized, failed, indeterminate) and those that wait for a person (parked), each through an
+// index that holds only them.
+func (l *Ledger) Outstanding(ctx context.Context) (map[State]int64, error) {
+	var r dbsqlc.IntentsOutstandingRow
+	err := l.scan(ctx, "outstanding intents", func(q *dbsqlc.Queries) (err error) {
+		r, err = q.IntentsOutstanding(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return map[State]int64{Pending: r.Pending, Authorized: r.Authorized, Failed: r.Failed, Indeterminate: r.Indeterminate, Parked: r.Parked}, nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -140,4 +141,97 @@ func (l *Ledger) ResolveFromEvidence(ctx context.Context, key identity.DeliveryK
 		return refused(OpReconcile, ErrInvalidTransition, State(row.PriorState))
 	}
 	return nil
+}
+
+// ReconcileCandidate is an indeterminate intent whose one lookup was never claimed, and since
+// when (by the database's clock) it has been indeterminate. It is also the cursor of the next
+// page of candidates.
+type ReconcileCandidate struct {
+	Key     identity.DeliveryKey
+	Account string
+	Since   time.Time
+}
+
+// ReconcileCandidates returns up to max indeterminate intents whose lookup was never claimed
+// and that have been indeterminate for at least minAge by the database's clock, oldest first,
+// after the cursor (the zero ReconcileCandidate for the first page): the reconciler's safety
+// net for the indeterminate events it missed.
+func (l *Ledger) ReconcileCandidates(ctx context.Context, minAge time.Duration, after ReconcileCandidate, max int) ([]ReconcileCandidate, error) {
+	if max <= 0 {
+		return nil, fmt.Errorf("reconcile candidates: max must be positive, got %d", max)
+	}
+	var rows []dbsqlc.ReconcileCandidatesRow
+	err := l.scan(ctx, "reconcile candidates", func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.ReconcileCandidates(ctx, dbsqlc.ReconcileCandidatesParams{Reasons: reasonsOf(Indeterminate), MinAgeMs: minAge.Milliseconds(),
+			AfterAt: after.Since, AfterKey: after.Key.Bytes(), MaxRows: int32(max)})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ReconcileCandidate, 0, len(rows))
+	for _, r := range rows {
+		key, err := identity.DeliveryKeyFromBytes(r.DeliveryKey)
+		if err != nil {
+			return nil, fmt.Errorf("reconcile candidates: %w", err)
+		}
+		out = append(out, ReconcileCandidate{Key: key, Account: r.AccountID, Since: r.UpdatedAt})
+	}
+	return out, nil
+}
+
+// ReconcileBacklog is how far reconciliation is behind: the indeterminate intents whose one
+// lookup is not claimed yet (waiting out their reconcile delay, or for a reconciler), and how
+// long the oldest of them has been indeterminate, by the database's clock.
+type ReconcileBacklog struct {
+	Waiting int64
+	Oldest  time.Duration
+}
+
+// ReconcileBacklog reads the backlog of reconciliation, through intents_sweep_idx.
+func (l *Ledger) ReconcileBacklog(ctx context.Context) (ReconcileBacklog, error) {
+	var row dbsqlc.ReconcileWaitingRow
+	err := l.scan(ctx, "reconcile backlog", func(q *dbsqlc.Queries) (err error) {
+		row, err = q.ReconcileWaiting(ctx, reasonsOf(Indeterminate))
+		return err
+	})
+	if err != nil {
+		return ReconcileBacklog{}, err
+	}
+	return ReconcileBacklog{Waiting: row.Waiting, Oldest: time.Duration(row.OldestMs) * time.Millisecond}, nil
+}
+
+// ReconcileStatus is where an intent's reconciliation stands.
+type ReconcileStatus struct {
+	Intent Intent
+	// Age is how long the intent has been in its state, by the database's clock.
+	Age time.Duration
+	// Claimed and Resolved say whether the lookup of its latest attempt was claimed, resolved.
+	Claimed  bool
+	Resolved bool
+	// ReportedSuccess: a worker reported a success it had read back, with an object id
+	// (Inspect's Evidence holds it), which may resolve the intent without a lookup.
+	ReportedSuccess bool
+}
+
+// ReconcileStatusOf returns the intent and where its reconciliation stands, in one read, or
+// ErrNotFound.
+func (l *Ledger) ReconcileStatusOf(ctx context.Context, key identity.DeliveryKey) (ReconcileStatus, error) {
+	var row dbsqlc.ReconcileStatusRow
+	err := l.scan(ctx, "reconcile status of "+key.String(), func(q *dbsqlc.Queries) (err error) {
+		row, err = q.ReconcileStatus(ctx, key.Bytes())
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ReconcileStatus{}, ErrNotFound
+	}
+	if err != nil {
+		return ReconcileStatus{}, err
+	}
+	in, err := intentFromRow(row.Intent)
+	if err != nil {
+		return ReconcileStatus{}, fmt.Errorf("reconcile status of %s: %w", key, err)
+	}
+	return ReconcileStatus{Intent: in, Age: time.Duration(row.AgeMs) * time.Millisecond, Claimed: row.Claimed, Resolved: row.Resolved,
+		ReportedSuccess: row.ReportedSuccess}, nil
 }
