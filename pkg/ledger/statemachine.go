@@ -268,11 +268,11 @@ var Guards = map[Operation][]string{
 	OpBegin:     {"begin_many.sql: IntentsBegin"},
 	OpAuthorize: {"authorize_many.sql: IntentsAuthorize"},
 	OpComplete:  {"complete_many.sql: IntentsComplete"},
-	OpRetry:     {"retry.sql: IntentRetry", "sweep.sql: IntentsRetryMany"},
+	OpRetry:     {"retry.sql: IntentRetry", "retry_many.sql: IntentsRetryMany"},
 	OpExpire:    {"expire.sql: IntentsExpireLeases"},
 	OpReconcile: {"reconcile.sql: ReconciliationClaim", "reconcile.sql: ReconciliationResolve", "reconcile.sql: IntentResolveFromEvidence"},
-	OpPark: {"operator.sql: IntentPark", "dispatch.sql: IntentParkUnsendable", "dispatch.sql: IntentsParkSuperseded",
-		"sweep.sql: IntentsParkUnreconciled"},
+	OpPark: {"operator.sql: IntentPark", "fence.sql: IntentParkUnsendable", "fence.sql: IntentsParkSuperseded",
+		"recovery.sql: IntentsParkUnreconciled"},
 	OpResolve: {"operator.sql: IntentResolve"},
 }
 

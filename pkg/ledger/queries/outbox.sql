@@ -26,3 +26,50 @@ RETURNING o.delivery_key, o.seq;
 -- database's clock (outbox_created_at_idx finds it).
 SELECT (SELECT count(*) FROM outbox)::BIGINT AS rows,
        coalesce((SELECT (extract(epoch FROM now() - min(o.created_at)) * 1000)::BIGINT FROM outbox o), 0)::BIGINT AS oldest_ms;
+
+-- name: OutboxPendingFor :many
+-- The transitions of the given intents not yet published: a writer's own publishing right
+-- after its commit, and the dispatcher's witness of an authorization.
+SELECT o.delivery_key, o.seq, o.dispatch, x.account_id,
+       x.from_state, x.to_state, x.reason, x.attempt_token, x.epoch, x.generation, x.actor, x.at
+FROM outbox o
+CROSS JOIN LATERAL (
+    -- OFFSET 0 keeps this a per-row index lookup: joined flat, the planner seq-scans history.
+    SELECT i.account_id, h.from_state, h.to_state, h.reason, h.attempt_token, h.epoch, h.generation, h.actor, h.at
+    FROM history h JOIN intents i ON i.delivery_key = h.delivery_key
+    WHERE h.delivery_key = o.delivery_key AND h.seq = o.seq AND i.delivery_key = o.delivery_key
+    OFFSET 0
+) x
+WHERE o.delivery_key = ANY(@delivery_keys::BYTEA[])
+ORDER BY o.delivery_key, o.seq;
+
+-- name: OutboxWitnessFor :many
+-- The dispatcher's witness of its authorizations, before any byte: the transitions of the
+-- given intents not yet published (as OutboxPendingFor) and, also when the outbox no longer
+-- holds it, the authorized transition of each given attempt (dispatch false). A relay round
+-- may have published that one first; the dispatcher publishes it again all the same, because
+-- only JetStream's own acknowledgement names the stream sequence of the copy it holds (for a
+-- duplicate, the sequence of the copy stored first), which Complete records with the
+-- outcome. UNION: a transition both in the outbox and authorized comes once.
+WITH c AS (
+    SELECT unnest(@delivery_keys::BYTEA[]) AS delivery_key,
+           unnest(@attempt_tokens::BYTEA[]) AS attempt_token
+)
+SELECT o.delivery_key, o.seq, o.dispatch, x.account_id,
+       x.from_state, x.to_state, x.reason, x.attempt_token, x.epoch, x.generation, x.actor, x.at
+FROM outbox o
+CROSS JOIN LATERAL (
+    -- OFFSET 0 keeps this a per-row index lookup: joined flat, the planner seq-scans history.
+    SELECT i.account_id, h.from_state, h.to_state, h.reason, h.attempt_token, h.epoch, h.generation, h.actor, h.at
+    FROM history h JOIN intents i ON i.delivery_key = h.delivery_key
+    WHERE h.delivery_key = o.delivery_key AND h.seq = o.seq AND i.delivery_key = o.delivery_key
+    OFFSET 0
+) x
+WHERE o.delivery_key = ANY(@delivery_keys::BYTEA[])
+UNION
+SELECT h.delivery_key, h.seq, false, i.account_id,
+       h.from_state, h.to_state, h.reason, h.attempt_token, h.epoch, h.generation, h.actor, h.at
+FROM c
+JOIN history h ON h.delivery_key = c.delivery_key AND h.to_state = 'authorized' AND h.attempt_token = c.attempt_token
+JOIN intents i ON i.delivery_key = h.delivery_key
+ORDER BY delivery_key, seq;

@@ -22,3 +22,21 @@ SELECT delivery_key, seq, from_state, to_state, reason, attempt_token, epoch, ge
 FROM history
 WHERE delivery_key = @delivery_key::BYTEA
 ORDER BY seq;
+
+-- name: IntentsGetMany :many
+-- The dispatcher's read of a batch of work: the intents by primary key, whatever their state.
+SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
+       source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
+       generation, lease_expires_at, object_id, created_at, updated_at
+FROM intents
+WHERE delivery_key = ANY(@delivery_keys::BYTEA[]);
+
+-- name: IntentsOutstanding :one
+-- The intents not published: those that may still move, and those waiting for a person, by
+-- state. Each count is read through an index that holds only those intents (intents_sweep_idx,
+-- intents_lease_expires_idx, intents_parked_idx), never a scan of the whole ledger.
+SELECT (SELECT count(*) FROM intents i WHERE i.state = 'pending')::BIGINT AS pending,
+       (SELECT count(*) FROM intents i WHERE i.lease_expires_at IS NOT NULL AND i.state = 'authorized')::BIGINT AS authorized,
+       (SELECT count(*) FROM intents i WHERE i.state = 'failed')::BIGINT AS failed,
+       (SELECT count(*) FROM intents i WHERE i.state = 'indeterminate')::BIGINT AS indeterminate,
+       (SELECT count(*) FROM intents i WHERE i.state = 'parked')::BIGINT AS parked;

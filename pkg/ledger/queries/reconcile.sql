@@ -135,3 +135,43 @@ outbox_rows AS (
 SELECT cur.state::TEXT AS prior_state, c.state AS new_state
 FROM cur
 LEFT JOIN changed c ON true;
+
+-- name: ReconcileCandidates :many
+-- Indeterminate intents whose one lookup was never claimed and that have been indeterminate
+-- for at least min_age by the database's clock, oldest first, after the cursor (updated_at,
+-- delivery_key): the reconciler's safety net for indeterminate events it missed, read page by
+-- page. Found through intents_sweep_idx.
+SELECT i.delivery_key, i.account_id, i.updated_at
+FROM intents i
+WHERE i.state = 'indeterminate'
+  AND i.reason = ANY(@reasons::TEXT[])
+  AND i.updated_at <= now() - sqlc.arg(min_age_ms)::BIGINT * INTERVAL '1 millisecond'
+  AND (i.updated_at, i.delivery_key) > (@after_at::TIMESTAMPTZ, @after_key::BYTEA)
+  AND NOT EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = i.attempt_token)
+ORDER BY i.updated_at, i.delivery_key
+LIMIT @max_rows::INT;
+
+-- name: ReconcileWaiting :one
+-- The indeterminate intents whose one lookup is not claimed yet, and how long the oldest of
+-- them has waited by the database's clock: what a person alerts on when reconciliation falls
+-- behind. Read through intents_sweep_idx.
+SELECT count(*)::BIGINT AS waiting,
+       coalesce((extract(epoch FROM now() - min(i.updated_at)) * 1000)::BIGINT, 0)::BIGINT AS oldest_ms
+FROM intents i
+WHERE i.state = 'indeterminate'
+  AND i.reason = ANY(@reasons::TEXT[])
+  AND NOT EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = i.attempt_token);
+
+-- name: ReconcileStatus :one
+-- Where an intent's reconciliation stands, with the intent, in one read: how long it has been
+-- in its state by the database's clock, whether the lookup of its latest attempt was claimed or
+-- resolved, and whether a worker reported a success it had read back (evidence that may spare
+-- the lookup).
+SELECT sqlc.embed(i),
+       (extract(epoch FROM now() - i.updated_at) * 1000)::BIGINT AS age_ms,
+       EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = i.attempt_token AND r.step = 'claimed')::BOOL AS claimed,
+       EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = i.attempt_token AND r.step = 'resolved')::BOOL AS resolved,
+       EXISTS (SELECT 1 FROM attempt_evidence e WHERE e.delivery_key = i.delivery_key AND e.outcome = 'success'
+                   AND e.reason = 'published' AND coalesce(e.object_id, '') <> '')::BOOL AS reported_success
+FROM intents i
+WHERE i.delivery_key = @delivery_key::BYTEA;

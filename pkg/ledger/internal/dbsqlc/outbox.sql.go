@@ -133,3 +133,153 @@ func (q *Queries) OutboxPending(ctx context.Context, maxRows int32) ([]OutboxPen
 	}
 	return items, nil
 }
+
+const outboxPendingFor = `-- name: OutboxPendingFor :many
+SELECT o.delivery_key, o.seq, o.dispatch, x.account_id,
+       x.from_state, x.to_state, x.reason, x.attempt_token, x.epoch, x.generation, x.actor, x.at
+FROM outbox o
+CROSS JOIN LATERAL (
+    -- OFFSET 0 keeps this a per-row index lookup: joined flat, the planner seq-scans history.
+    SELECT i.account_id, h.from_state, h.to_state, h.reason, h.attempt_token, h.epoch, h.generation, h.actor, h.at
+    FROM history h JOIN intents i ON i.delivery_key = h.delivery_key
+    WHERE h.delivery_key = o.delivery_key AND h.seq = o.seq AND i.delivery_key = o.delivery_key
+    OFFSET 0
+) x
+WHERE o.delivery_key = ANY($1::BYTEA[])
+ORDER BY o.delivery_key, o.seq
+`
+
+type OutboxPendingForRow struct {
+	DeliveryKey  []byte
+	Seq          int64
+	Dispatch     bool
+	AccountID    string
+	FromState    pgtype.Text
+	ToState      string
+	Reason       string
+	AttemptToken []byte
+	Epoch        pgtype.Int8
+	Generation   pgtype.Int8
+	Actor        string
+	At           time.Time
+}
+
+// The transitions of the given intents not yet published: a writer's own publishing right
+// after its commit, and the dispatcher's witness of an authorization.
+func (q *Queries) OutboxPendingFor(ctx context.Context, deliveryKeys [][]byte) ([]OutboxPendingForRow, error) {
+	rows, err := q.db.Query(ctx, outboxPendingFor, deliveryKeys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OutboxPendingForRow
+	for rows.Next() {
+		var i OutboxPendingForRow
+		if err := rows.Scan(
+			&i.DeliveryKey,
+			&i.Seq,
+			&i.Dispatch,
+			&i.AccountID,
+			&i.FromState,
+			&i.ToState,
+			&i.Reason,
+			&i.AttemptToken,
+			&i.Epoch,
+			&i.Generation,
+			&i.Actor,
+			&i.At,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const outboxWitnessFor = `-- name: OutboxWitnessFor :many
+WITH c AS (
+    SELECT unnest($1::BYTEA[]) AS delivery_key,
+           unnest($2::BYTEA[]) AS attempt_token
+)
+SELECT o.delivery_key, o.seq, o.dispatch, x.account_id,
+       x.from_state, x.to_state, x.reason, x.attempt_token, x.epoch, x.generation, x.actor, x.at
+FROM outbox o
+CROSS JOIN LATERAL (
+    -- OFFSET 0 keeps this a per-row index lookup: joined flat, the planner seq-scans history.
+    SELECT i.account_id, h.from_state, h.to_state, h.reason, h.attempt_token, h.epoch, h.generation, h.actor, h.at
+    FROM history h JOIN intents i ON i.delivery_key = h.delivery_key
+    WHERE h.delivery_key = o.delivery_key AND h.seq = o.seq AND i.delivery_key = o.delivery_key
+    OFFSET 0
+) x
+WHERE o.delivery_key = ANY($1::BYTEA[])
+UNION
+SELECT h.delivery_key, h.seq, false, i.account_id,
+       h.from_state, h.to_state, h.reason, h.attempt_token, h.epoch, h.generation, h.actor, h.at
+FROM c
+JOIN history h ON h.delivery_key = c.delivery_key AND h.to_state = 'authorized' AND h.attempt_token = c.attempt_token
+JOIN intents i ON i.delivery_key = h.delivery_key
+ORDER BY delivery_key, seq
+`
+
+type OutboxWitnessForParams struct {
+	DeliveryKeys  [][]byte
+	AttemptTokens [][]byte
+}
+
+type OutboxWitnessForRow struct {
+	DeliveryKey  []byte
+	Seq          int64
+	Dispatch     bool
+	AccountID    string
+	FromState    pgtype.Text
+	ToState      string
+	Reason       string
+	AttemptToken []byte
+	Epoch        pgtype.Int8
+	Generation   pgtype.Int8
+	Actor        string
+	At           time.Time
+}
+
+// The dispatcher's witness of its authorizations, before any byte: the transitions of the
+// given intents not yet published (as OutboxPendingFor) and, also when the outbox no longer
+// holds it, the authorized transition of each given attempt (dispatch false). A relay round
+// may have published that one first; the dispatcher publishes it again all the same, because
+// only JetStream's own acknowledgement names the stream sequence of the copy it holds (for a
+// duplicate, the sequence of the copy stored first), which Complete records with the
+// outcome. UNION: a transition both in the outbox and authorized comes once.
+func (q *Queries) OutboxWitnessFor(ctx context.Context, arg OutboxWitnessForParams) ([]OutboxWitnessForRow, error) {
+	rows, err := q.db.Query(ctx, outboxWitnessFor, arg.DeliveryKeys, arg.AttemptTokens)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OutboxWitnessForRow
+	for rows.Next() {
+		var i OutboxWitnessForRow
+		if err := rows.Scan(
+			&i.DeliveryKey,
+			&i.Seq,
+			&i.Dispatch,
+			&i.AccountID,
+			&i.FromState,
+			&i.ToState,
+			&i.Reason,
+			&i.AttemptToken,
+			&i.Epoch,
+			&i.Generation,
+			&i.Actor,
+			&i.At,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -176,3 +176,85 @@ func (q *Queries) IntentGet(ctx context.Context, deliveryKey []byte) (Intent, er
 	)
 	return i, err
 }
+
+const intentsGetMany = `-- name: IntentsGetMany :many
+SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
+       source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
+       generation, lease_expires_at, object_id, created_at, updated_at
+FROM intents
+WHERE delivery_key = ANY($1::BYTEA[])
+`
+
+// The dispatcher's read of a batch of work: the intents by primary key, whatever their state.
+func (q *Queries) IntentsGetMany(ctx context.Context, deliveryKeys [][]byte) ([]Intent, error) {
+	rows, err := q.db.Query(ctx, intentsGetMany, deliveryKeys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Intent
+	for rows.Next() {
+		var i Intent
+		if err := rows.Scan(
+			&i.DeliveryKey,
+			&i.AccountID,
+			&i.Action,
+			&i.Target,
+			&i.Request,
+			&i.Occurrence,
+			&i.TextHash,
+			&i.SourceID,
+			&i.SourceVersion,
+			&i.State,
+			&i.Reason,
+			&i.TransitionSeq,
+			&i.AttemptsAuthorized,
+			&i.AttemptToken,
+			&i.Epoch,
+			&i.Generation,
+			&i.LeaseExpiresAt,
+			&i.ObjectID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const intentsOutstanding = `-- name: IntentsOutstanding :one
+SELECT (SELECT count(*) FROM intents i WHERE i.state = 'pending')::BIGINT AS pending,
+       (SELECT count(*) FROM intents i WHERE i.lease_expires_at IS NOT NULL AND i.state = 'authorized')::BIGINT AS authorized,
+       (SELECT count(*) FROM intents i WHERE i.state = 'failed')::BIGINT AS failed,
+       (SELECT count(*) FROM intents i WHERE i.state = 'indeterminate')::BIGINT AS indeterminate,
+       (SELECT count(*) FROM intents i WHERE i.state = 'parked')::BIGINT AS parked
+`
+
+type IntentsOutstandingRow struct {
+	Pending       int64
+	Authorized    int64
+	Failed        int64
+	Indeterminate int64
+	Parked        int64
+}
+
+// The intents not published: those that may still move, and those waiting for a person, by
+// state. Each count is read through an index that holds only those intents (intents_sweep_idx,
+// intents_lease_expires_idx, intents_parked_idx), never a scan of the whole ledger.
+func (q *Queries) IntentsOutstanding(ctx context.Context) (IntentsOutstandingRow, error) {
+	row := q.db.QueryRow(ctx, intentsOutstanding)
+	var i IntentsOutstandingRow
+	err := row.Scan(
+		&i.Pending,
+		&i.Authorized,
+		&i.Failed,
+		&i.Indeterminate,
+		&i.Parked,
+	)
+	return i, err
+}

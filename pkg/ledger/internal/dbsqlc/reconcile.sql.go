@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -70,6 +71,141 @@ func (q *Queries) IntentResolveFromEvidence(ctx context.Context, arg IntentResol
 	row := q.db.QueryRow(ctx, intentResolveFromEvidence, arg.DeliveryKey, arg.ObjectID, arg.Actor)
 	var i IntentResolveFromEvidenceRow
 	err := row.Scan(&i.PriorState, &i.NewState)
+	return i, err
+}
+
+const reconcileCandidates = `-- name: ReconcileCandidates :many
+SELECT i.delivery_key, i.account_id, i.updated_at
+FROM intents i
+WHERE i.state = 'indeterminate'
+  AND i.reason = ANY($1::TEXT[])
+  AND i.updated_at <= now() - $2::BIGINT * INTERVAL '1 millisecond'
+  AND (i.updated_at, i.delivery_key) > ($3::TIMESTAMPTZ, $4::BYTEA)
+  AND NOT EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = i.attempt_token)
+ORDER BY i.updated_at, i.delivery_key
+LIMIT $5::INT
+`
+
+type ReconcileCandidatesParams struct {
+	Reasons  []string
+	MinAgeMs int64
+	AfterAt  time.Time
+	AfterKey []byte
+	MaxRows  int32
+}
+
+type ReconcileCandidatesRow struct {
+	DeliveryKey []byte
+	AccountID   string
+	UpdatedAt   time.Time
+}
+
+// Indeterminate intents whose one lookup was never claimed and that have been indeterminate
+// for at least min_age by the database's clock, oldest first, after the cursor (updated_at,
+// delivery_key): the reconciler's safety net for indeterminate events it missed, read page by
+// page. Found through intents_sweep_idx.
+func (q *Queries) ReconcileCandidates(ctx context.Context, arg ReconcileCandidatesParams) ([]ReconcileCandidatesRow, error) {
+	rows, err := q.db.Query(ctx, reconcileCandidates,
+		arg.Reasons,
+		arg.MinAgeMs,
+		arg.AfterAt,
+		arg.AfterKey,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReconcileCandidatesRow
+	for rows.Next() {
+		var i ReconcileCandidatesRow
+		if err := rows.Scan(&i.DeliveryKey, &i.AccountID, &i.UpdatedAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const reconcileStatus = `-- name: ReconcileStatus :one
+SELECT i.delivery_key, i.account_id, i.action, i.target, i.request, i.occurrence, i.text_hash, i.source_id, i.source_version, i.state, i.reason, i.transition_seq, i.attempts_authorized, i.attempt_token, i.epoch, i.generation, i.lease_expires_at, i.object_id, i.created_at, i.updated_at,
+       (extract(epoch FROM now() - i.updated_at) * 1000)::BIGINT AS age_ms,
+       EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = i.attempt_token AND r.step = 'claimed')::BOOL AS claimed,
+       EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = i.attempt_token AND r.step = 'resolved')::BOOL AS resolved,
+       EXISTS (SELECT 1 FROM attempt_evidence e WHERE e.delivery_key = i.delivery_key AND e.outcome = 'success'
+                   AND e.reason = 'published' AND coalesce(e.object_id, '') <> '')::BOOL AS reported_success
+FROM intents i
+WHERE i.delivery_key = $1::BYTEA
+`
+
+type ReconcileStatusRow struct {
+	Intent          Intent
+	AgeMs           int64
+	Claimed         bool
+	Resolved        bool
+	ReportedSuccess bool
+}
+
+// Where an intent's reconciliation stands, with the intent, in one read: how long it has been
+// in its state by the database's clock, whether the lookup of its latest attempt was claimed or
+// resolved, and whether a worker reported a success it had read back (evidence that may spare
+// the lookup).
+func (q *Queries) ReconcileStatus(ctx context.Context, deliveryKey []byte) (ReconcileStatusRow, error) {
+	row := q.db.QueryRow(ctx, reconcileStatus, deliveryKey)
+	var i ReconcileStatusRow
+	err := row.Scan(
+		&i.Intent.DeliveryKey,
+		&i.Intent.AccountID,
+		&i.Intent.Action,
+		&i.Intent.Target,
+		&i.Intent.Request,
+		&i.Intent.Occurrence,
+		&i.Intent.TextHash,
+		&i.Intent.SourceID,
+		&i.Intent.SourceVersion,
+		&i.Intent.State,
+		&i.Intent.Reason,
+		&i.Intent.TransitionSeq,
+		&i.Intent.AttemptsAuthorized,
+		&i.Intent.AttemptToken,
+		&i.Intent.Epoch,
+		&i.Intent.Generation,
+		&i.Intent.LeaseExpiresAt,
+		&i.Intent.ObjectID,
+		&i.Intent.CreatedAt,
+		&i.Intent.UpdatedAt,
+		&i.AgeMs,
+		&i.Claimed,
+		&i.Resolved,
+		&i.ReportedSuccess,
+	)
+	return i, err
+}
+
+const reconcileWaiting = `-- name: ReconcileWaiting :one
+SELECT count(*)::BIGINT AS waiting,
+       coalesce((extract(epoch FROM now() - min(i.updated_at)) * 1000)::BIGINT, 0)::BIGINT AS oldest_ms
+FROM intents i
+WHERE i.state = 'indeterminate'
+  AND i.reason = ANY($1::TEXT[])
+  AND NOT EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = i.attempt_token)
+`
+
+type ReconcileWaitingRow struct {
+	Waiting  int64
+	OldestMs int64
+}
+
+// The indeterminate intents whose one lookup is not claimed yet, and how long the oldest of
+// them has waited by the database's clock: what a person alerts on when reconciliation falls
+// behind. Read through intents_sweep_idx.
+func (q *Queries) ReconcileWaiting(ctx context.Context, reasons []string) (ReconcileWaitingRow, error) {
+	row := q.db.QueryRow(ctx, reconcileWaiting, reasons)
+	var i ReconcileWaitingRow
+	err := row.Scan(&i.Waiting, &i.OldestMs)
 	return i, err
 }
 

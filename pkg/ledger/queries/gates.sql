@@ -1,0 +1,20 @@
+-- name: DispatchGates :many
+-- The dispatcher's cheap look before Begin, per account: its configuration, whether a kill
+-- switch (its own or the global one) stops it, its rate (0: unlimited) and the tokens its
+-- bucket holds now (a bucket never used is full). Reads only; Authorize re-checks every gate
+-- in the statement that decides.
+SELECT a.account_id, a.platform, a.settings, a.credential_ref, a.credential_version, a.revoked,
+       a.contract_version,
+       EXISTS (SELECT 1 FROM switches s WHERE s.scope IN ('', a.account_id) AND s.engaged)::BOOL AS stopped,
+       coalesce(p.rate_per_minute, d.rate_per_minute)::INT AS rate_per_minute,
+       (CASE
+            WHEN b.account_id IS NULL THEN coalesce(p.rate_burst, d.rate_burst)::DOUBLE PRECISION
+            ELSE least(coalesce(p.rate_burst, d.rate_burst)::DOUBLE PRECISION,
+                       b.tokens + extract(epoch FROM coalesce(sqlc.narg(now)::TIMESTAMPTZ, now()) - b.refilled_at)::DOUBLE PRECISION
+                                  * coalesce(p.rate_per_minute, d.rate_per_minute) / 60.0)
+        END)::DOUBLE PRECISION AS tokens
+FROM accounts a
+CROSS JOIN policies d
+LEFT JOIN policies p ON p.scope = a.account_id
+LEFT JOIN rate_buckets b ON b.account_id = a.account_id
+WHERE d.scope = '' AND a.account_id = ANY(@account_ids::TEXT[]);
