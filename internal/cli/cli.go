@@ -69,6 +69,9 @@ func Run(ctx context.Context, io IO, args []string) int {
 		}
 		return ExitOK
 	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args = append([]string{"version"}, args[1:]...) // as every binary of atmost answers it
+	}
 	cmd, ok := commands[args[0]]
 	if !ok {
 		fmt.Fprintf(io.Stderr, "atmost: unknown command %q\n\n", args[0])

@@ -94,6 +94,12 @@ func TestVersionNamesTheSchemaItExpects(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &v))
 	require.NotEmpty(t, v.Version)
 	require.Equal(t, latest, v.Schema)
+
+	plain := run(nil, "version")
+	require.Equal(t, cli.ExitOK, plain.code, plain.stderr)
+	flagged := run(nil, "--version")
+	require.Equal(t, cli.ExitOK, flagged.code, flagged.stderr)
+	require.Equal(t, plain.stdout, flagged.stdout, "atmost --version is atmost version")
 }
 
 func TestAccountsAddListRotateRevoke(t *testing.T) {

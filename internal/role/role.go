@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/atmost/atmost/internal/serve"
 	"github.com/atmost/atmost/internal/streams"
+	"github.com/atmost/atmost/internal/version"
 )
 
 // DefaultDatabaseURL is the ledger every role uses when ATMOST_DATABASE_URL is unset.
@@ -73,6 +75,7 @@ type Common struct {
 	HTTPAddr    string // ATMOST_HTTP_ADDR
 	Replicas    int    // ATMOST_STREAM_REPLICAS
 	Isolation   string // ATMOST_LEDGER_ISOLATION
+	LogLevel    string // ATMOST_LOG_LEVEL
 }
 
 // Register declares the common flags on fs, with defaults from env; httpAddr is the role's
@@ -83,12 +86,23 @@ func (c *Common) Register(fs *flag.FlagSet, env Env, httpAddr string) {
 	fs.StringVar(&c.HTTPAddr, "http", env.String("ATMOST_HTTP_ADDR", httpAddr), "address of /healthz, /readyz and /metrics (env ATMOST_HTTP_ADDR)")
 	fs.IntVar(&c.Replicas, "replicas", env.Int("ATMOST_STREAM_REPLICAS", 1), "replicas of the streams this role creates: 1, or 3 in a cluster (env ATMOST_STREAM_REPLICAS)")
 	fs.StringVar(&c.Isolation, "isolation", env.String("ATMOST_LEDGER_ISOLATION", "serializable"), "ledger transaction isolation: serializable or read-committed, the faster on PostgreSQL (env ATMOST_LEDGER_ISOLATION)")
+	fs.StringVar(&c.LogLevel, "log-level", env.String("ATMOST_LOG_LEVEL", "info"), "the least level logged: debug, info, warn or error (env ATMOST_LOG_LEVEL)")
+	fs.Bool(versionFlag, false, "print the version of this binary and exit")
 }
+
+// versionFlag is every role's --version; Parse answers it before anything else is checked.
+const versionFlag = "version"
+
+// Stdout is where --version prints (a variable for the tests of the roles).
+var Stdout io.Writer = os.Stdout
 
 // Validate checks the common settings.
 func (c Common) Validate() error {
 	if c.Replicas != 1 && c.Replicas != 3 && c.Replicas != 5 {
 		return fmt.Errorf("replicas %d: must be 1, 3 or 5", c.Replicas)
+	}
+	if _, err := zapcore.ParseLevel(c.LogLevel); err != nil {
+		return fmt.Errorf("log level %q: must be debug, info, warn or error", c.LogLevel)
 	}
 	_, err := c.IsoLevel()
 	return err
@@ -139,6 +153,10 @@ func Parse(fs *flag.FlagSet, env Env, name, summary string, args []string, stder
 		}
 		return 2
 	}
+	if f := fs.Lookup(versionFlag); f != nil && f.Value.String() == "true" {
+		fmt.Fprintf(Stdout, "%s %s\n", name, version.String())
+		return 0
+	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", name, fs.Arg(0))
 		return 2
@@ -150,10 +168,14 @@ func Parse(fs *flag.FlagSet, env Env, name, summary string, args []string, stder
 	return -1
 }
 
-// Run runs a role with a JSON logger named after it and turns its result into the exit code:
-// 0 after a clean stop, 1 on a fatal error.
-func Run(ctx context.Context, name string, stderr io.Writer, run func(ctx context.Context, log *zap.Logger) error) int {
-	log := Logger(stderr).Named(name)
+// Run runs a role with a JSON logger named after it, at the level of c.LogLevel, and turns its
+// result into the exit code: 0 after a clean stop, 1 on a fatal error.
+func Run(ctx context.Context, name string, c Common, stderr io.Writer, run func(ctx context.Context, log *zap.Logger) error) int {
+	level, err := zapcore.ParseLevel(c.LogLevel)
+	if err != nil {
+		level = zapcore.InfoLevel // Validate refused it already; a zero Common logs at info
+	}
+	log := LoggerAt(stderr, level).Named(name)
 	defer func() { _ = log.Sync() }()
 	if err := run(ctx, log); err != nil {
 		log.Error(name+" stopped", zap.Error(err))
@@ -164,9 +186,12 @@ func Run(ctx context.Context, name string, stderr io.Writer, run func(ctx contex
 }
 
 // Logger returns the JSON logger every role writes to w (standard error), at info level.
-func Logger(w io.Writer) *zap.Logger {
+func Logger(w io.Writer) *zap.Logger { return LoggerAt(w, zapcore.InfoLevel) }
+
+// LoggerAt is Logger at another level.
+func LoggerAt(w io.Writer, level zapcore.Level) *zap.Logger {
 	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
-	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), zapcore.InfoLevel), zap.ErrorOutput(zapcore.Lock(zapcore.AddSync(w))))
+	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), level), zap.ErrorOutput(zapcore.Lock(zapcore.AddSync(w))))
 }
 
 // ConnectNATS connects, waiting with backoff while the server is unreachable at start-up; once

@@ -3,6 +3,7 @@ package role
 import (
 	"context"
 	"net"
+	"runtime"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -14,6 +15,7 @@ import (
 	"github.com/atmost/atmost/internal/relay"
 	"github.com/atmost/atmost/internal/serve"
 	"github.com/atmost/atmost/internal/streams"
+	"github.com/atmost/atmost/internal/version"
 	"github.com/atmost/atmost/pkg/ledger"
 )
 
@@ -70,7 +72,8 @@ func Start(ctx context.Context, name string, c Common, relayCfg relay.Config, lo
 			Help: "Transitions this process published and removed from the outbox."}, func() float64 { return float64(d.Relay.Published()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "atmost_ledger_transaction_restarts_total",
 			Help: "Ledger transactions restarted after a serialization failure or deadlock."}, func() float64 { return float64(d.Ledger.Retries()) }),
-		outboxCollector{d.Ledger})
+		outboxCollector{d.Ledger},
+		buildInfo())
 	d.Registry.MustRegister(d.Relay.Collectors()...)
 	return d, nil
 }
@@ -128,4 +131,13 @@ func ConsumerPending(name, help string, c jetstream.Consumer) prometheus.Collect
 		}
 		return float64(info.NumPending)
 	})
+}
+
+// buildInfo is atmost_build_info: always 1, its labels say which build runs, so a dashboard can
+// tell the versions of a pool apart during a rollout.
+func buildInfo() prometheus.Collector {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "atmost_build_info",
+		Help: "The build of this process (always 1): its version, VCS revision and Go version."}, []string{"version", "revision", "go_version"})
+	g.WithLabelValues(version.String(), version.Revision(), runtime.Version()).Set(1)
+	return g
 }

@@ -15,27 +15,43 @@ func String() string {
 	if Version != "" {
 		return Version
 	}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "devel"
-	}
-	var revision, modified string
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			revision = s.Value
-		case "vcs.modified":
-			modified = s.Value
-		}
-	}
+	revision, modified := vcs()
 	if revision == "" {
 		return "devel"
 	}
 	if len(revision) > 12 {
 		revision = revision[:12]
 	}
-	if modified == "true" {
+	if modified {
 		revision += "-dirty"
 	}
 	return "devel+" + revision
+}
+
+// Revision is the VCS revision the Go toolchain stamped into the binary, with "-dirty" for
+// uncommitted changes, or "" when it carries none (go run, go test).
+func Revision() string {
+	revision, modified := vcs()
+	if revision != "" && modified {
+		revision += "-dirty"
+	}
+	return revision
+}
+
+// vcs reads the revision the Go toolchain stamped into the binary, and whether the tree had
+// uncommitted changes.
+func vcs() (revision string, modified bool) {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "", false
+	}
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			revision = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	return revision, modified
 }

@@ -62,7 +62,7 @@ func Main(ctx context.Context, args []string, getenv func(string) (string, bool)
 	if code >= 0 {
 		return code
 	}
-	return role.Run(ctx, "dispatcher", stderr, func(ctx context.Context, log *zap.Logger) error { return runRole(ctx, cfg, log) })
+	return role.Run(ctx, "dispatcher", cfg.Common, stderr, func(ctx context.Context, log *zap.Logger) error { return runRole(ctx, cfg, log) })
 }
 
 func parseRoleConfig(args []string, getenv func(string) (string, bool), stderr io.Writer) (RoleConfig, int) {

@@ -77,7 +77,7 @@ func Main(ctx context.Context, args []string, getenv func(string) (string, bool)
 	if code >= 0 {
 		return code
 	}
-	return role.Run(ctx, "reconciler", stderr, func(ctx context.Context, log *zap.Logger) error { return runRole(ctx, cfg, log) })
+	return role.Run(ctx, "reconciler", cfg.Common, stderr, func(ctx context.Context, log *zap.Logger) error { return runRole(ctx, cfg, log) })
 }
 
 func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {

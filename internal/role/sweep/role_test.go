@@ -52,7 +52,7 @@ func TestSweeperRoleRunsAndStopsCleanly(t *testing.T) {
 	metrics := r.WaitMetrics(t, `atmost_sweep_changes_total{duty="lease_expired"} 1`, `atmost_intents{state="indeterminate"} 1`, `atmost_intents{state="authorized"} 0`,
 		"atmost_reconcile_waiting_intents 1")
 	for _, name := range []string{"atmost_sweep_passes_total", "atmost_sweep_pass_seconds", "atmost_relay_events_published_total", "atmost_ledger_transaction_restarts_total",
-		"atmost_intents", "atmost_relay_lag_seconds", "atmost_outbox_rows", "atmost_transitions_total", "atmost_reconcile_oldest_waiting_seconds"} {
+		"atmost_intents", "atmost_relay_lag_seconds", "atmost_outbox_rows", "atmost_transitions_total", "atmost_reconcile_oldest_waiting_seconds", "atmost_build_info"} {
 		require.Contains(t, metrics, name)
 	}
 	r.Stop(t)

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/atmost/atmost/internal/version"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -92,6 +93,7 @@ func parseArgs(args []string, getenv func(string) (string, bool), stderr io.Writ
 	fs.BoolVar(&cfg.StatusLookup, "status-lookup", envBool("status-lookup", "ATMOST_SIM_STATUS_LOOKUP"), "serve GET /v1/idempotency/{key}, the status lookup that can prove not-sent (env ATMOST_SIM_STATUS_LOOKUP; false when unset)")
 	fs.BoolVar(&cfg.Dedupe, "dedupe", envBool("dedupe", "ATMOST_SIM_DEDUPE"), "answer a repeated Idempotency-Key with its first object instead of creating another; off, a double send shows as two objects (env ATMOST_SIM_DEDUPE; false when unset)")
 	fs.StringVar(&planArg, "plan", env("ATMOST_SIM_PLAN", ""), `fault plan: a JSON file, or inline JSON such as '{"seed":1,"rates":{"drop_after_commit":0.01}}'; (env ATMOST_SIM_PLAN; no faults when unset)`)
+	showVersion := fs.Bool("version", false, "print the version of this binary and exit")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: platformsim [flags]\n\n"+
 			"Serves a simulated social platform that counts, per Idempotency-Key, the objects it created\n"+
@@ -106,6 +108,10 @@ func parseArgs(args []string, getenv func(string) (string, bool), stderr io.Writ
 			return cfg, addr, 0
 		}
 		return cfg, addr, 2
+	}
+	if *showVersion {
+		fmt.Fprintf(os.Stdout, "platformsim %s\n", version.String())
+		return cfg, addr, 0
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "platformsim: unexpected argument %q\n", fs.Arg(0))
