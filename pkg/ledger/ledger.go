@@ -138,6 +138,14 @@ func (l *Ledger) inReadCommitted(ctx context.Context, what string, fn func(q *db
 	return l.inTxWith(ctx, what, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, fn)
 }
 
+// snapshot runs fn, a read of several statements, on one consistent snapshot that nothing
+// else can make fail: REPEATABLE READ, READ ONLY. A SERIALIZABLE read may be chosen as the
+// victim of conflicts among the writers (or of PostgreSQL's summary of old predicate locks
+// under load) and abort ten times over; a snapshot guards nothing, so it needs none of that.
+func (l *Ledger) snapshot(ctx context.Context, what string, fn func(q *dbsqlc.Queries) error) error {
+	return l.inTxWith(ctx, what, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+}
+
 func (l *Ledger) inTxWith(ctx context.Context, what string, opts pgx.TxOptions, fn func(q *dbsqlc.Queries) error) error {
 	backoff := l.cfg.RetryBackoff
 	for restart := 0; ; restart++ {

@@ -101,7 +101,7 @@ type Record struct {
 // Get returns one intent, or ErrNotFound.
 func (l *Ledger) Get(ctx context.Context, key identity.DeliveryKey) (Intent, error) {
 	var row dbsqlc.Intent
-	err := l.inTx(ctx, "get", func(q *dbsqlc.Queries) (err error) {
+	err := l.snapshot(ctx, "get", func(q *dbsqlc.Queries) (err error) {
 		row, err = q.IntentGet(ctx, key.Bytes())
 		return err
 	})
@@ -118,7 +118,7 @@ func (l *Ledger) Get(ctx context.Context, key identity.DeliveryKey) (Intent, err
 // read in one transaction so they agree with each other.
 func (l *Ledger) Inspect(ctx context.Context, key identity.DeliveryKey) (Record, error) {
 	var rec Record
-	err := l.inTx(ctx, "inspect", func(q *dbsqlc.Queries) error {
+	err := l.snapshot(ctx, "inspect", func(q *dbsqlc.Queries) error {
 		rec = Record{}
 		row, err := q.IntentGet(ctx, key.Bytes())
 		if err != nil {
