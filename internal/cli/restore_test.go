@@ -207,11 +207,6 @@ func streamStates(t *testing.T, ctx context.Context, js jetstream.JetStream) map
 	}
 }
 
-// The restore protocol end to end: traffic runs, the ledger is dumped mid-run, traffic goes on
-// (authorizations, publications, sends of unknown outcome, new intents), the dump is restored
-// and restore reconcile replays the stream. Afterwards nothing the stream shows authorized or
-// beyond is pending, what it shows published is published, and a dispatcher on the restored
-// ledger, handed work for every intent, sends nothing twice.
 // requireDumpTools fails (in CI) or skips the test without pg_dump and pg_restore.
 func requireDumpTools(t *testing.T) {
 	t.Helper()
@@ -282,6 +277,11 @@ func (w *restoreWorld) dispatchAgain(keys []identity.DeliveryKey) {
 	w.dispatch(keys, 30*time.Second)
 }
 
+// The restore protocol end to end: traffic runs, the ledger is dumped mid-run, traffic goes on
+// (authorizations, publications, sends of unknown outcome, new intents), the dump is restored
+// and restore reconcile replays the stream. Afterwards nothing the stream shows authorized or
+// beyond is pending, what it shows published is published, and a dispatcher on the restored
+// ledger, handed work for every intent, sends nothing twice.
 func TestRestoreReconcileAfterAMidRunRestoreSendsNothingTwice(t *testing.T) {
 	t.Parallel()
 	requireDumpTools(t)

@@ -144,7 +144,7 @@ func (r *Relay) PublishFor(ctx context.Context, keys []identity.DeliveryKey) err
 // not a relay interval later. A failure leaves them in the outbox, where Run (the slow path)
 // publishes them, so it is logged and returned for the writer to count, never a reason to undo
 // or redo the write. A writer that must know its transitions are on the stream before it goes
-// on (the dispatcher's witness) waits on PublishFor itself.
+// on waits on PublishFor (the dispatcher's fence and claims) or Witness (its authorizations).
 func (r *Relay) AfterCommit(ctx context.Context, keys []identity.DeliveryKey) error {
 	err := r.PublishFor(ctx, keys)
 	if err != nil {
