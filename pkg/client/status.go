@@ -1,0 +1,194 @@
+package client
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/atmost/atmost/pkg/events"
+	"github.com/atmost/atmost/pkg/identity"
+)
+
+// The outcome service's protocol, which the ingest role serves (internal/outcome) and Status
+// speaks. Any NATS client can speak it: a request on StatusSubject(account) whose body is a
+// StatusRequest; the reply is an Outcome, or an error in the headers of nats.go's micro
+// framework (Nats-Service-Error-Code, one of the codes below, and Nats-Service-Error).
+const (
+	// StatusService is the service's name, as `nats micro ls` lists it.
+	StatusService = "atmost-status"
+	// StatusVersion is the version of the protocol (micro's service version): a change a
+	// client of this one cannot read gets a new major version.
+	StatusVersion = "1.0.0"
+	// StatusSubjects is the subject filter the service listens on, one token per account.
+	StatusSubjects = "atmost.status.*"
+
+	// CodeBadRequest: the subject's token is not an account token, or the body is not a
+	// StatusRequest.
+	CodeBadRequest = "400"
+	// CodeNotFound: the ledger holds no intent with this key for this account.
+	CodeNotFound = "404"
+	// CodeUnavailable: the service could not read the ledger; ask again.
+	CodeUnavailable = "503"
+)
+
+// StatusSubject is where the outcome of account's intents is asked for.
+func StatusSubject(account string) string {
+	return "atmost.status." + identity.AccountToken(account)
+}
+
+// StatusRequest is the body of a request to the outcome service.
+type StatusRequest struct {
+	Key identity.DeliveryKey `json:"delivery_key"`
+}
+
+// Outcome is what the ledger holds of one intent, as the outcome service read it.
+type Outcome struct {
+	Key     identity.DeliveryKey `json:"delivery_key"`
+	Account string               `json:"account"`
+	// State is one of the six: pending, authorized, published, failed, indeterminate, parked.
+	State string `json:"state"`
+	// Reason says why it is in its state (the reasons table of docs/design.md).
+	Reason string `json:"reason"`
+	// Retry is what may follow the reason: progress, done, yes, by policy (retried when the
+	// account's policy lists it), never (an unknown outcome, reconciled by one lookup) or human.
+	Retry string `json:"retry"`
+	// Seq is the number of the intent's latest transition, the seq of its latest event.
+	Seq int64 `json:"seq"`
+	// ObjectID is the platform's id of what was created, once published.
+	ObjectID  string    `json:"object_id,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Settled reports whether the intent reached a state that answers a producer: published
+// (sent, and read back), failed (proven not sent; Retry says whether a retry may follow) or
+// parked (a person decides). Pending, authorized and indeterminate intents are still moving.
+func (o Outcome) Settled() bool {
+	return o.State == "published" || o.State == "failed" || o.State == "parked"
+}
+
+var (
+	// ErrNotFound: the ledger holds no such intent of that account. Shortly after a publish it
+	// means ingest has not stored it yet; later, that ingest refused the message (its reject
+	// is in the ledger) or that it was never published.
+	ErrNotFound = errors.New("client: no such intent in the ledger")
+	// ErrNoStatusService: nothing answers on the status subject (no ingest role serves it, or
+	// this connection may not request it).
+	ErrNoStatusService = errors.New("client: no outcome service answers")
+)
+
+// Status asks the outcome service what became of the intent of account with key. It fails
+// with ErrNotFound, ErrNoStatusService, or the service's or the connection's error; none of
+// them changes anything, so asking again is always safe.
+func (c *Client) Status(ctx context.Context, account string, key identity.DeliveryKey) (Outcome, error) {
+	body, err := json.Marshal(StatusRequest{Key: key})
+	if err != nil {
+		return Outcome{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.StatusTimeout)
+	defer cancel()
+	reply, err := c.nc.RequestWithContext(ctx, StatusSubject(account), body)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return Outcome{}, fmt.Errorf("%w on %s", ErrNoStatusService, StatusSubject(account))
+	case err != nil:
+		return Outcome{}, fmt.Errorf("client: status of %s: %w", key, err)
+	}
+	switch code := reply.Header.Get("Nats-Service-Error-Code"); code {
+	case "":
+	case CodeNotFound:
+		return Outcome{}, fmt.Errorf("%w: %s of account %q", ErrNotFound, key, account)
+	default:
+		return Outcome{}, fmt.Errorf("client: status of %s: the service answered %s: %s", key, code, reply.Header.Get("Nats-Service-Error"))
+	}
+	var o Outcome
+	if err := json.Unmarshal(reply.Data, &o); err != nil {
+		return Outcome{}, fmt.Errorf("client: status of %s: the answer does not parse: %w", key, err)
+	}
+	return o, nil
+}
+
+// AwaitOption changes what Await waits for.
+type AwaitOption func(*awaitConfig)
+
+type awaitConfig struct{ done func(Outcome) bool }
+
+// Until makes Await return at the first outcome for which done is true, instead of the first
+// settled one: Until(func(o Outcome) bool { return o.State == "published" || o.State ==
+// "parked" }) waits through the retries of a failed intent.
+func Until(done func(Outcome) bool) AwaitOption {
+	return func(a *awaitConfig) { a.done = done }
+}
+
+// Await waits until the intent of account with key is settled (Outcome.Settled, or what Until
+// says) and returns its outcome, for an intent created at any time, before the caller started
+// too. It subscribes to the account's events first and asks Status second, so a transition
+// made between the two is never missed; each of the intent's events makes it ask again, and so
+// does Config.PollInterval passing without one. An intent not stored yet is asked for again
+// with a growing pause, up to the same interval. When ctx ends it returns the last outcome it
+// read (the zero Outcome if none) with ctx's error. ErrNoStatusService is returned at once.
+func (c *Client) Await(ctx context.Context, account string, key identity.DeliveryKey, opts ...AwaitOption) (Outcome, error) {
+	cfg := awaitConfig{done: Outcome.Settled}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	// The events of the account reach every core subscriber as JetStream stores them. The
+	// subscription goes out on this connection before the status request, so the server holds
+	// it before the service reads the ledger.
+	ch := make(chan *nats.Msg, 256)
+	sub, err := c.nc.ChanSubscribe(events.AccountSubjects(account), ch)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("client: await %s: %w", key, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	ofKey := "ev1:" + hex.EncodeToString(key.Bytes()) + ":"
+
+	var last Outcome
+	pause := 20 * time.Millisecond
+	for {
+		o, err := c.Status(ctx, account, key)
+		wait := c.cfg.PollInterval
+		switch {
+		case err == nil:
+			last = o
+			if cfg.done(o) {
+				return o, nil
+			}
+		case errors.Is(err, ErrNotFound):
+			wait, pause = pause, min(2*pause, c.cfg.PollInterval)
+		case errors.Is(err, ErrNoStatusService):
+			return last, err
+		}
+		if ctx.Err() != nil {
+			return last, fmt.Errorf("client: await %s: %w", key, ctx.Err())
+		}
+		if !c.nextEvent(ctx, ch, ofKey, wait) {
+			return last, fmt.Errorf("client: await %s: %w", key, ctx.Err())
+		}
+	}
+}
+
+// nextEvent waits for an event whose id starts with ofKey, or for wait to pass; false when ctx
+// ended first.
+func (c *Client) nextEvent(ctx context.Context, ch <-chan *nats.Msg, ofKey string, wait time.Duration) bool {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		select {
+		case m := <-ch:
+			if strings.HasPrefix(m.Header.Get(jetstream.MsgIDHeader), ofKey) {
+				return true
+			}
+		case <-t.C:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
