@@ -70,9 +70,14 @@ func run(ctx context.Context, url string, intent client.Intent) error {
 	}
 	fmt.Printf("published %s as message %d of %s (duplicate: %t)\n", receipt.Key, receipt.Seq, receipt.Stream, receipt.Duplicate)
 
-	o, err := c.Await(ctx, receipt.Account, receipt.Key)
+	// With the message's sequence, a refusal by ingest (an account not configured) is an
+	// outcome too, and Await returns instead of waiting for an intent that will never exist.
+	o, err := c.Await(ctx, receipt.Account, receipt.Key, client.Seq(receipt.Seq))
 	if err != nil {
 		return fmt.Errorf("awaiting %s (last seen: %q): %w", receipt.Key, o.State, err)
+	}
+	if o.Rejected != nil {
+		return fmt.Errorf("ingest refused %s: %s: %s", receipt.Key, o.Rejected.Reason, o.Rejected.Detail)
 	}
 	fmt.Printf("%s %s (%s) %s\n", o.State, o.Reason, o.Retry, o.ObjectID)
 	if o.State != "published" {

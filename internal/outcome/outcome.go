@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -27,13 +28,16 @@ import (
 
 	"github.com/atmost/atmost/internal/version"
 	"github.com/atmost/atmost/pkg/client"
+	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
 )
 
-// Ledger is what the service reads: one intent by key. *ledger.Ledger is one.
+// Ledger is what the service reads: one intent by key, and the reject of one message. *ledger.Ledger
+// is one.
 type Ledger interface {
 	Get(ctx context.Context, key identity.DeliveryKey) (ledger.Intent, error)
+	RejectAt(ctx context.Context, stream string, seq int64) (ledger.StoredRejection, error)
 }
 
 // Config tunes the service. The zero value of every field means its default.
@@ -80,8 +84,8 @@ func Start(nc *nats.Conn, l Ledger, cfg Config) (*Service, error) {
 	}
 	s := &Service{ledger: l, cfg: cfg, work: make(chan micro.Request), quit: make(chan struct{}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "atmost_status_requests_total",
-			Help: "Requests to the outcome service, by answer: found, not_found, bad_request, unavailable."}, []string{"answer"})}
-	for _, a := range []string{"found", "not_found", "bad_request", "unavailable"} {
+			Help: "Requests to the outcome service, by answer: found, rejected (ingest refused the message), not_found, bad_request, unavailable."}, []string{"answer"})}
+	for _, a := range []string{"found", "rejected", "not_found", "bad_request", "unavailable"} {
 		s.requests.WithLabelValues(a)
 	}
 	svc, err := micro.AddService(nc, micro.Config{
@@ -167,6 +171,14 @@ func (s *Service) answer(r micro.Request) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
 	defer cancel()
 	in, err := s.ledger.Get(ctx, req.Key)
+	if errors.Is(err, ledger.ErrNotFound) && req.Seq > 0 {
+		var rej *client.Rejection
+		if rej, err = s.rejected(ctx, account, req); err == nil {
+			s.requests.WithLabelValues("rejected").Inc()
+			s.respond(r, client.Outcome{Key: req.Key, Account: account, Rejected: rej})
+			return
+		}
+	}
 	switch {
 	case errors.Is(err, ledger.ErrNotFound), err == nil && in.Account != account:
 		// Another account's intent is not found for this one: its state is not this asker's.
@@ -181,6 +193,24 @@ func (s *Service) answer(r micro.Request) {
 	out := client.Outcome{Key: in.Key, Account: in.Account, State: string(in.State), Reason: string(in.Reason), Retry: string(rule.Retry),
 		Seq: in.Seq, ObjectID: in.ObjectID, UpdatedAt: in.UpdatedAt}
 	s.requests.WithLabelValues("found").Inc()
+	s.respond(r, out)
+}
+
+// rejected returns ingest's refusal of the message req.Seq names, or ledger.ErrNotFound. The
+// refusal counts only for a message on the account's subject that named this key in its
+// Atmost-Delivery-Key header: a sequence alone would let anyone read any message's refusal.
+func (s *Service) rejected(ctx context.Context, account string, req client.StatusRequest) (*client.Rejection, error) {
+	stored, err := s.ledger.RejectAt(ctx, events.IntentsStream, int64(req.Seq))
+	if err != nil {
+		return nil, err
+	}
+	if stored.Subject != events.IntentSubject(account) || !slices.Contains(stored.Headers[identity.DeliveryKeyHeader], req.Key.String()) {
+		return nil, ledger.ErrNotFound
+	}
+	return &client.Rejection{Reason: identity.Reason(stored.Reason), Detail: stored.Detail}, nil
+}
+
+func (s *Service) respond(r micro.Request, out client.Outcome) {
 	if err := r.RespondJSON(out); err != nil {
 		s.cfg.Logger.Debug("the outcome service could not answer", zap.Error(err))
 	}

@@ -75,7 +75,7 @@ func TestTheServiceAnswersWithAnOutcomeOrACode(t *testing.T) {
 	require.Equal(t, client.StatusSubjects, i.Endpoints[0].Subject)
 	require.Equal(t, client.StatusVersion, i.Version)
 
-	require.Equal(t, map[string]float64{"found": 1, "not_found": 2, "bad_request": 5, "unavailable": 0}, answers(t, svc))
+	require.Equal(t, map[string]float64{"found": 1, "rejected": 0, "not_found": 2, "bad_request": 5, "unavailable": 0}, answers(t, svc))
 }
 
 // answers reads atmost_status_requests_total by answer.

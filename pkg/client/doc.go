@@ -7,7 +7,7 @@
 //	c, err := client.New(nc, client.Config{})
 //	receipt, err := c.Publish(ctx, client.Intent{Account: "news-bot", Action: "post",
 //		Request: map[string]any{"text": "Hello, world"}})
-//	outcome, err := c.Await(ctx, receipt.Account, receipt.Key)
+//	outcome, err := c.Await(ctx, receipt.Account, receipt.Key, client.Seq(receipt.Seq))
 //
 // Publish validates the intent with the very code ingest runs (identity.NewEnvelope, so a
 // refusal is an *identity.RejectError with ingest's reason), computes its delivery key, and
@@ -45,7 +45,8 @@
 // can scope a producer to its own accounts, as they scope its publishing. Await subscribes to
 // the account's events on ATMOST_EVENTS first and asks Status second, so no transition can
 // fall between the two; it asks again on each of the intent's events, and every
-// Config.PollInterval in case an event was missed.
+// Config.PollInterval in case an event was missed. Given the sequence of the message that
+// carried the intent (Seq), an intent that ingest refused is an outcome too (Rejected).
 //
 // # Following events
 //

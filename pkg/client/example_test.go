@@ -118,7 +118,8 @@ func ExampleClient_PublishAll() {
 }
 
 // Learning the outcome, from the outcome service the ingest role serves: Await returns once
-// the intent is published, failed (proven not sent) or parked (a person decides).
+// the intent is published, failed (proven not sent) or parked (a person decides), or, given
+// the message's sequence, refused by ingest.
 func ExampleClient_Await() {
 	nc, err := nats.Connect(nats.DefaultURL)
 	if err != nil {
@@ -135,16 +136,18 @@ func ExampleClient_Await() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	o, err := c.Await(ctx, r.Account, r.Key)
+	o, err := c.Await(ctx, r.Account, r.Key, client.Seq(r.Seq))
 	if err != nil {
 		log.Fatal(err)
 	}
-	switch o.State {
-	case "published":
+	switch {
+	case o.Rejected != nil:
+		fmt.Println("refused by ingest:", o.Rejected.Reason, o.Rejected.Detail)
+	case o.State == "published":
 		fmt.Println("posted as", o.ObjectID)
-	case "failed":
+	case o.State == "failed":
 		fmt.Println("not sent:", o.Reason, "retry:", o.Retry)
-	case "parked":
+	case o.State == "parked":
 		fmt.Println("a person decides:", o.Reason)
 	}
 }

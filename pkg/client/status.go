@@ -46,6 +46,11 @@ func StatusSubject(account string) string {
 // StatusRequest is the body of a request to the outcome service.
 type StatusRequest struct {
 	Key identity.DeliveryKey `json:"delivery_key"`
+	// Seq, when not 0, is the sequence in ATMOST_INTENTS of the message that carried the intent
+	// (Receipt.Seq): when the ledger holds no such intent, the service looks for ingest's
+	// refusal of that message, which counts only if the message was on the account's subject
+	// with the key in its Atmost-Delivery-Key header (as the client publishes).
+	Seq uint64 `json:"seq,omitempty"`
 }
 
 // Outcome is what the ledger holds of one intent, as the outcome service read it.
@@ -64,13 +69,24 @@ type Outcome struct {
 	// ObjectID is the platform's id of what was created, once published.
 	ObjectID  string    `json:"object_id,omitempty"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// Rejected is set, and State empty, when no intent was stored because ingest refused the
+	// message that carried it (asked for with Seq): nothing will be sent.
+	Rejected *Rejection `json:"rejected,omitempty"`
+}
+
+// Rejection is ingest's refusal of the message that carried an intent: the reason (from
+// identity.AllReasons, such as unknown_account) and its detail.
+type Rejection struct {
+	Reason identity.Reason `json:"reason"`
+	Detail string          `json:"detail"`
 }
 
 // Settled reports whether the intent reached a state that answers a producer: published
-// (sent, and read back), failed (proven not sent; Retry says whether a retry may follow) or
-// parked (a person decides). Pending, authorized and indeterminate intents are still moving.
+// (sent, and read back), failed (proven not sent; Retry says whether a retry may follow),
+// parked (a person decides), or never stored because ingest refused its message (Rejected).
+// Pending, authorized and indeterminate intents are still moving.
 func (o Outcome) Settled() bool {
-	return o.State == "published" || o.State == "failed" || o.State == "parked"
+	return o.State == "published" || o.State == "failed" || o.State == "parked" || o.Rejected != nil
 }
 
 var (
@@ -83,11 +99,12 @@ var (
 	ErrNoStatusService = errors.New("client: no outcome service answers")
 )
 
-// Status asks the outcome service what became of the intent of account with key. It fails
-// with ErrNotFound, ErrNoStatusService, or the service's or the connection's error; none of
-// them changes anything, so asking again is always safe.
-func (c *Client) Status(ctx context.Context, account string, key identity.DeliveryKey) (Outcome, error) {
-	body, err := json.Marshal(StatusRequest{Key: key})
+// Status asks the outcome service what became of the intent of account with key (Seq names
+// the message that carried it, so that a refusal of it is an outcome too). It fails with
+// ErrNotFound, ErrNoStatusService, or the service's or the connection's error; none of them
+// changes anything, so asking again is always safe.
+func (c *Client) Status(ctx context.Context, account string, key identity.DeliveryKey, opts ...Option) (Outcome, error) {
+	body, err := json.Marshal(StatusRequest{Key: key, Seq: options(opts).seq})
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -114,16 +131,34 @@ func (c *Client) Status(ctx context.Context, account string, key identity.Delive
 	return o, nil
 }
 
-// AwaitOption changes what Await waits for.
-type AwaitOption func(*awaitConfig)
+// Option changes what Status asks and what Await waits for.
+type Option func(*statusOptions)
 
-type awaitConfig struct{ done func(Outcome) bool }
+type statusOptions struct {
+	seq  uint64
+	done func(Outcome) bool
+}
+
+func options(opts []Option) statusOptions {
+	o := statusOptions{done: Outcome.Settled}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// Seq names the message of ATMOST_INTENTS that carried the intent, Receipt.Seq: then an intent
+// that ingest refused (its account not configured, say) is an outcome, Rejected, instead of
+// not found for ever.
+func Seq(seq uint64) Option {
+	return func(o *statusOptions) { o.seq = seq }
+}
 
 // Until makes Await return at the first outcome for which done is true, instead of the first
 // settled one: Until(func(o Outcome) bool { return o.State == "published" || o.State ==
-// "parked" }) waits through the retries of a failed intent.
-func Until(done func(Outcome) bool) AwaitOption {
-	return func(a *awaitConfig) { a.done = done }
+// "parked" }) waits through the retries of a failed intent. Status ignores it.
+func Until(done func(Outcome) bool) Option {
+	return func(o *statusOptions) { o.done = done }
 }
 
 // Await waits until the intent of account with key is settled (Outcome.Settled, or what Until
@@ -133,11 +168,8 @@ func Until(done func(Outcome) bool) AwaitOption {
 // does Config.PollInterval passing without one. An intent not stored yet is asked for again
 // with a growing pause, up to the same interval. When ctx ends it returns the last outcome it
 // read (the zero Outcome if none) with ctx's error. ErrNoStatusService is returned at once.
-func (c *Client) Await(ctx context.Context, account string, key identity.DeliveryKey, opts ...AwaitOption) (Outcome, error) {
-	cfg := awaitConfig{done: Outcome.Settled}
-	for _, o := range opts {
-		o(&cfg)
-	}
+func (c *Client) Await(ctx context.Context, account string, key identity.DeliveryKey, opts ...Option) (Outcome, error) {
+	cfg := options(opts)
 	// The events of the account reach every core subscriber as JetStream stores them. The
 	// subscription goes out on this connection before the status request, so the server holds
 	// it before the service reads the ledger.
@@ -152,7 +184,7 @@ func (c *Client) Await(ctx context.Context, account string, key identity.Deliver
 	var last Outcome
 	pause := 20 * time.Millisecond
 	for {
-		o, err := c.Status(ctx, account, key)
+		o, err := c.Status(ctx, account, key, opts...)
 		wait := c.cfg.PollInterval
 		switch {
 		case err == nil:

@@ -144,3 +144,33 @@ func TestOutcomesNameTheLedgersStates(t *testing.T) {
 	require.Equal(t, "atmost.status.acct-1", client.StatusSubject("acct-1"))
 	require.Equal(t, "atmost.status."+identity.AccountToken("a.b"), client.StatusSubject("a.b"))
 }
+
+// An intent that ingest refused (its account is not configured) is never stored; asked for
+// with the sequence of the message that carried it, its outcome is that refusal, so Await
+// returns instead of waiting for ever. The refusal is told only to who names both the
+// account's subject and the key the message carried.
+func TestAwaitLearnsThatIngestRefusedTheMessage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, client.Config{PollInterval: 200 * time.Millisecond})
+	e.serveStatus()
+	ctx := timeout(t, 30*time.Second)
+	r, err := e.c.Publish(ctx, post("nobody", "an account nobody configured"))
+	require.NoError(t, err)
+	require.Equal(t, 1, e.ingest().Rejected)
+
+	_, err = e.c.Status(ctx, r.Account, r.Key)
+	require.ErrorIs(t, err, client.ErrNotFound, "without the message, nothing is known")
+	o, err := e.c.Await(ctx, r.Account, r.Key, client.Seq(r.Seq))
+	require.NoError(t, err)
+	require.True(t, o.Settled())
+	require.Empty(t, o.State)
+	require.Equal(t, identity.ReasonUnknownAccount, o.Rejected.Reason)
+	require.Contains(t, o.Rejected.Detail, "nobody")
+
+	other, err := post("acct-1", "another key").Envelope()
+	require.NoError(t, err)
+	_, err = e.c.Status(ctx, "acct-1", r.Key, client.Seq(r.Seq))
+	require.ErrorIs(t, err, client.ErrNotFound, "another account's message")
+	_, err = e.c.Status(ctx, r.Account, other.DeliveryKey(), client.Seq(r.Seq))
+	require.ErrorIs(t, err, client.ErrNotFound, "another key")
+}

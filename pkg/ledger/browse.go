@@ -2,9 +2,12 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
@@ -96,12 +99,38 @@ func (l *Ledger) Rejects(ctx context.Context, reason string, max int) ([]StoredR
 	}
 	out := make([]StoredRejection, len(rows))
 	for i, r := range rows {
-		headers, err := parseStoredHeaders(r.Headers)
-		if err != nil {
-			return nil, fmt.Errorf("list rejects: headers of %s: %w", r.RejectID, err)
+		if out[i], err = storedRejection(r); err != nil {
+			return nil, fmt.Errorf("list rejects: %w", err)
 		}
-		out[i] = StoredRejection{ID: r.RejectID, Reason: r.Reason, Detail: ParseStoredText(r.Detail), Subject: ParseStoredText(r.Subject), Stream: r.Stream,
-			StreamSeq: r.StreamSeq.Int64, Headers: headers, Preview: r.Preview, Size: int(r.RawSize), Truncated: r.RawTruncated, SHA256: r.RawSha256, At: r.ReceivedAt}
 	}
 	return out, nil
+}
+
+// RejectAt returns the refused input stored from message seq of stream, or ErrNotFound.
+func (l *Ledger) RejectAt(ctx context.Context, stream string, seq int64) (StoredRejection, error) {
+	var row dbsqlc.RejectAtRow
+	err := l.scan(ctx, "reject at", func(q *dbsqlc.Queries) (err error) {
+		row, err = q.RejectAt(ctx, dbsqlc.RejectAtParams{PreviewBytes: RejectPreviewBytes, Stream: stream, StreamSeq: seq})
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return StoredRejection{}, ErrNotFound
+	}
+	if err != nil {
+		return StoredRejection{}, err
+	}
+	r, err := storedRejection(dbsqlc.RejectsListRow(row))
+	if err != nil {
+		return StoredRejection{}, fmt.Errorf("reject at %s %d: %w", stream, seq, err)
+	}
+	return r, nil
+}
+
+func storedRejection(r dbsqlc.RejectsListRow) (StoredRejection, error) {
+	headers, err := parseStoredHeaders(r.Headers)
+	if err != nil {
+		return StoredRejection{}, fmt.Errorf("headers of %s: %w", r.RejectID, err)
+	}
+	return StoredRejection{ID: r.RejectID, Reason: r.Reason, Detail: ParseStoredText(r.Detail), Subject: ParseStoredText(r.Subject), Stream: r.Stream,
+		StreamSeq: r.StreamSeq.Int64, Headers: headers, Preview: r.Preview, Size: int(r.RawSize), Truncated: r.RawTruncated, SHA256: r.RawSha256, At: r.ReceivedAt}, nil
 }

@@ -265,3 +265,26 @@ func TestStoredTextRoundTripsAnyBytes(t *testing.T) {
 	require.NoError(t, quick.Check(func(b []byte) bool { return check(string(b)) }, &quick.Config{MaxCount: 10000}))
 	require.Equal(t, "plain", ledger.StoredText("plain"), "text PostgreSQL can hold is stored as it is")
 }
+
+// RejectAt finds the reject of one message by its stream and sequence, and nothing for another
+// stream's message of the same sequence.
+func TestRejectAtFindsTheRejectOfOneStreamMessage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, err := e.l.Reject(e.ctx, []ledger.Rejection{
+		{Reason: "unknown_account", Detail: "acct-x", Subject: "atmost.intent.acct-x", Stream: "ATMOST_INTENTS", StreamSeq: 7, Raw: []byte("{}"),
+			Headers: map[string][]string{"Atmost-Delivery-Key": {"dk1:..."}}},
+		{Reason: "malformed_json", Detail: "not JSON", Subject: "atmost.intent.b", Stream: "ATMOST_INTENTS", StreamSeq: 8, Raw: []byte("nope")},
+	})
+	require.NoError(t, err)
+	r, err := e.l.RejectAt(e.ctx, "ATMOST_INTENTS", 7)
+	require.NoError(t, err)
+	require.Equal(t, "unknown_account", r.Reason)
+	require.Equal(t, "atmost.intent.acct-x", r.Subject)
+	require.Equal(t, int64(7), r.StreamSeq)
+	require.Equal(t, []string{"dk1:..."}, r.Headers["Atmost-Delivery-Key"])
+	_, err = e.l.RejectAt(e.ctx, "OTHER", 7)
+	require.ErrorIs(t, err, ledger.ErrNotFound)
+	_, err = e.l.RejectAt(e.ctx, "ATMOST_INTENTS", 9)
+	require.ErrorIs(t, err, ledger.ErrNotFound)
+}

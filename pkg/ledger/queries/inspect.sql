@@ -45,3 +45,11 @@ FROM rejects
 WHERE @reason::TEXT = '' OR reason = @reason::TEXT
 ORDER BY received_at DESC, reject_id DESC
 LIMIT @max_rows::INT;
+
+-- name: RejectAt :one
+-- The refused input stored from one message of a stream, through rejects_stream_seq_key: what
+-- the outcome service tells the producer whose message it was.
+SELECT reject_id::TEXT AS reject_id, reason, detail, subject, stream, stream_seq, headers,
+       substring(raw FROM 1 FOR @preview_bytes::INT)::BYTEA AS preview, raw_size, raw_truncated, raw_sha256, received_at
+FROM rejects
+WHERE stream = @stream::TEXT AND stream_seq = @stream_seq::BIGINT;

@@ -190,6 +190,56 @@ func (q *Queries) ReconciliationsByIntent(ctx context.Context, deliveryKey []byt
 	return items, nil
 }
 
+const rejectAt = `-- name: RejectAt :one
+SELECT reject_id::TEXT AS reject_id, reason, detail, subject, stream, stream_seq, headers,
+       substring(raw FROM 1 FOR $1::INT)::BYTEA AS preview, raw_size, raw_truncated, raw_sha256, received_at
+FROM rejects
+WHERE stream = $2::TEXT AND stream_seq = $3::BIGINT
+`
+
+type RejectAtParams struct {
+	PreviewBytes int32
+	Stream       string
+	StreamSeq    int64
+}
+
+type RejectAtRow struct {
+	RejectID     string
+	Reason       string
+	Detail       string
+	Subject      string
+	Stream       string
+	StreamSeq    pgtype.Int8
+	Headers      []byte
+	Preview      []byte
+	RawSize      int32
+	RawTruncated bool
+	RawSha256    []byte
+	ReceivedAt   time.Time
+}
+
+// The refused input stored from one message of a stream, through rejects_stream_seq_key: what
+// the outcome service tells the producer whose message it was.
+func (q *Queries) RejectAt(ctx context.Context, arg RejectAtParams) (RejectAtRow, error) {
+	row := q.db.QueryRow(ctx, rejectAt, arg.PreviewBytes, arg.Stream, arg.StreamSeq)
+	var i RejectAtRow
+	err := row.Scan(
+		&i.RejectID,
+		&i.Reason,
+		&i.Detail,
+		&i.Subject,
+		&i.Stream,
+		&i.StreamSeq,
+		&i.Headers,
+		&i.Preview,
+		&i.RawSize,
+		&i.RawTruncated,
+		&i.RawSha256,
+		&i.ReceivedAt,
+	)
+	return i, err
+}
+
 const rejectsList = `-- name: RejectsList :many
 SELECT reject_id::TEXT AS reject_id, reason, detail, subject, stream, stream_seq, headers,
        substring(raw FROM 1 FOR $1::INT)::BYTEA AS preview, raw_size, raw_truncated, raw_sha256, received_at
