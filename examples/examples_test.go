@@ -60,14 +60,19 @@ func TestTheExamplesPublishAwaitAndFollow(t *testing.T) {
 			return stdout.String()
 		}
 	}
-	produce := func(text string) string {
+	run := func(account, text string) (string, string, error) {
 		ctx, cancel := context.WithTimeout(w.Ctx, time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, filepath.Join(bin, "producer"), "-nats-url", w.NATSURL, "-account", "acct-1", "-text", text)
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, "producer"), "-nats-url", w.NATSURL, "-account", account, "-text", text)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		require.NoError(t, cmd.Run(), "producer: %s%s", stdout.String(), stderr.String())
-		return stdout.String()
+		err := cmd.Run()
+		return stdout.String(), stderr.String(), err
+	}
+	produce := func(text string) string {
+		stdout, stderr, err := run("acct-1", text)
+		require.NoError(t, err, "producer: %s%s", stdout, stderr)
+		return stdout
 	}
 	keyOf := regexp.MustCompile(`^published (dk1:[0-9a-f]{64}) as message \d+ of ATMOST_INTENTS`)
 
@@ -87,6 +92,13 @@ func TestTheExamplesPublishAwaitAndFollow(t *testing.T) {
 	followed = consumer()
 	require.Contains(t, followed, strings.TrimPrefix(m[1], "dk1:"), "the restarted consumer resumed after the first event")
 	require.NotContains(t, followed, strings.TrimPrefix(first, "dk1:"))
+
+	// An account nobody configured: the producer learns ingest's refusal, and says so.
+	_, stderr, err := run("nobody", "for an account nobody configured")
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit)
+	require.Equal(t, 1, exit.ExitCode())
+	require.Contains(t, stderr, "unknown_account")
 }
 
 // What the examples import is what another module can: no package of atmost's internal/.
