@@ -26,7 +26,7 @@
 // itself was refused, no stream took the subject, JetStream refused the message); publishing
 // it again is as safe, and succeeds once the cause is gone.
 //
-// Inside the duplicate window (ten minutes) a re-publication of an intent that ingest refused
+// Inside JetStream's duplicate window (docs/design.md#streams-and-events) a re-publication of an intent that ingest refused
 // (an account not yet configured) is dropped by JetStream as a duplicate of the refused
 // message: the receipt says Duplicate and nothing new is ingested. Once the cause is fixed,
 // wait out the window or have an operator replay the stored reject.
