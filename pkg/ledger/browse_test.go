@@ -84,7 +84,7 @@ func TestRejectsListNewestFirstByReason(t *testing.T) {
 		_, err := e.l.Reject(e.ctx, []ledger.Rejection{r})
 		require.NoError(t, err, "reject %d", i)
 		// received_at is the database clock; keep the order unambiguous.
-		e.exec(`UPDATE rejects SET received_at = now() - make_interval(secs => $1) WHERE stream_seq = $2`, 10-i, r.StreamSeq)
+		e.exec(`UPDATE rejects SET received_at = now() - $1::BIGINT * INTERVAL '1 second' WHERE stream_seq = $2`, 10-i, r.StreamSeq)
 	}
 
 	all, err := e.l.Rejects(e.ctx, "", 10)
