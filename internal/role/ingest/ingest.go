@@ -339,6 +339,9 @@ func classify(msg *nats.Msg) *message {
 	}
 	env, err := identity.ParseEnvelope(msg.Data)
 	if err == nil {
+		err = checkSubject(env, msg.Subject)
+	}
+	if err == nil {
 		err = identity.CheckDeliveryKeyHeader(env, msg.Header.Get(identity.DeliveryKeyHeader))
 	}
 	var rej *identity.RejectError
@@ -351,6 +354,29 @@ func classify(msg *nats.Msg) *message {
 		m.reject = rejection(m, identity.ReasonMalformedJSON, err.Error())
 	}
 	return m
+}
+
+// checkSubject refuses an envelope that came on a subject other than its account's. NATS
+// permissions restrict subjects, not envelopes, so only this comparison keeps a producer that
+// may publish on atmost.intent.acct-b alone from creating intents for acct-a. The subject is
+// compared whole: an account token never holds '.', so a longer subject names no account.
+func checkSubject(env identity.Envelope, subject string) error {
+	want := events.IntentSubject(env.Account)
+	if subject == want {
+		return nil
+	}
+	return &identity.RejectError{Reason: identity.ReasonSubjectMismatch,
+		Detail: fmt.Sprintf("account %s is published on %s; this message came on %s", quote(env.Account), want, quoteShort(subject))}
+}
+
+// quoteShort quotes at most the first 64 bytes of s, so a detail never carries a long subject
+// (the rejection keeps the subject whole).
+func quoteShort(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(s[:max]) + "..."
 }
 
 func rejection(m *message, reason identity.Reason, detail string) *ledger.Rejection {

@@ -100,24 +100,30 @@ func TestEveryRejectionIsStoredPublishedAndAcknowledged(t *testing.T) {
 		reason identity.Reason
 		body   string
 		header nats.Header
+		on     string // the account whose subject it is published on; "" for acct-1
 	}{
-		{identity.ReasonMalformedJSON, `{"v":1,`, nil},
-		{identity.ReasonNotObject, `[1,2]`, nil},
-		{identity.ReasonDuplicateField, `{"v":1,"v":1,"account":"acct-1","action":"post","request":{}}`, nil},
-		{identity.ReasonUnknownField, `{"v":1,"account":"acct-1","action":"post","request":{},"send_twice":true}`, nil},
-		{identity.ReasonMissingField, `{"v":1,"account":"acct-1","request":{}}`, nil},
-		{identity.ReasonUnsupportedVersion, `{"v":2,"account":"acct-1","action":"post","request":{}}`, nil},
-		{identity.ReasonInvalidUTF8, "{\"v\":1,\"account\":\"acct-1\",\"action\":\"post\",\"request\":{\"text\":\"\xff\"}}", nil},
-		{identity.ReasonTooLarge, post(strings.Repeat("x", identity.MaxEnvelopeBytes)), nil},
-		{identity.ReasonInvalidAccount, `{"v":1,"account":"","action":"post","request":{}}`, nil},
-		{identity.ReasonInvalidAction, `{"v":1,"account":"acct-1","action":"Post!","request":{}}`, nil},
-		{identity.ReasonInvalidRequest, `{"v":1,"account":"acct-1","action":"post","request":"text"}`, nil},
-		{identity.ReasonUnknownAccount, `{"v":1,"account":"acct-nobody","action":"post","request":{}}`, nil},
-		{identity.ReasonInvalidKeyHeader, post("fine"), nats.Header{identity.DeliveryKeyHeader: []string{"not-a-key"}}},
-		{identity.ReasonKeyMismatch, post("fine"), nats.Header{identity.DeliveryKeyHeader: []string{"dk1:" + strings.Repeat("0", 64)}}},
+		{identity.ReasonMalformedJSON, `{"v":1,`, nil, ""},
+		{identity.ReasonNotObject, `[1,2]`, nil, ""},
+		{identity.ReasonDuplicateField, `{"v":1,"v":1,"account":"acct-1","action":"post","request":{}}`, nil, ""},
+		{identity.ReasonUnknownField, `{"v":1,"account":"acct-1","action":"post","request":{},"send_twice":true}`, nil, ""},
+		{identity.ReasonMissingField, `{"v":1,"account":"acct-1","request":{}}`, nil, ""},
+		{identity.ReasonUnsupportedVersion, `{"v":2,"account":"acct-1","action":"post","request":{}}`, nil, ""},
+		{identity.ReasonInvalidUTF8, "{\"v\":1,\"account\":\"acct-1\",\"action\":\"post\",\"request\":{\"text\":\"\xff\"}}", nil, ""},
+		{identity.ReasonTooLarge, post(strings.Repeat("x", identity.MaxEnvelopeBytes)), nil, ""},
+		{identity.ReasonInvalidAccount, `{"v":1,"account":"","action":"post","request":{}}`, nil, ""},
+		{identity.ReasonInvalidAction, `{"v":1,"account":"acct-1","action":"Post!","request":{}}`, nil, ""},
+		{identity.ReasonInvalidRequest, `{"v":1,"account":"acct-1","action":"post","request":"text"}`, nil, ""},
+		{identity.ReasonSubjectMismatch, `{"v":1,"account":"acct-2","action":"post","request":{}}`, nil, ""},
+		{identity.ReasonUnknownAccount, `{"v":1,"account":"acct-nobody","action":"post","request":{}}`, nil, "acct-nobody"},
+		{identity.ReasonInvalidKeyHeader, post("fine"), nats.Header{identity.DeliveryKeyHeader: []string{"not-a-key"}}, ""},
+		{identity.ReasonKeyMismatch, post("fine"), nats.Header{identity.DeliveryKeyHeader: []string{"dk1:" + strings.Repeat("0", 64)}}, ""},
 	}
 	for _, c := range cases {
-		e.publish("acct-1", c.body, c.header)
+		on := c.on
+		if on == "" {
+			on = "acct-1"
+		}
+		e.publish(on, c.body, c.header)
 	}
 	e.publish("acct-1", post("fine"), nats.Header{identity.DeliveryKeyHeader: []string{good.DeliveryKey().String()}})
 	s := e.drain()
@@ -241,4 +247,53 @@ func keyOf(t *testing.T, text string) identity.DeliveryKey {
 	env, err := identity.ParseEnvelope([]byte(post(text)))
 	require.NoError(t, err)
 	return env.DeliveryKey()
+}
+
+// The subject binds the account: an envelope is an intent only when it came on
+// atmost.intent.<its account's token>, whatever else the subject spells. NATS permissions
+// restrict subjects, so this is what keeps a producer to the accounts it may publish for.
+func TestAnEnvelopeOnAnotherAccountsSubjectIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.Exec(`INSERT INTO accounts (account_id, platform) VALUES ('acct-2', 'sim'), ('team.a', 'sim')`)
+	body := func(account, text string) string {
+		return fmt.Sprintf(`{"v":1,"account":%q,"action":"post","request":{"text":%q}}`, account, text)
+	}
+	cases := []struct {
+		name, subject, body string
+		want                identity.Reason // "" for an intent
+	}{
+		{"its own subject", events.IntentSubject("acct-2"), body("acct-2", "own"), ""},
+		{"an escaped token", events.IntentSubject("team.a"), body("team.a", "escaped"), ""},
+		{"another configured account's subject", events.IntentSubject("acct-1"), body("acct-2", "theirs"), identity.ReasonSubjectMismatch},
+		{"the account spelt as two tokens", "atmost.intent.team.a", body("team.a", "two tokens"), identity.ReasonSubjectMismatch},
+		{"a token after the account's", "atmost.intent.acct-2.x", body("acct-2", "longer"), identity.ReasonSubjectMismatch},
+		{"a non-canonical escape of the account", "atmost.intent.~YWNjdC0y", body("acct-2", "escaped plain"), identity.ReasonSubjectMismatch},
+	}
+	seqs := map[uint64]int{}
+	for i, c := range cases {
+		ack, err := e.JS.PublishMsg(e.Ctx, &nats.Msg{Subject: c.subject, Data: []byte(c.body)})
+		require.NoError(t, err, c.name)
+		seqs[ack.Sequence] = i
+	}
+	s := e.drain()
+	require.Equal(t, ingest.Stats{Created: 2, Rejected: 4}, s)
+	stored := e.rejectsBySeq()
+	for seq, i := range seqs {
+		c := cases[i]
+		env, err := identity.ParseEnvelope([]byte(c.body))
+		require.NoError(t, err)
+		_, getErr := e.Ledger.Get(e.Ctx, env.DeliveryKey())
+		r, rejected := stored[int64(seq)]
+		if c.want == "" {
+			require.NoError(t, getErr, c.name)
+			require.False(t, rejected, c.name)
+			continue
+		}
+		require.Error(t, getErr, "%s: no intent", c.name)
+		require.True(t, rejected, c.name)
+		require.Equal(t, string(c.want), r.Reason, c.name)
+		require.Contains(t, r.Detail, events.IntentSubject(env.Account), "%s: the detail names the right subject", c.name)
+		require.Contains(t, r.Detail, c.subject, "%s: and the one it came on", c.name)
+	}
 }
