@@ -118,12 +118,19 @@ func TestEveryRejectionIsStoredPublishedAndAcknowledged(t *testing.T) {
 		{identity.ReasonInvalidKeyHeader, post("fine"), nats.Header{identity.DeliveryKeyHeader: []string{"not-a-key"}}, ""},
 		{identity.ReasonKeyMismatch, post("fine"), nats.Header{identity.DeliveryKeyHeader: []string{"dk1:" + strings.Repeat("0", 64)}}, ""},
 	}
-	for _, c := range cases {
+	seqs := map[uint64]int{}
+	for i, c := range cases {
 		on := c.on
 		if on == "" {
 			on = "acct-1"
 		}
-		e.publish(on, c.body, c.header)
+		header := nats.Header{jetstream.MsgIDHeader: []string{fmt.Sprintf("producer-%d", i)}}
+		for k, v := range c.header {
+			header[k] = v
+		}
+		ack, err := e.JS.PublishMsg(e.Ctx, &nats.Msg{Subject: events.IntentSubject(on), Data: []byte(c.body), Header: header})
+		require.NoError(t, err)
+		seqs[ack.Sequence] = i
 	}
 	e.publish("acct-1", post("fine"), nats.Header{identity.DeliveryKeyHeader: []string{good.DeliveryKey().String()}})
 	s := e.drain()
@@ -140,6 +147,36 @@ func TestEveryRejectionIsStoredPublishedAndAcknowledged(t *testing.T) {
 	}
 	require.Equal(t, 1, e.Count(`SELECT count(*) FROM rejects WHERE raw_truncated AND raw_size > $1`, ledger.MaxRejectRaw),
 		"an oversized message is kept bounded, with its size")
+
+	// Each reject names the message it refused as its producer knows it: the sequence of the
+	// publish acknowledgement and the producer's Nats-Msg-Id; with the reason's detail, and
+	// the account and key where the envelope itself was valid.
+	published := e.publishedRejects()
+	require.Len(t, published, len(cases))
+	stored := e.rejectsBySeq()
+	for seq, i := range seqs {
+		c := cases[i]
+		r, ok := published[seq]
+		require.True(t, ok, "reject of %s", c.reason)
+		require.Equal(t, c.reason, r.Reason)
+		require.Equal(t, events.IntentsStream, r.Stream)
+		require.Equal(t, fmt.Sprintf("producer-%d", i), r.MsgID, c.reason)
+		require.Equal(t, stored[int64(seq)].Detail, r.Detail, c.reason)
+		require.NotEmpty(t, r.Detail, c.reason)
+		on := c.on
+		if on == "" {
+			on = "acct-1"
+		}
+		require.Equal(t, events.IntentSubject(on), r.Subject)
+		env, err := identity.ParseEnvelope([]byte(c.body))
+		if err != nil {
+			require.Nil(t, r.DeliveryKey, "%s: no key without a valid envelope", c.reason)
+			continue
+		}
+		require.NotNil(t, r.DeliveryKey, c.reason)
+		require.Equal(t, env.DeliveryKey(), *r.DeliveryKey, c.reason)
+		require.Equal(t, env.Account, r.Account, c.reason)
+	}
 }
 
 // A redelivered bad message is stored and published once.
