@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 )
 
-// Limits of the envelope contract (docs/design.md#the-intent-envelope).
+// Limits of the envelope contract (docs/producers.md#the-envelope).
 const (
 	// MaxEnvelopeBytes bounds both the message as received and its canonical
 	// form (which can be longer: 1e20 is written out in full, and absent

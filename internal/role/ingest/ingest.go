@@ -342,8 +342,12 @@ func classify(msg *nats.Msg) *message {
 	if err == nil {
 		err = checkSubject(env, msg.Subject)
 	}
-	if err == nil {
-		err = identity.CheckDeliveryKeyHeader(env, msg.Header.Get(identity.DeliveryKeyHeader))
+	// Every value of the header is checked, not only the first: each one a producer stated
+	// must be the key.
+	for _, stated := range msg.Header.Values(identity.DeliveryKeyHeader) {
+		if err == nil {
+			err = identity.CheckDeliveryKeyHeader(env, stated)
+		}
 	}
 	if env.Account != "" {
 		// Valid, if perhaps refused for its subject or header: its reject names the account
