@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -119,4 +120,27 @@ func TestTheRejectSchemaListsEveryReason(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &doc))
 	require.Equal(t, identity.AllReasons(), doc.Properties.Reason.Enum)
 	require.True(t, slices.Contains(doc.Properties.Reason.Enum, identity.ReasonSubjectMismatch))
+}
+
+// The reject docs/producers.md shows is one: it validates against the schema, parses, and its
+// key and digest are those of the body it carries.
+func TestTheProducersDocsRejectExampleIsAReject(t *testing.T) {
+	b, err := os.ReadFile("../../docs/producers.md")
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(b), "<!-- reject-example:start -->\n```json\n")
+	require.True(t, ok, "docs/producers.md has no reject example")
+	example, _, ok := strings.Cut(rest, "```\n<!-- reject-example:end -->")
+	require.True(t, ok)
+	var doc any
+	require.NoError(t, json.Unmarshal([]byte(example), &doc))
+	require.NoError(t, compileRejectSchema(t).Validate(doc))
+	r, err := events.UnmarshalReject([]byte(example))
+	require.NoError(t, err)
+	sum := sha256.Sum256(r.Raw)
+	require.Equal(t, hex.EncodeToString(sum[:]), r.SHA256)
+	env, err := identity.ParseEnvelope(r.Raw)
+	require.NoError(t, err)
+	require.Equal(t, env.DeliveryKey(), *r.DeliveryKey)
+	require.Equal(t, env.Account, r.Account)
+	require.Equal(t, events.IntentSubject(r.Account) != r.Subject, r.Reason == identity.ReasonSubjectMismatch)
 }
