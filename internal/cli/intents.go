@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -14,16 +13,6 @@ import (
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
 )
-
-const intentsUsage = `Usage:
-  atmost intents ls [--state S] [--account A] [--limit N] [--after KEY] [--json]
-  atmost intents show KEY [--json]
-
-ls lists a page of intents in delivery-key order: key, account, action, state, reason,
-authorized attempts, last change. When the page is full, the command for the next one (--after
-the page's last key) is printed on standard error; with --json it is next_after. show prints
-one intent with its attempts, evidence, history and reconciliation steps.
-`
 
 // intentJSON is an intent as the intents commands print it. Request is the canonical request
 // projection the intent sends; Attempt, Epoch and Generation name its latest attempt.
@@ -75,29 +64,46 @@ func rawJSON(b []byte) json.RawMessage {
 	return s
 }
 
-func runIntents(ctx context.Context, io IO, args []string) int {
-	var state, account, after *string
-	var limit *int
-	c, sub, pos, code, done := parseGroup(io, "intents", intentsUsage, args,
-		map[string][]string{"ls": {"state", "account", "limit", "after"}, "show": nil},
-		map[string][]string{"show": {"KEY"}},
-		func(fs *flag.FlagSet) {
-			state = fs.String("state", "", "ls: only intents in this state ("+stateList()+")")
-			account = fs.String("account", "", "ls: only intents of this account")
-			limit = fs.Int("limit", 50, "ls: at most this many intents (1 to 1000)")
-			after = fs.String("after", "", "ls: start after this delivery key (the last key of the previous page)")
-		})
-	if done {
-		return code
+func intentsCommand() *Command {
+	var ls intentsFlags
+	return &Command{Name: "intents", Summary: "intents ls, intents show KEY: a page of intents; one with its attempts, evidence, history, reconciliations",
+		About: `ls lists a page of intents in delivery-key order: key, account, action, state, reason,
+authorized attempts, last change. When the page is full, the command for the next one (--after
+the page's last key) is printed on standard error; with --json it is next_after. show prints
+one intent with its attempts, evidence, history and reconciliation steps.`,
+		Subs: []*Command{
+			{Name: "ls", Summary: "a page of intents",
+				Flags: func(f *Flags) {
+					f.String(&ls.state, "state", "S", "", "only intents in this state ("+stateList()+")")
+					f.String(&ls.account, "account", "A", "", "only intents of this account")
+					f.Int(&ls.limit, "limit", "N", 50, "at most this many intents (1 to 1000)")
+					f.String(&ls.after, "after", "KEY", "", "start after this delivery key (the last key of the previous page)")
+					f.Ledger("the ledger database")
+					f.JSON("print JSON instead of a table")
+				},
+				Run: func(ctx context.Context, c *line) int { return listIntents(ctx, c, ls) }},
+			{Name: "show", Summary: "one intent with its attempts, evidence, history and reconciliations", Args: []string{"KEY"},
+				Flags: func(f *Flags) { f.Ledger("the ledger database"); f.JSON("print JSON instead of tables") },
+				Run: func(ctx context.Context, c *line) int {
+					key, code := c.key(c.args[0])
+					if code != ExitOK {
+						return code
+					}
+					return showIntent(ctx, c, key)
+				}},
+		},
 	}
-	if sub == "show" {
-		key, code := c.key(pos[0])
-		if code != ExitOK {
-			return code
-		}
-		return showIntent(ctx, c, key)
-	}
+}
 
+// intentsFlags are intents ls's flags.
+type intentsFlags struct {
+	state, account, after string
+	limit                 int
+}
+
+func listIntents(ctx context.Context, c *line, p intentsFlags) int {
+	io := c.io
+	state, account, after, limit := &p.state, &p.account, &p.after, &p.limit
 	f := ledger.IntentFilter{State: ledger.State(strings.TrimSpace(*state))}
 	if f.State != "" && !f.State.Valid() {
 		return c.usageError("--state %q: give one of %s", *state, stateList())
@@ -113,11 +119,12 @@ func runIntents(ctx context.Context, io IO, args []string) int {
 		return c.usageError("--limit %d: give 1 to 1000, and page on with --after", *limit)
 	}
 	if c.given("after") {
+		var code int
 		if f.After, code = c.key(*after); code != ExitOK {
 			return code
 		}
 	}
-	l, closeLedger, err := openLedger(ctx, *c.databaseURL)
+	l, closeLedger, err := openLedger(ctx, c.databaseURL)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -132,7 +139,7 @@ func runIntents(ctx context.Context, io IO, args []string) int {
 		last := page[len(page)-1].Key.String()
 		next = &last
 	}
-	if *c.asJSON {
+	if c.asJSON {
 		out := struct {
 			Intents   []intentJSON `json:"intents"`
 			NextAfter *string      `json:"next_after"`
@@ -179,7 +186,7 @@ func shellQuote(s string) string {
 }
 
 // key parses a delivery key given on the command line.
-func (c controlLine) key(s string) (identity.DeliveryKey, int) {
+func (c *line) key(s string) (identity.DeliveryKey, int) {
 	key, err := identity.ParseDeliveryKey(strings.TrimSpace(s))
 	if err != nil {
 		return key, c.usageError("%q is not a delivery key: give it as atmost intents ls prints it (dk1: and 64 hex digits)", s)
@@ -187,21 +194,20 @@ func (c controlLine) key(s string) (identity.DeliveryKey, int) {
 	return key, ExitOK
 }
 
-func showIntent(ctx context.Context, c controlLine, key identity.DeliveryKey) int {
-	l, closeLedger, err := openLedger(ctx, *c.databaseURL)
+func showIntent(ctx context.Context, c *line, key identity.DeliveryKey) int {
+	l, closeLedger, err := openLedger(ctx, c.databaseURL)
 	if err != nil {
 		return c.fail(err)
 	}
 	defer closeLedger()
 	rec, err := l.Inspect(ctx, key)
 	if errors.Is(err, ledger.ErrNotFound) {
-		fmt.Fprintf(c.io.Stderr, "%s: no intent has the delivery key %s (atmost intents ls lists them)\n", c.name, key)
-		return ExitError
+		return c.problem(ExitError, fmt.Sprintf("no intent has the delivery key %s (atmost intents ls lists them)", key))
 	}
 	if err != nil {
 		return c.fail(err)
 	}
-	if *c.asJSON {
+	if c.asJSON {
 		return writeJSON(c.io, toRecordJSON(rec))
 	}
 	in := rec.Intent
