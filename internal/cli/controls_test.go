@@ -299,6 +299,11 @@ func TestBadControlCommandLinesExitWithUsageAndChangeNothing(t *testing.T) {
 	require.Contains(t, res.stderr, "atmost accounts ls")
 	res = run(env, "policy", "set", "--account", "acct-typo", "--attempt-cap", "4", "--reason", "x")
 	require.Equal(t, cli.ExitError, res.code)
+	res = run(env, "policy", "get", "--account", "acct-typo")
+	require.Equal(t, cli.ExitError, res.code, "a read names a configured account as a change does")
+	require.Contains(t, res.stderr, "unknown account")
+	require.Contains(t, res.stderr, "atmost accounts ls")
+	require.Empty(t, res.stdout)
 	require.Equal(t, before, schemaState(t, db))
 }
 
