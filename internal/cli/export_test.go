@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -65,4 +68,44 @@ func kind(f *flag.Flag) string {
 	default:
 		return fmt.Sprintf("%T", v)
 	}
+}
+
+// dataKeys are the JSON keys whose values are data, not atmost's own names (a request, the
+// adapter's settings, message headers, maps keyed by account or verdict): NonSnakeKeys does not
+// look inside them.
+var dataKeys = map[string]bool{"request": true, "detail": true, "settings": true, "headers": true, "overrides": true, "totals": true}
+
+var snakeKey = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+
+// NonSnakeKeys lists the keys of the JSON documents in out (one or several, one after another)
+// that are not snake_case, with their path.
+func NonSnakeKeys(out []byte) ([]string, error) {
+	var bad []string
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				if !snakeKey.MatchString(k) {
+					bad = append(bad, path+"."+k)
+				}
+				if !dataKeys[k] {
+					walk(path+"."+k, x)
+				}
+			}
+		case []any:
+			for i, x := range v {
+				walk(fmt.Sprintf("%s[%d]", path, i), x)
+			}
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return bad, err
+		}
+		walk("", v)
+	}
+	return bad, nil
 }
