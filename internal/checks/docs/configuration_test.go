@@ -34,7 +34,7 @@ type helpFlag struct {
 }
 
 var (
-	flagLine     = regexp.MustCompile(`^  --?([a-z][a-z0-9-]*)`)
+	flagLine     = regexp.MustCompile(`^  --([a-z][a-z0-9-]*)`)
 	flagEnv      = regexp.MustCompile(`(?:\(env |\$)(ATMOST_[A-Z0-9_]+)`)
 	flagDefault  = regexp.MustCompile(`\(default (.*)\)$`)
 	envVariable  = regexp.MustCompile(`\bATMOST_[A-Z0-9_]+\b`)
@@ -43,8 +43,9 @@ var (
 	backtickEnv  = regexp.MustCompile("`(ATMOST_[A-Z0-9_]+)`")
 )
 
-// parseHelp reads the flags of a --help: "  -name type" (the flag package's PrintDefaults, the
-// roles) or "  --name VALUE" (atmost) followed by its usage on lines that start with a tab.
+// parseHelp reads the flags of a --help: "  --name type" (flaghelp.PrintDefaults, the roles) or
+// "  --name VALUE" (atmost), each followed by its usage on lines that start with a tab. A flag
+// spelled -name is not read, so a --help that spells one so lists fewer flags than the page.
 func parseHelp(help string) map[string]helpFlag {
 	flags := map[string]helpFlag{}
 	name, usage := "", ""
@@ -268,8 +269,9 @@ func TestTheConfigurationPageListsEveryRolesFlags(t *testing.T) {
 }
 
 // rawCommands are the commands of atmost that parse their own command line (cli.Command.Raw):
-// their flags are read from the --help of the subcommand named here, and their usage lines are
-// not compared. A command declared like the others leaves this list.
+// their flags are read from the --help of the subcommand named here, as the flag package
+// spells them (-name), and their usage lines are not compared. A command declared like the
+// others leaves this list.
 var rawCommands = map[string][]string{"accounts": {"accounts", "add"}}
 
 // cliCommand is one command of atmost that runs, as its --help shows it.
@@ -350,7 +352,8 @@ func cliCommands(t *testing.T) []cliCommand {
 	require.NotEmpty(t, top, "atmost --help lists no commands")
 	for _, name := range top {
 		if args, ok := rawCommands[name]; ok {
-			out = append(out, cliCommand{path: name, help: cliHelp(t, args...)})
+			help := regexp.MustCompile(`(?m)^  -([a-z])`).ReplaceAllString(cliHelp(t, args...), "  --$1")
+			out = append(out, cliCommand{path: name, help: help})
 			continue
 		}
 		walk([]string{name})
@@ -503,8 +506,8 @@ func TestTheConfigurationPageListsEveryCommandsFlags(t *testing.T) {
 // The comparisons can fail: a flag left out, one too many, a wrong variable, a wrong default,
 // and a command or variable the page does not know are each noticed.
 func TestTheConfigurationChecksNoticeDifferences(t *testing.T) {
-	help := parseHelp("Usage: x\n\nFlags:\n  -batch int\n    \tper fetch (env ATMOST_X_BATCH) (default 100)\n" +
-		"  -lease duration\n    \tlease\n    \ttaken (env ATMOST_X_LEASE) (default 1m0s)\n  -dedupe\n    \tanswer (env ATMOST_X_DEDUPE; false when unset)\n")
+	help := parseHelp("Usage: x\n\nFlags:\n  --batch int\n    \tper fetch (env ATMOST_X_BATCH) (default 100)\n" +
+		"  --lease duration\n    \tlease\n    \ttaken (env ATMOST_X_LEASE) (default 1m0s)\n  --dedupe\n    \tanswer (env ATMOST_X_DEDUPE; false when unset)\n  -single\n    \tspelled the flag package's way\n")
 	require.Equal(t, map[string]helpFlag{
 		"batch":  {env: "ATMOST_X_BATCH", def: "100", printed: true},
 		"lease":  {env: "ATMOST_X_LEASE", def: "1m0s", printed: true},
