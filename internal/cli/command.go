@@ -17,7 +17,25 @@ import (
 // one declaration, so its help cannot list a flag it refuses or leave out one it takes.
 //
 // A command has Subs (a group: atmost switch ls, on, off), or Run, or both (atmost migrate runs
-// itself unless its first argument names a subcommand, as in migrate status).
+// itself unless its first argument names a subcommand, as in migrate status). Its flags are bound
+// to variables of the function that declares it, which rootCommand calls afresh for every Run:
+//
+//	func exampleCommand() *Command {
+//		var account string
+//		return &Command{Name: "example", Summary: "example ls, example rm ACCOUNT: ...", About: "...",
+//			Subs: []*Command{{Name: "rm", Summary: "remove one", Args: []string{"ACCOUNT"},
+//				Flags: func(f *Flags) {
+//					f.String(&account, "account", "A", "", "the account").Required("name it")
+//					f.Reason("why, written to the history") // c.reason, required
+//					f.Operator()                            // c.operator
+//					f.Ledger("the ledger database")         // c.databaseURL, env ATMOST_DATABASE_URL
+//					f.JSON("print the change as JSON")      // c.asJSON; errors as JSON objects
+//				},
+//				Run: func(ctx context.Context, c *line) int { ... c.args[0] ... c.fail(err) ... },
+//			}}}
+//	}
+//
+// Run returns ExitOK, or what c.usageError, c.refused, c.fail or c.problem return.
 type Command struct {
 	// Name is the word that calls it.
 	Name string
