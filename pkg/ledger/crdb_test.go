@@ -132,6 +132,8 @@ var cockroachSuite = []func(*testing.T){
 	// What operators read: pages of intents, one intent's record, the rejects, the counts.
 	TestListIntentsPagesInKeyOrderAndFilters,
 	TestListIntentsPagesThroughTheParked,
+	TestListIntentsPagesInTimeOrder,
+	TestListIntentsFiltersByTimeAndReason,
 	TestInspectIncludesTheReconciliation,
 	TestRetryAsRecordsTheOperatorAndTheNote,
 	TestRejectsListNewestFirstByReason,
