@@ -137,6 +137,7 @@ var cockroachSuite = []func(*testing.T){
 	TestInspectIncludesTheReconciliation,
 	TestRetryAsRecordsTheOperatorAndTheNote,
 	TestRejectsListNewestFirstByReason,
+	TestRejectAtFindsTheRejectOfOneStreamMessage,
 	TestRejectsStoreAnyBytesFaithfully,
 	TestADigestOnlyRejectionKeepsNoBytes,
 	TestOutstandingCountsEveryStateButPublished,
