@@ -85,7 +85,7 @@ var cockroachSuite = []func(*testing.T){
 
 	// The batch forms the workers call.
 	TestBeginManyAnswersEachIntentOnItsOwn,
-	TestAuthorizeManySharesTheRateBucketInKeyOrder,
+	TestAuthorizeManySharesTheRateBucketInStoredOrder,
 	TestAuthorizeManyGivesOneTextClaimPerText,
 	TestCompleteManyFencesEachReportOnItsOwn,
 	TestOverlappingBatchesClaimEachIntentOnce,
