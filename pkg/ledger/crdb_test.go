@@ -82,6 +82,10 @@ var cockroachSuite = []func(*testing.T){
 	TestAuthorizeAcceptsTheStoredHead,
 	TestAuthorizeTakesOneRateTokenPerAuthorization,
 	TestDuplicateTextAtTheWindowEdge,
+	TestTheTextGoesToTheIntentStoredFirst,
+	TestAnEarlierIntentThatWaitsKeepsItsText,
+	TestAClaimOnceTakenIsNeverTakenBack,
+	TestTheOriginalWinsTheTextWhenTwoDispatchersRace,
 
 	// The batch forms the workers call.
 	TestBeginManyAnswersEachIntentOnItsOwn,

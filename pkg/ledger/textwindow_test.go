@@ -210,8 +210,8 @@ func TestAnEarlierIntentThatWaitsKeepsItsText(t *testing.T) {
 		original, repeat := textPair(t, account, "the later one waits, not the earlier")
 		keys := e.store(original, repeat)
 		require.Equal(t, ledger.ReasonAuthorized, e.authorizeAll(e.l, e.begin(keys[0]))[keys[0]], "the repeat stored after it does not hold it back")
+		e.store(envelope(t, "other", "the same words elsewhere")) // stored first, and waits
 		mine := e.store(envelope(t, account, "the same words elsewhere"))[0]
-		e.store(envelope(t, "other", "the same words elsewhere"))
 		require.Equal(t, ledger.ReasonAuthorized, e.authorizeAll(e.l, e.begin(mine))[mine], "accounts never share a window")
 	})
 }
