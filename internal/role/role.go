@@ -23,6 +23,7 @@ import (
 
 	"github.com/atmost/atmost/internal/serve"
 	"github.com/atmost/atmost/internal/streams"
+	"github.com/atmost/atmost/internal/tracing"
 	"github.com/atmost/atmost/internal/version"
 )
 
@@ -76,6 +77,8 @@ type Common struct {
 	Replicas    int    // ATMOST_STREAM_REPLICAS
 	Isolation   string // ATMOST_LEDGER_ISOLATION
 	LogLevel    string // ATMOST_LOG_LEVEL
+	// Traces are the tracing settings, from the standard OTEL_ variables alone (no flags).
+	Traces tracing.Settings
 }
 
 // Register declares the common flags on fs, with defaults from env; httpAddr is the role's
@@ -88,6 +91,7 @@ func (c *Common) Register(fs *flag.FlagSet, env Env, httpAddr string) {
 	fs.StringVar(&c.Isolation, "isolation", env.String("ATMOST_LEDGER_ISOLATION", "serializable"), "ledger transaction isolation: serializable or read-committed, the faster on PostgreSQL (env ATMOST_LEDGER_ISOLATION)")
 	fs.StringVar(&c.LogLevel, "log-level", env.String("ATMOST_LOG_LEVEL", "info"), "the least level logged: debug, info, warn or error (env ATMOST_LOG_LEVEL)")
 	fs.Bool(versionFlag, false, "print the version of this binary and exit")
+	c.Traces = tracing.FromEnv(env)
 }
 
 // versionFlag is every role's --version; Parse answers it before anything else is checked.
@@ -103,6 +107,9 @@ func (c Common) Validate() error {
 	}
 	if _, err := zapcore.ParseLevel(c.LogLevel); err != nil {
 		return fmt.Errorf("log level %q: must be debug, info, warn or error", c.LogLevel)
+	}
+	if err := c.Traces.Validate(); err != nil {
+		return err
 	}
 	_, err := c.IsoLevel()
 	return err
@@ -128,6 +135,7 @@ func Parse(fs *flag.FlagSet, env Env, name, summary string, args []string, stder
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: %s [flags]\n\n%s\nEvery flag has an environment variable; the flag wins.\n\nFlags:\n", name, summary)
 		fs.PrintDefaults()
+		tracing.Usage(stderr)
 	}
 	// The environment is held to the flags' own parsing: a variable set to something its flag
 	// would refuse is an error, never silently the default.

@@ -5,7 +5,7 @@
 -- an offset's worth, and never history.
 SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
        source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
-       generation, lease_expires_at, object_id, created_at, updated_at
+       generation, lease_expires_at, object_id, created_at, updated_at, traceparent
 FROM intents
 WHERE delivery_key > @after_key::BYTEA
   AND (@state::TEXT = '' OR state = @state::TEXT)
@@ -18,7 +18,7 @@ LIMIT @max_rows::INT;
 -- not passed, because only a statement that names 'parked' can be planned on that partial index.
 SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
        source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
-       generation, lease_expires_at, object_id, created_at, updated_at
+       generation, lease_expires_at, object_id, created_at, updated_at, traceparent
 FROM intents
 WHERE state = 'parked'
   AND delivery_key > @after_key::BYTEA

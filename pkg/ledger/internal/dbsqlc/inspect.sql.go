@@ -15,7 +15,7 @@ import (
 const intentsPage = `-- name: IntentsPage :many
 SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
        source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
-       generation, lease_expires_at, object_id, created_at, updated_at
+       generation, lease_expires_at, object_id, created_at, updated_at, traceparent
 FROM intents
 WHERE delivery_key > $1::BYTEA
   AND ($2::TEXT = '' OR state = $2::TEXT)
@@ -70,6 +70,7 @@ func (q *Queries) IntentsPage(ctx context.Context, arg IntentsPageParams) ([]Int
 			&i.ObjectID,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.Traceparent,
 		); err != nil {
 			return nil, err
 		}
@@ -84,7 +85,7 @@ func (q *Queries) IntentsPage(ctx context.Context, arg IntentsPageParams) ([]Int
 const parkedPage = `-- name: ParkedPage :many
 SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
        source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
-       generation, lease_expires_at, object_id, created_at, updated_at
+       generation, lease_expires_at, object_id, created_at, updated_at, traceparent
 FROM intents
 WHERE state = 'parked'
   AND delivery_key > $1::BYTEA
@@ -131,6 +132,7 @@ func (q *Queries) ParkedPage(ctx context.Context, arg ParkedPageParams) ([]Inten
 			&i.ObjectID,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.Traceparent,
 		); err != nil {
 			return nil, err
 		}

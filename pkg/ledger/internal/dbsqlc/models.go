@@ -102,6 +102,7 @@ type Intent struct {
 	ObjectID           pgtype.Text
 	CreatedAt          time.Time
 	UpdatedAt          time.Time
+	Traceparent        pgtype.Text
 }
 
 type Outbox struct {
