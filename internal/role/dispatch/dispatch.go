@@ -784,9 +784,11 @@ func (d *Dispatcher) retry(ctx context.Context, publish func() error) error {
 	}
 }
 
-// notSent completes authorized attempts that were never sent, as not sent.
+// notSent completes authorized attempts that were never sent, as not sent; err, the reason,
+// ends the step under way.
 func (d *Dispatcher) notSent(batch []*work, step string, err error) {
 	for _, w := range batch {
+		endStep(w, "", err)
 		w.outcome = d.unsent(step, err)
 		d.sending.Add(1)
 		d.reports <- w
@@ -830,7 +832,6 @@ func (d *Dispatcher) witness(ctx context.Context, batch []*work) []*work {
 	})
 	if err != nil {
 		d.log.Warn("the authorizations were not acknowledged by JetStream; nothing is sent", zap.Int("intents", len(batch)), zap.Error(err))
-		endSteps(batch, err)
 		d.notSent(batch, "witness", err)
 		return nil
 	}
@@ -838,9 +839,7 @@ func (d *Dispatcher) witness(ctx context.Context, batch []*work) []*work {
 	for _, w := range batch {
 		seq, ok := seqs[w.claim.Key]
 		if !ok {
-			err := errors.New("JetStream acknowledged no authorized event of this attempt")
-			endStep(w, "", err)
-			d.notSent([]*work{w}, "witness", err)
+			d.notSent([]*work{w}, "witness", errors.New("JetStream acknowledged no authorized event of this attempt"))
 			continue
 		}
 		w.witnessSeq = seq

@@ -137,9 +137,9 @@ type message struct {
 	delivered uint64            // this delivery's number, from 1
 	envelope  identity.Envelope // a valid envelope, even when reject refuses the message
 	reject    *ledger.Rejection
-	stored    bool  // its intent or its reject is committed
-	refused   error // the database refused its content on this delivery
-	outcome   string
+	stored    bool   // its intent or its reject is committed
+	refused   error  // the database refused its content on this delivery
+	outcome   string // created or duplicate, for its store span
 	// span is its store span; traceparent that span's context, stored with its intent.
 	span        trace.Span
 	traceparent string
