@@ -56,6 +56,7 @@ type options struct {
 	faults      float64
 	latency     time.Duration
 	sides       []string
+	rounds      int
 	riverWork   int
 	riverConns  int
 	riverFetch  time.Duration
@@ -120,6 +121,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.faults, "faults", 0, "peer: share of creates the platform commits and then drops the connection of, without an answer (0.05 is 5 %)")
 	fs.DurationVar(&o.latency, "latency", 0, "peer: the platform's latency on every create")
 	sides := fs.String("sides", "atmost,river", "peer: the sides to run, in this order")
+	fs.IntVar(&o.rounds, "rounds", 1, "peer: run the sides this many times, alternating, and compare the median rates (the machine's load moves between runs)")
 	fs.IntVar(&o.riverWork, "river-workers", 1000, "peer: River's MaxWorkers on its one queue; with River's fetch cooldown of 100ms, 100 workers (River's default) cap it at 1,000 jobs/s")
 	fs.DurationVar(&o.riverFetch, "river-fetch-cooldown", 100*time.Millisecond, "peer: River's FetchCooldown, the least time between two fetches of jobs (River's default 100ms)")
 	fs.IntVar(&o.riverConns, "river-conns", 16, "peer: River's connection pool (the atmost roles hold 4 each, 16 in all)")
@@ -144,6 +146,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-mode %q: must be peer or steady", o.mode)
 	case o.isolation != "read-committed" && o.isolation != "serializable":
 		return o, fmt.Errorf("-isolation %q: must be read-committed or serializable", o.isolation)
+	case o.rounds < 1:
+		return o, fmt.Errorf("-rounds %d: must be at least 1", o.rounds)
 	case o.intents < 1:
 		return o, fmt.Errorf("-intents %d: must be at least 1", o.intents)
 	case o.faults < 0 || o.faults > 1:

@@ -48,6 +48,15 @@ func TestDuplicatesCountKeysAndExtraObjects(t *testing.T) {
 	}
 }
 
+func TestMedian(t *testing.T) {
+	if m := median([]float64{3, 1, 2}); m != 2 {
+		t.Errorf("median of 3, 1, 2: %v", m)
+	}
+	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
+		t.Errorf("median of 4, 1, 3, 2: %v", m)
+	}
+}
+
 func TestThousands(t *testing.T) {
 	for in, want := range map[float64]string{0: "0", 999: "999", 1000: "1,000", 20000: "20,000", 1234567.4: "1,234,567", -4200: "-4,200"} {
 		if got := thousands(in); got != want {
@@ -59,7 +68,7 @@ func TestThousands(t *testing.T) {
 func TestParseRefusesWhatCannotRun(t *testing.T) {
 	for _, args := range [][]string{
 		{"-mode", "soak"}, {"-sides", "atmost,kafka"}, {"-faults", "1.5"}, {"-rates", "0"},
-		{"-latencies", "fast"}, {"-isolation", "snapshot"}, {"-river-fetch-cooldown", "0s"}, {"extra"},
+		{"-latencies", "fast"}, {"-isolation", "snapshot"}, {"-river-fetch-cooldown", "0s"}, {"-rounds", "0"}, {"extra"},
 	} {
 		if _, err := parse(args, io.Discard); err == nil {
 			t.Errorf("parse(%q) accepted it", args)

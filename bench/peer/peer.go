@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -41,31 +42,44 @@ func runPeer(ctx context.Context, o options, out io.Writer, logs io.Writer) erro
 			return err
 		}
 	}
-	results := map[string]sideResult{}
-	for _, side := range o.sides {
-		var r sideResult
-		switch side {
-		case "atmost":
-			r, err = peerAtmost(ctx, o, intents, logs)
-		case "river":
-			r, err = peerRiver(ctx, o, intents, logs)
+	rates := map[string][]float64{}
+	var ratios []string
+	for round := 1; round <= o.rounds; round++ {
+		if o.rounds > 1 {
+			fmt.Fprintf(out, "round %d of %d\n", round, o.rounds)
 		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", side, err)
+		this := map[string]float64{}
+		for _, side := range o.sides {
+			var r sideResult
+			switch side {
+			case "atmost":
+				r, err = peerAtmost(ctx, o, intents, logs)
+			case "river":
+				r, err = peerRiver(ctx, o, intents, logs)
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %w", side, err)
+			}
+			this[side] = r.rate(o.intents)
+			rates[side] = append(rates[side], this[side])
+			printSide(out, o.intents, r)
 		}
-		results[side] = r
-		printSide(out, o.intents, r)
+		if a, r := this["atmost"], this["river"]; a > 0 && r > 0 {
+			ratios = append(ratios, fmt.Sprintf("%.2fx", a/r))
+		}
 	}
 	after, err := commitCeiling(ctx, o.adminURL)
 	if err != nil {
 		return fmt.Errorf("commit ceiling: %w", err)
 	}
 	fmt.Fprintf(out, "PostgreSQL single-row commit ceiling after: %s commits/s\n", thousands(after))
-	a, okA := results["atmost"]
-	r, okR := results["river"]
-	if okA && okR {
-		fmt.Fprintf(out, "ratio atmost / River: %.2fx (%s against %s a second)\n", a.rate(o.intents)/r.rate(o.intents),
-			thousands(a.rate(o.intents)), thousands(r.rate(o.intents)))
+	if len(ratios) > 0 {
+		a, r := median(rates["atmost"]), median(rates["river"])
+		fmt.Fprintf(out, "ratio atmost / River: %.2fx (%s against %s intents a second", a/r, thousands(a), thousands(r))
+		if o.rounds > 1 {
+			fmt.Fprintf(out, ", the medians of %d rounds; round by round %s", o.rounds, strings.Join(ratios, ", "))
+		}
+		fmt.Fprintln(out, ")")
 	}
 	return nil
 }
@@ -150,6 +164,19 @@ func peerRiver(ctx context.Context, o options, intents []intent, logs io.Writer)
 	}
 	r.detail = fmt.Sprintf("jobs completed %d after %d attempts (%d workers, inserts of %d, a pool of %d)", len(intents), attempts, o.riverWork, o.riverInsert, o.riverConns)
 	return r, nil
+}
+
+// median is the middle value of xs (the mean of the two middle ones for an even count).
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 0 {
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return s[len(s)/2]
 }
 
 func total(m map[string]int) int {
