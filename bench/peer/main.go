@@ -60,6 +60,7 @@ type options struct {
 	riverWork   int
 	riverConns  int
 	riverFetch  time.Duration
+	riverRetry  time.Duration
 	riverInsert int
 	seed        int64
 
@@ -124,6 +125,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.rounds, "rounds", 1, "peer: run the sides this many times, alternating, and compare the median rates (the machine's load moves between runs)")
 	fs.IntVar(&o.riverWork, "river-workers", 1000, "peer: River's MaxWorkers on its one queue; with River's fetch cooldown of 100ms, 100 workers (River's default) cap it at 1,000 jobs/s")
 	fs.DurationVar(&o.riverFetch, "river-fetch-cooldown", 100*time.Millisecond, "peer: River's FetchCooldown, the least time between two fetches of jobs (River's default 100ms)")
+	fs.DurationVar(&o.riverRetry, "river-retry", time.Second, "peer: how long River waits before it tries a failed job again, every time (0: River's default, attempt^4 seconds); 1s is atmost's reconcile delay here")
 	fs.IntVar(&o.riverConns, "river-conns", 16, "peer: River's connection pool (the atmost roles hold 4 each, 16 in all)")
 	fs.IntVar(&o.riverInsert, "river-insert-batch", 500, "peer: jobs per InsertManyFast of River's producer (atmost's ingest takes batches of 500)")
 	fs.Int64Var(&o.seed, "seed", 1, "peer: seed of the platform's fault draws")
@@ -154,6 +156,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-faults %v: must be between 0 and 1", o.faults)
 	case o.latency < 0:
 		return o, fmt.Errorf("-latency %s: must not be negative", o.latency)
+	case o.riverRetry < 0:
+		return o, errors.New("-river-retry must not be negative")
 	case o.riverFetch < time.Millisecond:
 		return o, errors.New("-river-fetch-cooldown must be at least 1ms (River's minimum)")
 	case o.riverWork < 1 || o.riverConns < 2 || o.riverInsert < 1:

@@ -17,6 +17,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/atmost/atmost/internal/tools/platformsim"
 )
@@ -33,11 +34,8 @@ func (postArgs) Kind() string { return "post" }
 
 // postWorker is the at-least-once pipeline's worker, as its user would write it: post with
 // the delivery key as Idempotency-Key, read the created object back, and return an error on
-// anything else, so that River tries the job again later (its default policy: up to 25
-// attempts, backing off). Nothing remembers what an earlier attempt may have created. Its
-// HTTP client is net/http's, which also sends a request again by itself when a reused
-// connection fails before any answer, because the request carries an Idempotency-Key: one
-// more way the same key reaches the platform twice.
+// anything else, so that River tries the job again later (up to 25 attempts; -river-retry
+// sets the delay). Nothing remembers what an earlier attempt may have created.
 type postWorker struct {
 	river.WorkerDefaults[postArgs]
 	base string
@@ -56,6 +54,10 @@ func (w *postWorker) Work(ctx context.Context, job *river.Job[postArgs]) error {
 	}
 	req.Header.Set("Idempotency-Key", job.Args.Key)
 	req.Header.Set("Content-Type", "application/json")
+	// net/http would send a request that carries an Idempotency-Key again by itself when a
+	// reused connection fails before an answer (it rewinds the body with GetBody): without
+	// GetBody it cannot, so every second create is River's retry, as the comparison means.
+	req.GetBody = nil
 	var created platformsim.Object
 	if err := w.exchange(req, http.StatusCreated, &created); err != nil {
 		return fmt.Errorf("post: %w", err)
@@ -141,7 +143,12 @@ func startRiver(ctx context.Context, o options, cfg platformsim.Config, logs io.
 	}}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, s.worker)
+	var retry river.ClientRetryPolicy // nil: River's default
+	if o.riverRetry > 0 {
+		retry = constantRetry(o.riverRetry)
+	}
 	s.client, err = river.NewClient(driver, &river.Config{
+		RetryPolicy:       retry,
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: o.riverWork}},
 		Workers:           workers,
 		FetchCooldown:     o.riverFetch,
@@ -155,6 +162,17 @@ func startRiver(ctx context.Context, o options, cfg platformsim.Config, logs io.
 		return nil, err
 	}
 	return s, nil
+}
+
+// constantRetry tries a failed job again after the same delay every time. River's default
+// waits attempt⁴ seconds (1 s, 16 s, 81 s...), so the few jobs that fail twice or three times
+// would set a faulty run's length; a constant delay as short as atmost's reconcile delay keeps
+// the two sides' rates comparable.
+type constantRetry time.Duration
+
+// NextRetry is when the failed job runs again.
+func (d constantRetry) NextRetry(*rivertype.JobRow) time.Time {
+	return time.Now().Add(time.Duration(d))
 }
 
 // insert adds the intents as jobs, batch at a time, as a producer that takes its intents in
