@@ -57,7 +57,7 @@ generate: ## regenerate the ledger's query code from pkg/ledger/queries with sql
 migrate: build ## create and migrate the ledger at ATMOST_DATABASE_URL
 	$(BIN)/atmost migrate --create-database
 
-bench: postgres ## benchmarks on the real database and JetStream: the ledger at both isolation levels, ingest of 100,000 intents, the relay, a sweeper pass over 100,000 intents, end to end through ingest, dispatcher and platformsim, reconciliation at 5 % and 20 % unknown outcomes and of a backlog of 10,000
+bench: postgres ## benchmarks on the real database and JetStream: the ledger at both isolation levels, ingest of 100,000 intents, the relay, a sweeper pass over 100,000 intents, end to end through ingest, dispatcher and platformsim, reconciliation at 5 % and 20 % unknown outcomes and of a backlog of 10,000, the client publishing 100,000 intents and its Status latency
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./pkg/ledger/ -args -isolation=serializable
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./pkg/ledger/ -args -isolation=read-committed
 	$(GO) test -run '^$$' -bench . -benchtime 100000x ./internal/role/ingest/
@@ -66,6 +66,8 @@ bench: postgres ## benchmarks on the real database and JetStream: the ledger at 
 	$(GO) test -run '^$$' -bench EndToEnd -benchtime 10000x ./internal/role/dispatch/ -args -isolation=serializable
 	$(GO) test -run '^$$' -bench EndToEnd -benchtime 10000x ./internal/role/dispatch/ -args -isolation=read-committed
 	$(GO) test -run '^$$' -bench Reconcile -benchtime 10000x ./internal/role/reconcile/
+	$(GO) test -run '^$$' -bench PublishAll -benchtime 100000x ./pkg/client/
+	$(GO) test -run '^$$' -bench Status -benchtime 10000x ./pkg/client/
 
 bench-peer: postgres ## the same job through atmost and through a River at-least-once pipeline, one run, both rates and the ratio (bench/peer, its own module; PEER_FLAGS="-faults 0.05" adds dropped answers and counts duplicates, -intents N, -help)
 	cd bench/peer && $(GO) run . $(PEER_FLAGS)

@@ -86,10 +86,14 @@ var cockroachSuite = []func(*testing.T){
 	TestTheFreshnessFenceParksOnlyFreeIntentsWhoseSourceMovedOn,
 	TestAuthorizeTakesOneRateTokenPerAuthorization,
 	TestDuplicateTextAtTheWindowEdge,
+	TestTheTextGoesToTheIntentStoredFirst,
+	TestAnEarlierIntentThatWaitsKeepsItsText,
+	TestAClaimOnceTakenIsNeverTakenBack,
+	TestTheOriginalWinsTheTextWhenTwoDispatchersRace,
 
 	// The batch forms the workers call.
 	TestBeginManyAnswersEachIntentOnItsOwn,
-	TestAuthorizeManySharesTheRateBucketInKeyOrder,
+	TestAuthorizeManySharesTheRateBucketInStoredOrder,
 	TestAuthorizeManyGivesOneTextClaimPerText,
 	TestCompleteManyFencesEachReportOnItsOwn,
 	TestOverlappingBatchesClaimEachIntentOnce,
@@ -132,9 +136,12 @@ var cockroachSuite = []func(*testing.T){
 	// What operators read: pages of intents, one intent's record, the rejects, the counts.
 	TestListIntentsPagesInKeyOrderAndFilters,
 	TestListIntentsPagesThroughTheParked,
+	TestListIntentsPagesInTimeOrder,
+	TestListIntentsFiltersByTimeAndReason,
 	TestInspectIncludesTheReconciliation,
 	TestRetryAsRecordsTheOperatorAndTheNote,
 	TestRejectsListNewestFirstByReason,
+	TestRejectAtFindsTheRejectOfOneStreamMessage,
 	TestRejectsStoreAnyBytesFaithfully,
 	TestADigestOnlyRejectionKeepsNoBytes,
 	TestOutstandingCountsEveryStateButPublished,
