@@ -226,17 +226,17 @@ func scopeName(kind, scope string) string {
 func timestamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 const controlsUsage = `Usage:
-  atmost controls log [--kind switch|policy|epoch] [--limit N] [--json]
+  atmost controls log [--kind switch|policy|epoch|account] [--limit N] [--json]
 
-Every change an operator made to a kill switch, a policy or the restore epoch, newest first:
-who, when, why, and the settings before and after. The log is append-only.
+Every change an operator made to a kill switch, a policy, the restore epoch or an account,
+newest first: who, when, why, and the settings before and after. The log is append-only.
 `
 
 func runControls(ctx context.Context, io IO, args []string) int {
 	var kind *string
 	var limit *int
 	c, _, code, done := parseControl(io, "controls", controlsUsage, args, map[string][]string{"log": {"kind", "limit"}}, func(fs *flag.FlagSet) {
-		kind = fs.String("kind", "", "log: only changes of this kind (switch, policy or epoch)")
+		kind = fs.String("kind", "", "log: only changes of this kind ("+strings.Join(ledger.ControlKinds, ", ")+")")
 		limit = fs.Int("limit", 20, "log: at most this many changes")
 	})
 	if done {
@@ -289,6 +289,16 @@ func describeChange(kind string, before, after json.RawMessage) string {
 			break
 		}
 		return fmt.Sprintf("%d -> %d", *b.Epoch, *a.Epoch)
+	case "account":
+		if string(compact(before)) == "null" {
+			var a map[string]json.RawMessage
+			_ = json.Unmarshal(after, &a)
+			var parts []string
+			for _, k := range sortedKeys(a) {
+				parts = append(parts, k+": "+string(compact(a[k])))
+			}
+			return "added: " + strings.Join(parts, ", ")
+		}
 	}
 	return describeFields(before, after)
 }
