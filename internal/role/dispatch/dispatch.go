@@ -49,10 +49,10 @@ type Dispatcher struct {
 	reserved map[string]int // rate tokens set aside per account, between the gate and Authorize
 	// held is why each account's work waits, as last logged (under rate, with reserved): the
 	// gate reads it so that an account held for hours is logged once, not at every redelivery.
-	held map[string]string
-	reports  chan *work     // sends done, waiting for Complete
-	sending  sync.WaitGroup // sends in flight
-	reads    chan *read     // claimed successes, waiting for their read-back
+	held    map[string]string
+	reports chan *work     // sends done, waiting for Complete
+	sending sync.WaitGroup // sends in flight
+	reads   chan *read     // claimed successes, waiting for their read-back
 }
 
 // Ledger is what the dispatcher does with the ledger: read its work, fence superseded and
