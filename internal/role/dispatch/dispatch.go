@@ -47,12 +47,12 @@ type Dispatcher struct {
 	slots    chan struct{} // one per intent being worked
 	rate     sync.Mutex
 	reserved map[string]int // rate tokens set aside per account, between the gate and Authorize
+	reports  chan *work     // sends done, waiting for Complete
+	sending  sync.WaitGroup // sends in flight
+	reads    chan *read     // claimed successes, waiting for their read-back
 	// held is why each account's work waits, as last logged (under rate, with reserved): the
 	// gate reads it so that an account held for hours is logged once, not at every redelivery.
-	held    map[string]string
-	reports chan *work     // sends done, waiting for Complete
-	sending sync.WaitGroup // sends in flight
-	reads   chan *read     // claimed successes, waiting for their read-back
+	held map[string]string
 }
 
 // Ledger is what the dispatcher does with the ledger: read its work, fence superseded and
