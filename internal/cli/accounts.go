@@ -178,7 +178,7 @@ func runAccounts(ctx context.Context, io IO, args []string) int {
 	case "add":
 		fmt.Fprintf(io.Stdout, "account %s added (platform %s, credential version %d) by %s: %s\n", a.ID, a.Platform, a.CredentialVersion, operator, reason)
 	case "update":
-		fmt.Fprintf(io.Stdout, "account %s updated (%s; credential version %d) by %s: %s\n", a.ID, describeFields(accountFields(ch.Before), accountFields(a)), a.CredentialVersion, operator, reason)
+		fmt.Fprintf(io.Stdout, "account %s updated (%s) by %s: %s\n", a.ID, describeFields(accountFields(ch.Before), accountFields(a)), operator, reason)
 	case "disable", "enable":
 		fmt.Fprintf(io.Stdout, "account %s: %s -> %s by %s: %s\n", a.ID, enabledName(ch.Before.Disabled), enabledName(a.Disabled), operator, reason)
 	case "rotate":
@@ -292,7 +292,7 @@ func showAccounts(ctx context.Context, c controlLine, pos []string) int {
 	fmt.Fprintf(w, "adapter\t%s\n", adapter)
 	fmt.Fprintf(w, "pending\t%d intents\n", pending[a.ID])
 	if wait, ok := waits[a.ID]; ok {
-		fmt.Fprintf(w, "waiting\t%s\n", wait)
+		fmt.Fprintf(w, "held\t%s: its pending intents wait\n", wait)
 	}
 	fmt.Fprintf(w, "created\t%s\n", timestamp(a.CreatedAt))
 	fmt.Fprintf(w, "updated\t%s\n", timestamp(a.UpdatedAt))

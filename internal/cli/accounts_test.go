@@ -133,7 +133,7 @@ func TestAccountsLifecycleIsWrittenToTheControlsLog(t *testing.T) {
 		"credential  - (version 1)", "state       enabled", "adapter     opens (nothing sent)", "pending     0 intents"} {
 		require.Contains(t, res.stdout, want)
 	}
-	require.NotContains(t, res.stdout, "waiting")
+	require.NotContains(t, res.stdout, "held")
 
 	// update is checked as add is: a refusal changes nothing.
 	before := accountsState(t, db)
@@ -156,7 +156,7 @@ func TestAccountsLifecycleIsWrittenToTheControlsLog(t *testing.T) {
 		out  string
 	}{
 		{[]string{"update", "acct-b", "--settings", `{"url":"https://example.org/new"}`, "--reason", "moved", "--operator", "bob"},
-			`account acct-b updated (credential_version: 1 -> 2, settings: {"url":"https://example.org/hook"} -> {"url":"https://example.org/new"}; credential version 2) by bob: moved`},
+			`account acct-b updated (credential_version: 1 -> 2, settings: {"url":"https://example.org/hook"} -> {"url":"https://example.org/new"}) by bob: moved`},
 		{[]string{"disable", "acct-b", "--reason", "maintenance"}, "account acct-b: enabled -> disabled by alice: maintenance"},
 		{[]string{"enable", "acct-b", "--reason", "done"}, "account acct-b: disabled -> enabled by alice: done"},
 		{[]string{"revoke", "acct-b", "--reason", "leaked"}, "account acct-b: revoked (credential version 3) by alice: leaked; rotate to use it again"},
@@ -271,6 +271,9 @@ func TestIntentsShowSaysWhyAnIntentWaits(t *testing.T) {
 	require.NotNil(t, rec.Waiting)
 	require.Equal(t, "account_disabled", rec.Waiting.Cause)
 	require.Contains(t, rec.Waiting.Why, "by bob, reason: moving it")
+	res = s.run("accounts", "show", "acct-1")
+	require.Regexp(t, `\nheld\s+account acct-1 is disabled since \S+, by bob, reason: moving it: its pending intents wait\n`, res.stdout)
+	require.Contains(t, res.stdout, "pending     1 intents")
 
 	res = s.run("switch", "on", "--reason", "incident 7", "--operator", "carol")
 	require.Equal(t, cli.ExitOK, res.code, res.stderr)
