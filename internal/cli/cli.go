@@ -44,8 +44,8 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"accounts": {"configure accounts: add, ls, rotate, revoke (the credential stays outside the ledger)", runAccounts},
-	"controls": {"controls log: every operator change to switches, policies and the epoch, newest first", runControls},
+	"accounts": {"accounts add, ls, show, update, disable, enable, rotate, revoke: checked by their adapter, every change in the control history", runAccounts},
+	"controls": {"controls log: every operator change to switches, policies, the epoch and accounts, newest first", runControls},
 	"epoch":    {"epoch show, epoch bump: the restore epoch (bump it after a restore, before any worker starts)", runEpoch},
 	"events":   {"events tail: the transitions on ATMOST_EVENTS, the last few or from a time, --follow for new ones", runEvents},
 	"intents":  {"intents ls, intents show KEY: a page of intents; one with its attempts, evidence, history, reconciliations", runIntents},

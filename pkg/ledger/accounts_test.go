@@ -296,3 +296,46 @@ func TestPendingCountsCountEachAccountsPendingIntents(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]int64{account: 3}, counts)
 }
+
+// Two operators changing one account at once: the second change is made on top of the first,
+// and the history records as its before exactly what the first left, at both isolation levels.
+func TestConcurrentAccountChangesChainInTheHistory(t *testing.T) {
+	t.Parallel()
+	forEachIsolation(t, func(t *testing.T, e *env) {
+		const id = "acct-two-ops"
+		require.NoError(t, e.l.AddAccount(e.ctx, ledger.Account{ID: id, Platform: "sim"}, "op", "new"))
+		pin := "sim/1"
+		firstErr, secondErr := e.interleave(1, func(l *ledger.Ledger) error {
+			_, err := l.SetAccountDisabled(e.ctx, id, true, "user:alice", "maintenance")
+			return err
+		}, func() error {
+			_, err := e.l.UpdateAccount(e.ctx, id, ledger.AccountUpdate{ContractVersion: &pin}, "user:bob", "pin")
+			return err
+		})
+		require.NoError(t, firstErr)
+		require.NoError(t, secondErr)
+		a, err := e.l.Account(e.ctx, id)
+		require.NoError(t, err)
+		require.True(t, a.Disabled, "bob's change did not undo alice's")
+		require.Equal(t, "sim/1", a.ContractVersion)
+		requireHistoryChains(t, e, "account")
+	})
+}
+
+// Two operators adding one account at once: one adds it, the other is told it exists, and the
+// history holds one add.
+func TestConcurrentAddsOfOneAccountRecordOne(t *testing.T) {
+	t.Parallel()
+	forEachIsolation(t, func(t *testing.T, e *env) {
+		add := func(l *ledger.Ledger, who string) error {
+			return l.AddAccount(e.ctx, ledger.Account{ID: "acct-race", Platform: "sim", Settings: json.RawMessage(`{"url":"http://127.0.0.1:1"}`)}, who, "new")
+		}
+		firstErr, secondErr := e.interleave(1, func(l *ledger.Ledger) error { return add(l, "user:alice") }, func() error { return add(e.l, "user:bob") })
+		require.NoError(t, firstErr)
+		require.ErrorIs(t, secondErr, ledger.ErrAccountExists)
+		rows, err := e.l.ControlHistory(e.ctx, "account", 10)
+		require.NoError(t, err)
+		require.Len(t, rows, 1)
+		require.Equal(t, "user:alice", rows[0].Actor)
+	})
+}
