@@ -4,88 +4,108 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/atmost/atmost/internal/adapters"
 	"github.com/atmost/atmost/pkg/ledger"
 )
 
-const accountsUsage = `Usage:
-  atmost accounts add ACCOUNT --platform P [--settings JSON] [--credential-ref REF] [--contract-version V] --reason TEXT [--operator NAME]
-  atmost accounts ls [--json]
-  atmost accounts show ACCOUNT [--json]
-  atmost accounts update ACCOUNT [--platform P] [--settings JSON] [--contract-version V] --reason TEXT [--operator NAME]
-  atmost accounts disable ACCOUNT --reason TEXT [--operator NAME]   its intents wait, never authorized, until enable
-  atmost accounts enable ACCOUNT --reason TEXT [--operator NAME]
-  atmost accounts rotate ACCOUNT [--credential-ref REF] --reason TEXT [--operator NAME]   attempts opened with the old credential are refused
-  atmost accounts revoke ACCOUNT --reason TEXT [--operator NAME]    every authorization refused until the next rotate
-
-add, update and rotate open the platform's adapter as the roles will, sending nothing, and
+func accountsCommand() *Command {
+	var platformName, settings, ref, contract string
+	change := func(f *Flags) {
+		f.Reason("why, written to the control history")
+		f.Operator()
+		f.Ledger("the ledger database")
+		f.JSON("print the change as JSON")
+	}
+	platformFlag := func(f *Flags, usage string) *Flag {
+		return f.String(&platformName, "platform", "P", "", usage+" ("+platformList()+")")
+	}
+	contractFlag := func(f *Flags) {
+		f.String(&contract, "contract-version", "V", "", "the platform contract version to pin (empty pins none)")
+	}
+	changeCommand := func(name, summary string, flags func(f *Flags)) *Command {
+		return &Command{Name: name, Summary: summary, Args: []string{"ACCOUNT"},
+			Flags: func(f *Flags) {
+				if flags != nil {
+					flags(f)
+				}
+				change(f)
+			},
+			Run: func(ctx context.Context, c *line) int {
+				return changeAccount(ctx, c, name, accountFlags{platformName, settings, ref, contract})
+			},
+		}
+	}
+	show := func(f *Flags) { f.Ledger("the ledger database"); f.JSON("print JSON instead of a table") }
+	return &Command{Name: "accounts", Summary: "accounts add, ls, show, update, disable, enable, rotate, revoke: checked by their adapter, every change in the control history",
+		About: `add, update and rotate open the platform's adapter as the roles will, sending nothing, and
 refuse what it refuses (an unknown platform, a setting it does not know or needs) with its
 own message; nothing is stored then. The credential itself never enters the ledger:
 --credential-ref says where it lives (env:NAME or file:/path). Where it can be read here it
 is checked too, never printed; where it cannot, the command says so and the roles must read
-it. update refuses new platform or settings while an intent of the account is authorized or
-indeterminate. Every change is written to the control history (atmost controls log).
-`
-
-// accountJSON is an account as the accounts commands print it.
-type accountJSON struct {
-	Account           string          `json:"account"`
-	Platform          string          `json:"platform"`
-	Settings          json.RawMessage `json:"settings"`
-	CredentialRef     string          `json:"credential_ref"`
-	CredentialVersion int64           `json:"credential_version"`
-	Revoked           bool            `json:"revoked"`
-	Disabled          bool            `json:"disabled"`
-	ContractVersion   string          `json:"contract_version"`
-	CreatedAt         time.Time       `json:"created_at"`
-	UpdatedAt         time.Time       `json:"updated_at"`
-}
-
-func toAccountJSON(a ledger.Account) accountJSON {
-	return accountJSON{a.ID, a.Platform, rawJSON(a.Settings), a.CredentialRef, a.CredentialVersion, a.Revoked, a.Disabled,
-		a.ContractVersion, a.CreatedAt, a.UpdatedAt}
-}
-
-func runAccounts(ctx context.Context, io IO, args []string) int {
-	var platformName, settings, ref, contract *string
-	change := []string{"operator", "reason"}
-	c, sub, pos, code, done := parseGroup(io, "accounts", accountsUsage, args,
-		map[string][]string{
-			"add":     append([]string{"platform", "settings", "credential-ref", "contract-version"}, change...),
-			"ls":      nil,
-			"show":    nil,
-			"update":  append([]string{"platform", "settings", "contract-version"}, change...),
-			"disable": change,
-			"enable":  change,
-			"rotate":  append([]string{"credential-ref"}, change...),
-			"revoke":  change,
+it. A new platform or new settings move the credential version on, as rotate does: update
+refuses them while an intent of the account is authorized or indeterminate. Every change is
+written to the control history (atmost controls log).`,
+		Subs: []*Command{
+			changeCommand("add", "configure an account, checked by its adapter", func(f *Flags) {
+				platformFlag(f, "the platform adapter that serves the account").Required("name the adapter (" + platformList() + ")")
+				// Left out, the adapter is asked about no settings (its message says what it needs)
+				// and the ledger stores {}.
+				f.String(&settings, "settings", "JSON", "", "the adapter's settings for the account, a JSON object").Default("{}")
+				f.String(&ref, "credential-ref", "REF", "", "where the credential lives (env:NAME or file:/path)")
+				contractFlag(f)
+			}),
+			{Name: "ls", Summary: "every account, its state, and why its intents wait, if they do",
+				Flags: show, Run: func(ctx context.Context, c *line) int { return showAccounts(ctx, c, nil) }},
+			{Name: "show", Summary: "one account: its settings, credential, adapter, pending intents and why they wait",
+				Args: []string{"ACCOUNT"}, Flags: show, Run: func(ctx context.Context, c *line) int { return showAccounts(ctx, c, c.args) }},
+			changeCommand("update", "change its platform, settings or contract version", func(f *Flags) {
+				platformFlag(f, "the platform adapter that serves the account")
+				f.String(&settings, "settings", "JSON", "", "the adapter's settings for the account, a JSON object")
+				contractFlag(f)
+			}),
+			changeCommand("disable", "its intents wait, never authorized, until enable", nil),
+			changeCommand("enable", "serve the account again", nil),
+			changeCommand("rotate", "a new credential version: attempts opened with the old one are refused", func(f *Flags) {
+				f.String(&ref, "credential-ref", "REF", "", "where the new credential lives (env:NAME or file:/path; default the same reference)")
+			}),
+			changeCommand("revoke", "every authorization refused until the next rotate", nil),
 		},
-		map[string][]string{"add": {"ACCOUNT"}, "show": {"ACCOUNT"}, "update": {"ACCOUNT"}, "disable": {"ACCOUNT"},
-			"enable": {"ACCOUNT"}, "rotate": {"ACCOUNT"}, "revoke": {"ACCOUNT"}},
-		func(fs *flag.FlagSet) {
-			platformName = fs.String("platform", "", "add, update: the platform adapter that serves the account ("+platformList()+")")
-			settings = fs.String("settings", "", "add, update: the adapter's settings for the account, a JSON object (add: default {})")
-			ref = fs.String("credential-ref", "", "add, rotate: where the credential lives (env:NAME or file:/path; rotate: default the same)")
-			contract = fs.String("contract-version", "", "add, update: the platform contract version to pin (empty pins none)")
-		})
-	if done {
-		return code
 	}
-	if sub == "ls" || sub == "show" {
-		return showAccounts(ctx, c, pos)
+}
+
+// accountFlags are the values of the flags an account change may take; a subcommand that does
+// not take one leaves it empty.
+type accountFlags struct {
+	platform, settings, ref, contract string
+}
+
+// changeAccount runs accounts add, update, disable, enable, rotate and revoke.
+func changeAccount(ctx context.Context, c *line, sub string, v accountFlags) int {
+	account := c.args[0]
+	var u ledger.AccountUpdate
+	if sub == "update" {
+		if c.given("platform") {
+			u.Platform = &v.platform
+		}
+		if c.given("settings") {
+			u.Settings = json.RawMessage(v.settings)
+		}
+		if c.given("contract-version") {
+			u.ContractVersion = &v.contract
+		}
+		if u.Platform == nil && u.Settings == nil && u.ContractVersion == nil {
+			return c.usageError("give what to change: --platform, --settings or --contract-version")
+		}
 	}
-	account := pos[0]
 	operator, reason, code := c.change()
 	if code != ExitOK {
 		return code
 	}
-	l, closeLedger, err := openLedger(ctx, *c.databaseURL)
+	l, closeLedger, err := openLedger(ctx, c.databaseURL)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -94,10 +114,7 @@ func runAccounts(ctx context.Context, io IO, args []string) int {
 	var ch ledger.AccountChange
 	switch sub {
 	case "add":
-		a := ledger.Account{ID: account, Platform: *platformName, Settings: json.RawMessage(*settings), CredentialRef: *ref, ContractVersion: *contract}
-		if a.Platform == "" {
-			return c.usageError("--platform is required: name the adapter (%s)", platformList())
-		}
+		a := ledger.Account{ID: account, Platform: v.platform, Settings: json.RawMessage(v.settings), CredentialRef: v.ref, ContractVersion: v.contract}
 		if !c.checkAccount(a) {
 			return ExitError
 		}
@@ -108,19 +125,6 @@ func runAccounts(ctx context.Context, io IO, args []string) int {
 			return c.fail(err)
 		}
 	case "update":
-		var u ledger.AccountUpdate
-		if c.given("platform") {
-			u.Platform = platformName
-		}
-		if c.given("settings") {
-			u.Settings = json.RawMessage(*settings)
-		}
-		if c.given("contract-version") {
-			u.ContractVersion = contract
-		}
-		if u.Platform == nil && u.Settings == nil && u.ContractVersion == nil {
-			return c.usageError("give what to change: --platform, --settings or --contract-version")
-		}
 		if u.Platform != nil || u.Settings != nil {
 			var a ledger.Account
 			if a, err = l.Account(ctx, account); err != nil {
@@ -144,25 +148,24 @@ func runAccounts(ctx context.Context, io IO, args []string) int {
 		if a, err = l.Account(ctx, account); err != nil {
 			return c.fail(err)
 		}
-		if *ref != "" {
-			a.CredentialRef = *ref
+		if v.ref != "" {
+			a.CredentialRef = v.ref
 		}
 		if !c.checkAccount(a) {
 			return ExitError
 		}
-		ch, err = l.RotateCredential(ctx, account, *ref, operator, reason)
+		ch, err = l.RotateCredential(ctx, account, v.ref, operator, reason)
 	case "revoke":
 		ch, err = l.RevokeCredential(ctx, account, operator, reason)
 	}
+	if errors.Is(err, ledger.ErrAccountBusy) {
+		return c.refused("%v: wait until they are published or failed, or park them (atmost intents ls --account %s --state indeterminate)",
+			err, shellQuote(account))
+	}
 	if err != nil {
-		if errors.Is(err, ledger.ErrAccountBusy) {
-			fmt.Fprintf(c.io.Stderr, "%s: %v: wait until they are published or failed, or park them (atmost intents ls --account %s --state indeterminate)\n",
-				c.name, err, shellQuote(account))
-			return ExitError
-		}
 		return c.fail(err)
 	}
-	if *c.asJSON {
+	if c.asJSON {
 		out := struct {
 			Before *accountJSON `json:"before"`
 			After  accountJSON  `json:"after"`
@@ -171,20 +174,20 @@ func runAccounts(ctx context.Context, io IO, args []string) int {
 			b := toAccountJSON(ch.Before)
 			out.Before = &b
 		}
-		return writeJSON(io, out)
+		return writeJSON(c.io, out)
 	}
-	a := ch.After
+	a, stdout := ch.After, c.io.Stdout
 	switch sub {
 	case "add":
-		fmt.Fprintf(io.Stdout, "account %s added (platform %s, credential version %d) by %s: %s\n", a.ID, a.Platform, a.CredentialVersion, operator, reason)
+		fmt.Fprintf(stdout, "account %s added (platform %s, credential version %d) by %s: %s\n", a.ID, a.Platform, a.CredentialVersion, operator, reason)
 	case "update":
-		fmt.Fprintf(io.Stdout, "account %s updated (%s) by %s: %s\n", a.ID, describeFields(accountFields(ch.Before), accountFields(a)), operator, reason)
+		fmt.Fprintf(stdout, "account %s updated (%s) by %s: %s\n", a.ID, describeFields(accountFields(ch.Before), accountFields(a)), operator, reason)
 	case "disable", "enable":
-		fmt.Fprintf(io.Stdout, "account %s: %s -> %s by %s: %s\n", a.ID, enabledName(ch.Before.Disabled), enabledName(a.Disabled), operator, reason)
+		fmt.Fprintf(stdout, "account %s: %s -> %s by %s: %s\n", a.ID, enabledName(ch.Before.Disabled), enabledName(a.Disabled), operator, reason)
 	case "rotate":
-		fmt.Fprintf(io.Stdout, "account %s: credential %s, version %d by %s: %s\n", a.ID, dash(a.CredentialRef), a.CredentialVersion, operator, reason)
+		fmt.Fprintf(stdout, "account %s: credential %s, version %d by %s: %s\n", a.ID, dash(a.CredentialRef), a.CredentialVersion, operator, reason)
 	case "revoke":
-		fmt.Fprintf(io.Stdout, "account %s: revoked (credential version %d) by %s: %s; rotate to use it again\n", a.ID, a.CredentialVersion, operator, reason)
+		fmt.Fprintf(stdout, "account %s: revoked (credential version %d) by %s: %s; rotate to use it again\n", a.ID, a.CredentialVersion, operator, reason)
 	}
 	return ExitOK
 }
@@ -192,14 +195,14 @@ func runAccounts(ctx context.Context, io IO, args []string) int {
 // checkAccount opens a's adapter as the roles will, sending nothing (adapters.CheckAccount),
 // and reports a refusal; a credential that cannot be read here is said on standard error, and
 // is no refusal.
-func (c controlLine) checkAccount(a ledger.Account) bool {
+func (c *line) checkAccount(a ledger.Account) bool {
 	check, err := adapters.CheckAccount(adapters.Builtin(), a, c.io.Env)
 	if err != nil {
-		fmt.Fprintf(c.io.Stderr, "%s: %v\nnothing was stored\n", c.name, err)
+		c.refused("%v; nothing was stored", err)
 		return false
 	}
 	if check.Credential == adapters.CredentialUnread {
-		fmt.Fprintf(c.io.Stderr, "%s: note: credential %s: %s; the roles that serve the account must be able to read it\n", c.name, a.CredentialRef, check.Unread)
+		c.note("note: credential %s: %s; the roles that serve the account must be able to read it", a.CredentialRef, check.Unread)
 	}
 	return true
 }
@@ -222,8 +225,8 @@ func accountFields(a ledger.Account) json.RawMessage {
 }
 
 // showAccounts is accounts ls (pos empty) and accounts show ACCOUNT.
-func showAccounts(ctx context.Context, c controlLine, pos []string) int {
-	l, closeLedger, err := openLedger(ctx, *c.databaseURL)
+func showAccounts(ctx context.Context, c *line, pos []string) int {
+	l, closeLedger, err := openLedger(ctx, c.databaseURL)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -252,7 +255,7 @@ func showAccounts(ctx context.Context, c controlLine, pos []string) int {
 		return c.fail(err)
 	}
 	check, checkErr := adapters.CheckAccount(adapters.Builtin(), a, c.io.Env)
-	if *c.asJSON {
+	if c.asJSON {
 		out := struct {
 			accountJSON
 			Pending int64   `json:"pending_intents"`
@@ -301,8 +304,8 @@ func showAccounts(ctx context.Context, c controlLine, pos []string) int {
 	return ExitOK
 }
 
-func listAccounts(c controlLine, accounts []ledger.Account, waits map[string]adapters.Wait) int {
-	if *c.asJSON {
+func listAccounts(c *line, accounts []ledger.Account, waits map[string]adapters.Wait) int {
+	if c.asJSON {
 		out := make([]accountJSON, len(accounts))
 		for i, a := range accounts {
 			out[i] = toAccountJSON(a)

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/atmost/atmost/internal/flaghelp"
 	"github.com/atmost/atmost/internal/serve"
 	"github.com/atmost/atmost/internal/streams"
 	"github.com/atmost/atmost/internal/version"
@@ -127,7 +128,7 @@ func Parse(fs *flag.FlagSet, env Env, name, summary string, args []string, stder
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: %s [flags]\n\n%s\nEvery flag has an environment variable; the flag wins.\n\nFlags:\n", name, summary)
-		fs.PrintDefaults()
+		flaghelp.PrintDefaults(stderr, fs)
 	}
 	// The environment is held to the flags' own parsing: a variable set to something its flag
 	// would refuse is an error, never silently the default.

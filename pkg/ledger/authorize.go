@@ -116,7 +116,8 @@ func authorizationFrom(c Claim, row dbsqlc.IntentsAuthorizeRow) AuthorizationRes
 		return fail(ErrRequestMismatch)
 	case row.Outcome.String == "lease_lost" || !row.NewState.Valid:
 		// !NewState.Valid: the fence held at the look but not at the update, which the row
-		// lock makes impossible; report it as the lease it would be.
+		// lock makes impossible (on CockroachDB, the statement's one snapshot, whatever became
+		// of the lock); report it as the lease it would be.
 		return fail(ErrLeaseLost)
 	}
 	a := Authorization{State: State(row.NewState.String), Reason: Reason(row.Outcome.String)}

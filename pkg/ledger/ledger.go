@@ -180,7 +180,11 @@ func (l *Ledger) tryTx(ctx context.Context, opts pgx.TxOptions, fn func(q *dbsql
 }
 
 // restartable reports whether err means the transaction lost a race and may simply run again:
-// serialization_failure (40001) or deadlock_detected (40P01).
+// serialization_failure (40001) or deadlock_detected (40P01), both of which roll it back. Never
+// what may have committed: CockroachDB's ambiguous result (40003, statement_completion_unknown)
+// or a connection lost during COMMIT is returned as it is, neither a refusal nor
+// ErrRetriesExhausted, and the caller must treat it as possibly committed
+// (docs/cockroachdb.md#retries-and-ambiguous-commits).
 func restartable(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")

@@ -216,6 +216,10 @@ func TestThePeoplesQueueIsReadThroughItsIndex(t *testing.T) {
 			_, err := q.ParkedPage(e.ctx, dbsqlc.ParkedPageParams{AfterKey: []byte{0x80}, AccountID: account, MaxRows: 50})
 			return err
 		},
+		"ParkedByTimePage, newest change first": func() error {
+			_, err := q.ParkedByTimePage(e.ctx, dbsqlc.ParkedByTimePageParams{AfterKey: []byte{}, Descending: true, MaxRows: 50})
+			return err
+		},
 		"IntentsOutstanding": func() error {
 			_, err := q.IntentsOutstanding(e.ctx)
 			return err
