@@ -222,7 +222,7 @@ func (l *Ledger) changeAccount(ctx context.Context, what string, p dbsqlc.Accoun
 		ContractVersion: row.ContractVersion.String, CreatedAt: *row.CreatedAt, UpdatedAt: *row.UpdatedAt}
 	before := Account{ID: after.ID, Platform: row.BeforePlatform.String, Settings: row.BeforeSettings, CredentialRef: row.BeforeCredentialRef.String,
 		CredentialVersion: row.BeforeCredentialVersion.Int64, Revoked: row.BeforeRevoked.Bool, Disabled: row.BeforeDisabled.Bool,
-		ContractVersion: row.BeforeContractVersion.String, CreatedAt: after.CreatedAt}
+		ContractVersion: row.BeforeContractVersion.String, CreatedAt: after.CreatedAt, UpdatedAt: *row.BeforeUpdatedAt}
 	return AccountChange{Before: before, After: after}, nil
 }
 

@@ -68,9 +68,11 @@ func TestEveryAccountChangeIsRecordedWithItsOperator(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(2), ch.After.CredentialVersion, "the same settings (as JSON) are no new version")
 
+	prev := ch
 	ch, err = e.l.SetAccountDisabled(e.ctx, id, true, "op:disable", "paused")
 	require.NoError(t, err)
 	require.False(t, ch.Before.Disabled)
+	require.True(t, prev.After.UpdatedAt.Equal(ch.Before.UpdatedAt), "before is the account as the previous change left it: %v, %v", prev.After.UpdatedAt, ch.Before.UpdatedAt)
 	require.True(t, ch.After.Disabled)
 	require.Equal(t, int64(2), ch.After.CredentialVersion, "disabling changes no credential")
 	ch, err = e.l.SetAccountDisabled(e.ctx, id, false, "op:enable", "resumed")

@@ -45,7 +45,8 @@ WHERE account_id = @account_id::TEXT;
 -- credential moves credential_version on, so an attempt opened with the adapter as it was is refused at
 -- authorization (credential_rotating) and the dispatcher opens the adapter again.
 WITH prior AS (
-    SELECT a.account_id, a.platform, a.settings, a.credential_ref, a.credential_version, a.revoked, a.disabled, a.contract_version
+    SELECT a.account_id, a.platform, a.settings, a.credential_ref, a.credential_version, a.revoked, a.disabled, a.contract_version,
+           a.updated_at
     FROM accounts a
     WHERE a.account_id = @account_id::TEXT
     FOR UPDATE
@@ -95,7 +96,7 @@ SELECT EXISTS (SELECT 1 FROM prior)::BOOL AS known,
        EXISTS (SELECT 1 FROM changed)::BOOL AS changed,
        p.platform AS before_platform, p.settings AS before_settings, p.credential_ref AS before_credential_ref,
        p.credential_version AS before_credential_version, p.revoked AS before_revoked, p.disabled AS before_disabled,
-       p.contract_version AS before_contract_version,
+       p.contract_version AS before_contract_version, p.updated_at AS before_updated_at,
        c.account_id, c.platform, c.settings, c.credential_ref, c.credential_version, c.revoked, c.disabled, c.contract_version,
        c.created_at, c.updated_at
 FROM (SELECT 1) one

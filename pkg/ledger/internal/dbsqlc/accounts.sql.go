@@ -103,13 +103,14 @@ func (q *Queries) AccountAdd(ctx context.Context, arg AccountAddParams) ([]Accou
 
 const accountChange = `-- name: AccountChange :one
 WITH prior AS (
-    SELECT a.account_id, a.platform, a.settings, a.credential_ref, a.credential_version, a.revoked, a.disabled, a.contract_version
+    SELECT a.account_id, a.platform, a.settings, a.credential_ref, a.credential_version, a.revoked, a.disabled, a.contract_version,
+           a.updated_at
     FROM accounts a
     WHERE a.account_id = $1::TEXT
     FOR UPDATE
 ),
 plan AS (
-    SELECT p.account_id, p.platform, p.settings, p.credential_ref, p.credential_version, p.revoked, p.disabled, p.contract_version, x.adapter_change,
+    SELECT p.account_id, p.platform, p.settings, p.credential_ref, p.credential_version, p.revoked, p.disabled, p.contract_version, p.updated_at, x.adapter_change,
            ($2::BOOL OR $3::BOOL OR x.adapter_change)::BOOL AS new_version,
            (x.adapter_change
             AND (EXISTS (SELECT 1 FROM intents i WHERE i.account_id = p.account_id AND i.state = 'indeterminate')
@@ -153,7 +154,7 @@ SELECT EXISTS (SELECT 1 FROM prior)::BOOL AS known,
        EXISTS (SELECT 1 FROM changed)::BOOL AS changed,
        p.platform AS before_platform, p.settings AS before_settings, p.credential_ref AS before_credential_ref,
        p.credential_version AS before_credential_version, p.revoked AS before_revoked, p.disabled AS before_disabled,
-       p.contract_version AS before_contract_version,
+       p.contract_version AS before_contract_version, p.updated_at AS before_updated_at,
        c.account_id, c.platform, c.settings, c.credential_ref, c.credential_version, c.revoked, c.disabled, c.contract_version,
        c.created_at, c.updated_at
 FROM (SELECT 1) one
@@ -185,6 +186,7 @@ type AccountChangeRow struct {
 	BeforeRevoked           pgtype.Bool
 	BeforeDisabled          pgtype.Bool
 	BeforeContractVersion   pgtype.Text
+	BeforeUpdatedAt         *time.Time
 	AccountID               pgtype.Text
 	Platform                pgtype.Text
 	Settings                []byte
@@ -231,6 +233,7 @@ func (q *Queries) AccountChange(ctx context.Context, arg AccountChangeParams) (A
 		&i.BeforeRevoked,
 		&i.BeforeDisabled,
 		&i.BeforeContractVersion,
+		&i.BeforeUpdatedAt,
 		&i.AccountID,
 		&i.Platform,
 		&i.Settings,
