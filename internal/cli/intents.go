@@ -359,6 +359,14 @@ func showIntent(ctx context.Context, c *line, key identity.DeliveryKey) int {
 	if wait != nil {
 		fmt.Fprintf(w, "waiting\t%s\n", wait)
 	}
+	if hold, ok := rec.TextHold(); ok {
+		fmt.Fprintf(w, "text held by\t%s\n", hold.Holder)
+		if hold.WindowEndsAt != nil {
+			fmt.Fprintf(w, "window ends\t%s\n", timestamp(*hold.WindowEndsAt))
+		} else {
+			fmt.Fprintf(w, "window ends\t%s after the holder is authorized (it was stored first and waits to be sent)\n", hold.Window)
+		}
+	}
 	fmt.Fprintf(w, "attempts\t%d authorized, %d opened\n", in.AttemptsAuthorized, len(rec.Attempts))
 	if in.Token != (identity.AttemptToken{}) {
 		fmt.Fprintf(w, "latest attempt\t%s (epoch %d, generation %d)\n", in.Token, in.Epoch, in.Generation)

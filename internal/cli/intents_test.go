@@ -418,6 +418,50 @@ func TestIntentsShowPrintsEverySection(t *testing.T) {
 	require.Contains(t, res.stderr, "no intent has the delivery key dk1:000")
 }
 
+// A post parked as a duplicate of its text says which intent holds the text and when the
+// window ends: a date once the holder is authorized, and how long after its authorization while
+// it was stored first and still waits.
+func TestIntentsShowNamesWhoHoldsADuplicateText(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	post := func(occurrence string) identity.DeliveryKey {
+		req, err := json.Marshal(map[string]string{"text": "said twice"})
+		require.NoError(t, err)
+		e, err := identity.NewEnvelope("acct-1", "post", "", req, occurrence, nil)
+		require.NoError(t, err)
+		res, err := s.l.Submit(s.ctx, []identity.Envelope{e})
+		require.NoError(t, err)
+		return res[0].Key
+	}
+	authorize := func(key identity.DeliveryKey) ledger.Authorization {
+		c, err := s.l.Begin(s.ctx, key, sha256.Sum256([]byte(key.String())), time.Minute)
+		require.NoError(t, err)
+		a, err := s.l.Authorize(s.ctx, c, 2*time.Minute, "sim/1")
+		require.NoError(t, err)
+		return a
+	}
+	original, waiting, sent := post(""), post("again"), post("once more")
+	require.Equal(t, ledger.ReasonDuplicateText, authorize(waiting).Reason, "the original is stored first and waits")
+	require.True(t, authorize(original).Authorized())
+	require.Equal(t, ledger.ReasonDuplicateText, authorize(sent).Reason)
+
+	res := s.run("intents", "show", waiting.String())
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.Regexp(t, `(?m)^state\s+parked \(duplicate_text\)$`, res.stdout)
+	require.Regexp(t, `(?m)^text held by\s+`+original.String()+`$`, res.stdout)
+	require.Regexp(t, `(?m)^window ends\s+24h0m0s after the holder is authorized`, res.stdout)
+
+	var lastAt time.Time
+	require.NoError(t, s.db.Pool.QueryRow(s.ctx, `SELECT last_at FROM text_claims`).Scan(&lastAt))
+	res = s.run("intents", "show", sent.String())
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.Regexp(t, `(?m)^text held by\s+`+original.String()+`$`, res.stdout)
+	require.Regexp(t, `(?m)^window ends\s+`+lastAt.Add(24*time.Hour).UTC().Format(time.RFC3339)+`$`, res.stdout)
+
+	res = s.run("intents", "show", original.String())
+	require.NotContains(t, res.stdout, "text held by", "only a duplicate says so")
+}
+
 func TestParkResolveRetryActAsTheOperator(t *testing.T) {
 	t.Parallel()
 	s := newScene(t)

@@ -86,10 +86,14 @@ var cockroachSuite = []func(*testing.T){
 	TestTheFreshnessFenceParksOnlyFreeIntentsWhoseSourceMovedOn,
 	TestAuthorizeTakesOneRateTokenPerAuthorization,
 	TestDuplicateTextAtTheWindowEdge,
+	TestTheTextGoesToTheIntentStoredFirst,
+	TestAnEarlierIntentThatWaitsKeepsItsText,
+	TestAClaimOnceTakenIsNeverTakenBack,
+	TestTheOriginalWinsTheTextWhenTwoDispatchersRace,
 
 	// The batch forms the workers call.
 	TestBeginManyAnswersEachIntentOnItsOwn,
-	TestAuthorizeManySharesTheRateBucketInKeyOrder,
+	TestAuthorizeManySharesTheRateBucketInStoredOrder,
 	TestAuthorizeManyGivesOneTextClaimPerText,
 	TestCompleteManyFencesEachReportOnItsOwn,
 	TestOverlappingBatchesClaimEachIntentOnce,

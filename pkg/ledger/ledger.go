@@ -27,8 +27,9 @@ type DB interface {
 
 // Config tunes a Ledger. The zero value of every field means its default.
 type Config struct {
-	// Actor is written to history as the author of the transitions this Ledger makes for a
-	// role (ingest, dispatcher, sweeper, ...). Default "atmost".
+	// Actor is written to history (and to reconciliation steps) as the author of the
+	// transitions this Ledger makes for a process: the roles pass "<role>/<instance>"
+	// (docs/design.md#who-acted). Operators' changes name the operator instead. Default "atmost".
 	Actor string
 	// Isolation of every transaction. Default pgx.Serializable. The guards are correct at
 	// READ COMMITTED too; the concurrency suite runs at both.

@@ -100,6 +100,10 @@ func TestQueriesWriteOnlyKnownReasons(t *testing.T) {
 		"revoked": true, "disabled": true, "contract_version": true, "true": true, "false": true,
 		// the sweeper's verdicts and the JSON key of its parking detail
 		"moved": true, "lookup_lost": true, "never_reconciled": true, "why": true,
+		// the JSON keys of a duplicate_text refusal's detail (TextHold)
+		"holder": true, "window_ends_at": true, "window_seconds": true,
+		// encode's format, for the holder's delivery key in its text form
+		"hex": true,
 	}
 	files, err := filepath.Glob("queries/*.sql")
 	require.NoError(t, err)
