@@ -32,6 +32,8 @@ import (
 var cockroachSuite = []func(*testing.T){
 	// The state machine, end to end.
 	TestSubmitCreatesOnceAndReportsDuplicates,
+	TestSubmitTracedStoresTheTraceparentWithTheIntentItCreates,
+	TestTheWitnessCarriesTheIntentsTraceparent,
 	TestPublishedPathWritesOneAttemptAndAHistoryRowPerTransition,
 	TestSuccessWithoutReadBackIsIndeterminate,
 	TestProvenNotSentFailsAndReleasesTheText,

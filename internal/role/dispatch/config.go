@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/atmost/atmost/pkg/ledger"
@@ -59,6 +60,9 @@ type Config struct {
 	Platforms platform.Registry
 	// Logger; nil means no logging.
 	Logger *zap.Logger
+	// Tracer makes each work item's dispatch span, continuing the trace its headers carry,
+	// and the spans of its steps; nil means the no-op provider.
+	Tracer trace.TracerProvider
 
 	// hook is called at each crash point of this dispatcher (tests only).
 	hook func(step string)

@@ -22,6 +22,7 @@ import (
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
 	"github.com/atmost/atmost/pkg/platform"
+	"github.com/atmost/atmost/pkg/tracecontext"
 )
 
 // Config tunes a Sweeper. The zero value of every field means its default.
@@ -260,8 +261,11 @@ func (s *Sweeper) republish(ctx context.Context, r *Report) error {
 		if err != nil {
 			return err
 		}
-		f, err := s.js.PublishMsgAsync(&nats.Msg{Subject: w.Subject(), Data: data,
-			Header: nats.Header{jetstream.MsgIDHeader: []string{w.RepublishMsgID(round)}}})
+		header := nats.Header{jetstream.MsgIDHeader: []string{w.RepublishMsgID(round)}}
+		if st.TraceParent != "" {
+			header[tracecontext.Header] = []string{st.TraceParent} // the dispatcher goes on with the intent's trace
+		}
+		f, err := s.js.PublishMsgAsync(&nats.Msg{Subject: w.Subject(), Data: data, Header: header})
 		if err != nil {
 			return err
 		}

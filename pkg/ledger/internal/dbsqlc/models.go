@@ -104,6 +104,7 @@ type Intent struct {
 	CreatedAt          time.Time
 	UpdatedAt          time.Time
 	BatchOrd           int32
+	Traceparent        pgtype.Text
 }
 
 type Outbox struct {

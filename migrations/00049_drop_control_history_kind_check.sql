@@ -1,5 +1,5 @@
 -- +goose Up
--- The control history takes a fourth kind, account changes (migration 49 adds the check again
+-- The control history takes a fourth kind, account changes (migration 50 adds the check again
 -- with it). The check is dropped and added in two migrations because each holds one statement,
 -- and an ALTER that drops and adds a constraint of one name is not something PostgreSQL and
 -- CockroachDB agree on.
