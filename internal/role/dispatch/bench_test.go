@@ -84,7 +84,7 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 	require.NoError(b, err)
 	simURL, _, err := s.Serve(ctx, "127.0.0.1:0")
 	require.NoError(b, err)
-	require.NoError(b, l.AddAccount(ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(fmt.Sprintf(`{"url":%q}`, simURL))}))
+	require.NoError(b, l.AddAccount(ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(fmt.Sprintf(`{"url":%q}`, simURL))}, "test", "a test account"))
 	if b.N >= 100 { // the testing package's first, one-intent run only finds the code path
 		preload(b, ctx, db.Pool, *benchPreload)
 	}

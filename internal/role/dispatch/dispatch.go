@@ -55,6 +55,9 @@ type Dispatcher struct {
 	sending  sync.WaitGroup // sends in flight
 	reads    chan *read     // claimed successes, waiting for their read-back
 	tracer   trace.Tracer
+	// held is why each account's work waits, as last logged (under rate, with reserved): the
+	// gate reads it so that an account held for hours is logged once, not at every redelivery.
+	held map[string]string
 }
 
 // Ledger is what the dispatcher does with the ledger: read its work, fence superseded and
@@ -94,6 +97,7 @@ func New(ctx context.Context, js jetstream.JetStream, l Ledger, rel *relay.Relay
 		counts:   newCounters(),
 		slots:    make(chan struct{}, cfg.Concurrency),
 		reserved: map[string]int{},
+		held:     map[string]string{},
 		reports:  make(chan *work, cfg.Concurrency),
 		reads:    make(chan *read, cfg.Concurrency),
 		tracer:   tracing.Or(cfg.Tracer).Tracer("github.com/atmost/atmost/internal/role/dispatch"),
@@ -527,11 +531,12 @@ func (d *Dispatcher) gate(ctx context.Context, batch []*work) (keep, unsendable 
 	for _, w := range batch {
 		g, ok := gates[w.intent.Account]
 		if !ok {
-			d.log.Error("intent of an account that is not configured", zap.String("account", w.intent.Account), zap.Stringer("delivery_key", w.intent.Key))
+			d.holding(w, "account_missing", nil)
 			d.delay(w, "account_missing", d.cfg.GateDelay)
 			continue
 		}
 		if refusal := g.Refusal(); refusal != "" {
+			d.holding(w, string(refusal), nil)
 			d.delay(w, "gated_"+string(refusal), d.cfg.GateDelay)
 			continue
 		}
@@ -545,10 +550,11 @@ func (d *Dispatcher) gate(ctx context.Context, batch []*work) (keep, unsendable 
 		ad, err := d.adapters.Open(g.Account)
 		if err != nil {
 			// A configuration the operator must fix: the work waits for it, no attempt made.
-			d.log.Error("cannot open the account's platform adapter", zap.String("account", w.intent.Account), zap.Stringer("delivery_key", w.intent.Key), zap.Error(err))
+			d.holding(w, adapters.CauseAdapterUnavailable, err)
 			d.delay(w, "adapter_unavailable", d.cfg.GateDelay)
 			continue
 		}
+		d.holding(w, "", nil)
 		w.adapter = ad
 		if w.request, err = adapters.RequestOf(w.intent); err != nil {
 			err = fmt.Errorf("%w: %w", platform.ErrUnsendable, err)
@@ -572,6 +578,38 @@ func (d *Dispatcher) gate(ctx context.Context, batch []*work) (keep, unsendable 
 		keep = append(keep, w)
 	}
 	return keep, unsendable
+}
+
+// holding logs why w's account holds its work (cause: a gate's reason, account_missing or
+// adapters.CauseAdapterUnavailable with the adapter's error; "" when the account is served),
+// once per account and change: a held account's work comes back every GateDelay, its log line
+// does not. atmost_account_waiting_intents (the sweeper) counts the intents that wait. Called
+// by gate, with rate held.
+func (d *Dispatcher) holding(w *work, cause string, err error) {
+	account := w.intent.Account
+	state := cause
+	if err != nil {
+		state += ": " + err.Error()
+	}
+	was, logged := d.held[account]
+	if state == was || (state == "" && !logged) {
+		return
+	}
+	log := d.log.With(zap.String("account", account), zap.Stringer("delivery_key", w.intent.Key))
+	switch {
+	case state == "":
+		delete(d.held, account)
+		log.Info("account served again: its waiting work goes on", zap.String("was", was))
+		return
+	case cause == "account_missing":
+		log.Error("intents of an account that is not configured wait; no attempt is made")
+	case err != nil:
+		log.Error("cannot open the account's platform adapter: its work waits, no attempt made, until the configuration is fixed (atmost accounts show, atmost accounts update)",
+			zap.Error(err))
+	default:
+		log.Info("a gate holds the account: its work waits, no attempt made", zap.String("reason", cause))
+	}
+	d.held[account] = state
 }
 
 // park parks the intents whose requests the platform cannot render (request_unsendable): no

@@ -20,6 +20,7 @@ type Account struct {
 	ContractVersion   string
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
+	Disabled          bool
 }
 
 type Attempt struct {
