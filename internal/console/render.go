@@ -55,7 +55,17 @@ var funcs = template.FuncMap{
 		}
 		return s
 	},
-	"pretty":  prettyJSON,
+	"pretty": prettyJSON,
+	"excerpt": func(request string) string {
+		t := requestText(request)
+		if t == "" {
+			t = request
+		}
+		if r := []rune(t); len(r) > 60 {
+			return string(r[:60]) + "…"
+		}
+		return t
+	},
 	"ms":      func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) },
 	"num":     func(n int64) string { return thousands(n) },
 	"numi":    func(n int) string { return thousands(int64(n)) },
