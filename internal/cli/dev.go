@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/atmost/atmost/internal/console"
 	"github.com/atmost/atmost/internal/dev"
 	"github.com/atmost/atmost/internal/tools/platformsim"
 )
@@ -28,6 +29,7 @@ func runDev(ctx context.Context, io IO, args []string) int {
 	dataDir := fs.String("data-dir", setting(io.Env, "ATMOST_DEV_DATA_DIR", defaultDataDir()), "where the embedded NATS server keeps its streams (env ATMOST_DEV_DATA_DIR)")
 	simAddr := fs.String("sim", "", "also serve the platform simulator on this address (e.g. 127.0.0.1:9300)")
 	logFile := fs.String("log", "", "write the roles' JSON logs to this file instead of standard error")
+	consoleAddr := fs.String("console", console.DefaultListen, "serve the operator console here (empty: none); its token is $"+console.TokenVariable)
 	fs.Usage = func() {
 		fmt.Fprintln(io.Stderr, "Usage: atmost dev [flags]\n\nRuns ingest, the dispatcher, the sweeper and the reconciler in one process until interrupted.")
 		fmt.Fprintln(io.Stderr, "Every role reads its own settings from the environment (see each role's --help).\n\nFlags:")
@@ -64,7 +66,7 @@ func runDev(ctx context.Context, io IO, args []string) int {
 		fmt.Fprintf(io.Stdout, "platform simulator: %s (GET /v1/counts)\n", url)
 	}
 	stack, err := dev.Start(ctx, dev.Options{DatabaseURL: *databaseURL, NATSURL: *natsURL, NATSPort: *natsPort, DataDir: *dataDir,
-		Env: io.Env, Logs: logs})
+		Env: io.Env, Logs: logs, Console: *consoleAddr, ConsoleToken: setting(io.Env, console.TokenVariable, "")})
 	if err != nil {
 		fmt.Fprintf(io.Stderr, "atmost dev: %v\n", err)
 		return ExitError
@@ -77,6 +79,9 @@ func runDev(ctx context.Context, io IO, args []string) int {
 		nats = stack.NATSURL
 	}
 	fmt.Fprintf(io.Stdout, "ledger: %s\nNATS: %s\n", dev.Redact(stack.DatabaseURL), nats)
+	if stack.ConsoleURL != "" {
+		fmt.Fprintf(io.Stdout, "console: %s\n", stack.ConsoleURL)
+	}
 	fmt.Fprintln(io.Stdout, "roles: ingest, dispatcher, sweeper, reconciler (each role's /healthz, /readyz and /metrics at its ATMOST_HTTP_ADDR; defaults 127.0.0.1:9101-9104)")
 	fmt.Fprintln(io.Stdout, "running; Ctrl-C stops every role cleanly")
 	select {
@@ -108,6 +113,7 @@ func runDemo(ctx context.Context, io IO, args []string) int {
 	seed := fs.Int64("seed", 1, "seed of the producer's choices and the platform's faults")
 	timeout := fs.Duration("timeout", 3*time.Minute, "how long to wait for every intent to settle")
 	logFile := fs.String("log", filepath.Join(os.TempDir(), "atmost-demo.log"), "the roles' JSON logs")
+	consoleAddr := fs.String("console", console.DefaultListen, "serve the operator console here while the demo runs (empty: none); its token is $"+console.TokenVariable)
 	fs.Usage = func() {
 		fmt.Fprintln(io.Stderr, "Usage: atmost demo [flags]\n\nRuns every role with an embedded NATS server and the platform simulator with a fault plan,")
 		fmt.Fprintln(io.Stderr, "publishes intents the way producers do (re-publishes, redeliveries, bad input, new occurrences),")
@@ -136,7 +142,8 @@ func runDemo(ctx context.Context, io IO, args []string) int {
 		logs = f
 		fmt.Fprintf(io.Stdout, "atmost demo: the roles log to %s\n", *logFile)
 	}
-	r, err := dev.Demo(ctx, dev.DemoOptions{DatabaseURL: *databaseURL, Intents: *intents, Seed: *seed, Timeout: *timeout, Out: io.Stdout, Logs: logs})
+	r, err := dev.Demo(ctx, dev.DemoOptions{DatabaseURL: *databaseURL, Intents: *intents, Seed: *seed, Timeout: *timeout, Out: io.Stdout, Logs: logs,
+		Console: *consoleAddr, ConsoleToken: setting(io.Env, console.TokenVariable, "")})
 	if err != nil {
 		fmt.Fprintf(io.Stderr, "atmost demo: %v\n", err)
 		return ExitError

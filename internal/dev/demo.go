@@ -43,6 +43,10 @@ type DemoOptions struct {
 	Out io.Writer
 	// Logs receives the roles' JSON log lines.
 	Logs io.Writer
+	// Console is the operator console's address, where a person follows the demo's parked
+	// intents; "" starts none. ConsoleToken is its token ("" serves loopback only).
+	Console      string
+	ConsoleToken string
 }
 
 // DemoDatabase is the database the demo creates on the server of DemoOptions.DatabaseURL.
@@ -165,7 +169,7 @@ func Demo(ctx context.Context, opts DemoOptions) (DemoReport, error) {
 	}
 	fmt.Fprintf(opts.Out, "atmost demo: ledger %s, platform simulator %s\n", Redact(dbURL), simURL)
 
-	stack, err := Start(ctx, Options{DatabaseURL: dbURL, Env: overlay(noEnv, demoEnv), Logs: opts.Logs,
+	stack, err := Start(ctx, Options{DatabaseURL: dbURL, Env: overlay(noEnv, demoEnv), Logs: opts.Logs, Console: opts.Console, ConsoleToken: opts.ConsoleToken,
 		HTTPAddrs: map[string]string{"ingest": "127.0.0.1:0", "dispatcher": "127.0.0.1:0", "sweeper": "127.0.0.1:0", "reconciler": "127.0.0.1:0"}})
 	if err != nil {
 		return DemoReport{}, err
@@ -182,6 +186,9 @@ func Demo(ctx context.Context, opts DemoOptions) (DemoReport, error) {
 	}
 	if err := configure(ctx, l, simURL); err != nil {
 		return DemoReport{}, err
+	}
+	if stack.ConsoleURL != "" {
+		fmt.Fprintf(opts.Out, "atmost demo: the console is at %s (the parked intents: %s/intents?state=parked)\n", stack.ConsoleURL, stack.ConsoleURL)
 	}
 	fmt.Fprintf(opts.Out, "atmost demo: every role running (NATS %s, embedded); publishing %d intents to %d accounts\n", stack.NATSURL, opts.Intents, len(demoAccounts))
 

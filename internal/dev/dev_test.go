@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -65,7 +66,8 @@ func TestTheDemoEndsAtMostOnceWithEveryIntentAccountedFor(t *testing.T) {
 	require.Contains(t, out.String(), "STATE")
 }
 
-// atmost dev's stack: the ledger created and migrated, an embedded NATS, every role running;
+// atmost dev's stack: the ledger created and migrated, an embedded NATS, every role and the
+// console running;
 // an intent published by a producer is sent once and published; Stop stops every role.
 func TestTheDevStackRunsEveryRoleOnAnEmbeddedNATS(t *testing.T) {
 	t.Parallel()
@@ -79,9 +81,13 @@ func TestTheDevStackRunsEveryRoleOnAnEmbeddedNATS(t *testing.T) {
 	require.NoError(t, err)
 
 	stack, err := dev.Start(ctx, dev.Options{DatabaseURL: db.URL, HTTPAddrs: map[string]string{"ingest": "127.0.0.1:0", "dispatcher": "127.0.0.1:0",
-		"sweeper": "127.0.0.1:0", "reconciler": "127.0.0.1:0"}})
+		"sweeper": "127.0.0.1:0", "reconciler": "127.0.0.1:0"}, Console: "127.0.0.1:0"})
 	require.NoError(t, err)
 	require.NotEmpty(t, stack.Applied, "a fresh database is migrated")
+	resp, err := http.Get(stack.ConsoleURL + "/login")
+	require.NoError(t, err, "the console serves")
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.True(t, strings.HasPrefix(stack.NATSURL, "nats://127.0.0.1:"))
 
 	l, err := ledger.New(db.Pool, ledger.Config{Actor: "test"})
