@@ -3,8 +3,11 @@
 -- strictly before the cursor (@before_at, @before_key) and changed at @since or later. Every
 -- state is read through an index that holds only that state (intents_published_at_idx,
 -- intents_parked_at_idx, intents_sweep_idx, intents_lease_expires_idx), each branch written
--- with its state so that it is planned on its partial index; @state ('' for every state)
--- switches the other branches off. The window w is the next @scan_rows intents in that order
+-- with its state so that it is planned on its partial index, in time order, and merged (Merge
+-- Append) so that a page reads only the rows it needs of each: intents_sweep_idx is ordered by
+-- time within a state and reason, so pending, failed and indeterminate have one branch per
+-- reason of theirs (a test holds the list to pkg/ledger/statemachine.go). @state ('' for every
+-- state) switches the other branches off. The window w is the next @scan_rows intents in that order
 -- whatever the other filters: reason, account and text are applied to it, so a page never
 -- reads more than @scan_rows rows however rare the matches. The row numbered @scan_rows comes
 -- back even when it does not match (matched false): it is where the next window starts.
@@ -48,7 +51,7 @@ FROM (
                     transition_seq, attempts_authorized, attempt_token, epoch, generation, lease_expires_at,
                     object_id, created_at, updated_at
              FROM intents
-             WHERE state = 'indeterminate' AND @state::TEXT IN ('', 'indeterminate')
+             WHERE state = 'indeterminate' AND reason = 'send_unknown' AND @state::TEXT IN ('', 'indeterminate')
                AND (updated_at, delivery_key) < (@before_at::TIMESTAMPTZ, @before_key::BYTEA)
                AND updated_at >= @since::TIMESTAMPTZ
              ORDER BY updated_at DESC, delivery_key DESC
@@ -58,7 +61,7 @@ FROM (
                     transition_seq, attempts_authorized, attempt_token, epoch, generation, lease_expires_at,
                     object_id, created_at, updated_at
              FROM intents
-             WHERE state = 'failed' AND @state::TEXT IN ('', 'failed')
+             WHERE state = 'indeterminate' AND reason = 'readback_mismatch' AND @state::TEXT IN ('', 'indeterminate')
                AND (updated_at, delivery_key) < (@before_at::TIMESTAMPTZ, @before_key::BYTEA)
                AND updated_at >= @since::TIMESTAMPTZ
              ORDER BY updated_at DESC, delivery_key DESC
@@ -68,7 +71,147 @@ FROM (
                     transition_seq, attempts_authorized, attempt_token, epoch, generation, lease_expires_at,
                     object_id, created_at, updated_at
              FROM intents
-             WHERE state = 'pending' AND @state::TEXT IN ('', 'pending')
+             WHERE state = 'indeterminate' AND reason = 'lease_expired' AND @state::TEXT IN ('', 'indeterminate')
+               AND (updated_at, delivery_key) < (@before_at::TIMESTAMPTZ, @before_key::BYTEA)
+               AND updated_at >= @since::TIMESTAMPTZ
+             ORDER BY updated_at DESC, delivery_key DESC
+             LIMIT @scan_rows::INT)
+            UNION ALL
+            (SELECT delivery_key, account_id, action, target, request, occurrence, source_id, state, reason,
+                    transition_seq, attempts_authorized, attempt_token, epoch, generation, lease_expires_at,
+                    object_id, created_at, updated_at
+             FROM intents
+             WHERE state = 'indeterminate' AND reason = 'restore_ahead' AND @state::TEXT IN ('', 'indeterminate')
+               AND (updated_at, delivery_key) < (@before_at::TIMESTAMPTZ, @before_key::BYTEA)
+               AND updated_at >= @since::TIMESTAMPTZ
+             ORDER BY updated_at DESC, delivery_key DESC
+             LIMIT @scan_rows::INT)
+            UNION ALL
+            (SELECT delivery_key, account_id, action, target, request, occurrence, source_id, state, reason,
+                    transition_seq, attempts_authorized, attempt_token, epoch, generation, lease_expires_at,
+                    object_id, created_at, updated_at
+             FROM intents
+             WHERE state = 'failed' AND reason = 'connection_failed' AND @state::TEXT IN ('', 'failed')
+               AND (updated_at, delivery_key) < (@before_at::TIMESTAMPTZ, @before_key::BYTEA)
+               AND updated_at >= @since::TIMESTAMPTZ
+             ORDER BY updated_at DESC, delivery_key DESC
+             LIMIT @scan_rows::INT)
+            UNION ALL
+            (SELECT delivery_key, account_id, action, target, request, occurrence, source_id, state, reason,
+                    transition_seq, attempts_authorized, attempt_token, epoch, generation, lease_expires_at,
+                    object_id, created_at, updated_at
+             FROM intents
+             WHERE state = 'failed' AND reason = 'platform_rejected' AND @state::TEXT IN ('', 'failed')
+               AND (updated_at, delivery_key) < (@before_at::TIMESTAMPTZ, @before_key::BYTEA)
+               AND updated_at >= @since::TIMESTAMPTZ
+             ORDER BY updated_at DESC, delivery_key DESC
+             LIMIT @scan_rows::INT)
+            UNION ALL
+            (SELECT delivery_key, account_id, action, target, request, occurrence, source_id, state, reason,
+                    transition_seq, attempts_authorized, attempt_token, epoch, generation, lease_expires_at,
+                    object_id, created_at, updated_at
+             FROM intents
+             WHERE state = 'failed' AND reason = 'kill_switch' AND @state::TEXT IN ('', 'failed')
+               AND (updated_at, delivery_key) < (@before_at::TIMESTAMPTZ, @before_key::BYTEA)
+               AND updated_at >= @since::TIMESTAMPTZ
+             ORDER BY updated_at DESC, delivery_key DESC
+             LIMIT @scan_rows::INT)
+            UNION ALL
+            (SELECT delivery_key, account_id, action, target, request, occurrence, source_id, state, reason,
+                    transition_seq, attempts_authorized, attempt_token, epoch, generation, lease_expires_at,
+                    object_id, created_at, updated_at
+             FROM intents
+             WHERE state = 'failed' AND reason = 'rate_limited' AND @state::TEXT IN ('', 'failed')
+               AND (updated_at, delivery_key) < (@before_at::TIMESTAMPTZ, @before_key::BYTEA)
+               AND updated_at >= @since::TIMESTAMPTZ
+             ORDER BY updated_at DESC, delivery_key DESC
+             LIMIT @scan_rows::INT)
+            UNION ALL
+            (SELECT delivery_key, account_id, action, target, request, occurrence, source_id, state, reason,
+                    transition_seq, attempts_authorized, attempt_token, epoch, generation, lease_expires_at,
+                    object_id, created_at, updated_at
+             FROM intents
+             WHERE state = 'failed' AND reason = 'credential_rotating' AND @state::TEXT IN ('', 'failed')
+               AND (updated_at, delivery_key) < (@before_at::TIMESTAMPTZ, @before_key::BYTEA)
+               AND updated_at >= @since::TIMESTAMPTZ
+             ORDER BY updated_at DESC, delivery_key DESC
+             LIMIT @scan_rows::INT)
+            UNION ALL
+            (SELECT delivery_key, account_id, action, target, request, occurrence, source_id, state, reason,
+                    transition_seq, attempts_authorized, attempt_token, epoch, generation, lease_expires_at,
+                    object_id, created_at, updated_at
+             FROM intents
+             WHERE state = 'failed' AND reason = 'credential_revoked' AND @state::TEXT IN ('', 'failed')
+               AND (updated_at, delivery_key) < (@before_at::TIMESTAMPTZ, @before_key::BYTEA)
+               AND updated_at >= @since::TIMESTAMPTZ
+             ORDER BY updated_at DESC, delivery_key DESC
+             LIMIT @scan_rows::INT)
+            UNION ALL
+            (SELECT delivery_key, account_id, action, target, request, occurrence, source_id, state, reason,
+                    transition_seq, attempts_authorized, attempt_token, epoch, generation, lease_expires_at,
+                    object_id, created_at, updated_at
+             FROM intents
+             WHERE state = 'failed' AND reason = 'reconciled_not_sent' AND @state::TEXT IN ('', 'failed')
+               AND (updated_at, delivery_key) < (@before_at::TIMESTAMPTZ, @before_key::BYTEA)
+               AND updated_at >= @since::TIMESTAMPTZ
+             ORDER BY updated_at DESC, delivery_key DESC
+             LIMIT @scan_rows::INT)
+            UNION ALL
+            (SELECT delivery_key, account_id, action, target, request, occurrence, source_id, state, reason,
+                    transition_seq, attempts_authorized, attempt_token, epoch, generation, lease_expires_at,
+                    object_id, created_at, updated_at
+             FROM intents
+             WHERE state = 'failed' AND reason = 'operator_failed' AND @state::TEXT IN ('', 'failed')
+               AND (updated_at, delivery_key) < (@before_at::TIMESTAMPTZ, @before_key::BYTEA)
+               AND updated_at >= @since::TIMESTAMPTZ
+             ORDER BY updated_at DESC, delivery_key DESC
+             LIMIT @scan_rows::INT)
+            UNION ALL
+            (SELECT delivery_key, account_id, action, target, request, occurrence, source_id, state, reason,
+                    transition_seq, attempts_authorized, attempt_token, epoch, generation, lease_expires_at,
+                    object_id, created_at, updated_at
+             FROM intents
+             WHERE state = 'pending' AND reason = 'submitted' AND @state::TEXT IN ('', 'pending')
+               AND (updated_at, delivery_key) < (@before_at::TIMESTAMPTZ, @before_key::BYTEA)
+               AND updated_at >= @since::TIMESTAMPTZ
+             ORDER BY updated_at DESC, delivery_key DESC
+             LIMIT @scan_rows::INT)
+            UNION ALL
+            (SELECT delivery_key, account_id, action, target, request, occurrence, source_id, state, reason,
+                    transition_seq, attempts_authorized, attempt_token, epoch, generation, lease_expires_at,
+                    object_id, created_at, updated_at
+             FROM intents
+             WHERE state = 'pending' AND reason = 'claimed' AND @state::TEXT IN ('', 'pending')
+               AND (updated_at, delivery_key) < (@before_at::TIMESTAMPTZ, @before_key::BYTEA)
+               AND updated_at >= @since::TIMESTAMPTZ
+             ORDER BY updated_at DESC, delivery_key DESC
+             LIMIT @scan_rows::INT)
+            UNION ALL
+            (SELECT delivery_key, account_id, action, target, request, occurrence, source_id, state, reason,
+                    transition_seq, attempts_authorized, attempt_token, epoch, generation, lease_expires_at,
+                    object_id, created_at, updated_at
+             FROM intents
+             WHERE state = 'pending' AND reason = 'abandoned' AND @state::TEXT IN ('', 'pending')
+               AND (updated_at, delivery_key) < (@before_at::TIMESTAMPTZ, @before_key::BYTEA)
+               AND updated_at >= @since::TIMESTAMPTZ
+             ORDER BY updated_at DESC, delivery_key DESC
+             LIMIT @scan_rows::INT)
+            UNION ALL
+            (SELECT delivery_key, account_id, action, target, request, occurrence, source_id, state, reason,
+                    transition_seq, attempts_authorized, attempt_token, epoch, generation, lease_expires_at,
+                    object_id, created_at, updated_at
+             FROM intents
+             WHERE state = 'pending' AND reason = 'retried' AND @state::TEXT IN ('', 'pending')
+               AND (updated_at, delivery_key) < (@before_at::TIMESTAMPTZ, @before_key::BYTEA)
+               AND updated_at >= @since::TIMESTAMPTZ
+             ORDER BY updated_at DESC, delivery_key DESC
+             LIMIT @scan_rows::INT)
+            UNION ALL
+            (SELECT delivery_key, account_id, action, target, request, occurrence, source_id, state, reason,
+                    transition_seq, attempts_authorized, attempt_token, epoch, generation, lease_expires_at,
+                    object_id, created_at, updated_at
+             FROM intents
+             WHERE state = 'pending' AND reason = 'restore_resumed' AND @state::TEXT IN ('', 'pending')
                AND (updated_at, delivery_key) < (@before_at::TIMESTAMPTZ, @before_key::BYTEA)
                AND updated_at >= @since::TIMESTAMPTZ
              ORDER BY updated_at DESC, delivery_key DESC
