@@ -82,7 +82,7 @@ clean-test-databases: ## drop every database the tests made on ATMOST_TEST_DATAB
 chaos: postgres ## the crash-and-fault suite with 10,000 intents: real processes, random SIGKILLs, a NATS restart, a paused dispatcher; ends with duplicates: 0, lost: 0, undeclared: 0, events_missing: 0 (make test runs a short one)
 	$(GO) test -count=1 -run '^TestChaos$$' -v -timeout 60m ./internal/tools/chaos/ -args -chaos.intents=$${CHAOS_INTENTS:-10000}
 
-demo: ## the whole pipeline on the embedded default: every role, an embedded NATS, a fault-injecting platform, a producer, a kill switch mid-run, and the final count (needs PostgreSQL at ATMOST_DATABASE_URL, checked first as make postgres does)
+demo: ## the whole pipeline on the embedded default: every role, an embedded NATS, a fault-injecting platform, a producer, a kill switch mid-run, and the final count; the console follows it (on a terminal it stays up after the count until Ctrl-C) (needs PostgreSQL at ATMOST_DATABASE_URL, checked first as make postgres does)
 	@scripts/postgres ATMOST_DATABASE_URL
 	@$(MAKE) --no-print-directory build
-	$(BIN)/atmost demo
+	$(BIN)/atmost demo $$([ -t 0 ] && echo --stay)

@@ -114,6 +114,7 @@ func runDemo(ctx context.Context, io IO, args []string) int {
 	timeout := fs.Duration("timeout", 3*time.Minute, "how long to wait for every intent to settle")
 	logFile := fs.String("log", filepath.Join(os.TempDir(), "atmost-demo.log"), "the roles' JSON logs")
 	consoleAddr := fs.String("console", console.DefaultListen, "serve the operator console here while the demo runs (empty: none); its token is $"+console.TokenVariable)
+	stay := fs.Bool("stay", false, "after the final count, keep every role and the console running until interrupted (make demo sets it on a terminal)")
 	fs.Usage = func() {
 		fmt.Fprintln(io.Stderr, "Usage: atmost demo [flags]\n\nRuns every role with an embedded NATS server and the platform simulator with a fault plan,")
 		fmt.Fprintln(io.Stderr, "publishes intents the way producers do (re-publishes, redeliveries, bad input, new occurrences),")
@@ -143,7 +144,7 @@ func runDemo(ctx context.Context, io IO, args []string) int {
 		fmt.Fprintf(io.Stdout, "atmost demo: the roles log to %s\n", *logFile)
 	}
 	r, err := dev.Demo(ctx, dev.DemoOptions{DatabaseURL: *databaseURL, Intents: *intents, Seed: *seed, Timeout: *timeout, Out: io.Stdout, Logs: logs,
-		Console: *consoleAddr, ConsoleToken: setting(io.Env, console.TokenVariable, "")})
+		Console: *consoleAddr, ConsoleToken: setting(io.Env, console.TokenVariable, ""), Stay: *stay})
 	if err != nil {
 		fmt.Fprintf(io.Stderr, "atmost demo: %v\n", err)
 		return ExitError

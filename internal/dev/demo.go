@@ -47,6 +47,8 @@ type DemoOptions struct {
 	// intents; "" starts none. ConsoleToken is its token ("" serves loopback only).
 	Console      string
 	ConsoleToken string
+	// Stay keeps every role and the console running after the final count, until ctx ends.
+	Stay bool
 }
 
 // DemoDatabase is the database the demo creates on the server of DemoOptions.DatabaseURL.
@@ -228,6 +230,13 @@ func Demo(ctx context.Context, opts DemoOptions) (DemoReport, error) {
 		return r, err
 	}
 	printReport(opts.Out, r)
+	if opts.Stay && stack.ConsoleURL != "" {
+		fmt.Fprintf(opts.Out, "\natmost demo: every role and the console keep running: the parked intents are at %s/intents?state=parked; Ctrl-C stops them\n", stack.ConsoleURL)
+		select {
+		case <-ctx.Done():
+		case <-stack.Failed():
+		}
+	}
 	return r, nil
 }
 
