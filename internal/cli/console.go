@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 
@@ -95,6 +96,9 @@ func runConsole(ctx context.Context, io IO, args []string) int {
 		return ExitError
 	}
 	fmt.Fprintf(io.Stdout, "console: %s\n", running.URL)
+	if host, _, _ := net.SplitHostPort(*listen); *certFile == "" && !console.LoopbackHost(host) {
+		fmt.Fprintln(io.Stderr, "atmost console: serving off loopback without TLS: the token and the session cookie cross the network in the clear (give --tls-cert and --tls-key)")
+	}
 	if err := running.Wait(); err != nil {
 		fmt.Fprintf(io.Stderr, "atmost console: %v\n", err)
 		return ExitError

@@ -186,7 +186,7 @@ func (s *Server) apply(ctx context.Context, v visitor, verb, to, objectID, note 
 	case errors.As(err, &refusal) && errors.Is(err, ledger.ErrAttemptsExhausted):
 		return fmt.Sprintf("%s reached its attempt cap, so it was parked (attempts_exhausted) instead of retried.", in.Key), nil
 	case errors.As(err, &refusal):
-		return fmt.Sprintf("%s is %s: the ledger refused to %s it (%v).", in.Key, refusal.State, verb, refusal.Err), nil
+		return fmt.Sprintf("%s is %s: the ledger refused to %s it (%v).", in.Key, refusal.State, strings.ToLower(verbTitle(verb, to)), refusal.Err), nil
 	}
 	return "", err
 }

@@ -160,7 +160,10 @@ func CheckListen(addr, token string) error {
 	return nil
 }
 
-// loopbackHost reports whether host (with or without a port) names this machine only.
+// LoopbackHost reports whether host (with or without a port) names this machine only:
+// localhost or a loopback address.
+func LoopbackHost(host string) bool { return loopbackHost(host) }
+
 func loopbackHost(host string) bool {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
