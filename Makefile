@@ -55,7 +55,7 @@ generate: ## regenerate the ledger's query code from pkg/ledger/queries with sql
 migrate: build ## create and migrate the ledger at ATMOST_DATABASE_URL
 	$(BIN)/atmost migrate --create-database
 
-bench: postgres ## benchmarks on the real database and JetStream: the ledger at both isolation levels, ingest of 100,000 intents, the relay, a sweeper pass over 100,000 intents, end to end through ingest, dispatcher and platformsim, reconciliation at 5 % and 20 % unknown outcomes and of a backlog of 10,000, the console's pages on a ledger of 1,000,000 intents
+bench: postgres ## benchmarks on the real database and JetStream: the ledger at both isolation levels, ingest of 100,000 intents, the relay, a sweeper pass over 100,000 intents, end to end through ingest, dispatcher and platformsim, reconciliation at 5 % and 20 % unknown outcomes and of a backlog of 10,000, the client publishing 100,000 intents and its Status latency, the console's pages on a ledger of 1,000,000 intents
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./pkg/ledger/ -args -isolation=serializable
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./pkg/ledger/ -args -isolation=read-committed
 	$(GO) test -run '^$$' -bench . -benchtime 100000x ./internal/role/ingest/
@@ -65,6 +65,8 @@ bench: postgres ## benchmarks on the real database and JetStream: the ledger at 
 	$(GO) test -run '^$$' -bench EndToEnd -benchtime 10000x ./internal/role/dispatch/ -args -isolation=read-committed
 	$(GO) test -run '^$$' -bench Reconcile -benchtime 10000x ./internal/role/reconcile/
 	$(GO) test -run '^$$' -bench ConsolePages -benchtime 200x ./internal/console/
+	$(GO) test -run '^$$' -bench PublishAll -benchtime 100000x ./pkg/client/
+	$(GO) test -run '^$$' -bench Status -benchtime 10000x ./pkg/client/
 
 fuzz: ## run each fuzz target for FUZZTIME (default 3m; FuzzIngest needs PostgreSQL)
 	$(GO) test -run '^$$' -fuzz '^FuzzParseEnvelope$$' -fuzztime $(FUZZTIME) -parallel 1 ./pkg/identity/

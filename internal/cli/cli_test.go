@@ -60,6 +60,19 @@ func TestMigrateFlagOverridesTheEnvironment(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &status))
 	require.Zero(t, status.Current, "status applies nothing")
 	require.Positive(t, status.Latest)
+
+	res = run(env, "migrate", "--json", "--database-url", db.URL)
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	requireSnakeCase(t, res.stdout)
+	var applied struct {
+		Applied []struct {
+			Version int64  `json:"version"`
+			Name    string `json:"name"`
+		} `json:"applied"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &applied))
+	require.Len(t, applied.Applied, int(status.Latest))
+	require.Equal(t, "00001_create_accounts.sql", applied.Applied[0].Name)
 }
 
 func TestMigrateNamesTheFixWhenTheServerIsDown(t *testing.T) {

@@ -264,7 +264,7 @@ func TestBadControlCommandLinesExitWithUsageAndChangeNothing(t *testing.T) {
 		{[]string{"switch", "on", "--account", "", "--reason", "x"}, "--account is empty"},
 		{[]string{"switch", "off", "acct-1", "--reason", "x"}, `unexpected argument "acct-1"`},
 		{[]string{"switch", "ls", "--reason", "x"}, "--reason: not a flag of ls"},
-		{[]string{"switch", "on", "--no-such-flag"}, "flag provided but not defined"},
+		{[]string{"switch", "on", "--no-such-flag"}, "--no-such-flag: not a flag of on"},
 		{[]string{"policy", "get", "--attempt-cap", "4"}, "--attempt-cap: not a flag of get"},
 		{[]string{"policy", "set", "--reason", "x"}, "nothing to change"},
 		{[]string{"policy", "set", "--attempt-cap", "0", "--reason", "x"}, "at least 1"},
@@ -299,23 +299,44 @@ func TestBadControlCommandLinesExitWithUsageAndChangeNothing(t *testing.T) {
 	require.Contains(t, res.stderr, "atmost accounts ls")
 	res = run(env, "policy", "set", "--account", "acct-typo", "--attempt-cap", "4", "--reason", "x")
 	require.Equal(t, cli.ExitError, res.code)
+	res = run(env, "policy", "get", "--account", "acct-typo")
+	require.Equal(t, cli.ExitError, res.code, "a read names a configured account as a change does")
+	require.Contains(t, res.stderr, "unknown account")
+	require.Contains(t, res.stderr, "atmost accounts ls")
+	require.Empty(t, res.stdout)
 	require.Equal(t, before, schemaState(t, db))
 }
 
+// Each subcommand's --help, on standard output, lists its own flags as --name and no flag of
+// another subcommand: a read takes no --operator or --reason.
 func TestHelpListsTheFlags(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
-		{"switch", "--help"}, {"switch", "on", "--help"}, {"policy", "set", "--help"}, {"policy", "--help"},
-		{"epoch", "bump", "--help"}, {"controls", "log", "-h"},
+		{"switch", "on", "--help"}, {"switch", "off", "help"}, {"policy", "set", "--help"}, {"epoch", "bump", "--help"},
 	} {
 		res := run(nil, args...)
 		require.Equal(t, cli.ExitOK, res.code, "atmost %v", args)
-		require.Contains(t, res.stderr, "-operator", "atmost %v", args)
-		require.Contains(t, res.stderr, "-json", "atmost %v", args)
+		require.Contains(t, res.stdout, "\n  --operator NAME\n", "atmost %v", args)
+		require.Contains(t, res.stdout, "\n  --reason TEXT\n", "atmost %v", args)
+		require.Contains(t, res.stdout, "\n  --json\n", "atmost %v", args)
+	}
+	for _, args := range [][]string{{"switch", "ls", "--help"}, {"policy", "get", "--help"}, {"epoch", "show", "--help"}, {"controls", "log", "-h"}} {
+		res := run(nil, args...)
+		require.Equal(t, cli.ExitOK, res.code, "atmost %v", args)
+		require.Contains(t, res.stdout, "\n  --json\n", "atmost %v", args)
+		require.NotContains(t, res.stdout, "--operator", "atmost %v: a read has no operator", args)
+		require.NotContains(t, res.stdout, "--reason", "atmost %v: a read has no reason", args)
 	}
 	res := run(nil, "policy", "set", "--help")
-	for _, flag := range []string{"-attempt-cap", "-backoff-base", "-backoff-max", "-rate-per-minute", "-rate-burst", "-text-window", "-retryable", "-inherit-retryable", "-inherit", "-account"} {
-		require.Contains(t, res.stderr, flag)
+	for _, flag := range []string{"--attempt-cap N", "--backoff-base D", "--backoff-max D", "--rate-per-minute N", "--rate-burst N", "--text-window D", "--retryable r1,r2|none", "--inherit-retryable", "--inherit FIELD,...", "--account A"} {
+		require.Contains(t, res.stdout, "\n  "+flag+"\n")
+	}
+	res = run(nil, "policy", "get", "--help")
+	require.NotContains(t, res.stdout, "--attempt-cap", "policy get sets nothing")
+	res = run(nil, "switch", "--help")
+	require.Equal(t, cli.ExitOK, res.code)
+	for _, sub := range []string{"atmost switch ls", "atmost switch on", "atmost switch off"} {
+		require.Contains(t, res.stdout, "\n  "+sub+" ", "a group's help has each subcommand's usage")
 	}
 	res = run(nil, "help")
 	for _, name := range []string{"switch", "policy", "epoch", "controls", "ATMOST_OPERATOR"} {

@@ -3,11 +3,14 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	stdio "io"
+	"maps"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/atmost/atmost/internal/console"
@@ -15,85 +18,144 @@ import (
 	"github.com/atmost/atmost/internal/tools/platformsim"
 )
 
-func init() {
-	commands["dev"] = command{"every role in one process, with an embedded NATS unless ATMOST_NATS_URL is set (the ledger is created and migrated)", runDev}
-	commands["demo"] = command{"the whole pipeline against a fault-injecting platform, a producer, a kill switch flipped mid-run, and the final count", runDemo}
+func devCommand() *Command {
+	var natsURL, dataDir, simAddr, logFile, consoleAddr string
+	var natsPort, basePort int
+	roleAddrs := map[string]*string{}
+	return &Command{Name: "dev", Summary: "every role in one process, with an embedded NATS unless ATMOST_NATS_URL is set (the ledger is created and migrated)",
+		About: `Runs ingest, the dispatcher, the sweeper and the reconciler in one process until interrupted.
+Every role reads its own settings from the environment (see each role's --help), except its
+HTTP address: each role serves /healthz, /readyz and /metrics on its own, ingest on
+--http-base-port and the others on the next ports (ATMOST_HTTP_ADDR, one role's address, is not
+used), or where its --ROLE-http-addr says. The operator console serves on --console, with
+$` + console.TokenVariable + ` as its token. Every address is checked before anything starts.`,
+		Flags: func(f *Flags) {
+			f.Ledger("the ledger; created and migrated when needed")
+			f.String(&natsURL, "nats-url", "URL", "", "a running NATS server with JetStream; empty starts an embedded one").Env("ATMOST_NATS_URL")
+			f.Int(&natsPort, "nats-port", "PORT", 4222, "the embedded NATS server's client port (0: any free port)")
+			f.String(&dataDir, "data-dir", "DIR", "", "where the embedded NATS server keeps its streams").Env("ATMOST_DEV_DATA_DIR").Default(defaultDataDir())
+			f.Int(&basePort, "http-base-port", "PORT", dev.DefaultHTTPBasePort, "ingest's HTTP port on 127.0.0.1; the dispatcher, the sweeper and the reconciler take the next three")
+			for _, role := range dev.Roles {
+				roleAddrs[role] = new(string)
+				f.String(roleAddrs[role], role+"-http-addr", "ADDR", "", "the "+role+"'s /healthz, /readyz and /metrics address (default: from --http-base-port)")
+			}
+			f.String(&simAddr, "sim", "ADDR", "", "also serve the platform simulator on this address (e.g. 127.0.0.1:9300)")
+			f.String(&logFile, "log", "FILE", "", "write the roles' JSON logs to this file instead of standard error")
+			f.String(&consoleAddr, "console", "ADDR", console.DefaultListen, "serve the operator console here (empty: none); its token is $"+console.TokenVariable)
+		},
+		Run: func(ctx context.Context, c *line) int {
+			if dataDir == "" {
+				dataDir = defaultDataDir()
+			}
+			if basePort < 1 || basePort > 65535-len(dev.Roles)+1 {
+				return c.usageError("--http-base-port %d: give a port from 1 to %d", basePort, 65535-len(dev.Roles)+1)
+			}
+			addrs := dev.HTTPAddrs(basePort)
+			for role, addr := range roleAddrs {
+				if *addr == "" {
+					continue
+				}
+				if _, _, err := net.SplitHostPort(*addr); err != nil {
+					return c.usageError("--%s-http-addr %q: give HOST:PORT (127.0.0.1:9201, or :0 for any free port)", role, *addr)
+				}
+				addrs[role] = *addr
+			}
+			return runDev(ctx, c, dev.Options{DatabaseURL: c.databaseURL, NATSURL: natsURL, NATSPort: natsPort, DataDir: dataDir, HTTPAddrs: addrs,
+				Console: consoleAddr, ConsoleToken: setting(c.io.Env, console.TokenVariable, "")}, simAddr, logFile)
+		},
+	}
 }
 
-func runDev(ctx context.Context, io IO, args []string) int {
-	fs := flag.NewFlagSet("atmost dev", flag.ContinueOnError)
-	fs.SetOutput(io.Stderr)
-	databaseURL := fs.String("database-url", setting(io.Env, "ATMOST_DATABASE_URL", DefaultDatabaseURL), "the ledger; created and migrated when needed (env ATMOST_DATABASE_URL)")
-	natsURL := fs.String("nats-url", setting(io.Env, "ATMOST_NATS_URL", ""), "a running NATS server with JetStream; empty starts an embedded one (env ATMOST_NATS_URL)")
-	natsPort := fs.Int("nats-port", 4222, "the embedded NATS server's client port (0: any free port)")
-	dataDir := fs.String("data-dir", setting(io.Env, "ATMOST_DEV_DATA_DIR", defaultDataDir()), "where the embedded NATS server keeps its streams (env ATMOST_DEV_DATA_DIR)")
-	simAddr := fs.String("sim", "", "also serve the platform simulator on this address (e.g. 127.0.0.1:9300)")
-	logFile := fs.String("log", "", "write the roles' JSON logs to this file instead of standard error")
-	consoleAddr := fs.String("console", console.DefaultListen, "serve the operator console here (empty: none); its token is $"+console.TokenVariable)
-	fs.Usage = func() {
-		fmt.Fprintln(io.Stderr, "Usage: atmost dev [flags]\n\nRuns ingest, the dispatcher, the sweeper and the reconciler in one process until interrupted.")
-		fmt.Fprintln(io.Stderr, "Every role reads its own settings from the environment (see each role's --help).\n\nFlags:")
-		fs.PrintDefaults()
+func runDev(ctx context.Context, c *line, opts dev.Options, simAddr, logFile string) int {
+	io := c.io
+	// Every address before anything starts: a busy port is named, with the flag that moves it.
+	wanted := maps.Clone(opts.HTTPAddrs)
+	if opts.NATSURL == "" && opts.NATSPort != 0 {
+		wanted[dev.EmbeddedNATS] = net.JoinHostPort("127.0.0.1", strconv.Itoa(opts.NATSPort))
 	}
-	if code, done := parseFlags(fs, args); done {
-		return code
+	if simAddr != "" {
+		wanted[simulator] = simAddr
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(io.Stderr, "atmost dev: unexpected argument %q\n", fs.Arg(0))
-		return ExitUsage
+	if opts.Console != "" {
+		wanted[dev.Console] = opts.Console
+	}
+	if err := dev.CheckFree(wanted); err != nil {
+		var busy *dev.BusyError
+		if errors.As(err, &busy) {
+			return c.problem(ExitError, err.Error()+"; "+movesIt(busy.Name))
+		}
+		return c.fail(err)
 	}
 	logs := io.Stderr
-	if *logFile != "" {
-		f, err := os.OpenFile(*logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if logFile != "" {
+		f, err := os.OpenFile(logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 		if err != nil {
-			fmt.Fprintf(io.Stderr, "atmost dev: --log: %v\n", err)
-			return ExitUsage
+			return c.usageError("--log: %v", err)
 		}
 		defer f.Close()
 		logs = f
 	}
-	if *simAddr != "" {
+	if simAddr != "" {
 		s, err := platformsim.New(platformsim.Config{})
 		if err != nil {
-			fmt.Fprintf(io.Stderr, "atmost dev: platform simulator: %v\n", err)
-			return ExitError
+			return c.problem(ExitError, fmt.Sprintf("platform simulator: %v", err))
 		}
-		url, _, err := s.Serve(ctx, *simAddr)
+		url, _, err := s.Serve(ctx, simAddr)
 		if err != nil {
-			fmt.Fprintf(io.Stderr, "atmost dev: platform simulator on %s: %v\n", *simAddr, err)
-			return ExitError
+			return c.problem(ExitError, fmt.Sprintf("platform simulator on %s: %v", simAddr, err))
 		}
 		fmt.Fprintf(io.Stdout, "platform simulator: %s (GET /v1/counts)\n", url)
 	}
-	stack, err := dev.Start(ctx, dev.Options{DatabaseURL: *databaseURL, NATSURL: *natsURL, NATSPort: *natsPort, DataDir: *dataDir,
-		Env: io.Env, Logs: logs, Console: *consoleAddr, ConsoleToken: setting(io.Env, console.TokenVariable, "")})
+	if setting(io.Env, "ATMOST_HTTP_ADDR", "") != "" {
+		c.note("ATMOST_HTTP_ADDR is one role's address and is not used: each role serves on its own (--http-base-port, --ROLE-http-addr)")
+	}
+	opts.Env, opts.Logs = io.Env, logs
+	stack, err := dev.Start(ctx, opts)
 	if err != nil {
-		fmt.Fprintf(io.Stderr, "atmost dev: %v\n", err)
-		return ExitError
+		return c.fail(err)
 	}
 	for _, a := range stack.Applied {
 		fmt.Fprintf(io.Stdout, "applied %s\n", a.Name)
 	}
-	nats := stack.NATSURL + " (embedded, streams in " + *dataDir + ")"
-	if *natsURL != "" {
+	nats := stack.NATSURL + " (embedded, streams in " + opts.DataDir + ")"
+	if opts.NATSURL != "" {
 		nats = stack.NATSURL
 	}
 	fmt.Fprintf(io.Stdout, "ledger: %s\nNATS: %s\n", dev.Redact(stack.DatabaseURL), nats)
 	if stack.ConsoleURL != "" {
 		fmt.Fprintf(io.Stdout, "console: %s\n", stack.ConsoleURL)
 	}
-	fmt.Fprintln(io.Stdout, "roles: ingest, dispatcher, sweeper, reconciler (each role's /healthz, /readyz and /metrics at its ATMOST_HTTP_ADDR; defaults 127.0.0.1:9101-9104)")
+	roles := make([]string, len(dev.Roles))
+	for i, role := range dev.Roles {
+		roles[i] = role + " " + opts.HTTPAddrs[role]
+	}
+	fmt.Fprintf(io.Stdout, "roles (/healthz, /readyz and /metrics): %s\n", strings.Join(roles, ", "))
 	fmt.Fprintln(io.Stdout, "running; Ctrl-C stops every role cleanly")
 	select {
 	case <-ctx.Done():
 	case <-stack.Failed():
 	}
 	if err := stack.Stop(); err != nil {
-		fmt.Fprintf(io.Stderr, "atmost dev: %v\n", err)
-		return ExitError
+		return c.fail(err)
 	}
 	fmt.Fprintln(io.Stdout, "stopped")
 	return ExitOK
+}
+
+// simulator names the platform simulator's address in a dev.BusyError.
+const simulator = "the platform simulator (--sim)"
+
+// movesIt says which flag of atmost dev moves what a dev.BusyError names.
+func movesIt(name string) string {
+	switch {
+	case name == dev.EmbeddedNATS:
+		return "give another --nats-port (0: any free one), or ATMOST_NATS_URL to use the NATS server running there"
+	case name == simulator:
+		return "give another --sim address"
+	case name == dev.Console:
+		return "give another --console address (empty: none)"
+	}
+	return fmt.Sprintf("move it with --%s-http-addr, or every role with --http-base-port", name)
 }
 
 // defaultDataDir is where `atmost dev` keeps its embedded NATS streams between runs.
@@ -104,65 +166,48 @@ func defaultDataDir() string {
 	return filepath.Join(os.TempDir(), "atmost-dev")
 }
 
-func runDemo(ctx context.Context, io IO, args []string) int {
-	fs := flag.NewFlagSet("atmost demo", flag.ContinueOnError)
-	fs.SetOutput(io.Stderr)
-	databaseURL := fs.String("database-url", setting(io.Env, "ATMOST_DATABASE_URL", DefaultDatabaseURL),
-		"a PostgreSQL server; the demo drops and creates its own database "+dev.DemoDatabase+" there (env ATMOST_DATABASE_URL)")
-	intents := fs.Int("intents", 3000, "messages the producer publishes (bad input and re-publishes included)")
-	seed := fs.Int64("seed", 1, "seed of the producer's choices and the platform's faults")
-	timeout := fs.Duration("timeout", 3*time.Minute, "how long to wait for every intent to settle")
-	logFile := fs.String("log", filepath.Join(os.TempDir(), "atmost-demo.log"), "the roles' JSON logs")
-	consoleAddr := fs.String("console", console.DefaultListen, "serve the operator console here while the demo runs (empty: none); its token is $"+console.TokenVariable)
-	stay := fs.Bool("stay", false, "after the final count, keep every role and the console running until interrupted (make demo sets it on a terminal)")
-	fs.Usage = func() {
-		fmt.Fprintln(io.Stderr, "Usage: atmost demo [flags]\n\nRuns every role with an embedded NATS server and the platform simulator with a fault plan,")
-		fmt.Fprintln(io.Stderr, "publishes intents the way producers do (re-publishes, redeliveries, bad input, new occurrences),")
-		fmt.Fprintln(io.Stderr, "flips the kill switch mid-run, and prints the count per state and reason and the platform's own count.\n\nFlags:")
-		fs.PrintDefaults()
+func demoCommand() *Command {
+	var intents int
+	var seed int64
+	var timeout time.Duration
+	var logFile, consoleAddr string
+	var stay bool
+	return &Command{Name: "demo", Summary: "the whole pipeline against a fault-injecting platform, a producer, a kill switch flipped mid-run, and the final count",
+		About: `Runs every role with an embedded NATS server and the platform simulator with a fault plan,
+publishes intents the way producers do (re-publishes, redeliveries, bad input, new occurrences),
+flips the kill switch mid-run, and prints the count per state and reason and the platform's own count.`,
+		Flags: func(f *Flags) {
+			f.Ledger("a PostgreSQL server; the demo drops and creates its own database " + dev.DemoDatabase + " there")
+			f.Int(&intents, "intents", "N", 3000, "messages the producer publishes (bad input and re-publishes included)")
+			f.Int64(&seed, "seed", "N", 1, "seed of the producer's choices and the platform's faults")
+			f.Duration(&timeout, "timeout", "D", 3*time.Minute, "how long to wait for every intent to settle")
+			f.String(&logFile, "log", "FILE", filepath.Join(os.TempDir(), "atmost-demo.log"), "the roles' JSON logs")
+			f.String(&consoleAddr, "console", "ADDR", console.DefaultListen, "serve the operator console here while the demo runs (empty: none); its token is $"+console.TokenVariable)
+			f.Bool(&stay, "stay", "after the final count, keep every role and the console running until interrupted (make demo sets it on a terminal)")
+		},
+		Run: func(ctx context.Context, c *line) int {
+			if intents < 10 || timeout <= 0 {
+				return c.usageError("--intents must be at least 10 and --timeout positive")
+			}
+			var logs stdio.Writer = stdio.Discard
+			if logFile != "" {
+				f, err := os.Create(logFile)
+				if err != nil {
+					return c.usageError("--log: %v", err)
+				}
+				defer f.Close()
+				logs = f
+				fmt.Fprintf(c.io.Stdout, "atmost demo: the roles log to %s\n", logFile)
+			}
+			r, err := dev.Demo(ctx, dev.DemoOptions{DatabaseURL: c.databaseURL, Intents: intents, Seed: seed, Timeout: timeout, Out: c.io.Stdout, Logs: logs,
+				Console: consoleAddr, ConsoleToken: setting(c.io.Env, console.TokenVariable, ""), Stay: stay})
+			if err != nil {
+				return c.fail(err)
+			}
+			if !r.OK() {
+				return ExitError
+			}
+			return ExitOK
+		},
 	}
-	if code, done := parseFlags(fs, args); done {
-		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(io.Stderr, "atmost demo: unexpected argument %q\n", fs.Arg(0))
-		return ExitUsage
-	}
-	if *intents < 10 || *timeout <= 0 {
-		fmt.Fprintln(io.Stderr, "atmost demo: --intents must be at least 10 and --timeout positive")
-		return ExitUsage
-	}
-	var logs stdio.Writer = stdio.Discard
-	if *logFile != "" {
-		f, err := os.Create(*logFile)
-		if err != nil {
-			fmt.Fprintf(io.Stderr, "atmost demo: --log: %v\n", err)
-			return ExitUsage
-		}
-		defer f.Close()
-		logs = f
-		fmt.Fprintf(io.Stdout, "atmost demo: the roles log to %s\n", *logFile)
-	}
-	r, err := dev.Demo(ctx, dev.DemoOptions{DatabaseURL: *databaseURL, Intents: *intents, Seed: *seed, Timeout: *timeout, Out: io.Stdout, Logs: logs,
-		Console: *consoleAddr, ConsoleToken: setting(io.Env, console.TokenVariable, ""), Stay: *stay})
-	if err != nil {
-		fmt.Fprintf(io.Stderr, "atmost demo: %v\n", err)
-		return ExitError
-	}
-	if !r.OK() {
-		return ExitError
-	}
-	return ExitOK
-}
-
-// parseFlags parses args; done is true when the command must return code at once (--help,
-// or a bad flag).
-func parseFlags(fs *flag.FlagSet, args []string) (code int, done bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK, true
-		}
-		return ExitUsage, true
-	}
-	return 0, false
 }

@@ -2,43 +2,52 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"text/tabwriter"
 )
 
-const epochUsage = `Usage:
-  atmost epoch show [--json]
-  atmost epoch bump --reason TEXT [--operator NAME] [--json]
-
-The restore epoch fences every worker: attempts and completions of an older epoch are refused
+func epochCommand() *Command {
+	return &Command{Name: "epoch", Summary: "epoch show, epoch bump: the restore epoch (bump it after a restore, before any worker starts)",
+		About: `The restore epoch fences every worker: attempts and completions of an older epoch are refused
 everywhere. After restoring the ledger from a backup, bump the epoch BEFORE any worker
 reconnects (the restore protocol: docs/design.md#the-restore-protocol). Every bump is
-written to the control history (atmost controls log) with the operator.
-`
-
-func runEpoch(ctx context.Context, io IO, args []string) int {
-	c, sub, code, done := parseControl(io, "epoch", epochUsage, args, map[string][]string{"show": nil, "bump": {"reason", "operator"}}, func(*flag.FlagSet) {})
-	if done {
-		return code
+written to the control history (atmost controls log) with the operator.`,
+		Subs: []*Command{
+			{Name: "show", Summary: "the current epoch, since when, by whom and why",
+				Flags: func(f *Flags) { f.Ledger("the ledger database"); f.JSON("print JSON instead of a table") },
+				Run:   func(ctx context.Context, c *line) int { return runEpoch(ctx, c, false) }},
+			{Name: "bump", Summary: "begin the next epoch: everything of the current one is refused from then on",
+				Flags: func(f *Flags) {
+					f.Reason("why, written to the control history")
+					f.Operator()
+					f.Ledger("the ledger database")
+					f.JSON("print the change as JSON")
+				},
+				Run: func(ctx context.Context, c *line) int { return runEpoch(ctx, c, true) }},
+		},
 	}
+}
+
+func runEpoch(ctx context.Context, c *line, bump bool) int {
+	io := c.io
 	var operator, reason string
-	if sub == "bump" {
+	var code int
+	if bump {
 		if operator, reason, code = c.change(); code != ExitOK {
 			return code
 		}
 	}
-	l, closeLedger, err := openLedger(ctx, *c.databaseURL)
+	l, closeLedger, err := openLedger(ctx, c.databaseURL)
 	if err != nil {
 		return c.fail(err)
 	}
 	defer closeLedger()
-	if sub == "show" {
+	if !bump {
 		e, err := l.CurrentEpoch(ctx)
 		if err != nil {
 			return c.fail(err)
 		}
-		if *c.asJSON {
+		if c.asJSON {
 			return writeJSON(io, e)
 		}
 		w := tabwriter.NewWriter(io.Stdout, 0, 4, 2, ' ', 0)
@@ -51,7 +60,7 @@ func runEpoch(ctx context.Context, io IO, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	if *c.asJSON {
+	if c.asJSON {
 		return writeJSON(io, struct {
 			Before int64  `json:"before"`
 			After  int64  `json:"after"`

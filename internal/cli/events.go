@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net/url"
 	"strings"
@@ -15,10 +14,15 @@ import (
 	"github.com/atmost/atmost/pkg/events"
 )
 
-const eventsUsage = `Usage:
-  atmost events tail [--subject FILTER] [--since DURATION|TIME] [--limit N] [--follow] [--nats-url URL] [--json]
+// DefaultNATSURL is the NATS server events tail reads when ATMOST_NATS_URL is unset.
+const DefaultNATSURL = nats.DefaultURL
 
-Prints the transitions published on ATMOST_EVENTS, oldest first, one line each: time, subject,
+func eventsCommand() *Command {
+	var subject, since, natsURL string
+	var limit int
+	var follow bool
+	return &Command{Name: "events", Summary: "events tail: the transitions on ATMOST_EVENTS, the last few or from a time, --follow for new ones",
+		About: `Prints the transitions published on ATMOST_EVENTS, oldest first, one line each: time, subject,
 delivery key, from -> to, reason, actor; with --json, each event's payload (the published
 schema, pkg/events/event.schema.json), one per line. --subject narrows them to a filter inside
 atmost.event.> (atmost.event.<state>.<account-token>: * matches one token, > the rest), e.g.
@@ -26,26 +30,26 @@ atmost.event.> (atmost.event.<state>.<account-token>: * matches one token, > the
 duration back from now, like 15m, or an RFC 3339 time): the events from then on, at most
 --limit of them. --follow then keeps printing new events until interrupted; with --since it
 prints every event from then on. Reads with an ordered consumer: nothing is acknowledged or
-left behind on the server.
-`
-
-// DefaultNATSURL is the NATS server events tail reads when ATMOST_NATS_URL is unset.
-const DefaultNATSURL = nats.DefaultURL
-
-func runEvents(ctx context.Context, io IO, args []string) int {
-	var subject, since, natsURL *string
-	var limit *int
-	var follow *bool
-	c, _, code, done := parseControl(io, "events", eventsUsage, args, map[string][]string{"tail": {"subject", "since", "limit", "follow", "nats-url"}}, func(fs *flag.FlagSet) {
-		subject = fs.String("subject", events.EventSubjects, "tail: only events on subjects matching this filter")
-		since = fs.String("since", "", "tail: start at this time: a duration back from now (15m, 2h) or an RFC 3339 time")
-		limit = fs.Int("limit", 20, "tail: at most this many events already in the stream (1 to 10000)")
-		follow = fs.Bool("follow", false, "tail: keep printing new events until interrupted")
-		natsURL = fs.String("nats-url", setting(io.Env, "ATMOST_NATS_URL", DefaultNATSURL), "tail: the NATS server (env ATMOST_NATS_URL)")
-	})
-	if done {
-		return code
+left behind on the server.`,
+		Subs: []*Command{{Name: "tail", Summary: "the last events, or those from a time on",
+			Flags: func(f *Flags) {
+				f.String(&subject, "subject", "FILTER", events.EventSubjects, "only events on subjects matching this filter")
+				f.String(&since, "since", "DURATION|TIME", "", "start at this time: a duration back from now (15m, 2h) or an RFC 3339 time")
+				f.Int(&limit, "limit", "N", 20, "at most this many events already in the stream (1 to 10000)")
+				f.Bool(&follow, "follow", "keep printing new events until interrupted")
+				f.String(&natsURL, "nats-url", "URL", DefaultNATSURL, "the NATS server").Env("ATMOST_NATS_URL")
+				f.JSON("print each event's payload as JSON, one per line")
+			},
+			Run: func(ctx context.Context, c *line) int {
+				return tailEvents(ctx, c, subject, since, natsURL, limit, follow)
+			},
+		}},
 	}
+}
+
+func tailEvents(ctx context.Context, c *line, subjectFlag, sinceFlag, natsFlag string, limitFlag int, followFlag bool) int {
+	io := c.io
+	subject, since, natsURL, limit, follow := &subjectFlag, &sinceFlag, &natsFlag, &limitFlag, &followFlag
 	filter := strings.TrimSpace(*subject)
 	if err := checkEventFilter(filter); err != nil {
 		return c.usageError("--subject %q: %v; give a filter inside %s, e.g. \"atmost.event.parked.>\"", *subject, err, events.EventSubjects)
@@ -126,10 +130,10 @@ func runEvents(ctx context.Context, io IO, args []string) int {
 		printed++
 		e, err := events.Unmarshal(msg.Data())
 		if err != nil {
-			fmt.Fprintf(io.Stderr, "%s: skipped a message on %s that is not an event: %v\n", c.name, msg.Subject(), err)
+			c.note("skipped a message on %s that is not an event: %v", msg.Subject(), err)
 			continue
 		}
-		if *c.asJSON {
+		if c.asJSON {
 			fmt.Fprintf(io.Stdout, "%s\n", compact(msg.Data()))
 		} else {
 			fmt.Fprintf(io.Stdout, "%s  %-36s  %s  %-26s  %-22s  %s\n", timestamp(e.At), msg.Subject(), e.DeliveryKey, transition(e.From, e.To), e.Reason, e.Actor)

@@ -98,6 +98,7 @@ func TestEventsTailPrintsTheLastEventsAndFilters(t *testing.T) {
 
 	res := s.run("events", "tail", "--json")
 	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	requireSnakeCase(t, res.stdout)
 	all := eventLines(t, res.stdout)
 	require.Len(t, all, 8, "3 creations, 4 transitions of d, its retry")
 	require.Equal(t, "retried", all[7].Reason)

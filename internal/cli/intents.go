@@ -5,8 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,16 +14,6 @@ import (
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
 )
-
-const intentsUsage = `Usage:
-  atmost intents ls [--state S] [--account A] [--limit N] [--after KEY] [--json]
-  atmost intents show KEY [--json]
-
-ls lists a page of intents in delivery-key order: key, account, action, state, reason,
-authorized attempts, last change. When the page is full, the command for the next one (--after
-the page's last key) is printed on standard error; with --json it is next_after. show prints
-one intent with its attempts, evidence, history and reconciliation steps.
-`
 
 // intentJSON is an intent as the intents commands print it. Request is the canonical request
 // projection the intent sends; Attempt, Epoch and Generation name its latest attempt.
@@ -75,64 +65,177 @@ func rawJSON(b []byte) json.RawMessage {
 	return s
 }
 
-func runIntents(ctx context.Context, io IO, args []string) int {
-	var state, account, after *string
-	var limit *int
-	c, sub, pos, code, done := parseGroup(io, "intents", intentsUsage, args,
-		map[string][]string{"ls": {"state", "account", "limit", "after"}, "show": nil},
-		map[string][]string{"show": {"KEY"}},
-		func(fs *flag.FlagSet) {
-			state = fs.String("state", "", "ls: only intents in this state ("+stateList()+")")
-			account = fs.String("account", "", "ls: only intents of this account")
-			limit = fs.Int("limit", 50, "ls: at most this many intents (1 to 1000)")
-			after = fs.String("after", "", "ls: start after this delivery key (the last key of the previous page)")
-		})
-	if done {
-		return code
+func intentsCommand() *Command {
+	var ls intentsFlags
+	return &Command{Name: "intents", Summary: "intents ls, intents show KEY: a page of intents; one with its attempts, evidence, history, reconciliations",
+		About: `ls lists a page of intents: key, account, action, state, reason, authorized attempts, last
+change. In delivery-key order by default; --sort created or updated orders them by the time they
+were stored or last changed (ties in key order), oldest first or, with --desc, newest first.
+--since and --until keep the intents whose time is at or after and before the times they give
+(a duration back from now, like 15m, or an RFC 3339 time): the sort's time, and the last change
+in key order. When the page is full, the command for the next one (--after the page's last
+intent) is printed on standard error; with --json it is next_after. A page in key order reads
+the intents it shows; one in a time order reads every intent its filters keep.
+show prints one intent with its attempts, evidence, history and reconciliation steps.`,
+		Subs: []*Command{
+			{Name: "ls", Summary: "a page of intents",
+				Flags: func(f *Flags) {
+					f.String(&ls.state, "state", "S", "", "only intents in this state ("+stateList()+")")
+					f.String(&ls.account, "account", "A", "", "only intents of this account")
+					f.String(&ls.reason, "reason", "R", "", "only intents whose latest transition has this reason")
+					f.String(&ls.since, "since", "DURATION|TIME", "", "only intents whose time is at or after this: a duration back from now (15m, 2h) or an RFC 3339 time")
+					f.String(&ls.until, "until", "DURATION|TIME", "", "only intents whose time is before this: a duration back from now or an RFC 3339 time")
+					f.String(&ls.sort, "sort", "key|created|updated", "key", "the order: delivery key, or the time stored or last changed")
+					f.Bool(&ls.desc, "desc", "with --sort created or updated: newest first")
+					f.Int(&ls.limit, "limit", "N", 50, "at most this many intents (1 to 1000)")
+					f.String(&ls.after, "after", "KEY|TIME,KEY", "", "start after this intent: the previous page's last, as the command for the next page gives it")
+					f.Ledger("the ledger database")
+					f.JSON("print JSON instead of a table")
+				},
+				Run: func(ctx context.Context, c *line) int { return listIntents(ctx, c, ls) }},
+			{Name: "show", Summary: "one intent with its attempts, evidence, history and reconciliations", Args: []string{"KEY"},
+				Flags: func(f *Flags) { f.Ledger("the ledger database"); f.JSON("print JSON instead of tables") },
+				Run: func(ctx context.Context, c *line) int {
+					key, code := c.key(c.args[0])
+					if code != ExitOK {
+						return code
+					}
+					return showIntent(ctx, c, key)
+				}},
+		},
 	}
-	if sub == "show" {
-		key, code := c.key(pos[0])
-		if code != ExitOK {
-			return code
-		}
-		return showIntent(ctx, c, key)
-	}
+}
 
-	f := ledger.IntentFilter{State: ledger.State(strings.TrimSpace(*state))}
-	if f.State != "" && !f.State.Valid() {
-		return c.usageError("--state %q: give one of %s", *state, stateList())
+// intentsFlags are intents ls's flags.
+type intentsFlags struct {
+	state, account, reason, since, until, sort, after string
+	desc                                              bool
+	limit                                             int
+}
+
+// intentsFilter reads intents ls's flags into the ledger's filter, or returns the exit code of
+// a usage error.
+func intentsFilter(c *line, p intentsFlags, now time.Time) (ledger.IntentFilter, int) {
+	f := ledger.IntentFilter{State: ledger.State(strings.TrimSpace(p.state)), Account: p.account, Reason: ledger.Reason(strings.TrimSpace(p.reason))}
+	switch {
+	case f.State != "" && !f.State.Valid():
+		return f, c.usageError("--state %q: give one of %s", p.state, stateList())
+	case c.given("state") && f.State == "":
+		return f, c.usageError("--state is empty: name a state (%s), or leave the flag out for every state", stateList())
+	case c.given("account") && strings.TrimSpace(f.Account) == "":
+		return f, c.usageError("--account is empty: name the account, or leave the flag out for every account")
+	case c.given("reason") && f.Reason == "":
+		return f, c.usageError("--reason is empty: name a reason, or leave the flag out for every reason")
 	}
-	if c.given("state") && f.State == "" {
-		return c.usageError("--state is empty: name a state (%s), or leave the flag out for every state", stateList())
+	if f.Reason != "" {
+		rule, ok := f.Reason.Rule()
+		if !ok {
+			return f, c.usageError("--reason %q: give one of %s", p.reason, strings.Join(reasonNames(f.State), ", "))
+		}
+		if f.State != "" && rule.State != f.State {
+			return f, c.usageError("--state %s and --reason %s contradict each other: %s is a reason of %s; give one of %s",
+				f.State, f.Reason, f.Reason, rule.State, strings.Join(reasonNames(f.State), ", "))
+		}
 	}
-	f.Account = *account
-	if c.given("account") && strings.TrimSpace(f.Account) == "" {
-		return c.usageError("--account is empty: name the account, or leave the flag out for every account")
+	for _, b := range []struct {
+		name, value string
+		to          *time.Time
+	}{{"since", p.since, &f.Since}, {"until", p.until, &f.Until}} {
+		if !c.given(b.name) {
+			continue
+		}
+		t, err := parseSince(b.value, now)
+		if err != nil {
+			return f, c.usageError("--%s %q: %v", b.name, b.value, err)
+		}
+		*b.to = t
 	}
-	if *limit < 1 || *limit > 1000 {
-		return c.usageError("--limit %d: give 1 to 1000, and page on with --after", *limit)
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
+		return f, c.usageError("--since %s is not before --until %s: nothing could match", timestamp(f.Since), timestamp(f.Until))
+	}
+	switch sort := strings.TrimSpace(p.sort); sort {
+	case "key":
+	case string(ledger.SortCreated), string(ledger.SortUpdated):
+		f.Sort = ledger.IntentSort(sort)
+	default:
+		return f, c.usageError("--sort %q: give one of %s", p.sort, strings.Join(ledger.IntentSorts, ", "))
+	}
+	f.Descending = p.desc
+	if f.Descending && f.Sort == ledger.SortKey {
+		return f, c.usageError("--desc orders by time: give --sort created or --sort updated")
+	}
+	if p.limit < 1 || p.limit > 1000 {
+		return f, c.usageError("--limit %d: give 1 to 1000, and page on with --after", p.limit)
 	}
 	if c.given("after") {
-		if f.After, code = c.key(*after); code != ExitOK {
-			return code
+		after := strings.TrimSpace(p.after)
+		at, key, timed := strings.Cut(after, ",")
+		switch {
+		case f.Sort == ledger.SortKey && timed:
+			return f, c.usageError("--after %q: in key order, give the key alone", p.after)
+		case f.Sort != ledger.SortKey && !timed:
+			return f, c.usageError("--after %q: in a time order, give TIME,KEY as the command for the next page prints it", p.after)
+		case timed:
+			t, err := time.Parse(time.RFC3339Nano, at)
+			if err != nil {
+				return f, c.usageError("--after %q: %q is not an RFC 3339 time; give TIME,KEY as the command for the next page prints it", p.after, at)
+			}
+			f.AfterAt, after = t, key
+		}
+		var code int
+		if f.After, code = c.key(after); code != ExitOK {
+			return f, code
 		}
 	}
-	l, closeLedger, err := openLedger(ctx, *c.databaseURL)
+	return f, ExitOK
+}
+
+// reasonNames are the reasons of the state, or every reason, in name order.
+func reasonNames(state ledger.State) []string {
+	var out []string
+	for r, rule := range ledger.Reasons {
+		if state == "" || rule.State == state {
+			out = append(out, string(r))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// cursor is where the page after in starts, as --after takes it: the key, and in a time order
+// the time first.
+func cursor(f ledger.IntentFilter, in ledger.Intent) string {
+	switch f.Sort {
+	case ledger.SortCreated:
+		return in.CreatedAt.UTC().Format(time.RFC3339Nano) + "," + in.Key.String()
+	case ledger.SortUpdated:
+		return in.UpdatedAt.UTC().Format(time.RFC3339Nano) + "," + in.Key.String()
+	}
+	return in.Key.String()
+}
+
+func listIntents(ctx context.Context, c *line, p intentsFlags) int {
+	io := c.io
+	f, code := intentsFilter(c, p, time.Now())
+	if code != ExitOK {
+		return code
+	}
+	l, closeLedger, err := openLedger(ctx, c.databaseURL)
 	if err != nil {
 		return c.fail(err)
 	}
 	defer closeLedger()
-	page, err := l.ListIntents(ctx, f, *limit+1)
+	page, err := l.ListIntents(ctx, f, p.limit+1)
 	if err != nil {
 		return c.fail(err)
 	}
 	var next *string
-	if len(page) > *limit {
-		page = page[:*limit]
-		last := page[len(page)-1].Key.String()
+	if len(page) > p.limit {
+		page = page[:p.limit]
+		last := cursor(f, page[len(page)-1])
 		next = &last
 	}
-	if *c.asJSON {
+	if c.asJSON {
 		out := struct {
 			Intents   []intentJSON `json:"intents"`
 			NextAfter *string      `json:"next_after"`
@@ -143,23 +246,53 @@ func runIntents(ctx context.Context, io IO, args []string) int {
 		return writeJSON(io, out)
 	}
 	w := tabwriter.NewWriter(io.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "KEY\tACCOUNT\tACTION\tSTATE\tREASON\tATTEMPTS\tUPDATED")
+	created := f.Sort == ledger.SortCreated
+	if created {
+		fmt.Fprintln(w, "KEY\tACCOUNT\tACTION\tSTATE\tREASON\tATTEMPTS\tCREATED\tUPDATED")
+	} else {
+		fmt.Fprintln(w, "KEY\tACCOUNT\tACTION\tSTATE\tREASON\tATTEMPTS\tUPDATED")
+	}
 	for _, in := range page {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", in.Key, in.Account, in.Action, in.State, dash(string(in.Reason)), in.AttemptsAuthorized, timestamp(in.UpdatedAt))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t", in.Key, in.Account, in.Action, in.State, dash(string(in.Reason)), in.AttemptsAuthorized)
+		if created {
+			fmt.Fprintf(w, "%s\t", timestamp(in.CreatedAt))
+		}
+		fmt.Fprintf(w, "%s\n", timestamp(in.UpdatedAt))
 	}
 	_ = w.Flush()
 	if next != nil {
-		line := []string{"atmost intents ls"}
-		if f.State != "" {
-			line = append(line, "--state", string(f.State))
-		}
-		if f.Account != "" {
-			line = append(line, "--account", shellQuote(f.Account))
-		}
-		line = append(line, "--limit", fmt.Sprint(*limit), "--after", *next)
-		fmt.Fprintf(io.Stderr, "more intents follow: %s\n", strings.Join(line, " "))
+		fmt.Fprintf(io.Stderr, "more intents follow: %s\n", nextPage(f, p.limit, *next))
 	}
 	return ExitOK
+}
+
+// nextPage is the command line of the page after, with the filters of this one: a --since or
+// --until given as a duration is written as the time it meant, so that every page has the same
+// bounds.
+func nextPage(f ledger.IntentFilter, limit int, next string) string {
+	line := []string{"atmost intents ls"}
+	if f.State != "" {
+		line = append(line, "--state", string(f.State))
+	}
+	if f.Account != "" {
+		line = append(line, "--account", shellQuote(f.Account))
+	}
+	if f.Reason != "" {
+		line = append(line, "--reason", string(f.Reason))
+	}
+	if !f.Since.IsZero() {
+		line = append(line, "--since", f.Since.UTC().Format(time.RFC3339Nano))
+	}
+	if !f.Until.IsZero() {
+		line = append(line, "--until", f.Until.UTC().Format(time.RFC3339Nano))
+	}
+	if f.Sort != ledger.SortKey {
+		line = append(line, "--sort", string(f.Sort))
+	}
+	if f.Descending {
+		line = append(line, "--desc")
+	}
+	return strings.Join(append(line, "--limit", fmt.Sprint(limit), "--after", next), " ")
 }
 
 func stateList() string {
@@ -179,7 +312,7 @@ func shellQuote(s string) string {
 }
 
 // key parses a delivery key given on the command line.
-func (c controlLine) key(s string) (identity.DeliveryKey, int) {
+func (c *line) key(s string) (identity.DeliveryKey, int) {
 	key, err := identity.ParseDeliveryKey(strings.TrimSpace(s))
 	if err != nil {
 		return key, c.usageError("%q is not a delivery key: give it as atmost intents ls prints it (dk1: and 64 hex digits)", s)
@@ -187,21 +320,20 @@ func (c controlLine) key(s string) (identity.DeliveryKey, int) {
 	return key, ExitOK
 }
 
-func showIntent(ctx context.Context, c controlLine, key identity.DeliveryKey) int {
-	l, closeLedger, err := openLedger(ctx, *c.databaseURL)
+func showIntent(ctx context.Context, c *line, key identity.DeliveryKey) int {
+	l, closeLedger, err := openLedger(ctx, c.databaseURL)
 	if err != nil {
 		return c.fail(err)
 	}
 	defer closeLedger()
 	rec, err := l.Inspect(ctx, key)
 	if errors.Is(err, ledger.ErrNotFound) {
-		fmt.Fprintf(c.io.Stderr, "%s: no intent has the delivery key %s (atmost intents ls lists them)\n", c.name, key)
-		return ExitError
+		return c.problem(ExitError, fmt.Sprintf("no intent has the delivery key %s (atmost intents ls lists them)", key))
 	}
 	if err != nil {
 		return c.fail(err)
 	}
-	if *c.asJSON {
+	if c.asJSON {
 		return writeJSON(c.io, toRecordJSON(rec))
 	}
 	in := rec.Intent
@@ -215,6 +347,14 @@ func showIntent(ctx context.Context, c controlLine, key identity.DeliveryKey) in
 		fmt.Fprintf(w, "occurrence\t%s\n", in.Occurrence)
 	}
 	fmt.Fprintf(w, "state\t%s (%s)\n", in.State, dash(string(in.Reason)))
+	if hold, ok := rec.TextHold(); ok {
+		fmt.Fprintf(w, "text held by\t%s\n", hold.Holder)
+		if hold.WindowEndsAt != nil {
+			fmt.Fprintf(w, "window ends\t%s\n", timestamp(*hold.WindowEndsAt))
+		} else {
+			fmt.Fprintf(w, "window ends\t%s after the holder is authorized (it was stored first and waits to be sent)\n", hold.Window)
+		}
+	}
 	fmt.Fprintf(w, "attempts\t%d authorized, %d opened\n", in.AttemptsAuthorized, len(rec.Attempts))
 	if in.Token != (identity.AttemptToken{}) {
 		fmt.Fprintf(w, "latest attempt\t%s (epoch %d, generation %d)\n", in.Token, in.Epoch, in.Generation)

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -199,6 +200,150 @@ func TestIntentsLsPagesInKeyOrderAndFilters(t *testing.T) {
 	require.Equal(t, "more intents follow: atmost intents ls --limit 2 --after "+keys[1]+"\n", res.stderr)
 }
 
+// intents ls --sort created|updated [--desc]: pages in that time order, ties in key order, each
+// intent once, following the command each full page prints; --reason, --since and --until
+// filter; a --since given as a duration is carried to the next page as the time it meant.
+func TestIntentsLsSortsByTimeAndFiltersByReasonAndTime(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	base := time.Date(2026, 1, 2, 3, 4, 5, 250000000, time.UTC)
+	type timed struct {
+		key              string
+		created, updated time.Time
+	}
+	var all []timed
+	for i := range 7 {
+		var key identity.DeliveryKey
+		if i < 6 {
+			key = s.submit(fmt.Sprintf("timed %d", i))
+		} else {
+			key = s.failed("timed failed")
+		}
+		// Pairs share a created time; the updated times run the other way.
+		in := timed{key.String(), base.Add(time.Duration(i/2) * time.Second), base.Add(time.Hour - time.Duration(i)*time.Millisecond)}
+		s.exec(`UPDATE intents SET created_at = $2, updated_at = $3 WHERE delivery_key = $1`, key.Bytes(), in.created, in.updated)
+		all = append(all, in)
+	}
+	order := func(by func(timed) time.Time, desc bool) []string {
+		sorted := slices.Clone(all)
+		slices.SortFunc(sorted, func(a, b timed) int {
+			c := by(a).Compare(by(b))
+			if c == 0 {
+				c = strings.Compare(a.key, b.key)
+			}
+			if desc {
+				c = -c
+			}
+			return c
+		})
+		var keys []string
+		for _, in := range sorted {
+			keys = append(keys, in.key)
+		}
+		return keys
+	}
+	byCreated := func(in timed) time.Time { return in.created }
+	byUpdated := func(in timed) time.Time { return in.updated }
+	follow := func(args ...string) []string {
+		t.Helper()
+		var keys []string
+		for range 10 {
+			res := s.run(args...)
+			require.Equal(t, cli.ExitOK, res.code, "%v: %s", args, res.stderr)
+			lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
+			for _, line := range lines[1:] {
+				keys = append(keys, strings.Fields(line)[0])
+			}
+			next, more := strings.CutPrefix(strings.TrimSpace(res.stderr), "more intents follow: atmost ")
+			if !more {
+				require.Empty(t, res.stderr)
+				return keys
+			}
+			args = strings.Fields(next)
+		}
+		t.Fatal("more than 10 pages")
+		return nil
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--sort", "created"}, order(byCreated, false)},
+		{[]string{"--sort", "created", "--desc"}, order(byCreated, true)},
+		{[]string{"--sort", "updated"}, order(byUpdated, false)},
+		{[]string{"--sort", "updated", "--desc"}, order(byUpdated, true)},
+	} {
+		for _, limit := range []string{"1", "2", "3", "7"} {
+			got := follow(append([]string{"intents", "ls", "--limit", limit}, tc.args...)...)
+			require.Equal(t, tc.want, got, "%v, pages of %s", tc.args, limit)
+		}
+	}
+
+	// With --json, next_after is where --after starts the next page.
+	var keys []string
+	args := []string{"intents", "ls", "--sort", "updated", "--desc", "--limit", "3", "--json"}
+	for range 5 {
+		res := s.run(args...)
+		require.Equal(t, cli.ExitOK, res.code, res.stderr)
+		require.Empty(t, res.stderr, "with --json the next page is next_after")
+		var page listed
+		require.NoError(t, json.Unmarshal([]byte(res.stdout), &page))
+		for _, in := range page.Intents {
+			keys = append(keys, in.Key)
+		}
+		if page.NextAfter == nil {
+			break
+		}
+		require.True(t, strings.HasSuffix(*page.NextAfter, ","+keys[len(keys)-1]), *page.NextAfter)
+		args = []string{"intents", "ls", "--sort", "updated", "--desc", "--limit", "3", "--json", "--after", *page.NextAfter}
+	}
+	require.Equal(t, order(byUpdated, true), keys)
+
+	// The filters: the reason, the sort's time (since inclusive, until exclusive).
+	res := s.run("intents", "ls", "--reason", "connection_failed")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.Regexp(t, `(?m)^`+all[6].key+`\s+acct-1\s+post\s+failed\s+connection_failed\s`, res.stdout)
+	require.Equal(t, 2, strings.Count(res.stdout, "\n"))
+	got := follow("intents", "ls", "--sort", "created", "--since", base.Add(time.Second).Format(time.RFC3339Nano), "--until", base.Add(3*time.Second).Format(time.RFC3339Nano))
+	require.Equal(t, order(byCreated, false)[2:6], got)
+	res = s.run("intents", "ls", "--sort", "created")
+	require.Regexp(t, `^KEY\s+ACCOUNT\s+ACTION\s+STATE\s+REASON\s+ATTEMPTS\s+CREATED\s+UPDATED\n`, res.stdout)
+	require.Contains(t, res.stdout, "2026-01-02T03:04:06Z", "the time it is sorted by")
+
+	// A duration is the time it meant, on every page.
+	s.submit("just now")
+	res = s.run("intents", "ls", "--since", "1h", "--limit", "1")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.Equal(t, 2, strings.Count(res.stdout, "\n"), "only the intent submitted now changed in the last hour")
+	require.Empty(t, res.stderr)
+	res = s.run("intents", "ls", "--until", "1h", "--limit", "6", "--sort", "updated")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.Regexp(t, `^more intents follow: atmost intents ls --until 20\d\d-\d\d-\d\dT\S+Z --sort updated --limit 6 --after 2026-01-02T04:04:05\.\d+Z,dk1:`, res.stderr)
+	require.Len(t, follow(strings.Fields(strings.TrimPrefix(strings.TrimSpace(res.stderr), "more intents follow: atmost "))...), 1,
+		"the next page keeps the bound: the intent of just now stays out")
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--sort", "colour"}, "give one of key, created, updated"},
+		{[]string{"--desc"}, "--desc orders by time"},
+		{[]string{"--reason", "lost"}, "connection_failed"},
+		{[]string{"--reason", ""}, "--reason is empty"},
+		{[]string{"--state", "parked", "--reason", "connection_failed"}, "contradict each other: connection_failed is a reason of failed; give one of attempts_exhausted"},
+		{[]string{"--since", "soon"}, "RFC 3339"},
+		{[]string{"--since", "1h", "--until", "2h"}, "is not before --until"},
+		{[]string{"--sort", "created", "--after", all[0].key}, "give TIME,KEY"},
+		{[]string{"--after", "2026-01-02T03:04:05Z," + all[0].key}, "in key order, give the key alone"},
+		{[]string{"--sort", "updated", "--after", "yesterday," + all[0].key}, "is not an RFC 3339 time"},
+		{[]string{"--sort", "updated", "--after", "2026-01-02T03:04:05Z,dk1:zz"}, "is not a delivery key"},
+	} {
+		res := s.run(append([]string{"intents", "ls"}, tc.args...)...)
+		require.Equal(t, cli.ExitUsage, res.code, "%v: %s", tc.args, res.stderr)
+		require.Contains(t, res.stderr, tc.want, "%v", tc.args)
+	}
+}
+
 func TestIntentsShowPrintsEverySection(t *testing.T) {
 	t.Parallel()
 	s := newScene(t)
@@ -271,6 +416,50 @@ func TestIntentsShowPrintsEverySection(t *testing.T) {
 	res = s.run("intents", "show", "dk1:"+strings.Repeat("0", 63)+"1")
 	require.Equal(t, cli.ExitError, res.code)
 	require.Contains(t, res.stderr, "no intent has the delivery key dk1:000")
+}
+
+// A post parked as a duplicate of its text says which intent holds the text and when the
+// window ends: a date once the holder is authorized, and how long after its authorization while
+// it was stored first and still waits.
+func TestIntentsShowNamesWhoHoldsADuplicateText(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	post := func(occurrence string) identity.DeliveryKey {
+		req, err := json.Marshal(map[string]string{"text": "said twice"})
+		require.NoError(t, err)
+		e, err := identity.NewEnvelope("acct-1", "post", "", req, occurrence, nil)
+		require.NoError(t, err)
+		res, err := s.l.Submit(s.ctx, []identity.Envelope{e})
+		require.NoError(t, err)
+		return res[0].Key
+	}
+	authorize := func(key identity.DeliveryKey) ledger.Authorization {
+		c, err := s.l.Begin(s.ctx, key, sha256.Sum256([]byte(key.String())), time.Minute)
+		require.NoError(t, err)
+		a, err := s.l.Authorize(s.ctx, c, 2*time.Minute, "sim/1")
+		require.NoError(t, err)
+		return a
+	}
+	original, waiting, sent := post(""), post("again"), post("once more")
+	require.Equal(t, ledger.ReasonDuplicateText, authorize(waiting).Reason, "the original is stored first and waits")
+	require.True(t, authorize(original).Authorized())
+	require.Equal(t, ledger.ReasonDuplicateText, authorize(sent).Reason)
+
+	res := s.run("intents", "show", waiting.String())
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.Regexp(t, `(?m)^state\s+parked \(duplicate_text\)$`, res.stdout)
+	require.Regexp(t, `(?m)^text held by\s+`+original.String()+`$`, res.stdout)
+	require.Regexp(t, `(?m)^window ends\s+24h0m0s after the holder is authorized`, res.stdout)
+
+	var lastAt time.Time
+	require.NoError(t, s.db.Pool.QueryRow(s.ctx, `SELECT last_at FROM text_claims`).Scan(&lastAt))
+	res = s.run("intents", "show", sent.String())
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.Regexp(t, `(?m)^text held by\s+`+original.String()+`$`, res.stdout)
+	require.Regexp(t, `(?m)^window ends\s+`+lastAt.Add(24*time.Hour).UTC().Format(time.RFC3339)+`$`, res.stdout)
+
+	res = s.run("intents", "show", original.String())
+	require.NotContains(t, res.stdout, "text held by", "only a duplicate says so")
 }
 
 func TestParkResolveRetryActAsTheOperator(t *testing.T) {
@@ -397,8 +586,8 @@ func TestBadIntentCommandLinesExitWithUsageAndChangeNothing(t *testing.T) {
 		{[]string{"park", parked}, "--reason is required"},
 		{[]string{"park", parked, "--reason", " "}, "--reason is required"},
 		{[]string{"park", parked, failed, "--reason", "x"}, "unexpected argument"},
-		{[]string{"park", parked, "--reason", "x", "--evidence", "e"}, "flag provided but not defined: -evidence"},
-		{[]string{"park", parked, "--no-such-flag"}, "flag provided but not defined"},
+		{[]string{"park", parked, "--reason", "x", "--evidence", "e"}, "--evidence: not a flag of park"},
+		{[]string{"park", parked, "--no-such-flag"}, "--no-such-flag: not a flag of park"},
 		{[]string{"resolve", parked, "--evidence", "e"}, "give --published or --failed"},
 		{[]string{"resolve", parked, "--published", "--failed", "--evidence", "e"}, "give --published or --failed"},
 		{[]string{"resolve", parked, "--published", "--evidence", "e"}, "--published needs --object-id"},
@@ -406,7 +595,7 @@ func TestBadIntentCommandLinesExitWithUsageAndChangeNothing(t *testing.T) {
 		{[]string{"resolve", parked, "--failed"}, "--evidence is required"},
 		{[]string{"resolve", parked, "--failed", "--evidence", "e", "--reason", "r"}, "--reason: not a flag of resolve"},
 		{[]string{"retry", failed}, "--reason is required"},
-		{[]string{"retry", failed, "--reason", "x", "--limit", "3"}, "flag provided but not defined: -limit"},
+		{[]string{"retry", failed, "--reason", "x", "--limit", "3"}, "--limit: not a flag of retry"},
 		{[]string{"intents"}, "Usage:"},
 		{[]string{"intents", "list"}, `unknown command "list"`},
 		{[]string{"intents", "ls", "--state", "lost"}, "pending, authorized, published, failed, indeterminate, parked"},
@@ -414,7 +603,7 @@ func TestBadIntentCommandLinesExitWithUsageAndChangeNothing(t *testing.T) {
 		{[]string{"intents", "ls", "--account", ""}, "--account is empty"},
 		{[]string{"intents", "ls", "--limit", "0"}, "give 1 to 1000"},
 		{[]string{"intents", "ls", "--after", "nope"}, `"nope" is not a delivery key`},
-		{[]string{"intents", "ls", "--reason", "x"}, "--reason: not a flag of ls"},
+		{[]string{"intents", "ls", "--operator", "x"}, "--operator: not a flag of ls"},
 		{[]string{"intents", "show"}, "give the KEY"},
 		{[]string{"intents", "show", parked, "--state", "failed"}, "--state: not a flag of show"},
 		{[]string{"intents", "show", parked, failed}, "unexpected argument"},
@@ -432,20 +621,24 @@ func TestBadIntentCommandLinesExitWithUsageAndChangeNothing(t *testing.T) {
 func TestIntentCommandsHelpListsTheirFlags(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		args  []string
-		flags []string
+		args       []string
+		flags, not []string
 	}{
-		{[]string{"park", "--help"}, []string{"-reason", "-operator", "-nats-url", "-json"}},
-		{[]string{"resolve", "-h"}, []string{"-published", "-failed", "-object-id", "-evidence", "-operator", "-nats-url"}},
-		{[]string{"retry", "help"}, []string{"-reason", "-operator", "-nats-url"}},
-		{[]string{"intents", "--help"}, []string{"-state", "-account", "-limit", "-after", "-json"}},
-		{[]string{"rejects", "ls", "--help"}, []string{"-reason", "-limit", "-json"}},
-		{[]string{"events", "tail", "--help"}, []string{"-subject", "-since", "-follow", "-limit", "-nats-url", "-json"}},
+		{[]string{"park", "--help"}, []string{"--reason TEXT", "--operator NAME", "--nats-url URL", "--json"}, nil},
+		{[]string{"resolve", "-h"}, []string{"--published", "--failed", "--object-id ID", "--evidence TEXT", "--operator NAME", "--nats-url URL"}, []string{"--reason"}},
+		{[]string{"retry", "help"}, []string{"--reason TEXT", "--operator NAME", "--nats-url URL"}, nil},
+		{[]string{"intents", "ls", "--help"}, []string{"--state S", "--account A", "--reason R", "--since DURATION|TIME", "--until DURATION|TIME", "--sort key|created|updated", "--desc", "--limit N", "--after KEY|TIME,KEY", "--json"}, []string{"--operator"}},
+		{[]string{"intents", "show", "--help"}, []string{"--json"}, []string{"--operator", "--reason", "--state"}},
+		{[]string{"rejects", "ls", "--help"}, []string{"--reason R", "--limit N", "--json"}, []string{"--operator"}},
+		{[]string{"events", "tail", "--help"}, []string{"--subject FILTER", "--since DURATION|TIME", "--follow", "--limit N", "--nats-url URL", "--json"}, []string{"--operator", "--reason", "--database-url"}},
 	} {
 		res := run(nil, tc.args...)
 		require.Equal(t, cli.ExitOK, res.code, "atmost %v", tc.args)
 		for _, f := range tc.flags {
-			require.Contains(t, res.stderr, f, "atmost %v", tc.args)
+			require.Contains(t, res.stdout, "\n  "+f+"\n", "atmost %v", tc.args)
+		}
+		for _, f := range tc.not {
+			require.NotContains(t, res.stdout, "\n  "+f, "atmost %v", tc.args)
 		}
 	}
 	res := run(nil, "help")

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"strings"
 	"time"
@@ -26,29 +25,19 @@ import (
 // ATMOST_NATS_URL), the CLI publishes it right away with the relay and says so; if that fails
 // the change stands and the relay still publishes it later.
 
-const parkUsage = `Usage:
-  atmost park KEY --reason TEXT [--operator NAME] [--nats-url URL] [--json]
-
-Stops an intent on an operator's word: it becomes parked (operator_parked), owned by a human,
+const parkAbout = `Stops an intent on an operator's word: it becomes parked (operator_parked), owned by a human,
 and no machine moves it on; atmost resolve ends it. Allowed from pending, failed, indeterminate,
 and authorized once its worker's lease has expired; refused for a published or parked intent,
 and for an authorized one whose lease is live (bytes may be leaving right now).
 ` + publishNote
 
-const resolveUsage = `Usage:
-  atmost resolve KEY --published --object-id ID --evidence TEXT [--operator NAME] [--nats-url URL] [--json]
-  atmost resolve KEY --failed --evidence TEXT [--operator NAME] [--nats-url URL] [--json]
-
-A human's verdict on a parked intent: --published (the object is on the platform, and
+const resolveAbout = `A human's verdict on a parked intent: --published (the object is on the platform, and
 --object-id names it) or --failed (it was not sent: its text is released, and atmost retry may
 send it again). --evidence says how you know; it is written to the history with you as actor.
 Only a parked intent can be resolved.
 ` + publishNote
 
-const retryUsage = `Usage:
-  atmost retry KEY --reason TEXT [--operator NAME] [--nats-url URL] [--json]
-
-Reopens a failed intent: back to pending with a new work item, and no attempt row (the next
+const retryAbout = `Reopens a failed intent: back to pending with a new work item, and no attempt row (the next
 dispatcher to take it opens exactly one). Only failed proves nothing was sent, so every other
 state is refused; an indeterminate intent is never retried. At the attempt cap the intent is
 parked (attempts_exhausted) instead, and the command exits 1.
@@ -75,94 +64,106 @@ type changeJSON struct {
 	EventError string `json:"event_error,omitempty"`
 }
 
+// verb declares park, resolve or retry: KEY, the verb's own flags, then the flags they share;
+// run gets the key.
+func verb(name, summary, about string, own func(f *Flags), run func(ctx context.Context, v *verbLine) int) *Command {
+	v := &verbLine{}
+	return &Command{Name: name, Summary: summary, About: about, Args: []string{"KEY"},
+		Flags: func(f *Flags) {
+			own(f)
+			f.Operator()
+			f.String(&v.natsURL, "nats-url", "URL", "", "publish the change's event right away on this NATS server (empty: the next relay round publishes it)").Env("ATMOST_NATS_URL")
+			f.Ledger("the ledger database")
+			f.JSON("print the change as JSON")
+		},
+		Run: func(ctx context.Context, c *line) int {
+			v.line = c
+			var code int
+			if v.key, code = c.key(c.args[0]); code != ExitOK {
+				return code
+			}
+			return run(ctx, v)
+		},
+	}
+}
+
 // verbLine is the parsed command line of park, resolve or retry.
 type verbLine struct {
-	controlLine
+	*line
 	key     identity.DeliveryKey
-	natsURL *string
+	natsURL string
 }
 
-func parseVerb(io IO, name, usage string, args []string, allowed []string, define func(fs *flag.FlagSet)) (v verbLine, code int, done bool) {
-	c, pos, code, done := parseCommand(io, name, usage, args, append(allowed, "operator", "nats-url"), []string{"KEY"}, func(fs *flag.FlagSet) {
-		v.natsURL = fs.String("nats-url", setting(io.Env, "ATMOST_NATS_URL", ""), "publish the change's event right away on this NATS server (env ATMOST_NATS_URL; empty: the next relay round publishes it)")
-		define(fs)
-	})
-	v.controlLine = c
-	if done {
-		return v, code, true
-	}
-	if v.key, code = c.key(pos[0]); code != ExitOK {
-		return v, code, true
-	}
-	return v, ExitOK, false
+func parkCommand() *Command {
+	return verb("park", "park KEY --reason R: stop an intent; a human owns it from then on", parkAbout,
+		func(f *Flags) { f.Reason("why, written to the history") },
+		func(ctx context.Context, v *verbLine) int {
+			operator, reason, code := v.change()
+			if code != ExitOK {
+				return code
+			}
+			return v.apply(ctx, changeJSON{State: ledger.Parked, Reason: ledger.ReasonOperatorParked, Actor: operator, Note: reason},
+				func(l *ledger.Ledger) error { return l.Park(ctx, v.key, operator, reason) })
+		})
 }
 
-func runPark(ctx context.Context, io IO, args []string) int {
-	v, code, done := parseVerb(io, "park", parkUsage, args, []string{"reason"}, func(*flag.FlagSet) {})
-	if done {
-		return code
+func resolveCommand() *Command {
+	var published, failed bool
+	var objectID, evidence string
+	cmd := verb("resolve", "resolve KEY --published --object-id ID | --failed, --evidence E: a human's verdict on a parked intent", resolveAbout,
+		func(f *Flags) {
+			f.Bool(&published, "published", "the object is on the platform (give --object-id)")
+			f.String(&objectID, "object-id", "ID", "", "with --published: the platform's id of the object")
+			f.Bool(&failed, "failed", "it was not sent")
+			f.String(&evidence, "evidence", "TEXT", "", "how you know, written to the history").
+				Required("say how you know (a link, what the platform answered), for the history")
+		},
+		func(ctx context.Context, v *verbLine) int {
+			ch := changeJSON{From: ledger.Parked, ObjectID: strings.TrimSpace(objectID), Note: strings.TrimSpace(evidence)}
+			switch {
+			case published == failed:
+				return v.usageError("give --published or --failed: the verdict on the parked intent")
+			case published && ch.ObjectID == "":
+				return v.usageError("--published needs --object-id: the platform's id of the object you found")
+			case failed && v.given("object-id"):
+				return v.usageError("--object-id and --failed contradict each other: an intent that was not sent has no object")
+			}
+			ch.State, ch.Reason = ledger.Published, ledger.ReasonOperatorPublished
+			if failed {
+				ch.State, ch.Reason = ledger.Failed, ledger.ReasonOperatorFailed
+			}
+			operator, err := operatorName(v.io, v.operator)
+			if err != nil {
+				return v.usageError("%v", err)
+			}
+			ch.Actor = operator
+			return v.apply(ctx, ch, func(l *ledger.Ledger) error {
+				return l.Resolve(ctx, v.key, ch.State, ch.ObjectID, operator, ch.Note)
+			})
+		})
+	cmd.Synopsis = []string{
+		"KEY --published --object-id ID --evidence TEXT [--operator NAME] [--nats-url URL] [--database-url URL] [--json]",
+		"KEY --failed --evidence TEXT [--operator NAME] [--nats-url URL] [--database-url URL] [--json]",
 	}
-	operator, reason, code := v.change()
-	if code != ExitOK {
-		return code
-	}
-	return v.apply(ctx, changeJSON{State: ledger.Parked, Reason: ledger.ReasonOperatorParked, Actor: operator, Note: reason},
-		func(l *ledger.Ledger) error { return l.Park(ctx, v.key, operator, reason) })
+	return cmd
 }
 
-func runResolve(ctx context.Context, io IO, args []string) int {
-	var published, failed *bool
-	var objectID, evidence *string
-	v, code, done := parseVerb(io, "resolve", resolveUsage, args, []string{"published", "failed", "object-id", "evidence"}, func(fs *flag.FlagSet) {
-		published = fs.Bool("published", false, "the object is on the platform (give --object-id)")
-		failed = fs.Bool("failed", false, "it was not sent")
-		objectID = fs.String("object-id", "", "with --published: the platform's id of the object")
-		evidence = fs.String("evidence", "", "how you know, written to the history (required)")
-	})
-	if done {
-		return code
-	}
-	ch := changeJSON{From: ledger.Parked, ObjectID: strings.TrimSpace(*objectID), Note: strings.TrimSpace(*evidence)}
-	switch {
-	case *published == *failed:
-		return v.usageError("give --published or --failed: the verdict on the parked intent")
-	case *published && ch.ObjectID == "":
-		return v.usageError("--published needs --object-id: the platform's id of the object you found")
-	case *failed && v.given("object-id"):
-		return v.usageError("--object-id and --failed contradict each other: an intent that was not sent has no object")
-	case ch.Note == "":
-		return v.usageError("--evidence is required: say how you know (a link, what the platform answered), for the history")
-	}
-	ch.State, ch.Reason = ledger.Published, ledger.ReasonOperatorPublished
-	if *failed {
-		ch.State, ch.Reason = ledger.Failed, ledger.ReasonOperatorFailed
-	}
-	operator, err := operatorName(io, *v.operator)
-	if err != nil {
-		return v.usageError("%v", err)
-	}
-	ch.Actor = operator
-	return v.apply(ctx, ch, func(l *ledger.Ledger) error {
-		return l.Resolve(ctx, v.key, ch.State, ch.ObjectID, operator, ch.Note)
-	})
-}
-
-func runRetry(ctx context.Context, io IO, args []string) int {
-	v, code, done := parseVerb(io, "retry", retryUsage, args, []string{"reason"}, func(*flag.FlagSet) {})
-	if done {
-		return code
-	}
-	operator, reason, code := v.change()
-	if code != ExitOK {
-		return code
-	}
-	return v.apply(ctx, changeJSON{From: ledger.Failed, State: ledger.Pending, Reason: ledger.ReasonRetried, Actor: operator, Note: reason},
-		func(l *ledger.Ledger) error { return l.RetryAs(ctx, v.key, operator, reason) })
+func retryCommand() *Command {
+	return verb("retry", "retry KEY --reason R: reopen a failed intent (only failed: nothing was sent)", retryAbout,
+		func(f *Flags) { f.Reason("why, written to the history") },
+		func(ctx context.Context, v *verbLine) int {
+			operator, reason, code := v.change()
+			if code != ExitOK {
+				return code
+			}
+			return v.apply(ctx, changeJSON{From: ledger.Failed, State: ledger.Pending, Reason: ledger.ReasonRetried, Actor: operator, Note: reason},
+				func(l *ledger.Ledger) error { return l.RetryAs(ctx, v.key, operator, reason) })
+		})
 }
 
 // apply makes the change, publishes its event when a NATS server is named, and reports.
-func (v verbLine) apply(ctx context.Context, ch changeJSON, change func(l *ledger.Ledger) error) int {
-	l, closeLedger, err := openLedger(ctx, *v.databaseURL)
+func (v *verbLine) apply(ctx context.Context, ch changeJSON, change func(l *ledger.Ledger) error) int {
+	l, closeLedger, err := openLedger(ctx, v.databaseURL)
 	if err != nil {
 		return v.fail(err)
 	}
@@ -176,18 +177,17 @@ func (v verbLine) apply(ctx context.Context, ch changeJSON, change func(l *ledge
 	case err != nil && !refused:
 		return v.fail(err)
 	case refused && !exhausted:
-		fmt.Fprintf(v.io.Stderr, "%s: refused: %s\n", v.name, refusedSentence(v.name, v.key, refusal))
-		return ExitError
+		return v.refused("%s", refusedSentence(v.name, v.key, refusal))
 	}
 	if exhausted {
 		ch.State, ch.Reason = ledger.Parked, ledger.ReasonAttemptsExhausted
 	}
 
 	ch.Event = "outbox"
-	if url := strings.TrimSpace(*v.natsURL); url != "" {
+	if url := strings.TrimSpace(v.natsURL); url != "" {
 		if err := publishNow(ctx, l, url, v.key); err != nil {
 			ch.EventError = err.Error()
-			fmt.Fprintf(v.io.Stderr, "%s: the change is made, but publishing its event failed: %v\n(it stays in the outbox: the next relay round publishes it)\n", v.name, err)
+			v.note("the change is made, but publishing its event failed: %v (it stays in the outbox: the next relay round publishes it)", err)
 		} else {
 			ch.Event = "published"
 		}
@@ -195,13 +195,12 @@ func (v verbLine) apply(ctx context.Context, ch changeJSON, change func(l *ledge
 
 	if exhausted {
 		// The ledger changed, but not as asked: the JSON says what happened, stderr why.
-		fmt.Fprintf(v.io.Stderr, "%s: refused: %s\n", v.name, refusedSentence(v.name, v.key, refusal))
-		if *v.asJSON {
+		if v.asJSON {
 			_ = writeJSON(v.io, ch)
 		}
-		return ExitError
+		return v.refused("%s", refusedSentence(v.name, v.key, refusal))
 	}
-	if *v.asJSON {
+	if v.asJSON {
 		return writeJSON(v.io, ch)
 	}
 	what := string(ch.State)

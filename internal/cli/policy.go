@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"slices"
 	"strconv"
@@ -12,23 +11,6 @@ import (
 
 	"github.com/atmost/atmost/pkg/ledger"
 )
-
-const policyUsage = `Usage:
-  atmost policy get [--account A] [--json]
-  atmost policy set [--account A] --reason TEXT [--operator NAME] [--json]
-        [--attempt-cap N] [--backoff-base D] [--backoff-max D] [--rate-per-minute N]
-        [--rate-burst N] [--text-window D] [--retryable r1,r2|none | --inherit-retryable]
-        [--inherit FIELD,...]
-
-Without --account, the default policy, which every account inherits; with --account, that
-account's overrides. get shows the policy in force and where each field comes from. set changes
-only the fields it is given and keeps the others; --inherit clears an account's override of
-the named fields (attempt-cap, backoff-base, backoff-max, rate-per-minute, rate-burst,
-text-window, retryable), so the account follows the default again. The default policy always
-sets every field. Durations are Go durations (500ms, 5s, 10m, 24h); a rate of 0 a minute is
-unlimited. Only reasons of the failed state can be retried by policy. Every change is written to
-the control history (atmost controls log) with the operator.
-`
 
 // policyField is one field of a policy as the policy commands show it, named by its flag.
 type policyField struct {
@@ -145,37 +127,65 @@ func toPolicyJSON(o ledger.PolicyOverride) policyJSON {
 
 // policyFlags are policy set's field flags.
 type policyFlags struct {
-	attemptCap, ratePerMinute, rateBurst *int
-	backoffBase, backoffMax, textWindow  *time.Duration
-	retryable, inherit, account          *string
-	inheritRetryable                     *bool
+	attemptCap, ratePerMinute, rateBurst int
+	backoffBase, backoffMax, textWindow  time.Duration
+	retryable, inherit, account          string
+	inheritRetryable                     bool
 }
 
-func runPolicy(ctx context.Context, io IO, args []string) int {
-	var p policyFlags
-	set := []string{"account", "reason", "operator", "attempt-cap", "backoff-base", "backoff-max", "rate-per-minute", "rate-burst",
-		"text-window", "retryable", "inherit-retryable", "inherit"}
-	c, sub, code, done := parseControl(io, "policy", policyUsage, args, map[string][]string{"get": {"account"}, "set": set}, func(fs *flag.FlagSet) {
-		p.account = fs.String("account", "", "the account's policy (default: the default policy)")
-		p.attemptCap = fs.Int("attempt-cap", 0, "set: attempts that may reach authorization before an intent is parked (>= 1)")
-		p.backoffBase = fs.Duration("backoff-base", 0, "set: the first retry's delay, doubled on every retry (whole milliseconds)")
-		p.backoffMax = fs.Duration("backoff-max", 0, "set: the longest retry delay (whole milliseconds)")
-		p.ratePerMinute = fs.Int("rate-per-minute", 0, "set: authorizations a minute per account (0: unlimited)")
-		p.rateBurst = fs.Int("rate-burst", 0, "set: authorizations at once at most (>= 1)")
-		p.textWindow = fs.Duration("text-window", 0, "set: the duplicate-text window (whole seconds)")
-		p.retryable = fs.String("retryable", "", "set: the failed-state reasons retried automatically, comma-separated, or none")
-		p.inheritRetryable = fs.Bool("inherit-retryable", false, "set: the account retries what the default retries (same as --inherit retryable)")
-		p.inherit = fs.String("inherit", "", "set: fields the account inherits from the default again, comma-separated ("+fieldFlags()+")")
-	})
-	if done {
-		return code
+func policyCommand() *Command {
+	var get, set policyFlags
+	return &Command{Name: "policy", Summary: "policy get, policy set: attempt caps, backoff, rate limits, retryable reasons",
+		About: `Without --account, the default policy, which every account inherits; with --account, that
+account's overrides. get shows the policy in force and where each field comes from. set changes
+only the fields it is given and keeps the others; --inherit clears an account's override of
+the named fields (attempt-cap, backoff-base, backoff-max, rate-per-minute, rate-burst,
+text-window, retryable), so the account follows the default again. The default policy always
+sets every field. Durations are Go durations (500ms, 5s, 10m, 24h); a rate of 0 a minute is
+unlimited. Only reasons of the failed state can be retried by policy. Every change is written to
+the control history (atmost controls log) with the operator.`,
+		Subs: []*Command{
+			{Name: "get", Summary: "the policy in force, and which fields an account overrides",
+				Flags: func(f *Flags) {
+					f.String(&get.account, "account", "A", "", "the account's policy (default: the default policy)")
+					f.Ledger("the ledger database")
+					f.JSON("print JSON instead of a table")
+				},
+				Run: func(ctx context.Context, c *line) int {
+					scope, code := c.account(get.account)
+					if code != ExitOK {
+						return code
+					}
+					return getPolicy(ctx, c, scope)
+				}},
+			{Name: "set", Summary: "change the given fields of the default policy or an account's",
+				Flags: func(f *Flags) {
+					p := &set
+					f.String(&p.account, "account", "A", "", "the account's policy (default: the default policy)")
+					f.Reason("why, written to the control history")
+					f.Operator()
+					f.Int(&p.attemptCap, "attempt-cap", "N", 0, "attempts that may reach authorization before an intent is parked (>= 1)")
+					f.Duration(&p.backoffBase, "backoff-base", "D", 0, "the first retry's delay, doubled on every retry (whole milliseconds)")
+					f.Duration(&p.backoffMax, "backoff-max", "D", 0, "the longest retry delay (whole milliseconds)")
+					f.Int(&p.ratePerMinute, "rate-per-minute", "N", 0, "authorizations a minute per account (0: unlimited)")
+					f.Int(&p.rateBurst, "rate-burst", "N", 0, "authorizations at once at most (>= 1)")
+					f.Duration(&p.textWindow, "text-window", "D", 0, "the duplicate-text window (whole seconds)")
+					f.String(&p.retryable, "retryable", "r1,r2|none", "", "the failed-state reasons retried automatically, comma-separated, or none")
+					f.Bool(&p.inheritRetryable, "inherit-retryable", "the account retries what the default retries (same as --inherit retryable)")
+					f.String(&p.inherit, "inherit", "FIELD,...", "", "fields the account inherits from the default again, comma-separated ("+fieldFlags()+")")
+					f.Ledger("the ledger database")
+					f.JSON("print the change as JSON")
+				},
+				Run: func(ctx context.Context, c *line) int { return setPolicy(ctx, c, set) }},
+		},
 	}
-	scope, code := c.account(*p.account)
+}
+
+func setPolicy(ctx context.Context, c *line, p policyFlags) int {
+	io := c.io
+	scope, code := c.account(p.account)
 	if code != ExitOK {
 		return code
-	}
-	if sub == "get" {
-		return getPolicy(ctx, c, scope)
 	}
 	edit, code := policyEdit(c, scope, p)
 	if code != ExitOK {
@@ -185,7 +195,7 @@ func runPolicy(ctx context.Context, io IO, args []string) int {
 	if code != ExitOK {
 		return code
 	}
-	l, closeLedger, err := openLedger(ctx, *c.databaseURL)
+	l, closeLedger, err := openLedger(ctx, c.databaseURL)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -194,7 +204,7 @@ func runPolicy(ctx context.Context, io IO, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	if *c.asJSON {
+	if c.asJSON {
 		out := struct {
 			Scope  string      `json:"scope"`
 			Before *policyJSON `json:"before"`
@@ -238,33 +248,33 @@ func orInherit(v string, set bool) string {
 
 // policyEdit builds the edit policy set's flags ask for, or returns the exit code of a usage
 // error: nothing to change, a reason that cannot be retried, a value out of range.
-func policyEdit(c controlLine, scope string, p policyFlags) (ledger.PolicyEdit, int) {
+func policyEdit(c *line, scope string, p policyFlags) (ledger.PolicyEdit, int) {
 	var edit ledger.PolicyEdit
 	given := c.given
 	if given("attempt-cap") {
-		edit.Set.AttemptCap = p.attemptCap
+		edit.Set.AttemptCap = &p.attemptCap
 	}
 	if given("backoff-base") {
-		edit.Set.BackoffBase = p.backoffBase
+		edit.Set.BackoffBase = &p.backoffBase
 	}
 	if given("backoff-max") {
-		edit.Set.BackoffMax = p.backoffMax
+		edit.Set.BackoffMax = &p.backoffMax
 	}
 	if given("rate-per-minute") {
-		edit.Set.RatePerMinute = p.ratePerMinute
+		edit.Set.RatePerMinute = &p.ratePerMinute
 	}
 	if given("rate-burst") {
-		edit.Set.RateBurst = p.rateBurst
+		edit.Set.RateBurst = &p.rateBurst
 	}
 	if given("text-window") {
-		edit.Set.TextWindow = p.textWindow
+		edit.Set.TextWindow = &p.textWindow
 	}
 	failed := ledger.FailedReasons()
 	if given("retryable") {
 		if given("inherit-retryable") {
 			return edit, c.usageError("--retryable and --inherit-retryable contradict each other: give one")
 		}
-		list := strings.TrimSpace(*p.retryable)
+		list := strings.TrimSpace(p.retryable)
 		if list == "" {
 			return edit, c.usageError("--retryable is empty: list reasons, or say none to retry nothing by policy")
 		}
@@ -283,12 +293,12 @@ func policyEdit(c controlLine, scope string, p policyFlags) (ledger.PolicyEdit, 
 		}
 	}
 	var inherit []string
-	if strings.TrimSpace(*p.inherit) != "" {
-		inherit = strings.Split(*p.inherit, ",")
+	if strings.TrimSpace(p.inherit) != "" {
+		inherit = strings.Split(p.inherit, ",")
 	} else if given("inherit") {
 		return edit, c.usageError("--inherit is empty: name the fields (%s)", fieldFlags())
 	}
-	if *p.inheritRetryable {
+	if p.inheritRetryable {
 		inherit = append(inherit, "retryable")
 	}
 	for _, name := range inherit {
@@ -323,8 +333,8 @@ func reasonList(rs []ledger.Reason) []string {
 	return out
 }
 
-func getPolicy(ctx context.Context, c controlLine, scope string) int {
-	l, closeLedger, err := openLedger(ctx, *c.databaseURL)
+func getPolicy(ctx context.Context, c *line, scope string) int {
+	l, closeLedger, err := openLedger(ctx, c.databaseURL)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -351,7 +361,7 @@ func getPolicy(ctx context.Context, c controlLine, scope string) int {
 	}
 	overridden := setFields(own)
 
-	if *c.asJSON {
+	if c.asJSON {
 		out := struct {
 			Scope      string                `json:"scope"`
 			Effective  policyJSON            `json:"effective"`

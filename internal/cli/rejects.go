@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/hex"
-	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -14,20 +13,6 @@ import (
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
 )
-
-const rejectsUsage = `Usage:
-  atmost rejects ls [--reason R] [--limit N] [--json]
-
-Input that ingest refused, newest first: when, why (the reason and its detail), the subject and
-stream sequence it came from, its size and the start of its bytes. The ledger keeps every
-refused message (up to 64 KiB of it, and the SHA-256 of all of it) and publishes it on
-atmost.rejected.<reason>; nothing refused is lost, and nothing in this table is retried. A
-message the database would not take at all is listed as unstorable, by its size and SHA-256.
-
-The table shows control characters and bytes that are not UTF-8 as escapes. With --json, the
-subject, the detail and each header key and value are as the ledger stores them: as they came
-when they are UTF-8 without NUL, otherwise "base64:" and the base64 of their bytes.
-`
 
 // rejectJSON is a refused message as rejects ls prints it; Preview is the message's first
 // bytes (ledger.RejectPreviewBytes) as text. Detail, Subject and Headers are ledger.StoredText,
@@ -47,24 +32,41 @@ type rejectJSON struct {
 	At        time.Time           `json:"at"`
 }
 
-func runRejects(ctx context.Context, io IO, args []string) int {
-	var limit *int
-	c, _, code, done := parseControl(io, "rejects", rejectsUsage, args, map[string][]string{"ls": {"reason", "limit"}}, func(fs *flag.FlagSet) {
-		// --reason is every command's flag; here it filters.
-		fs.Lookup("reason").Usage = "changes: why, written to the history; rejects ls: only messages refused for this reason"
-		limit = fs.Int("limit", 20, "ls: at most this many messages (1 to 1000)")
-	})
-	if done {
-		return code
+func rejectsCommand() *Command {
+	var reason string
+	var limit int
+	return &Command{Name: "rejects", Summary: "rejects ls: refused input, newest first, with its reason",
+		About: `Input that ingest refused, newest first: when, why (the reason and its detail), the subject and
+stream sequence it came from, its size and the start of its bytes. The ledger keeps every
+refused message (up to 64 KiB of it, and the SHA-256 of all of it) and publishes it on
+atmost.rejected.<reason>; nothing refused is lost, and nothing in this table is retried. A
+message the database would not take at all is listed as unstorable, by its size and SHA-256.
+
+The table shows control characters and bytes that are not UTF-8 as escapes. With --json, the
+subject, the detail and each header key and value are as the ledger stores them: as they came
+when they are UTF-8 without NUL, otherwise "base64:" and the base64 of their bytes.`,
+		Subs: []*Command{{Name: "ls", Summary: "refused input, newest first",
+			Flags: func(f *Flags) {
+				f.String(&reason, "reason", "R", "", "only messages refused for this reason")
+				f.Int(&limit, "limit", "N", 20, "at most this many messages (1 to 1000)")
+				f.Ledger("the ledger database")
+				f.JSON("print JSON instead of a table")
+			},
+			Run: func(ctx context.Context, c *line) int { return listRejects(ctx, c, reason, limit) },
+		}},
 	}
-	reason := strings.TrimSpace(*c.reason)
+}
+
+func listRejects(ctx context.Context, c *line, reasonFlag string, limitFlag int) int {
+	io, limit := c.io, &limitFlag
+	reason := strings.TrimSpace(reasonFlag)
 	if c.given("reason") && !identity.Reason(reason).Valid() {
-		return c.usageError("--reason %q: give one of %s", *c.reason, strings.Join(rejectReasons(), ", "))
+		return c.usageError("--reason %q: give one of %s", reasonFlag, strings.Join(rejectReasons(), ", "))
 	}
 	if *limit < 1 || *limit > 1000 {
 		return c.usageError("--limit %d: give 1 to 1000", *limit)
 	}
-	l, closeLedger, err := openLedger(ctx, *c.databaseURL)
+	l, closeLedger, err := openLedger(ctx, c.databaseURL)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -73,7 +75,7 @@ func runRejects(ctx context.Context, io IO, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	if *c.asJSON {
+	if c.asJSON {
 		out := make([]rejectJSON, len(rejects))
 		for i, r := range rejects {
 			headers := make(map[string][]string, len(r.Headers))

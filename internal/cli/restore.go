@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"slices"
 	"strings"
@@ -18,14 +17,7 @@ import (
 	"github.com/atmost/atmost/pkg/ledger"
 )
 
-func init() {
-	commands["restore"] = command{"restore reconcile --since T: after a ledger restore, bring it up to ATMOST_EVENTS before any worker starts", runRestore}
-}
-
-const restoreUsage = `Usage:
-  atmost restore reconcile --since TIME [--dry-run] [--bump-epoch --reason TEXT] [--skip-unreadable] [--operator NAME] [--nats-url URL] [--json]
-
-After the ledger was restored from a backup taken at TIME (RFC 3339), and BEFORE any worker
+const restoreAbout = `After the ledger was restored from a backup taken at TIME (RFC 3339), and BEFORE any worker
 starts (no dispatcher may start until it finished): replays ATMOST_EVENTS and brings every
 intent whose stream history is ahead of the restored ledger up to it, one guarded ledger
 operation per intent, with the operator as actor (docs/design.md#the-restore-protocol):
@@ -70,23 +62,36 @@ var replayReading = struct {
 	patience time.Duration
 }{batch: 256, maxWait: 2 * time.Second, patience: 30 * time.Second}
 
-func runRestore(ctx context.Context, io IO, args []string) int {
-	var since, natsURL *string
-	var dryRun, bump, skipUnreadable *bool
-	c, _, code, done := parseControl(io, "restore", restoreUsage, args,
-		map[string][]string{"reconcile": {"since", "dry-run", "bump-epoch", "reason", "operator", "nats-url", "skip-unreadable"}}, func(fs *flag.FlagSet) {
-			since = fs.String("since", "", "reconcile: the time the backup was taken (RFC 3339), or earlier: the epoch checks take it as the backup's time")
-			dryRun = fs.Bool("dry-run", false, "reconcile: change nothing, print what would change")
-			bump = fs.Bool("bump-epoch", false, "reconcile: bump the restore epoch first (requires --reason)")
-			skipUnreadable = fs.Bool("skip-unreadable", false, "reconcile: go on without the events it cannot read, list them and exit 1")
-			natsURL = fs.String("nats-url", setting(io.Env, "ATMOST_NATS_URL", DefaultNATSURL), "reconcile: the NATS server holding ATMOST_EVENTS (env ATMOST_NATS_URL)")
-		})
-	if done {
-		return code
+func restoreCommand() *Command {
+	var since, natsURL string
+	var dryRun, bump, skipUnreadable bool
+	return &Command{Name: "restore", Summary: "restore reconcile --since T: after a ledger restore, bring it up to ATMOST_EVENTS before any worker starts",
+		About: restoreAbout,
+		Subs: []*Command{{Name: "reconcile", Summary: "bring the restored ledger up to ATMOST_EVENTS",
+			Synopsis: []string{"--since TIME [--dry-run] [--bump-epoch --reason TEXT] [--skip-unreadable] [--operator NAME] [--nats-url URL] [--database-url URL] [--json]"},
+			Flags: func(f *Flags) {
+				f.String(&since, "since", "TIME", "", "the time the backup was taken (RFC 3339), or earlier: the epoch checks take it as the backup's time").
+					Required("the time the backup was taken, e.g. 2026-01-02T02:00:00Z")
+				f.Bool(&dryRun, "dry-run", "change nothing, print what would change")
+				f.Bool(&bump, "bump-epoch", "bump the restore epoch first (requires --reason)")
+				f.String(&f.c.reason, "reason", "TEXT", "", "with --bump-epoch: why, written to the control history")
+				f.Bool(&skipUnreadable, "skip-unreadable", "go on without the events it cannot read, list them and exit 1")
+				f.Operator()
+				f.String(&natsURL, "nats-url", "URL", DefaultNATSURL, "the NATS server holding ATMOST_EVENTS").Env("ATMOST_NATS_URL")
+				f.Ledger("the restored ledger")
+				f.JSON("print the report as JSON")
+			},
+			Run: func(ctx context.Context, c *line) int {
+				return restoreReconcile(ctx, c, since, natsURL, dryRun, bump, skipUnreadable)
+			},
+		}},
 	}
-	if strings.TrimSpace(*since) == "" {
-		return c.usageError("--since is required: the time the backup was taken, e.g. 2026-01-02T02:00:00Z")
-	}
+}
+
+func restoreReconcile(ctx context.Context, c *line, sinceFlag, natsFlag string, dryRunFlag, bumpFlag, skipFlag bool) int {
+	io := c.io
+	since, natsURL, dryRun, bump, skipUnreadable := &sinceFlag, &natsFlag, &dryRunFlag, &bumpFlag, &skipFlag
+	var code int
 	from, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(*since))
 	if err != nil {
 		return c.usageError("--since %q: give an RFC 3339 time, e.g. 2026-01-02T02:00:00Z", *since)
@@ -102,15 +107,14 @@ func runRestore(ctx context.Context, io IO, args []string) int {
 		if operator, reason, code = c.change(); code != ExitOK {
 			return code
 		}
-	} else if operator, err = operatorName(io, *c.operator); err != nil {
+	} else if operator, err = operatorName(io, c.operator); err != nil {
 		return c.usageError("%v", err)
 	}
 	refuse := func(format string, args ...any) int {
-		fmt.Fprintf(io.Stderr, "%s: refused, nothing was changed: %s\n", c.name, fmt.Sprintf(format, args...))
-		return ExitError
+		return c.refused("nothing was changed: %s", fmt.Sprintf(format, args...))
 	}
 
-	l, closeLedger, err := openLedger(ctx, *c.databaseURL)
+	l, closeLedger, err := openLedger(ctx, c.databaseURL)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -138,7 +142,7 @@ func runRestore(ctx context.Context, io IO, args []string) int {
 			if !*dryRun {
 				return refuse("%s", msg)
 			}
-			fmt.Fprintf(io.Stderr, "%s: warning: %s\n", c.name, msg)
+			c.note("warning: %s", msg)
 		}
 	}
 
@@ -151,7 +155,7 @@ func runRestore(ctx context.Context, io IO, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	replay, err := provenReplay(ctx, io, c.name, js, l)
+	replay, err := provenReplay(ctx, c, js, l)
 	if err != nil {
 		return refuse("%v", err)
 	}
@@ -161,7 +165,7 @@ func runRestore(ctx context.Context, io IO, args []string) int {
 			return refuse("%d events on %s cannot be read, so the replay cannot prove what happened to their intents: %s (--skip-unreadable goes on without them, and exits 1)",
 				len(replay.unreadable), events.EventsStream, list)
 		}
-		fmt.Fprintf(io.Stderr, "%s: warning: skipping %d unreadable events (--skip-unreadable): %s\n", c.name, len(replay.unreadable), list)
+		c.note("warning: skipping %d unreadable events (--skip-unreadable): %s", len(replay.unreadable), list)
 	}
 	keys := make([]identity.DeliveryKey, 0, len(replay.histories))
 	for k := range replay.histories {
@@ -197,7 +201,7 @@ func runRestore(ctx context.Context, io IO, args []string) int {
 		if pt, err = l.RestorePoint(ctx); err != nil {
 			return c.fail(err)
 		}
-		fmt.Fprintf(io.Stderr, "%s: epoch bumped to %d\n", c.name, pt.Epoch.Epoch)
+		c.note("epoch bumped to %d", pt.Epoch.Epoch)
 		if msg := epochProblem(pt, from); msg != "" {
 			return refuse("%s", msg)
 		}
@@ -211,7 +215,7 @@ func runRestore(ctx context.Context, io IO, args []string) int {
 		if !*dryRun {
 			return refuse("%s", msg)
 		}
-		fmt.Fprintf(io.Stderr, "%s: warning: %s\n", c.name, msg)
+		c.note("warning: %s", msg)
 	}
 	envelopes := 0
 	if len(missing) > 0 {
@@ -240,27 +244,28 @@ func runRestore(ctx context.Context, io IO, args []string) int {
 			report.NeedsHuman++
 		}
 	}
-	if *c.asJSON {
+	if c.asJSON {
 		if code := writeJSON(io, report); code != ExitOK {
 			return code
 		}
 	} else {
 		report.print(io)
 	}
-	code = ExitOK
+	var unfinished []string
 	if report.NeedsHuman > 0 {
 		blocked := "their delivery keys are blocked: a producer publishing one again gets a duplicate"
 		if *dryRun {
 			blocked = "a run without --dry-run blocks their delivery keys"
 		}
-		fmt.Fprintf(io.Stderr, "%s: %d intents the stream knows are not in the ledger and could not be recreated: a human must decide each (%s)\n", c.name, report.NeedsHuman, blocked)
-		code = ExitError
+		unfinished = append(unfinished, fmt.Sprintf("%d intents the stream knows are not in the ledger and could not be recreated: a human must decide each (%s)", report.NeedsHuman, blocked))
 	}
 	if len(replay.unreadable) > 0 {
-		fmt.Fprintf(io.Stderr, "%s: %d unreadable events were skipped (--skip-unreadable): their intents may be behind the stream: %s\n", c.name, len(replay.unreadable), unreadableList(replay.unreadable))
-		code = ExitError
+		unfinished = append(unfinished, fmt.Sprintf("%d unreadable events were skipped (--skip-unreadable): their intents may be behind the stream: %s", len(replay.unreadable), unreadableList(replay.unreadable)))
 	}
-	return code
+	if len(unfinished) > 0 {
+		return c.problem(ExitError, strings.Join(unfinished, "; and "))
+	}
+	return ExitOK
 }
 
 // epochProblem says why the current epoch does not prove it was bumped after the restore, or
@@ -411,7 +416,7 @@ type replayed struct {
 // stream's first message, and its witness is the first copy of an authorized event that the
 // ledger holds published, by that attempt (Ledger.RestoreWitness): the copy JetStream
 // acknowledged before the send, while the stream still holds it.
-func provenReplay(ctx context.Context, io IO, name string, js jetstream.JetStream, l *ledger.Ledger) (replayed, error) {
+func provenReplay(ctx context.Context, c *line, js jetstream.JetStream, l *ledger.Ledger) (replayed, error) {
 	stream, err := js.Stream(ctx, events.EventsStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return replayed{}, fmt.Errorf("NATS has no %s stream: is ATMOST_NATS_URL the server the roles used?", events.EventsStream)
@@ -447,8 +452,8 @@ func provenReplay(ctx context.Context, io IO, name string, js jetstream.JetStrea
 		replay.witness, replay.recorded = w, true
 		return replay, nil
 	}
-	fmt.Fprintf(io.Stderr, "%s: the restored ledger records no witness sequence (it was backed up before atmost recorded one): reading %s from its first event; the witness is the first copy of an authorized event the ledger holds published, which proves the replay complete only while the stream still holds the copy JetStream acknowledged before the send (docs/design.md#the-restore-protocol)\n",
-		name, events.EventsStream)
+	c.note("the restored ledger records no witness sequence (it was backed up before atmost recorded one): reading %s from its first event; the witness is the first copy of an authorized event the ledger holds published, which proves the replay complete only while the stream still holds the copy JetStream acknowledged before the send (docs/design.md#the-restore-protocol)",
+		events.EventsStream)
 	replay, err := replayEvents(ctx, stream, st.LastSeq, 0)
 	if err != nil {
 		return replay, err

@@ -340,6 +340,8 @@ func TestRestoreReconcileAfterAMidRunRestoreSendsNothingTwice(t *testing.T) {
 
 	res = run(env, append(args, "--bump-epoch", "--reason", "restored from the mid-run backup", "--json")...)
 	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	requireSnakeCase(t, res.stdout)
+	requireSnakeCase(t, res.stderr, "with --json the notes are JSON objects too")
 	var report struct {
 		Epoch    int64          `json:"epoch"`
 		Recorded bool           `json:"witness_recorded"`

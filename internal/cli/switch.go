@@ -2,24 +2,12 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"text/tabwriter"
 	"time"
 
 	"github.com/atmost/atmost/pkg/ledger"
 )
-
-const switchUsage = `Usage:
-  atmost switch ls [--json]
-  atmost switch on  [--account A] --reason TEXT [--operator NAME] [--json]
-  atmost switch off [--account A] --reason TEXT [--operator NAME] [--json]
-
-A kill switch that is on stops every new authorization in its scope: without --account the
-global switch (every account), with --account that account's. Work already authorized is not
-recalled; waiting work opens no attempt while a switch is on and goes on when it is off.
-Every change is written to the control history (atmost controls log) with the operator.
-`
 
 // switchJSON is a kill switch as the switch commands print it. Scope "" is the global switch;
 // UpdatedAt is null for a switch never set.
@@ -36,19 +24,37 @@ func toSwitchJSON(s ledger.Switch) switchJSON {
 	return switchJSON{s.Scope, s.Engaged, s.Reason, s.Actor, &at}
 }
 
-func runSwitch(ctx context.Context, io IO, args []string) int {
-	var account *string
-	change := []string{"account", "reason", "operator"}
-	c, sub, code, done := parseControl(io, "switch", switchUsage, args, map[string][]string{"ls": nil, "on": change, "off": change}, func(fs *flag.FlagSet) {
-		account = fs.String("account", "", "on, off: the account's switch (default: the global switch)")
-	})
-	if done {
-		return code
+func switchCommand() *Command {
+	set := func(name, summary string, engaged bool) *Command {
+		var account string
+		return &Command{Name: name, Summary: summary,
+			Flags: func(f *Flags) {
+				f.String(&account, "account", "A", "", "the account's switch (default: the global switch)")
+				f.Reason("why, written to the control history")
+				f.Operator()
+				f.Ledger("the ledger database")
+				f.JSON("print the change as JSON")
+			},
+			Run: func(ctx context.Context, c *line) int { return setSwitch(ctx, c, account, engaged) },
+		}
 	}
-	if sub == "ls" {
-		return listSwitches(ctx, c)
+	return &Command{Name: "switch", Summary: "switch ls, switch on, switch off: the global and per-account kill switches",
+		About: `A kill switch that is on stops every new authorization in its scope: without --account the
+global switch (every account), with --account that account's. Work already authorized is not
+recalled; waiting work opens no attempt while a switch is on and goes on when it is off.
+Every change is written to the control history (atmost controls log) with the operator.`,
+		Subs: []*Command{
+			{Name: "ls", Summary: "the global switch and every account's",
+				Flags: func(f *Flags) { f.Ledger("the ledger database"); f.JSON("print JSON instead of a table") },
+				Run:   listSwitches},
+			set("on", "stop every new authorization in the scope", true),
+			set("off", "let the work of the scope go on", false),
+		},
 	}
-	scope, code := c.account(*account)
+}
+
+func setSwitch(ctx context.Context, c *line, account string, engaged bool) int {
+	scope, code := c.account(account)
 	if code != ExitOK {
 		return code
 	}
@@ -56,16 +62,16 @@ func runSwitch(ctx context.Context, io IO, args []string) int {
 	if code != ExitOK {
 		return code
 	}
-	l, closeLedger, err := openLedger(ctx, *c.databaseURL)
+	l, closeLedger, err := openLedger(ctx, c.databaseURL)
 	if err != nil {
 		return c.fail(err)
 	}
 	defer closeLedger()
-	ch, err := l.SetSwitch(ctx, scope, sub == "on", operator, reason)
+	ch, err := l.SetSwitch(ctx, scope, engaged, operator, reason)
 	if err != nil {
 		return c.fail(err)
 	}
-	if *c.asJSON {
+	if c.asJSON {
 		out := struct {
 			Before *switchJSON `json:"before"`
 			After  switchJSON  `json:"after"`
@@ -74,18 +80,18 @@ func runSwitch(ctx context.Context, io IO, args []string) int {
 			b := toSwitchJSON(*ch.Before)
 			out.Before = &b
 		}
-		return writeJSON(io, out)
+		return writeJSON(c.io, out)
 	}
 	var before *bool
 	if ch.Before != nil {
 		before = &ch.Before.Engaged
 	}
-	fmt.Fprintf(io.Stdout, "%s switch: %s -> %s (by %s: %s)\n", scopeName("switch", scope), onOff(before), onOff(&ch.After.Engaged), operator, reason)
+	fmt.Fprintf(c.io.Stdout, "%s switch: %s -> %s (by %s: %s)\n", scopeName("switch", scope), onOff(before), onOff(&ch.After.Engaged), operator, reason)
 	return ExitOK
 }
 
-func listSwitches(ctx context.Context, c controlLine) int {
-	l, closeLedger, err := openLedger(ctx, *c.databaseURL)
+func listSwitches(ctx context.Context, c *line) int {
+	l, closeLedger, err := openLedger(ctx, c.databaseURL)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -103,7 +109,7 @@ func listSwitches(ctx context.Context, c controlLine) int {
 			out = append(out, toSwitchJSON(s))
 		}
 	}
-	if *c.asJSON {
+	if c.asJSON {
 		return writeJSON(c.io, out)
 	}
 	w := tabwriter.NewWriter(c.io.Stdout, 0, 4, 2, ' ', 0)

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"runtime"
 
@@ -11,28 +9,22 @@ import (
 	"github.com/atmost/atmost/internal/version"
 )
 
-func runVersion(_ context.Context, io IO, args []string) int {
-	fs := flag.NewFlagSet("atmost version", flag.ContinueOnError)
-	fs.SetOutput(io.Stderr)
-	asJSON := fs.Bool("json", false, "print the result as JSON")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+func versionCommand() *Command {
+	return &Command{Name: "version", Summary: "print the version of this binary and the schema version it expects",
+		Flags: func(f *Flags) { f.JSON("print the result as JSON") },
+		Run: func(_ context.Context, c *line) int {
+			schema, err := migrate.Latest()
+			if err != nil {
+				return c.fail(err)
+			}
+			if c.asJSON {
+				return writeJSON(c.io, struct {
+					Version string `json:"version"`
+					Schema  int64  `json:"schema_version"`
+					Go      string `json:"go"`
+				}{version.String(), schema, runtime.Version()})
+			}
+			fmt.Fprintf(c.io.Stdout, "atmost %s (schema version %d, %s)\n", version.String(), schema, runtime.Version())
 			return ExitOK
-		}
-		return ExitUsage
-	}
-	schema, err := migrate.Latest()
-	if err != nil {
-		fmt.Fprintf(io.Stderr, "atmost version: %v\n", err)
-		return ExitError
-	}
-	if *asJSON {
-		return writeJSON(io, struct {
-			Version string `json:"version"`
-			Schema  int64  `json:"schema_version"`
-			Go      string `json:"go"`
-		}{version.String(), schema, runtime.Version()})
-	}
-	fmt.Fprintf(io.Stdout, "atmost %s (schema version %d, %s)\n", version.String(), schema, runtime.Version())
-	return ExitOK
+		}}
 }

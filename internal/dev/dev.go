@@ -9,9 +9,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -21,7 +24,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/atmost/atmost/internal/console"
-
 	"github.com/atmost/atmost/internal/migrate"
 	"github.com/atmost/atmost/internal/role/dispatch"
 	"github.com/atmost/atmost/internal/role/ingest"
@@ -55,9 +57,9 @@ type Options struct {
 	DataDir string
 	// NATSPort is the embedded server's client port; 0 picks a free one.
 	NATSPort int
-	// HTTPAddrs overrides the roles' /healthz, /readyz and /metrics addresses, by role name;
-	// a role not named keeps its default (ingest 9101, dispatcher 9102, sweeper 9103,
-	// reconciler 9104).
+	// HTTPAddrs are the roles' /healthz, /readyz and /metrics addresses, by role name; a role
+	// not named serves on its own default, HTTPAddrs(DefaultHTTPBasePort). ATMOST_HTTP_ADDR in
+	// Env is one process's address and is not used: four roles cannot share it.
 	HTTPAddrs map[string]string
 	// Env is the roles' configuration (ATMOST_* variables), the process environment in
 	// production. The stack's database and NATS URLs are set over it.
@@ -102,6 +104,20 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	if opts.Logs == nil {
 		opts.Logs = io.Discard
 	}
+	addrs := HTTPAddrs(DefaultHTTPBasePort)
+	for name, addr := range opts.HTTPAddrs {
+		addrs[name] = addr
+	}
+	wanted := maps.Clone(addrs)
+	if opts.NATSURL == "" && opts.NATSPort != 0 {
+		wanted[EmbeddedNATS] = net.JoinHostPort("127.0.0.1", strconv.Itoa(opts.NATSPort))
+	}
+	if opts.Console != "" {
+		wanted[Console] = opts.Console
+	}
+	if err := CheckFree(wanted); err != nil {
+		return nil, err
+	}
 	applied, err := migrate.Up(ctx, opts.DatabaseURL, migrate.Options{CreateDatabase: true})
 	if err != nil {
 		return nil, fmt.Errorf("the ledger at ATMOST_DATABASE_URL: %w", err)
@@ -119,10 +135,8 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		getenv := overlay(opts.Env, map[string]string{
 			"ATMOST_DATABASE_URL": s.DatabaseURL,
 			"ATMOST_NATS_URL":     s.NATSURL,
+			"ATMOST_HTTP_ADDR":    addrs[name],
 		})
-		if addr, ok := opts.HTTPAddrs[name]; ok {
-			getenv = overlay(getenv, map[string]string{"ATMOST_HTTP_ADDR": addr})
-		}
 		main := mains[name]
 		s.wg.Go(func() {
 			code := main(rctx, nil, getenv, opts.Logs)
@@ -166,6 +180,67 @@ func (s *Stack) startConsole(ctx context.Context, opts Options) error {
 		return fmt.Errorf("console on %s (--console \"\" starts none): %w", opts.Console, err)
 	}
 	s.ConsoleURL = s.console.URL
+	return nil
+}
+
+// DefaultHTTPBasePort is the port of ingest's /healthz, /readyz and /metrics; the dispatcher,
+// the sweeper and the reconciler serve on the next three, in Roles order: each role's own
+// default address (a test keeps them in step).
+const DefaultHTTPBasePort = 9101
+
+// HTTPAddrs returns every role's address on 127.0.0.1, from port base on in Roles order.
+func HTTPAddrs(base int) map[string]string {
+	out := make(map[string]string, len(Roles))
+	for i, name := range Roles {
+		out[name] = net.JoinHostPort("127.0.0.1", strconv.Itoa(base+i))
+	}
+	return out
+}
+
+// EmbeddedNATS names the embedded NATS server's client address in a BusyError.
+const EmbeddedNATS = "embedded NATS"
+
+// Console names the operator console's address in a BusyError.
+const Console = "the operator console"
+
+// BusyError is an address a stack needs that something else listens on.
+type BusyError struct {
+	Name string // the role, EmbeddedNATS, or what the caller named it
+	Addr string
+	Err  error
+}
+
+func (e *BusyError) Error() string {
+	what := "the " + e.Name + "'s /healthz, /readyz and /metrics"
+	if !slices.Contains(Roles, e.Name) {
+		what = e.Name
+	}
+	return fmt.Sprintf("%s (%s) is in use, nothing was started: %v", e.Addr, what, e.Err)
+}
+
+func (e *BusyError) Unwrap() error { return e.Err }
+
+// CheckFree listens on each address, by name, and closes it again: a *BusyError names the first
+// one (in name order) that cannot be listened on. A port 0 (any free port) is not checked. It
+// runs before anything starts, so that a busy port is named rather than found by one role of
+// four; a port taken in between is still reported by the role that cannot listen.
+func CheckFree(addrs map[string]string) error {
+	names := make([]string, 0, len(addrs))
+	for name := range addrs {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		addr := addrs[name]
+		if _, port, err := net.SplitHostPort(addr); err == nil && port == "0" {
+			continue
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return &BusyError{Name: name, Addr: addr, Err: err}
+		}
+		_ = ln.Close()
+	}
 	return nil
 }
 

@@ -5,8 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +20,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/internal/dev"
+	"github.com/atmost/atmost/internal/migrate"
+	"github.com/atmost/atmost/internal/role/dispatch"
+	"github.com/atmost/atmost/internal/role/ingest"
+	"github.com/atmost/atmost/internal/role/reconcile"
+	"github.com/atmost/atmost/internal/role/sweep"
 	"github.com/atmost/atmost/internal/testkit/dbtest"
 	"github.com/atmost/atmost/internal/tools/platformsim"
 	"github.com/atmost/atmost/pkg/events"
@@ -123,4 +131,59 @@ func TestTheDevStackNamesTheFixWhenPostgreSQLIsUnreachable(t *testing.T) {
 	_, err = dev.Start(context.Background(), dev.Options{DatabaseURL: "postgres://postgres@" + addr + "/atmost?sslmode=disable&connect_timeout=2"})
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "ATMOST_DATABASE_URL")
+}
+
+// A port a role needs that something else listens on is named, with the role, before anything
+// starts: the ledger is not even migrated.
+func TestTheDevStackNamesABusyPortBeforeStartingAnything(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t, dbtest.Empty())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	busy := ln.Addr().String()
+	_, err = dev.Start(context.Background(), dev.Options{DatabaseURL: db.URL, HTTPAddrs: map[string]string{"ingest": "127.0.0.1:0", "dispatcher": "127.0.0.1:0",
+		"sweeper": busy, "reconciler": "127.0.0.1:0"}})
+	var b *dev.BusyError
+	require.ErrorAs(t, err, &b)
+	require.Equal(t, "sweeper", b.Name)
+	require.Equal(t, busy, b.Addr)
+	require.Contains(t, err.Error(), busy+" (the sweeper's /healthz, /readyz and /metrics) is in use, nothing was started")
+	current, err := migrate.Current(context.Background(), db.URL)
+	require.NoError(t, err)
+	require.Zero(t, current, "nothing started: the ledger is not migrated")
+
+	_, port, err := net.SplitHostPort(busy)
+	require.NoError(t, err)
+	n, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	_, err = dev.Start(context.Background(), dev.Options{DatabaseURL: db.URL, NATSPort: n, HTTPAddrs: map[string]string{"ingest": "127.0.0.1:0", "dispatcher": "127.0.0.1:0",
+		"sweeper": "127.0.0.1:0", "reconciler": "127.0.0.1:0"}})
+	require.ErrorAs(t, err, &b)
+	require.Equal(t, dev.EmbeddedNATS, b.Name, "the embedded NATS server's port too")
+
+	_, err = dev.Start(context.Background(), dev.Options{DatabaseURL: db.URL, Console: busy, HTTPAddrs: map[string]string{"ingest": "127.0.0.1:0", "dispatcher": "127.0.0.1:0",
+		"sweeper": "127.0.0.1:0", "reconciler": "127.0.0.1:0"}})
+	require.ErrorAs(t, err, &b)
+	require.Equal(t, dev.Console, b.Name, "the console's port too")
+	require.Contains(t, err.Error(), busy+" (the operator console) is in use, nothing was started")
+	current, err = migrate.Current(context.Background(), db.URL)
+	require.NoError(t, err)
+	require.Zero(t, current, "nothing started: the ledger is not migrated")
+}
+
+// HTTPAddrs(DefaultHTTPBasePort) is each role's own default address, as its --help prints it.
+func TestTheDevStacksDefaultAddressesAreTheRolesOwn(t *testing.T) {
+	t.Parallel()
+	noEnv := func(string) (string, bool) { return "", false }
+	mains := map[string]func(context.Context, []string, func(string) (string, bool), io.Writer) int{
+		"ingest": ingest.Main, "dispatcher": dispatch.Main, "sweeper": sweep.Main, "reconciler": reconcile.Main,
+	}
+	require.Len(t, mains, len(dev.Roles))
+	defaults := dev.HTTPAddrs(dev.DefaultHTTPBasePort)
+	for _, role := range dev.Roles {
+		var help bytes.Buffer
+		require.Equal(t, 0, mains[role](context.Background(), []string{"--help"}, noEnv, &help), role)
+		require.Regexp(t, `-http string\n\s+[^\n]*\(default "`+regexp.QuoteMeta(defaults[role])+`"\)`, help.String(), role)
+	}
 }

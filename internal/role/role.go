@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,6 +22,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/atmost/atmost/internal/flaghelp"
 	"github.com/atmost/atmost/internal/serve"
 	"github.com/atmost/atmost/internal/streams"
 	"github.com/atmost/atmost/internal/version"
@@ -76,6 +78,7 @@ type Common struct {
 	Replicas    int    // ATMOST_STREAM_REPLICAS
 	Isolation   string // ATMOST_LEDGER_ISOLATION
 	LogLevel    string // ATMOST_LOG_LEVEL
+	Instance    string // ATMOST_INSTANCE; "" is DefaultInstance
 }
 
 // Register declares the common flags on fs, with defaults from env; httpAddr is the role's
@@ -87,6 +90,7 @@ func (c *Common) Register(fs *flag.FlagSet, env Env, httpAddr string) {
 	fs.IntVar(&c.Replicas, "replicas", env.Int("ATMOST_STREAM_REPLICAS", 1), "replicas of the streams this role creates: 1, or 3 in a cluster (env ATMOST_STREAM_REPLICAS)")
 	fs.StringVar(&c.Isolation, "isolation", env.String("ATMOST_LEDGER_ISOLATION", "serializable"), "ledger transaction isolation: serializable or read-committed, the faster on PostgreSQL (env ATMOST_LEDGER_ISOLATION)")
 	fs.StringVar(&c.LogLevel, "log-level", env.String("ATMOST_LOG_LEVEL", "info"), "the least level logged: debug, info, warn or error (env ATMOST_LOG_LEVEL)")
+	fs.StringVar(&c.Instance, "instance", env.String("ATMOST_INSTANCE", ""), "names this process in history and events as <role>/<instance>: letters, digits, '.', '_' and '-', at most 128; empty: <host>-<pid> (env ATMOST_INSTANCE)")
 	fs.Bool(versionFlag, false, "print the version of this binary and exit")
 }
 
@@ -104,9 +108,52 @@ func (c Common) Validate() error {
 	if _, err := zapcore.ParseLevel(c.LogLevel); err != nil {
 		return fmt.Errorf("log level %q: must be debug, info, warn or error", c.LogLevel)
 	}
+	if c.Instance != "" && !instanceName.MatchString(c.Instance) {
+		return fmt.Errorf("instance %q: must be 1-128 letters, digits, '.', '_' or '-', beginning with a letter or digit", c.Instance)
+	}
 	_, err := c.IsoLevel()
 	return err
 }
+
+// instanceName is what an instance may be called: no '/', so an actor reads back as exactly one
+// role and one instance, and nothing a log or a terminal would show otherwise.
+var instanceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// Actor is the name a role's process writes to every history row (and so to every event) and
+// to every reconciliation step it makes: "<role>/<instance>", the instance being c.Instance or
+// DefaultInstance. It is chosen once, at start, and is the same for the whole life of the
+// process, so after an incident the history says which process held an intent. Two processes
+// of one role on one host differ by their pid; two in one process (tests, atmost dev runs
+// each role once) need an instance name each.
+func (c Common) Actor(role string) string {
+	instance := c.Instance
+	if instance == "" {
+		instance = DefaultInstance()
+	}
+	return role + "/" + instance
+}
+
+// DefaultInstance is the instance of a process whose ATMOST_INSTANCE is unset: its host name
+// and pid, "<host>-<pid>", read once, at the first call, and the host name made to fit what an
+// instance may hold.
+var DefaultInstance = sync.OnceValue(func() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	host = strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
+			return r
+		}
+		return '_'
+	}, host)
+	pid := "-" + strconv.Itoa(os.Getpid())
+	if len(host)+len(pid) > 128 {
+		host = host[:128-len(pid)]
+	}
+	return host + pid
+})
 
 // IsoLevel is the ledger's transaction isolation level.
 func (c Common) IsoLevel() (pgx.TxIsoLevel, error) {
@@ -127,7 +174,7 @@ func Parse(fs *flag.FlagSet, env Env, name, summary string, args []string, stder
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: %s [flags]\n\n%s\nEvery flag has an environment variable; the flag wins.\n\nFlags:\n", name, summary)
-		fs.PrintDefaults()
+		flaghelp.PrintDefaults(stderr, fs)
 	}
 	// The environment is held to the flags' own parsing: a variable set to something its flag
 	// would refuse is an error, never silently the default.
@@ -168,14 +215,15 @@ func Parse(fs *flag.FlagSet, env Env, name, summary string, args []string, stder
 	return -1
 }
 
-// Run runs a role with a JSON logger named after it, at the level of c.LogLevel, and turns its
+// Run runs a role with a JSON logger named after it, at the level of c.LogLevel, every line
+// carrying the process's actor (Common.Actor) as history records it, and turns its
 // result into the exit code: 0 after a clean stop, 1 on a fatal error.
 func Run(ctx context.Context, name string, c Common, stderr io.Writer, run func(ctx context.Context, log *zap.Logger) error) int {
 	level, err := zapcore.ParseLevel(c.LogLevel)
 	if err != nil {
 		level = zapcore.InfoLevel // Validate refused it already; a zero Common logs at info
 	}
-	log := LoggerAt(stderr, level).Named(name)
+	log := LoggerAt(stderr, level).Named(name).With(zap.String("actor", c.Actor(name)))
 	defer func() { _ = log.Sync() }()
 	if err := run(ctx, log); err != nil {
 		log.Error(name+" stopped", zap.Error(err))

@@ -33,7 +33,7 @@ type Deps struct {
 
 // Start connects a role: it sets the collector's target (TuneGC), then connects PostgreSQL
 // (lazily), NATS (waiting with backoff), the streams (created idempotently; an incompatible
-// one stops it), the ledger with the role's name as actor, and the relay. Close releases what
+// one stops it), the ledger acting as the process (Common.Actor), and the relay. Close releases what
 // it opened.
 func Start(ctx context.Context, name string, c Common, relayCfg relay.Config, log *zap.Logger) (*Deps, error) {
 	TuneGC()
@@ -60,7 +60,7 @@ func Start(ctx context.Context, name string, c Common, relayCfg relay.Config, lo
 		d.Close()
 		return nil, err
 	}
-	if d.Ledger, err = ledger.New(pool, ledger.Config{Actor: name, Isolation: iso, Logger: log}); err != nil {
+	if d.Ledger, err = ledger.New(pool, ledger.Config{Actor: c.Actor(name), Isolation: iso, Logger: log}); err != nil {
 		d.Close()
 		return nil, err
 	}

@@ -8,5 +8,6 @@
 // (Nats-Msg-Id = id), and consumers dedupe on the id beyond it.
 //
 // Events are versioned JSON (V = 1) with a published schema, event.schema.json beside this
-// file; a test validates every event kind against it.
+// file; a test validates every event kind against it. What ingest refuses is published as a
+// Reject on atmost.rejected.<reason>, versioned JSON too, with reject.schema.json.
 package events

@@ -85,6 +85,22 @@ func TestStateSubjectsMatchEveryAccountOfThatStateOnly(t *testing.T) {
 	require.True(t, server.IsValidSubject(filter))
 }
 
+func TestAccountSubjectsMatchEveryStateOfThatAccountOnly(t *testing.T) {
+	accounts := []string{"acct-1", "a.b", "a*b", "a>b", "a b", "ünï", "~x", "*", ">"}
+	for _, account := range accounts {
+		filter := events.AccountSubjects(account)
+		require.True(t, server.IsValidSubject(filter), "%q", account)
+		for _, state := range []string{"pending", "authorized", "published", "failed", "indeterminate", "parked"} {
+			require.True(t, server.SubjectMatchesFilter(events.EventSubject(state, account), filter), "%q %s", account, state)
+			for _, other := range accounts {
+				if other != account {
+					require.False(t, server.SubjectMatchesFilter(events.EventSubject(state, other), filter), "%q matches %q", filter, other)
+				}
+			}
+		}
+	}
+}
+
 func TestEventsRoundTripAndMatchThePublishedSchema(t *testing.T) {
 	schema := compileSchema(t)
 	for _, e := range sample(t) {

@@ -36,6 +36,13 @@ func StateSubjects(state string) string {
 	return "atmost.event." + state + ".*"
 }
 
+// AccountSubjects is the filter of every event of account, whatever the state its transition
+// entered. As in StateSubjects, the wildcard is written here and only the account goes through
+// its token.
+func AccountSubjects(account string) string {
+	return "atmost.event.*." + identity.AccountToken(account)
+}
+
 // DispatchSubject is where the work item of an intent of account is published.
 func DispatchSubject(account string) string {
 	return "atmost.dispatch." + identity.AccountToken(account)

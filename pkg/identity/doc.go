@@ -54,7 +54,7 @@
 //
 // # The envelope
 //
-// ParseEnvelope is the producers' contract (docs/design.md#the-intent-envelope). It accepts a
+// ParseEnvelope is the producers' contract (docs/producers.md#the-envelope). It accepts a
 // message or rejects it with a *RejectError carrying one Reason from the
 // closed list in AllReasons; it never repairs input except for the documented
 // canonicalizations (canonical JSON of the request, NormalizeText of the

@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 )
 
-// Limits of the envelope contract (docs/design.md#the-intent-envelope).
+// Limits of the envelope contract (docs/producers.md#the-envelope).
 const (
 	// MaxEnvelopeBytes bounds both the message as received and its canonical
 	// form (which can be longer: 1e20 is written out in full, and absent
@@ -95,9 +95,10 @@ var sourceFields = []string{"id", "version"}
 //     "version" that is a valid, non-zero sv1: SourceVersion.
 //
 // Optional members may be absent but not null. Every failure is a
-// *RejectError whose Reason is in AllReasons (never unknown_account,
-// invalid_header or unstorable, which only ingest can decide). On success ParseEnvelope(e.Canonical()) returns
-// an Envelope equal to e, with the same DeliveryKey.
+// *RejectError whose Reason is in AllReasons (never subject_mismatch,
+// unknown_account, invalid_header or unstorable, which only ingest can
+// decide). On success ParseEnvelope(e.Canonical()) returns an Envelope equal
+// to e, with the same DeliveryKey.
 func ParseEnvelope(data []byte) (Envelope, error) {
 	if len(data) > MaxEnvelopeBytes {
 		return Envelope{}, reject(ReasonTooLarge, fmt.Sprintf("message is %d bytes; the limit is %d", len(data), MaxEnvelopeBytes))

@@ -56,6 +56,13 @@ const (
 	// ReasonKeyMismatch: the Atmost-Delivery-Key header names a different
 	// key from the one computed from the envelope.
 	ReasonKeyMismatch Reason = "key_mismatch"
+	// ReasonSubjectMismatch: the message came on a subject other than its
+	// account's, atmost.intent.<AccountToken(account)>. The subject is what
+	// NATS permissions can restrict, so it binds the account: a producer
+	// allowed to publish only on its own account's subject cannot name another
+	// account in the envelope. Ingest decides it; this package never returns
+	// it.
+	ReasonSubjectMismatch Reason = "subject_mismatch"
 	// ReasonUnknownAccount: the account is not in the ledger's account table.
 	// Ingest decides it against the database; this package never returns it.
 	ReasonUnknownAccount Reason = "unknown_account"
@@ -87,6 +94,7 @@ var allReasons = []Reason{
 	ReasonInvalidSource,
 	ReasonInvalidKeyHeader,
 	ReasonKeyMismatch,
+	ReasonSubjectMismatch,
 	ReasonUnknownAccount,
 	ReasonInvalidHeader,
 	ReasonUnstorable,

@@ -60,7 +60,10 @@ func (l *Ledger) Authorize(ctx context.Context, c Claim, inFlight time.Duration,
 
 // AuthorizeMany is Authorize for a batch of claims on distinct intents, in one statement: each
 // gets its own answer, in input order. The batch shares each account's rate bucket (tokens go
-// to the intents in key order) and, for the same text of one account, its one text claim.
+// to the intents in stored order: created_at, then the place in the batch that stored them)
+// and, for the same text of one account, its one text claim, which goes to the intent stored
+// first, unless an intent stored before it still waits to be sent, in this batch or not
+// (docs/design.md#the-duplicate-text-window).
 func (l *Ledger) AuthorizeMany(ctx context.Context, claims []Claim, inFlight time.Duration, contractVersion string) ([]AuthorizationResult, error) {
 	if inFlight < MinLease {
 		return nil, fmt.Errorf("authorize: in-flight lease %s is shorter than %s", inFlight, MinLease)
@@ -72,6 +75,7 @@ func (l *Ledger) AuthorizeMany(ctx context.Context, claims []Claim, inFlight tim
 	p := dbsqlc.IntentsAuthorizeParams{
 		ContractVersion: contractVersion,
 		FailedReasons:   failedReasons,
+		AlwaysRetried:   alwaysRetried(),
 		InFlightMs:      inFlight.Milliseconds(),
 		Now:             l.clock(),
 		Actor:           l.cfg.Actor,
@@ -116,7 +120,8 @@ func authorizationFrom(c Claim, row dbsqlc.IntentsAuthorizeRow) AuthorizationRes
 		return fail(ErrRequestMismatch)
 	case row.Outcome.String == "lease_lost" || !row.NewState.Valid:
 		// !NewState.Valid: the fence held at the look but not at the update, which the row
-		// lock makes impossible; report it as the lease it would be.
+		// lock makes impossible (on CockroachDB, the statement's one snapshot, whatever became
+		// of the lock); report it as the lease it would be.
 		return fail(ErrLeaseLost)
 	}
 	a := Authorization{State: State(row.NewState.String), Reason: Reason(row.Outcome.String)}

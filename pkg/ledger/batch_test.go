@@ -46,23 +46,33 @@ func TestBeginManyAnswersEachIntentOnItsOwn(t *testing.T) {
 	require.Error(t, err)
 }
 
-// Three intents of one account want the last two tokens of its bucket: the first two in key
-// order get them, the third is rate limited.
-func TestAuthorizeManySharesTheRateBucketInKeyOrder(t *testing.T) {
+// Three intents of one account want the last two tokens of its bucket: the first two in stored
+// order get them (one batch stored them in the order that is the reverse of their keys'), the
+// third is rate limited.
+func TestAuthorizeManySharesTheRateBucketInStoredOrder(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.setPolicy("rate_per_minute", 1)
 	e.setPolicy("rate_burst", 2)
-	var claims []ledger.Claim
+	var envs []identity.Envelope
 	for i := 0; i < 3; i++ {
-		claims = append(claims, e.claim(fmt.Sprintf("rate batch %d", i)))
+		envs = append(envs, envelope(t, account, fmt.Sprintf("rate batch %d", i)))
+	}
+	slices.SortFunc(envs, func(a, b identity.Envelope) int {
+		return -bytes.Compare(a.DeliveryKey().Bytes(), b.DeliveryKey().Bytes())
+	})
+	stored, err := e.l.Submit(e.ctx, envs)
+	require.NoError(t, err)
+	var claims []ledger.Claim
+	for _, i := range []int{1, 2, 0} { // the batch to authorize in yet another order
+		c, err := e.l.Begin(e.ctx, stored[i].Key, requestHash("rate"), lease)
+		require.NoError(t, err)
+		claims = append(claims, c)
 	}
 	res, err := e.l.AuthorizeMany(e.ctx, claims, inFlight, contract)
 	require.NoError(t, err)
-	sorted := slices.Clone(claims)
-	slices.SortFunc(sorted, func(a, b ledger.Claim) int { return bytes.Compare(a.Key.Bytes(), b.Key.Bytes()) })
 	want := map[identity.DeliveryKey]ledger.Reason{
-		sorted[0].Key: ledger.ReasonAuthorized, sorted[1].Key: ledger.ReasonAuthorized, sorted[2].Key: ledger.ReasonRateLimited,
+		stored[0].Key: ledger.ReasonAuthorized, stored[1].Key: ledger.ReasonAuthorized, stored[2].Key: ledger.ReasonRateLimited,
 	}
 	for i, r := range res {
 		require.NoError(t, r.Err)

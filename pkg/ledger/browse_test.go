@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"testing/quick"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
@@ -84,7 +86,7 @@ func TestRejectsListNewestFirstByReason(t *testing.T) {
 		_, err := e.l.Reject(e.ctx, []ledger.Rejection{r})
 		require.NoError(t, err, "reject %d", i)
 		// received_at is the database clock; keep the order unambiguous.
-		e.exec(`UPDATE rejects SET received_at = now() - make_interval(secs => $1) WHERE stream_seq = $2`, 10-i, r.StreamSeq)
+		e.exec(`UPDATE rejects SET received_at = now() - $1::BIGINT * INTERVAL '1 second' WHERE stream_seq = $2`, 10-i, r.StreamSeq)
 	}
 
 	all, err := e.l.Rejects(e.ctx, "", 10)
@@ -264,4 +266,207 @@ func TestStoredTextRoundTripsAnyBytes(t *testing.T) {
 	}
 	require.NoError(t, quick.Check(func(b []byte) bool { return check(string(b)) }, &quick.Config{MaxCount: 10000}))
 	require.Equal(t, "plain", ledger.StoredText("plain"), "text PostgreSQL can hold is stored as it is")
+}
+
+// RejectAt finds the reject of one message by its stream and sequence, and nothing for another
+// stream's message of the same sequence.
+func TestRejectAtFindsTheRejectOfOneStreamMessage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, err := e.l.Reject(e.ctx, []ledger.Rejection{
+		{Reason: "unknown_account", Detail: "acct-x", Subject: "atmost.intent.acct-x", Stream: "ATMOST_INTENTS", StreamSeq: 7, Raw: []byte("{}"),
+			Headers: map[string][]string{"Atmost-Delivery-Key": {"dk1:..."}}},
+		{Reason: "malformed_json", Detail: "not JSON", Subject: "atmost.intent.b", Stream: "ATMOST_INTENTS", StreamSeq: 8, Raw: []byte("nope")},
+	})
+	require.NoError(t, err)
+	r, err := e.l.RejectAt(e.ctx, "ATMOST_INTENTS", 7)
+	require.NoError(t, err)
+	require.Equal(t, "unknown_account", r.Reason)
+	require.Equal(t, "atmost.intent.acct-x", r.Subject)
+	require.Equal(t, int64(7), r.StreamSeq)
+	require.Equal(t, []string{"dk1:..."}, r.Headers["Atmost-Delivery-Key"])
+	_, err = e.l.RejectAt(e.ctx, "OTHER", 7)
+	require.ErrorIs(t, err, ledger.ErrNotFound)
+	_, err = e.l.RejectAt(e.ctx, "ATMOST_INTENTS", 9)
+	require.ErrorIs(t, err, ledger.ErrNotFound)
+}
+
+// timeOrdered is a scene of intents with chosen times, several sharing one, for the time orders
+// of ListIntents: keys, and each key's created and updated time.
+type timeOrdered struct {
+	keys             []identity.DeliveryKey
+	created, updated map[identity.DeliveryKey]time.Time
+}
+
+func newTimeOrdered(t *testing.T, e *env, n int, parked bool) timeOrdered {
+	t.Helper()
+	base := time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC)
+	s := timeOrdered{created: map[identity.DeliveryKey]time.Time{}, updated: map[identity.DeliveryKey]time.Time{}}
+	for i := range n {
+		key := e.submit(fmt.Sprintf("timed %d", i))
+		if parked {
+			require.NoError(t, e.l.Park(e.ctx, key, "operator", "scene"))
+		}
+		// Three intents to a created time, two to an updated time, in an order of their own.
+		created := base.Add(time.Duration(i/3) * time.Second)
+		updated := base.Add(time.Hour + time.Duration((n-i)/2)*time.Microsecond)
+		e.exec(`UPDATE intents SET created_at = $2, updated_at = $3 WHERE delivery_key = $1`, key.Bytes(), created, updated)
+		s.keys = append(s.keys, key)
+		s.created[key], s.updated[key] = created, updated
+	}
+	return s
+}
+
+// order is the keys in the order of at, ties by key, descending when desc.
+func (s timeOrdered) order(at map[identity.DeliveryKey]time.Time, desc bool) []identity.DeliveryKey {
+	keys := slices.Clone(s.keys)
+	slices.SortFunc(keys, func(a, b identity.DeliveryKey) int {
+		c := at[a].Compare(at[b])
+		if c == 0 {
+			c = bytes.Compare(a.Bytes(), b.Bytes())
+		}
+		if desc {
+			return -c
+		}
+		return c
+	})
+	return keys
+}
+
+// pages lists every intent f matches, size at a time, each page after the last of the one before.
+func pages(t *testing.T, e *env, f ledger.IntentFilter, size int, between func()) []identity.DeliveryKey {
+	t.Helper()
+	var seen []identity.DeliveryKey
+	for range 100 {
+		page, err := e.l.ListIntents(e.ctx, f, size)
+		require.NoError(t, err)
+		for _, in := range page {
+			seen = append(seen, in.Key)
+		}
+		if len(page) < size {
+			return seen
+		}
+		last := page[len(page)-1]
+		f.After = last.Key
+		switch f.Sort {
+		case ledger.SortCreated:
+			f.AfterAt = last.CreatedAt
+		case ledger.SortUpdated:
+			f.AfterAt = last.UpdatedAt
+		}
+		if between != nil {
+			between()
+		}
+	}
+	t.Fatal("more than 100 pages")
+	return nil
+}
+
+// In each time order, oldest or newest first, pages of any size list every intent once, in
+// (time, delivery key) order, ties included, whatever is submitted between two pages; the same
+// for the parked, read through their own index.
+func TestListIntentsPagesInTimeOrder(t *testing.T) {
+	t.Parallel()
+	for _, parked := range []bool{false, true} {
+		e := newEnv(t)
+		s := newTimeOrdered(t, e, 11, parked)
+		state := ledger.State("")
+		if parked {
+			state = ledger.Parked
+			e.submit("pending, not parked")
+		}
+		for _, sort := range []ledger.IntentSort{ledger.SortCreated, ledger.SortUpdated} {
+			at := s.created
+			if sort == ledger.SortUpdated {
+				at = s.updated
+			}
+			for _, desc := range []bool{false, true} {
+				want := s.order(at, desc)
+				for _, size := range []int{1, 2, 3, 4, 11, 12} {
+					name := fmt.Sprintf("parked %t, %s, descending %t, pages of %d", parked, sort, desc, size)
+					got := pages(t, e, ledger.IntentFilter{State: state, Sort: sort, Descending: desc}, size, nil)
+					// Without the intents submitted between the pages of an earlier round.
+					got = slices.DeleteFunc(got, func(k identity.DeliveryKey) bool { return !slices.Contains(s.keys, k) })
+					require.Equal(t, want, got, name)
+				}
+				// New intents between pages (now: after every chosen time) do not disturb the
+				// order of those already there: each is still listed once, in order.
+				n := 0
+				got := pages(t, e, ledger.IntentFilter{State: state, Sort: sort, Descending: desc}, 2, func() {
+					key := e.submit(fmt.Sprintf("between %s %t %t %d", sort, desc, parked, n))
+					if parked {
+						require.NoError(t, e.l.Park(e.ctx, key, "operator", "between"))
+					}
+					n++
+				})
+				got = slices.DeleteFunc(got, func(k identity.DeliveryKey) bool { return !slices.Contains(s.keys, k) })
+				require.Equal(t, want, got, "parked %t, %s, descending %t, with intents added between pages", parked, sort, desc)
+			}
+		}
+	}
+}
+
+// The time bounds are the sort's time (updated_at in delivery-key order), Since inclusive and
+// Until exclusive; the reason filters; contradictions are refused.
+func TestListIntentsFiltersByTimeAndReason(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := newTimeOrdered(t, e, 9, false)
+	base := s.created[s.keys[0]]
+	keysOf := func(page []ledger.Intent) []identity.DeliveryKey {
+		var out []identity.DeliveryKey
+		for _, in := range page {
+			out = append(out, in.Key)
+		}
+		return out
+	}
+	// created: keys 0-2 at base, 3-5 at base+1s, 6-8 at base+2s.
+	page, err := e.l.ListIntents(e.ctx, ledger.IntentFilter{Sort: ledger.SortCreated, Since: base.Add(time.Second), Until: base.Add(2 * time.Second)}, 50)
+	require.NoError(t, err)
+	require.ElementsMatch(t, s.keys[3:6], keysOf(page), "since inclusive, until exclusive")
+	page, err = e.l.ListIntents(e.ctx, ledger.IntentFilter{Sort: ledger.SortCreated, Since: base.Add(time.Second), Descending: true}, 50)
+	require.NoError(t, err)
+	require.ElementsMatch(t, s.keys[3:], keysOf(page))
+	// updated: key i at base+1h+(9-i)/2 µs.
+	cut := s.updated[s.keys[4]]
+	for _, sort := range []ledger.IntentSort{ledger.SortKey, ledger.SortUpdated} {
+		page, err = e.l.ListIntents(e.ctx, ledger.IntentFilter{Sort: sort, Until: cut}, 50)
+		require.NoError(t, err)
+		var want []identity.DeliveryKey
+		for _, k := range s.keys {
+			if s.updated[k].Before(cut) {
+				want = append(want, k)
+			}
+		}
+		require.NotEmpty(t, want)
+		require.ElementsMatch(t, want, keysOf(page), "%q: until bounds the last change", sort)
+	}
+
+	failed := e.authorized("failed")
+	_, err = e.l.Complete(e.ctx, failed, ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed})
+	require.NoError(t, err)
+	rejected := e.authorized("rejected")
+	_, err = e.l.Complete(e.ctx, rejected, ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonPlatformRejected})
+	require.NoError(t, err)
+	for _, sort := range []ledger.IntentSort{ledger.SortKey, ledger.SortCreated, ledger.SortUpdated} {
+		page, err = e.l.ListIntents(e.ctx, ledger.IntentFilter{Reason: ledger.ReasonConnectionFailed, Sort: sort}, 50)
+		require.NoError(t, err)
+		require.Equal(t, []identity.DeliveryKey{failed.Key}, keysOf(page), "%q", sort)
+	}
+	page, err = e.l.ListIntents(e.ctx, ledger.IntentFilter{State: ledger.Failed, Reason: ledger.ReasonPlatformRejected}, 50)
+	require.NoError(t, err)
+	require.Equal(t, []identity.DeliveryKey{rejected.Key}, keysOf(page))
+
+	for f, want := range map[*ledger.IntentFilter]string{
+		{Reason: "lost"}: "not a reason",
+		{State: ledger.Parked, Reason: ledger.ReasonConnectionFailed}: "a reason of failed, not of parked",
+		{Sort: "colour"}:   "not an order",
+		{Descending: true}: "need a time order",
+		{AfterAt: base}:    "need a time order",
+		{Sort: ledger.SortCreated, After: s.keys[0]}:                 "starts after a key and its time",
+		{Since: base.Add(time.Second), Until: base.Add(time.Second)}: "is not before until",
+	} {
+		_, err := e.l.ListIntents(e.ctx, *f, 10)
+		require.ErrorContains(t, err, want, "%+v", *f)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"testing"
 
@@ -301,6 +302,47 @@ func TestTransactionGivesUpAfterMaxRetries(t *testing.T) {
 	require.Zero(t, e.count(`SELECT count(*) FROM intents`))
 	var pgErr *pgconn.PgError
 	require.True(t, errors.As(err, &pgErr))
+}
+
+// An ambiguous COMMIT may have committed: CockroachDB's 40003 (statement_completion_unknown,
+// "result is ambiguous"), or a connection that broke while COMMIT was under way on either
+// database. The transaction helper never restarts it, and what it returns is neither a refusal
+// nor ErrRetriesExhausted (the dispatcher takes that one for "certainly not committed" and
+// authorizes again): an Authorize that reports it must never be read as not-authorized. Here
+// the COMMIT did go through, as it may: the intent IS authorized (docs/cockroachdb.md#retries-and-ambiguous-commits).
+func TestAnAmbiguousCommitOfAuthorizeIsNeitherRestartedNorARefusal(t *testing.T) {
+	t.Parallel()
+	for name, ambiguous := range map[string]error{
+		"statement completion unknown":  &pgconn.PgError{Code: "40003", Message: "result is ambiguous (injected)"},
+		"connection lost during commit": fmt.Errorf("commit: %w", io.ErrUnexpectedEOF),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			c := e.claim("committed, or not?")
+			l := e.ledgerWith(ledger.Config{Actor: "worker"})
+			commits := 0
+			ledger.SetCommit(l, func(ctx context.Context, tx pgx.Tx) error {
+				commits++
+				if err := tx.Commit(ctx); err != nil || commits > 1 {
+					return err
+				}
+				return ambiguous // committed, and the answer lost
+			})
+			_, err := l.Authorize(e.ctx, c, inFlight, contract)
+			require.ErrorIs(t, err, ambiguous)
+			var r *ledger.RefusedError
+			require.False(t, errors.As(err, &r), "an ambiguous commit is no refusal: %v", err)
+			require.NotErrorIs(t, err, ledger.ErrRetriesExhausted)
+			require.Equal(t, 1, commits, "never restarted")
+			require.Zero(t, l.Retries())
+			in := e.intent(c.Key)
+			require.Equal(t, ledger.Authorized, in.State, "the commit went through")
+			require.Equal(t, c.Token, in.Token)
+			require.Equal(t, 1, in.AttemptsAuthorized)
+			require.Equal(t, 1, e.authorizedHistory(c.Key))
+		})
+	}
 }
 
 // The spec's fenced recovery, with a real send in between: A is authorized and reports

@@ -471,15 +471,24 @@ type PolicyLayers struct {
 }
 
 // PolicyLayersFor reads the default policy row and the account's own row in one statement, so
-// the three layers it returns agree with each other.
+// the three layers it returns agree with each other. account is GlobalScope or a configured
+// account (else ErrUnknownAccount, as SetPolicy refuses it: the default policy is not the
+// answer for an account that does not exist).
 func (l *Ledger) PolicyLayersFor(ctx context.Context, account string) (PolicyLayers, error) {
 	var rows []dbsqlc.Policy
+	known := false
 	err := l.inTx(ctx, "policy", func(q *dbsqlc.Queries) (err error) {
+		if known, err = q.PolicyScopeKnown(ctx, account); err != nil || !known {
+			return err
+		}
 		rows, err = q.PolicyLayersFor(ctx, account)
 		return err
 	})
 	if err != nil {
 		return PolicyLayers{}, fmt.Errorf("policy rows for %q: %w", account, err)
+	}
+	if !known {
+		return PolicyLayers{}, fmt.Errorf("policy of %q: %w", account, ErrUnknownAccount)
 	}
 	var out PolicyLayers
 	found := false

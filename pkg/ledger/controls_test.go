@@ -100,6 +100,11 @@ func TestSetPolicyChangesOnlyTheFieldsItNames(t *testing.T) {
 	effective, err := e.l.PolicyFor(e.ctx, account)
 	require.NoError(t, err)
 	require.Equal(t, effective, layers.Effective, "the layers agree with the policy the paths read")
+	_, err = e.l.PolicyLayersFor(e.ctx, "acct-nobody")
+	require.ErrorIs(t, err, ledger.ErrUnknownAccount, "the default policy is not the answer for an account that does not exist")
+	layers, err = e.l.PolicyLayersFor(e.ctx, ledger.GlobalScope)
+	require.NoError(t, err)
+	require.Nil(t, layers.Override)
 
 	// The default keeps every field when one changes.
 	base := 2 * time.Second

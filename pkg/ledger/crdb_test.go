@@ -2,9 +2,13 @@ package ledger_test
 
 import (
 	"context"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"strings"
@@ -23,10 +27,8 @@ import (
 // CockroachDB with atmost's migrator, then runs the tests below, unchanged, each on its own
 // freshly migrated CockroachDB database (dbtest.UseCockroachDB). It skips where no CockroachDB
 // can be had: these machines have none, so CI runs the same tests on PostgreSQL only.
-//
-// Left out: what measures PostgreSQL itself rather than the ledger. The interleaving tests
-// ("...ThatWaitedOn...") detect the second transaction's lock wait in pg_stat_activity, and the
-// plan test reads PostgreSQL's EXPLAIN.
+// Every other test of this package is in cockroachLeftOut with the reason, and
+// TestTheCockroachLaneNamesEveryLedgerTest keeps the two lists complete.
 var cockroachSuite = []func(*testing.T){
 	// The state machine, end to end.
 	TestSubmitCreatesOnceAndReportsDuplicates,
@@ -55,6 +57,7 @@ var cockroachSuite = []func(*testing.T){
 	TestATokenFromAnotherAttemptIsRefused,
 	TestTransactionRestartsAfterASerializationFailureAtCommit,
 	TestTransactionGivesUpAfterMaxRetries,
+	TestAnAmbiguousCommitOfAuthorizeIsNeitherRestartedNorARefusal,
 	TestALateCompleteFromAnEarlierAuthorizedAttemptIsFenced,
 	TestACompletionFromAnOldEpochIsFenced,
 	TestRandomOperationsKeepTheInvariants,
@@ -80,12 +83,17 @@ var cockroachSuite = []func(*testing.T){
 	TestAuthorizeRechecksEveryGate,
 	TestAuthorizeRefusesASupersededSource,
 	TestAuthorizeAcceptsTheStoredHead,
+	TestTheFreshnessFenceParksOnlyFreeIntentsWhoseSourceMovedOn,
 	TestAuthorizeTakesOneRateTokenPerAuthorization,
 	TestDuplicateTextAtTheWindowEdge,
+	TestTheTextGoesToTheIntentStoredFirst,
+	TestAnEarlierIntentThatWaitsKeepsItsText,
+	TestAClaimOnceTakenIsNeverTakenBack,
+	TestTheOriginalWinsTheTextWhenTwoDispatchersRace,
 
 	// The batch forms the workers call.
 	TestBeginManyAnswersEachIntentOnItsOwn,
-	TestAuthorizeManySharesTheRateBucketInKeyOrder,
+	TestAuthorizeManySharesTheRateBucketInStoredOrder,
 	TestAuthorizeManyGivesOneTextClaimPerText,
 	TestCompleteManyFencesEachReportOnItsOwn,
 	TestOverlappingBatchesClaimEachIntentOnce,
@@ -123,6 +131,24 @@ var cockroachSuite = []func(*testing.T){
 	TestAppRoleCannotRewriteTheControlHistory,
 	TestSourceHeadAdvancesToTheNewestVersionWhateverIsStored,
 	TestSubmittingANewVersionSupersedesTheStoredHead,
+	TestTheHeadOfABatchIsItsLastCreatedIntent,
+
+	// What operators read: pages of intents, one intent's record, the rejects, the counts.
+	TestListIntentsPagesInKeyOrderAndFilters,
+	TestListIntentsPagesThroughTheParked,
+	TestListIntentsPagesInTimeOrder,
+	TestListIntentsFiltersByTimeAndReason,
+	TestInspectIncludesTheReconciliation,
+	TestRetryAsRecordsTheOperatorAndTheNote,
+	TestRejectsListNewestFirstByReason,
+	TestRejectAtFindsTheRejectOfOneStreamMessage,
+	TestRejectsStoreAnyBytesFaithfully,
+	TestADigestOnlyRejectionKeepsNoBytes,
+	TestOutstandingCountsEveryStateButPublished,
+	TestOrphansFindsRowsWhoseIntentDoesNotExist,
+	TestBrowsePagesNewestFirstThroughEveryState,
+	TestBrowseExaminesAtMostTheWindowAndResumesAfterIt,
+	TestWaitingAndChangedCountByStateAndReason,
 
 	// The restore protocol's ledger side: one transaction of separate statements (CockroachDB
 	// refuses a statement that modifies a table twice), the blocks and the restored point.
@@ -138,6 +164,85 @@ var cockroachSuite = []func(*testing.T){
 	TestRestoreRetakesTheDuplicateTextClaim,
 	TestRestoreBlocksAKeyItCannotRecreate,
 	TestRestorePointNamesTheNewestHistoryAndTheEpochs,
+	TestRestoreWitnessIsAnAuthorizationTheLedgerHoldsPublished,
+	TestRecordedWitnessIsTheNewestAcknowledgedAuthorizationTheLedgerHoldsPublished,
+}
+
+// cockroachLeftOut are the tests of this package the lane does not run, and why: what touches
+// no database, and what measures PostgreSQL itself rather than the ledger.
+var cockroachLeftOut = map[string]string{
+	"TestCockroachDB":                          "the lane itself",
+	"TestTheCockroachLaneNamesEveryLedgerTest": "reads this package's source, no database",
+
+	// No database: the tables in Go and the SQL files as text.
+	"TestEveryDeclaredReasonIsInTheTable":        "no database",
+	"TestEveryReasonLeadsToOneOfTheSixStates":    "no database",
+	"TestTheReasonTableMatchesTheCode":           "no database",
+	"TestEveryGuardNamedIsAStatementOfItsFile":   "no database",
+	"TestQueriesWriteOnlyKnownReasons":           "no database",
+	"TestTransitionTableHasNoWayBack":            "no database",
+	"TestStoredTextRoundTripsAnyBytes":           "no database",
+	"TestBrowseNamesEveryReasonOfTheSweptStates": "no database",
+
+	// PostgreSQL's planner: EXPLAIN.
+	"TestHotStatementsReachRowsByPrimaryKey":              "PostgreSQL's EXPLAIN",
+	"TestThePeoplesQueueIsReadThroughItsIndex":            "PostgreSQL's EXPLAIN",
+	"TestConsoleReadsGoThroughThePartialIndexOfEachState": "PostgreSQL's EXPLAIN",
+
+	// The interleavings (interleave) see the second transaction wait for a lock in
+	// pg_stat_activity; on CockroachDB the wait would be found in crdb_internal.cluster_locks
+	// (docs/cockroachdb.md#a-test-plan-for-a-machine-with-cockroachdb).
+	"TestBeginThatWaitedOnAnotherBeginSeesItsClaim":               "pg_stat_activity",
+	"TestBeginThatWaitedOnAParkIsRefused":                         "pg_stat_activity",
+	"TestAuthorizeThatWaitedOnTheSameAuthorizeIsRefused":          "pg_stat_activity",
+	"TestAuthorizeThatWaitedOnTheSweeperIsRefused":                "pg_stat_activity",
+	"TestAuthorizeThatWaitedOnANewerClaimIsRefused":               "pg_stat_activity",
+	"TestRetryThatWaitedOnAParkIsRefused":                         "pg_stat_activity",
+	"TestParkThatWaitedOnAPublishIsRefused":                       "pg_stat_activity",
+	"TestParkThatWaitedOnAnAuthorizationIsRefused":                "pg_stat_activity",
+	"TestResolveThatWaitedOnAParkIsRefused":                       "pg_stat_activity",
+	"TestSweeperThatWaitedOnANewClaimSparesIt":                    "pg_stat_activity",
+	"TestSweeperThatWaitedOnAClaimLeavesTheLookupToItsReconciler": "pg_stat_activity",
+	"TestSwitchSetThatWaitedOnAnotherNeverRecordsAWrongBefore":    "pg_stat_activity",
+	"TestPolicySetThatWaitedOnAnotherKeepsItsChange":              "pg_stat_activity",
+	"TestRestoreThatWaitedOnACompletionLeavesItPublished":         "pg_stat_activity",
+}
+
+// The lane stays current: every test of this package is either in cockroachSuite or left out
+// with its reason, never both, and every name left out is a test that exists. A new ledger
+// test fails this until it is put in one of the two lists.
+func TestTheCockroachLaneNamesEveryLedgerTest(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("*_test.go")
+	require.NoError(t, err)
+	declared := map[string]bool{}
+	fset := token.NewFileSet()
+	for _, f := range files {
+		parsed, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		require.NoError(t, err)
+		for _, d := range parsed.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "Test") && len(fn.Type.Params.List) == 1 {
+				declared[fn.Name.Name] = true
+			}
+		}
+	}
+	require.Contains(t, declared, "TestCockroachDB", "the walk missed this package's tests")
+	inSuite := map[string]bool{}
+	for _, test := range cockroachSuite {
+		name := "Test" + testName(test)
+		require.False(t, inSuite[name], "%s is in cockroachSuite twice", name)
+		inSuite[name] = true
+		require.NotContains(t, cockroachLeftOut, name, "%s is both run on CockroachDB and left out", name)
+	}
+	for name := range cockroachLeftOut {
+		require.True(t, declared[name], "cockroachLeftOut names %s, which is no test of this package", name)
+	}
+	for name := range declared {
+		if !inSuite[name] && cockroachLeftOut[name] == "" {
+			t.Errorf("%s is neither in cockroachSuite (pkg/ledger/crdb_test.go) nor in cockroachLeftOut with the reason: make test-crdb would not run it", name)
+		}
+	}
 }
 
 // TestCockroachDB is the CockroachDB lane. It uses the cluster at ATMOST_CRDB_URL, or starts a

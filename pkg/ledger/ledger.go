@@ -27,8 +27,9 @@ type DB interface {
 
 // Config tunes a Ledger. The zero value of every field means its default.
 type Config struct {
-	// Actor is written to history as the author of the transitions this Ledger makes for a
-	// role (ingest, dispatcher, sweeper, ...). Default "atmost".
+	// Actor is written to history (and to reconciliation steps) as the author of the
+	// transitions this Ledger makes for a process: the roles pass "<role>/<instance>"
+	// (docs/design.md#who-acted). Operators' changes name the operator instead. Default "atmost".
 	Actor string
 	// Isolation of every transaction. Default pgx.Serializable. The guards are correct at
 	// READ COMMITTED too; the concurrency suite runs at both.
@@ -180,7 +181,11 @@ func (l *Ledger) tryTx(ctx context.Context, opts pgx.TxOptions, fn func(q *dbsql
 }
 
 // restartable reports whether err means the transaction lost a race and may simply run again:
-// serialization_failure (40001) or deadlock_detected (40P01).
+// serialization_failure (40001) or deadlock_detected (40P01), both of which roll it back. Never
+// what may have committed: CockroachDB's ambiguous result (40003, statement_completion_unknown)
+// or a connection lost during COMMIT is returned as it is, neither a refusal nor
+// ErrRetriesExhausted, and the caller must treat it as possibly committed
+// (docs/cockroachdb.md#retries-and-ambiguous-commits).
 func restartable(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")

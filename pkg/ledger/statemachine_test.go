@@ -98,6 +98,10 @@ func TestQueriesWriteOnlyKnownReasons(t *testing.T) {
 		"rate_burst": true, "text_window_seconds": true, "retryable_reasons": true,
 		// the sweeper's verdicts and the JSON key of its parking detail
 		"moved": true, "lookup_lost": true, "never_reconciled": true, "why": true,
+		// the JSON keys of a duplicate_text refusal's detail (TextHold)
+		"holder": true, "window_ends_at": true, "window_seconds": true,
+		// encode's format, for the holder's delivery key in its text form
+		"hex": true,
 	}
 	files, err := filepath.Glob("queries/*.sql")
 	require.NoError(t, err)

@@ -25,16 +25,50 @@ import (
 	"github.com/atmost/atmost/internal/role/reconcile"
 	"github.com/atmost/atmost/internal/role/sweep"
 	"github.com/atmost/atmost/internal/tools/platformsim"
+	"github.com/atmost/atmost/migrations"
 )
 
 // root is the repository's top directory, where compose.yaml and the Dockerfile live.
 const root = "../../.."
 
-// loadCompose loads and validates compose.yaml as docker compose would, without a Docker
-// engine: the schema, interpolation (from an empty environment, so the file cannot depend on
-// the caller's), merge keys and the consistency checks (every depends_on, volume and network
-// declared).
-func loadCompose(t *testing.T) *types.Project {
+// A size is one profile of compose.yaml: a ledger database, NATS, the roles and Prometheus.
+type size struct {
+	profile string
+	// roles holds the binaries of the atmost roles, each with the number of instances the size
+	// runs.
+	roles map[string]int
+	// replicas is the ATMOST_STREAM_REPLICAS every role of the size sets.
+	replicas string
+	// ledger returns the size's database servers and the port the roles reach them on.
+	ledger func(t *testing.T, p *types.Project) (nodes []string, port uint16)
+}
+
+var (
+	single = size{
+		profile:  "single",
+		roles:    map[string]int{"ingest": 1, "dispatcher": 1, "sweeper": 1, "reconciler": 1},
+		replicas: "1",
+		ledger:   postgresServers,
+	}
+	cluster = size{
+		profile:  "cluster",
+		roles:    map[string]int{"ingest": 1, "dispatcher": 2, "sweeper": 1, "reconciler": 1},
+		replicas: "3",
+		ledger:   cockroachNodes,
+	}
+	sizes = []size{single, cluster}
+)
+
+// allProfiles enables every service, whatever its profile.
+const allProfiles = "*"
+
+// loadCompose loads and validates compose.yaml as docker compose --profile profile would,
+// without a Docker engine: the schema, interpolation (from an empty environment, so the file
+// cannot depend on the caller's), merge keys, the profile's selection and the consistency
+// checks on what it selects (every depends_on, volume and network declared and enabled, so a
+// service that depends on one of another size fails here). The returned project's Services are
+// the profile's; no profile enables only the services that have none.
+func loadCompose(t *testing.T, profiles ...string) *types.Project {
 	t.Helper()
 	dir, err := filepath.Abs(root)
 	require.NoError(t, err)
@@ -45,8 +79,11 @@ func loadCompose(t *testing.T) *types.Project {
 		WorkingDir:  dir,
 		ConfigFiles: []types.ConfigFile{{Filename: path, Content: body}},
 		Environment: types.Mapping{},
-	}, func(o *loader.Options) { o.ResolvePaths = true })
-	require.NoError(t, err, "compose.yaml does not load")
+	}, func(o *loader.Options) {
+		o.ResolvePaths = true
+		o.Profiles = profiles
+	})
+	require.NoError(t, err, "compose.yaml does not load with profiles %v", profiles)
 	return p
 }
 
@@ -80,6 +117,14 @@ func byImage(p *types.Project, prefix string) []types.ServiceConfig {
 		if s := p.Services[name]; strings.HasPrefix(s.Image, prefix) {
 			out = append(out, s)
 		}
+	}
+	return out
+}
+
+func names(services []types.ServiceConfig) []string {
+	out := make([]string, 0, len(services))
+	for _, s := range services {
+		out = append(out, s.Name)
 	}
 	return out
 }
@@ -131,8 +176,51 @@ func requireDependsOn(t *testing.T, s types.ServiceConfig, on, condition string)
 	require.Equal(t, condition, d.Condition, "service %s: depends_on %s", s.Name, on)
 }
 
+// theMigrateJob returns the one service of a size that runs the atmost CLI.
+func theMigrateJob(t *testing.T, p *types.Project) types.ServiceConfig {
+	t.Helper()
+	migrate := byBinary(p, "atmost")
+	require.Len(t, migrate, 1, "one service runs the atmost CLI")
+	m := migrate[0]
+	require.Equal(t, []string{"atmost", "migrate", "--create-database"}, []string(m.Command))
+	return m
+}
+
+func TestComposeRunsNothingUntilASizeIsChosen(t *testing.T) {
+	// A service without a profile would start with a bare `docker compose up`, and with
+	// either size whatever it needs: none has one, and each belongs to a size.
+	require.Empty(t, loadCompose(t).Services, "services without a profile")
+	known := map[string]bool{}
+	for _, z := range sizes {
+		known[z.profile] = true
+	}
+	all := loadCompose(t, allProfiles)
+	require.NotEmpty(t, all.Services)
+	for _, name := range sortedNames(all) {
+		for _, profile := range all.Services[name].Profiles {
+			require.True(t, known[profile], "service %s is in profile %q, which is no size", name, profile)
+		}
+	}
+}
+
+func cockroachNodes(t *testing.T, p *types.Project) ([]string, uint16) {
+	t.Helper()
+	var started []string
+	for _, s := range byImage(p, "cockroachdb/cockroach:") {
+		if len(s.Command) > 0 && s.Command[0] == "start" {
+			started = append(started, s.Name)
+		}
+	}
+	return started, 26257
+}
+
+func postgresServers(t *testing.T, p *types.Project) ([]string, uint16) {
+	t.Helper()
+	return names(byImage(p, "postgres:")), 5432
+}
+
 func TestComposeRunsAThreeNodeCockroachDBCluster(t *testing.T) {
-	p := loadCompose(t)
+	p := loadCompose(t, cluster.profile)
 	nodes := byImage(p, "cockroachdb/cockroach:")
 	var started []types.ServiceConfig
 	for _, s := range nodes {
@@ -141,7 +229,7 @@ func TestComposeRunsAThreeNodeCockroachDBCluster(t *testing.T) {
 		}
 	}
 	require.Len(t, started, 3, "three CockroachDB nodes (cockroach start)")
-	names := []string{started[0].Name, started[1].Name, started[2].Name}
+	names := names(started)
 	stores := map[string]bool{}
 	for _, s := range started {
 		require.Contains(t, s.Command, "--insecure", "%s: the example runs insecure", s.Name)
@@ -173,20 +261,43 @@ func TestComposeRunsAThreeNodeCockroachDBCluster(t *testing.T) {
 		requireDependsOn(t, init[0], n, types.ServiceConditionStarted)
 	}
 
-	// The migrate job: atmost migrate --create-database against the initialized cluster.
-	migrate := byBinary(p, "atmost")
-	require.Len(t, migrate, 1, "one service runs the atmost CLI")
-	m := migrate[0]
-	require.Equal(t, []string{"atmost", "migrate", "--create-database"}, []string(m.Command))
+	// The migrate job: atmost migrate --create-database against the initialized cluster, as a
+	// user that may create the database and the application role.
+	m := theMigrateJob(t, p)
 	requireDependsOn(t, m, init[0].Name, types.ServiceConditionCompletedSuccessfully)
 	for _, n := range names {
 		requireDependsOn(t, m, n, types.ServiceConditionHealthy)
 	}
-	requireCockroachURL(t, env(t, m, "ATMOST_DATABASE_URL"), names)
+	cfg := requireLedgerURL(t, env(t, m, "ATMOST_DATABASE_URL"), names, 26257)
+	require.NotEqual(t, migrations.AppRole, cfg.User, "the migrate job creates %s; it cannot be it", migrations.AppRole)
+}
+
+func TestComposeRunsOnePostgreSQL(t *testing.T) {
+	p := loadCompose(t, single.profile)
+	servers := byImage(p, "postgres:")
+	require.Len(t, servers, 1, "one PostgreSQL server")
+	s := servers[0]
+	// The image keeps its cluster in PGDATA (its default below PostgreSQL 18).
+	pgdata := "/var/lib/postgresql/data"
+	if v, ok := s.Environment["PGDATA"]; ok && v != nil {
+		pgdata = *v
+	}
+	volumeAt(t, p, s, pgdata)
+	require.NotNil(t, s.HealthCheck, "%s: the migrate job waits for it to be healthy", s.Name)
+	require.Contains(t, strings.Join(s.HealthCheck.Test, " "), "pg_isready", "%s", s.Name)
+	// atmost migrate creates the application role without a password, so the roles can log
+	// in only where the server trusts them; the server is then kept off the host's ports.
+	require.Equal(t, "trust", env(t, s, "POSTGRES_HOST_AUTH_METHOD"), "%s: %s has no password", s.Name, migrations.AppRole)
+	require.Empty(t, s.Ports, "%s trusts every connection: publish no port", s.Name)
+
+	m := theMigrateJob(t, p)
+	requireDependsOn(t, m, s.Name, types.ServiceConditionHealthy)
+	cfg := requireLedgerURL(t, env(t, m, "ATMOST_DATABASE_URL"), []string{s.Name}, 5432)
+	require.NotEqual(t, migrations.AppRole, cfg.User, "the migrate job creates %s; it cannot be it", migrations.AppRole)
 }
 
 func TestComposeRunsAThreeNodeNATSClusterWithJetStream(t *testing.T) {
-	p := loadCompose(t)
+	p := loadCompose(t, cluster.profile)
 	servers := byImage(p, "nats:")
 	require.Len(t, servers, 3, "three NATS servers")
 	stores := map[string]bool{}
@@ -196,9 +307,9 @@ func TestComposeRunsAThreeNodeNATSClusterWithJetStream(t *testing.T) {
 		require.Contains(t, args, "--jetstream", "%s: JetStream must be on", s.Name)
 		name, ok := flag(args, "--server_name")
 		require.True(t, ok && name != "", "%s: JetStream in a cluster needs a server name", s.Name)
-		cluster, ok := flag(args, "--cluster_name")
+		clusterName, ok := flag(args, "--cluster_name")
 		require.True(t, ok, "%s: no --cluster_name", s.Name)
-		clusters[cluster] = true
+		clusters[clusterName] = true
 		_, ok = flag(args, "--cluster")
 		require.True(t, ok, "%s: no --cluster listen URL", s.Name)
 		routes, ok := flag(args, "--routes")
@@ -216,97 +327,146 @@ func TestComposeRunsAThreeNodeNATSClusterWithJetStream(t *testing.T) {
 	require.Len(t, stores, 3, "each server keeps its own JetStream store volume")
 }
 
-// roles are the binaries of the atmost roles, each with the number of instances the topology
-// runs.
-var roles = map[string]int{"ingest": 1, "dispatcher": 2, "sweeper": 1, "reconciler": 1}
-
-func TestComposeRunsEveryRoleOnTheClusters(t *testing.T) {
-	p := loadCompose(t)
-	roaches := byImage(p, "cockroachdb/cockroach:")
-	var roachNames []string
-	for _, s := range roaches {
-		if len(s.Command) > 0 && s.Command[0] == "start" {
-			roachNames = append(roachNames, s.Name)
-		}
+func TestComposeRunsOneNATSServerWithJetStream(t *testing.T) {
+	p := loadCompose(t, single.profile)
+	servers := byImage(p, "nats:")
+	require.Len(t, servers, 1, "one NATS server")
+	s := servers[0]
+	require.Contains(t, s.Command, "--jetstream", "%s: JetStream must be on", s.Name)
+	for _, clustering := range []string{"--cluster", "--cluster_name", "--routes"} {
+		_, ok := flag(s.Command, clustering)
+		require.False(t, ok, "%s: %s, but a single server has no cluster to join", s.Name, clustering)
 	}
-	var natsNames []string
-	for _, s := range byImage(p, "nats:") {
-		natsNames = append(natsNames, s.Name)
-	}
-	migrate := byBinary(p, "atmost")
-	require.Len(t, migrate, 1)
-
-	hostPorts := map[string]string{}
-	for bin, want := range roles {
-		services := byBinary(p, bin)
-		instances := 0
-		for _, s := range services {
-			instances += s.GetScale()
-		}
-		require.Equal(t, want, instances, "instances of %s", bin)
-		for _, s := range services {
-			require.Equal(t, "3", env(t, s, "ATMOST_STREAM_REPLICAS"), "%s: R3 streams", s.Name)
-			requireCockroachURL(t, env(t, s, "ATMOST_DATABASE_URL"), roachNames)
-
-			var natsHosts []string
-			for _, raw := range strings.Split(env(t, s, "ATMOST_NATS_URL"), ",") {
-				u, err := url.Parse(strings.TrimSpace(raw))
-				require.NoError(t, err, "%s: ATMOST_NATS_URL", s.Name)
-				require.Equal(t, "nats", u.Scheme, "%s: ATMOST_NATS_URL", s.Name)
-				natsHosts = append(natsHosts, u.Hostname())
-			}
-			require.ElementsMatch(t, natsNames, natsHosts, "%s: ATMOST_NATS_URL must list every NATS server", s.Name)
-
-			requireDependsOn(t, s, migrate[0].Name, types.ServiceConditionCompletedSuccessfully)
-			for _, n := range natsNames {
-				requireDependsOn(t, s, n, types.ServiceConditionHealthy)
-			}
-
-			// /healthz, /readyz and /metrics: served on all interfaces inside the container
-			// and published on the host's loopback only.
-			_, port, err := net.SplitHostPort(env(t, s, "ATMOST_HTTP_ADDR"))
-			require.NoError(t, err, "%s: ATMOST_HTTP_ADDR", s.Name)
-			published := publishedOnLoopback(t, s, port)
-			require.NotContains(t, hostPorts, published, "%s and %s publish the same host port", s.Name, hostPorts[published])
-			hostPorts[published] = s.Name
-		}
-	}
-
-	sims := byBinary(p, "platformsim")
-	require.Len(t, sims, 1, "one platform simulator")
-	_, port, err := net.SplitHostPort(env(t, sims[0], "ATMOST_SIM_ADDR"))
-	require.NoError(t, err)
-	publishedOnLoopback(t, sims[0], port)
+	storeDir, ok := flag(s.Command, "--store_dir")
+	require.True(t, ok, "%s: no --store_dir", s.Name)
+	volumeAt(t, p, s, storeDir)
+	require.NotNil(t, s.HealthCheck, "%s: the roles wait for it to be healthy", s.Name)
+	require.Contains(t, strings.Join(s.HealthCheck.Test, " "), "/healthz", "%s", s.Name)
 }
 
-func publishedOnLoopback(t *testing.T, s types.ServiceConfig, target string) string {
+// roleServices returns a size's services that run a role, sorted by name.
+func roleServices(p *types.Project, z size) []types.ServiceConfig {
+	var out []types.ServiceConfig
+	for _, name := range sortedNames(p) {
+		s := p.Services[name]
+		if _, ok := z.roles[binary(s)]; ok && s.Build != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// httpPort is the container port of a role's /healthz, /readyz and /metrics.
+func httpPort(t *testing.T, s types.ServiceConfig) string {
+	t.Helper()
+	_, port, err := net.SplitHostPort(env(t, s, "ATMOST_HTTP_ADDR"))
+	require.NoError(t, err, "%s: ATMOST_HTTP_ADDR", s.Name)
+	return port
+}
+
+func TestComposeRunsEveryRole(t *testing.T) {
+	for _, z := range sizes {
+		t.Run(z.profile, func(t *testing.T) {
+			p := loadCompose(t, z.profile)
+			ledgerNodes, ledgerPort := z.ledger(t, p)
+			require.NotEmpty(t, ledgerNodes, "no database server")
+			natsNames := names(byImage(p, "nats:"))
+			require.NotEmpty(t, natsNames, "no NATS server")
+			migrate := theMigrateJob(t, p)
+
+			for bin, want := range z.roles {
+				services := byBinary(p, bin)
+				instances := 0
+				for _, s := range services {
+					instances += s.GetScale()
+				}
+				require.Equal(t, want, instances, "instances of %s", bin)
+				for _, s := range services {
+					// Prometheus scrapes each instance at its service name, which names one
+					// container only.
+					require.Equal(t, 1, s.GetScale(), "%s: one container per service", s.Name)
+					require.Equal(t, z.replicas, env(t, s, "ATMOST_STREAM_REPLICAS"), "%s: R%s streams", s.Name, z.replicas)
+					cfg := requireLedgerURL(t, env(t, s, "ATMOST_DATABASE_URL"), ledgerNodes, ledgerPort)
+					require.Equal(t, migrations.AppRole, cfg.User, "%s: the roles connect as the application role", s.Name)
+
+					var natsHosts []string
+					for _, raw := range strings.Split(env(t, s, "ATMOST_NATS_URL"), ",") {
+						u, err := url.Parse(strings.TrimSpace(raw))
+						require.NoError(t, err, "%s: ATMOST_NATS_URL", s.Name)
+						require.Equal(t, "nats", u.Scheme, "%s: ATMOST_NATS_URL", s.Name)
+						natsHosts = append(natsHosts, u.Hostname())
+					}
+					require.ElementsMatch(t, natsNames, natsHosts, "%s: ATMOST_NATS_URL must list every NATS server", s.Name)
+
+					requireDependsOn(t, s, migrate.Name, types.ServiceConditionCompletedSuccessfully)
+					for _, n := range natsNames {
+						requireDependsOn(t, s, n, types.ServiceConditionHealthy)
+					}
+
+					// /healthz, /readyz and /metrics: served on all interfaces inside the
+					// container and published on the host (on loopback, see below).
+					publishes(t, s, httpPort(t, s))
+				}
+			}
+
+			sims := byBinary(p, "platformsim")
+			require.Len(t, sims, 1, "one platform simulator")
+			_, port, err := net.SplitHostPort(env(t, sims[0], "ATMOST_SIM_ADDR"))
+			require.NoError(t, err)
+			publishes(t, sims[0], port)
+		})
+	}
+}
+
+// publishes requires s to publish its container port target on the host.
+func publishes(t *testing.T, s types.ServiceConfig, target string) {
 	t.Helper()
 	for _, port := range s.Ports {
 		if port.Target != 0 && target == strconv.FormatUint(uint64(port.Target), 10) {
-			require.Equal(t, "127.0.0.1", port.HostIP, "%s: publish %s on localhost only", s.Name, target)
 			require.NotEmpty(t, port.Published, "%s: port %s", s.Name, target)
-			return port.Published
+			return
 		}
 	}
-	t.Fatalf("service %s does not publish its HTTP port %s", s.Name, target)
-	return ""
+	t.Fatalf("service %s does not publish its port %s", s.Name, target)
 }
 
-// requireCockroachURL checks that raw reaches the ledger on CockroachDB nodes of the topology
-// only.
-func requireCockroachURL(t *testing.T, raw string, nodes []string) {
+func TestComposePublishesOnLoopbackOnlyAndEachHostPortOnce(t *testing.T) {
+	for _, z := range sizes {
+		t.Run(z.profile, func(t *testing.T) {
+			p := loadCompose(t, z.profile)
+			owners := map[string]string{}
+			for _, name := range sortedNames(p) {
+				for _, port := range p.Services[name].Ports {
+					require.Equal(t, "127.0.0.1", port.HostIP, "%s: publish %d on localhost only", name, port.Target)
+					require.NotEmpty(t, port.Published, "%s: port %d has no fixed host port", name, port.Target)
+					hostPort := port.Published + "/" + port.Protocol
+					require.NotContains(t, owners, hostPort, "%s and %s publish the same host port", name, owners[hostPort])
+					owners[hostPort] = name
+				}
+			}
+			require.NotEmpty(t, owners)
+		})
+	}
+}
+
+// requireLedgerURL checks that raw reaches the ledger (the database atmost) on servers of the
+// size only, at port, and returns the parsed URL.
+func requireLedgerURL(t *testing.T, raw string, nodes []string, port uint16) *pgconn.Config {
 	t.Helper()
 	cfg, err := pgconn.ParseConfig(raw)
 	require.NoError(t, err, "database URL %q", raw)
 	require.Equal(t, "atmost", cfg.Database, "database URL %q", raw)
 	hosts := []string{cfg.Host}
+	ports := []uint16{cfg.Port}
 	for _, f := range cfg.Fallbacks {
 		hosts = append(hosts, f.Host)
+		ports = append(ports, f.Port)
 	}
-	for _, h := range hosts {
-		require.Contains(t, nodes, h, "database URL %q names a host that is not a CockroachDB node", raw)
+	for i, h := range hosts {
+		require.Contains(t, nodes, h, "database URL %q names a host that is not a database server of the size", raw)
+		require.Equal(t, port, ports[i], "database URL %q: %s", raw, h)
 	}
-	require.EqualValues(t, 26257, cfg.Port, "database URL %q", raw)
+	return cfg
 }
 
 // envName matches an environment variable of atmost in help text.
@@ -349,7 +509,7 @@ func helpEnv(t *testing.T, bin string) map[string]bool {
 }
 
 func TestComposeSetsOnlyVariablesTheBinariesKnow(t *testing.T) {
-	p := loadCompose(t)
+	p := loadCompose(t, allProfiles)
 	helps := map[string]map[string]bool{}
 	checked := 0
 	for _, name := range sortedNames(p) {
@@ -367,15 +527,17 @@ func TestComposeSetsOnlyVariablesTheBinariesKnow(t *testing.T) {
 		}
 	}
 	require.NotZero(t, checked)
-	for bin := range roles {
-		require.Contains(t, helps, bin, "no service runs %s", bin)
+	for _, z := range sizes {
+		for bin := range z.roles {
+			require.Contains(t, helps, bin, "no service runs %s", bin)
+		}
 	}
 }
 
 var goBuild = regexp.MustCompile(`go build[^\n]*?(?:\\\n[^\n]*?)*?\s(\./cmd/\S*)`)
 
 func TestDockerfileBuildsEveryBinaryTheServicesRun(t *testing.T) {
-	p := loadCompose(t)
+	p := loadCompose(t, allProfiles)
 	dockerfile, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
 	require.NoError(t, err)
 	text := string(dockerfile)

@@ -34,7 +34,7 @@ type helpFlag struct {
 }
 
 var (
-	flagLine     = regexp.MustCompile(`^  -([a-z][a-z0-9-]*)`)
+	flagLine     = regexp.MustCompile(`^  --([a-z][a-z0-9-]*)`)
 	flagEnv      = regexp.MustCompile(`(?:\(env |\$)(ATMOST_[A-Z0-9_]+)`)
 	flagDefault  = regexp.MustCompile(`\(default (.*)\)$`)
 	envVariable  = regexp.MustCompile(`\bATMOST_[A-Z0-9_]+\b`)
@@ -43,8 +43,9 @@ var (
 	backtickEnv  = regexp.MustCompile("`(ATMOST_[A-Z0-9_]+)`")
 )
 
-// parseHelp reads the flags of a flag package's PrintDefaults output: "  -name type" followed by
-// its usage on lines that start with a tab.
+// parseHelp reads the flags of a --help: "  --name type" (flaghelp.PrintDefaults, the roles) or
+// "  --name VALUE" (atmost), each followed by its usage on lines that start with a tab. A flag
+// spelled -name is not read, so a --help that spells one so lists fewer flags than the page.
 func parseHelp(help string) map[string]helpFlag {
 	flags := map[string]helpFlag{}
 	name, usage := "", ""
@@ -267,46 +268,131 @@ func TestTheConfigurationPageListsEveryRolesFlags(t *testing.T) {
 	}
 }
 
-// helpArgs is what to ask for each command's flags: a group whose own --help prints only its
-// usage (accounts) prints its flags for a subcommand.
-var helpArgs = map[string][]string{"accounts": {"accounts", "add"}}
+// rawCommands are the commands of atmost that parse their own command line (cli.Command.Raw):
+// their flags are read from the --help of the subcommand named here, as the flag package
+// spells them (-name), and their usage lines are not compared. A command declared like the
+// others leaves this list.
+var rawCommands = map[string][]string{"accounts": {"accounts", "add"}}
 
-// commandNames are the commands `atmost --help` lists.
-func commandNames(t *testing.T) []string {
-	t.Helper()
-	help := cliHelp(t)
-	_, list, ok := strings.Cut(help, "Commands:\n")
-	require.True(t, ok, "atmost --help lists no commands:\n%s", help)
-	list, _, _ = strings.Cut(list, "\n\n")
+// cliCommand is one command of atmost that runs, as its --help shows it.
+type cliCommand struct {
+	path  string   // "switch on"
+	usage []string // its own usage lines, each on one line; nil for a raw command
+	help  string
+}
+
+var (
+	usageSection = regexp.MustCompile(`(?s)^Usage:\n(.*?)\n\n`)
+	commandList  = regexp.MustCompile(`(?s)\nCommands:\n(.*?)(?:\n\n|$)`)
+	exitCodeLine = regexp.MustCompile(`(?m)^  ([0-9]+)  (.+)$`)
+)
+
+// listedCommands are the names a help's Commands: section lists.
+func listedCommands(help string) []string {
+	m := commandList.FindStringSubmatch(help)
+	if m == nil {
+		return nil
+	}
 	var names []string
-	for _, line := range strings.Split(list, "\n") {
+	for _, line := range strings.Split(m[1], "\n") {
 		if f := strings.Fields(line); len(f) > 0 {
 			names = append(names, f[0])
 		}
 	}
-	require.NotEmpty(t, names)
 	return names
 }
 
-// cliMismatches compares the atmost section of the configuration page with what every command
-// prints: the command table lists each command's flags, no more and no fewer; the meaning table
-// lists every flag once; the variables named anywhere in the section are those --help names.
-func cliMismatches(doc string, helps map[string]string, topHelp string) []string {
+// usageLines are the lines of a help's Usage: section, a wrapped line joined into one.
+func usageLines(help string) []string {
+	m := usageSection.FindStringSubmatch(help)
+	if m == nil {
+		return nil
+	}
 	var out []string
-	commands := map[string][]string{}
+	for _, line := range strings.Split(m[1], "\n") {
+		switch {
+		case strings.HasPrefix(line, "        ") && len(out) > 0:
+			out[len(out)-1] += " " + strings.TrimSpace(line)
+		case strings.TrimSpace(line) != "":
+			out = append(out, strings.TrimSpace(line))
+		}
+	}
+	return out
+}
+
+// cliCommands walks atmost from its --help: every command a Commands: section lists, and in it
+// every subcommand, in the order --help lists them. A group that also runs itself (migrate) is
+// one of them, with its own usage lines only.
+func cliCommands(t *testing.T) []cliCommand {
+	t.Helper()
+	var out []cliCommand
+	var walk func(path []string)
+	walk = func(path []string) {
+		help := cliHelp(t, path...)
+		subs := listedCommands(help)
+		name := strings.Join(path, " ")
+		var own []string
+	lines:
+		for _, u := range usageLines(help) {
+			for _, s := range subs {
+				if u == "atmost "+name+" "+s || strings.HasPrefix(u, "atmost "+name+" "+s+" ") {
+					continue lines
+				}
+			}
+			own = append(own, u)
+		}
+		if len(own) > 0 {
+			out = append(out, cliCommand{path: name, usage: own, help: help})
+		}
+		for _, s := range subs {
+			walk(append(append([]string{}, path...), s))
+		}
+	}
+	top := listedCommands(cliHelp(t))
+	require.NotEmpty(t, top, "atmost --help lists no commands")
+	for _, name := range top {
+		if args, ok := rawCommands[name]; ok {
+			help := regexp.MustCompile(`(?m)^  -([a-z])`).ReplaceAllString(cliHelp(t, args...), "  --$1")
+			out = append(out, cliCommand{path: name, help: help})
+			continue
+		}
+		walk([]string{name})
+	}
+	return out
+}
+
+// fencedLines are the lines of the fenced code blocks of md that start with "atmost ".
+func fencedLines(md string) []string {
+	var out []string
+	in := false
+	for _, line := range strings.Split(md, "\n") {
+		switch {
+		case strings.HasPrefix(line, "```"):
+			in = !in
+		case in && strings.HasPrefix(line, "atmost "):
+			out = append(out, strings.TrimSpace(line))
+		}
+	}
+	return out
+}
+
+// cliMismatches compares the atmost section of the configuration page with what every command
+// prints: the usage block lists each command's usage lines as --help prints them, in the same
+// order; the meaning table lists every flag once; the exit-code table is atmost --help's; the
+// variables named anywhere in the section are those --help names.
+func cliMismatches(doc string, cmds []cliCommand, topHelp string) []string {
+	var out []string
 	meanings := map[string]int{}
 	documentedEnv := map[string]bool{}
+	documentedCodes := map[string]string{}
 	for _, row := range tables(doc) {
 		switch {
-		case row["command"] != "":
-			name := strings.Trim(row["command"], "`")
-			for _, m := range backtickFlag.FindAllStringSubmatch(row["flags"], -1) {
-				commands[name] = append(commands[name], m[1])
-			}
 		case row["flag"] != "":
 			for _, m := range backtickFlag.FindAllStringSubmatch(row["flag"], -1) {
 				meanings[m[1]]++
 			}
+		case row["code"] != "":
+			documentedCodes[strings.Trim(row["code"], "`")] = row["meaning"]
 		}
 		for _, col := range []string{"variable", "environment"} {
 			for _, m := range backtickEnv.FindAllStringSubmatch(row[col], -1) {
@@ -314,43 +400,75 @@ func cliMismatches(doc string, helps map[string]string, topHelp string) []string
 			}
 		}
 	}
+
+	var printed []string
+	raw := map[string]bool{}
+	for _, c := range cmds {
+		if c.usage == nil {
+			raw[strings.Fields(c.path)[0]] = true
+		}
+		printed = append(printed, c.usage...)
+	}
+	var listed []string
+	for _, l := range fencedLines(doc) {
+		if !raw[strings.Fields(l)[1]] {
+			listed = append(listed, l)
+		}
+	}
+	inDoc, inHelp := map[string]bool{}, map[string]bool{}
+	for _, l := range listed {
+		inDoc[l] = true
+	}
+	for _, l := range printed {
+		inHelp[l] = true
+		if !inDoc[l] {
+			out = append(out, fmt.Sprintf("--help prints the usage %q, which the page does not list", l))
+		}
+	}
+	for _, l := range listed {
+		if !inHelp[l] {
+			out = append(out, fmt.Sprintf("the page lists the usage %q, which no --help prints", l))
+		}
+	}
+	if len(out) == 0 && strings.Join(listed, "\n") != strings.Join(printed, "\n") {
+		out = append(out, "the page lists the usage lines in another order than --help: "+strings.Join(printed, " / "))
+	}
+
+	helpCodes := map[string]string{}
+	for _, m := range exitCodeLine.FindAllStringSubmatch(topHelp[strings.Index(topHelp, "Exit codes:")+1:], -1) {
+		helpCodes[m[1]] = m[2]
+	}
+	if len(helpCodes) == 0 {
+		out = append(out, "atmost --help lists no exit codes")
+	}
+	for code, meaning := range helpCodes {
+		if documentedCodes[code] != meaning {
+			out = append(out, fmt.Sprintf("exit code %s means %q in --help, %q on the page", code, meaning, documentedCodes[code]))
+		}
+	}
+	for code := range documentedCodes {
+		if _, ok := helpCodes[code]; !ok {
+			out = append(out, "the page lists exit code "+code+", which atmost --help does not")
+		}
+	}
+
 	helpEnv := map[string]bool{}
 	for _, m := range envSection.FindAllStringSubmatch(topHelp, -1) {
 		helpEnv[m[1]] = true
 	}
 	all := map[string]bool{}
-	for name, help := range helps {
-		flags := parseHelp(help)
-		if len(flags) == 0 {
-			out = append(out, "atmost "+name+" --help prints no flags")
-		}
-		got := map[string]bool{}
-		for _, f := range commands[name] {
-			got[f] = true
-		}
+	for _, c := range cmds {
+		flags := parseHelp(c.help)
 		for f, h := range flags {
 			all[f] = true
-			if !got[f] {
-				out = append(out, fmt.Sprintf("atmost %s --help prints --%s, which the command table does not list", name, f))
-			}
 			if h.env != "" {
 				helpEnv[h.env] = true
 			}
 		}
-		for f := range got {
-			if _, ok := flags[f]; !ok {
-				out = append(out, fmt.Sprintf("the command table lists --%s for %s, which its --help does not print", f, name))
-			}
-		}
-		for _, v := range envVariable.FindAllString(help, -1) {
-			if strings.Contains(help, "(env "+v) || strings.Contains(help, "$"+v) {
+		for _, v := range envVariable.FindAllString(c.help, -1) {
+			if strings.Contains(c.help, "(env "+v) || strings.Contains(c.help, "$"+v) {
 				helpEnv[v] = true
 			}
-		}
-	}
-	for name := range commands {
-		if _, ok := helps[name]; !ok {
-			out = append(out, "the command table lists "+name+", which atmost --help does not")
 		}
 	}
 	for f := range all {
@@ -377,25 +495,19 @@ func cliMismatches(doc string, helps map[string]string, topHelp string) []string
 	return out
 }
 
-// The atmost section lists exactly the commands, flags and variables the operator command
-// prints in --help.
+// The atmost section lists exactly the commands, usage lines, flags, exit codes and variables
+// the operator command prints in --help.
 func TestTheConfigurationPageListsEveryCommandsFlags(t *testing.T) {
-	helps := map[string]string{}
-	for _, name := range commandNames(t) {
-		args, ok := helpArgs[name]
-		if !ok {
-			args = []string{name}
-		}
-		helps[name] = cliHelp(t, args...)
-	}
-	require.Empty(t, cliMismatches(section(t, configurationDoc(t), "atmost"), helps, cliHelp(t)))
+	cmds := cliCommands(t)
+	require.Greater(t, len(cmds), 20, "every command and subcommand")
+	require.Empty(t, cliMismatches(section(t, configurationDoc(t), "atmost"), cmds, cliHelp(t)))
 }
 
 // The comparisons can fail: a flag left out, one too many, a wrong variable, a wrong default,
 // and a command or variable the page does not know are each noticed.
 func TestTheConfigurationChecksNoticeDifferences(t *testing.T) {
-	help := parseHelp("Usage: x\n\nFlags:\n  -batch int\n    \tper fetch (env ATMOST_X_BATCH) (default 100)\n" +
-		"  -lease duration\n    \tlease\n    \ttaken (env ATMOST_X_LEASE) (default 1m0s)\n  -dedupe\n    \tanswer (env ATMOST_X_DEDUPE; false when unset)\n")
+	help := parseHelp("Usage: x\n\nFlags:\n  --batch int\n    \tper fetch (env ATMOST_X_BATCH) (default 100)\n" +
+		"  --lease duration\n    \tlease\n    \ttaken (env ATMOST_X_LEASE) (default 1m0s)\n  --dedupe\n    \tanswer (env ATMOST_X_DEDUPE; false when unset)\n  -single\n    \tspelled the flag package's way\n")
 	require.Equal(t, map[string]helpFlag{
 		"batch":  {env: "ATMOST_X_BATCH", def: "100", printed: true},
 		"lease":  {env: "ATMOST_X_LEASE", def: "1m0s", printed: true},
@@ -416,14 +528,21 @@ func TestTheConfigurationChecksNoticeDifferences(t *testing.T) {
 	require.Len(t, roleMismatches("x", []string{"x"}, help, page("| `--batch` | `ATMOST_X_BATCH` | `128` | |", lease, dedupe)), 1, "a wrong default")
 	require.Len(t, roleMismatches("x", []string{"x"}, help, page("| `--batch` | `ATMOST_X_BATCH` | none | |", lease, dedupe)), 1, "prose for a printed default")
 
-	cmdHelp := "Usage:\n\nFlags:\n  -database-url string\n    \tthe ledger (env ATMOST_DATABASE_URL) (default \"x\")\n  -json\n    \tprint JSON\n"
-	top := "Environment:\n  ATMOST_DATABASE_URL  the ledger\n"
+	cmdHelp := "Usage:\n  atmost x ls [--database-url URL]\n        [--json]\n\nFlags:\n  --database-url URL\n    \tthe ledger (env ATMOST_DATABASE_URL) (default x)\n  --json\n    \tprint JSON\n"
+	cmds := []cliCommand{{path: "x ls", usage: usageLines(cmdHelp), help: cmdHelp}}
+	require.Equal(t, []string{"atmost x ls [--database-url URL] [--json]"}, cmds[0].usage)
+	top := "Environment:\n  ATMOST_DATABASE_URL  the ledger\n\nExit codes:\n  0  done\n  2  usage\n"
 	good := "| variable | what |\n|---|---|\n| `ATMOST_DATABASE_URL` | |\n\n" +
-		"| command | flags |\n|---|---|\n| `ls` | `--database-url`, `--json` |\n\n" +
+		"```text\natmost x ls [--database-url URL] [--json]\n```\n\n" +
+		"| code | meaning |\n|---|---|\n| `0` | done |\n| `2` | usage |\n\n" +
 		"| flag | environment | what |\n|---|---|---|\n| `--database-url` | `ATMOST_DATABASE_URL` | |\n| `--json` | | |\n"
-	require.Empty(t, cliMismatches(good, map[string]string{"ls": cmdHelp}, top))
-	require.Len(t, cliMismatches(strings.Replace(good, ", `--json` |", " |", 1), map[string]string{"ls": cmdHelp}, top), 1, "a flag left out of the command table")
-	require.Len(t, cliMismatches(strings.Replace(good, "| `--json` | | |\n", "", 1), map[string]string{"ls": cmdHelp}, top), 1, "a flag without a meaning")
-	require.Len(t, cliMismatches(good, map[string]string{"ls": cmdHelp, "rm": cmdHelp}, top), 2, "a command the table lacks")
-	require.Len(t, cliMismatches(good, map[string]string{"ls": cmdHelp}, top+"  ATMOST_OPERATOR  who\n"), 1, "a variable the page lacks")
+	require.Empty(t, cliMismatches(good, cmds, top))
+	require.Len(t, cliMismatches(strings.Replace(good, " [--json]\n```", "\n```", 1), cmds, top), 2, "a flag left out of a usage line")
+	require.Len(t, cliMismatches(strings.Replace(good, "| `--json` | | |\n", "", 1), cmds, top), 1, "a flag without a meaning")
+	rm := cliCommand{path: "x rm", usage: []string{"atmost x rm KEY"}, help: cmdHelp}
+	require.Len(t, cliMismatches(good, append(cmds, rm), top), 1, "a command the page lacks")
+	require.Len(t, cliMismatches(strings.Replace(good, "```\n\n", "atmost x rm KEY\n```\n\n", 1), append([]cliCommand{rm}, cmds...), top), 1, "another order")
+	require.Len(t, cliMismatches(good, cmds, top+"  ATMOST_OPERATOR  who\n"), 1, "a variable the page lacks")
+	require.Len(t, cliMismatches(strings.Replace(good, "| `2` | usage |", "| `2` | usage error |", 1), cmds, top), 1, "an exit code that means something else")
+	require.Len(t, cliMismatches(good, cmds, strings.Replace(top, "  2  usage\n", "", 1)), 1, "an exit code --help does not list")
 }

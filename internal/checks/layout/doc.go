@@ -30,6 +30,14 @@ var Rules = []Rule{
 		Allowed: func(dep string, _ bool) bool { return !hasPathPrefix(dep, "github.com/nats-io") },
 		Why:     "event types and subjects carry no transport; the JetStream publisher is a separate package",
 	},
+	{
+		Root: "github.com/atmost/atmost/pkg/client",
+		Allowed: func(dep string, _ bool) bool {
+			return !hasPathPrefix(dep, "github.com/atmost/atmost/internal") && !hasPathPrefix(dep, "github.com/atmost/atmost/pkg/ledger") &&
+				!hasPathPrefix(dep, "github.com/jackc")
+		},
+		Why: "the client is imported by producers' own modules, which cannot import internal packages and need no database driver",
+	},
 }
 
 // Violations returns one line per dependency of pkg that a rule forbids. deps maps every

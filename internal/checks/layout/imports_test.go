@@ -49,6 +49,11 @@ func TestRulesRejectForbiddenDependencies(t *testing.T) {
 		{"github.com/atmost/atmost/pkg/ledger/sqlc", "github.com/nats-io/nats.go/jetstream", false, true},
 		{"github.com/atmost/atmost/pkg/events", "github.com/nats-io/nats-server/v2/server", false, true},
 		{"github.com/atmost/atmost/pkg/eventsjs", "github.com/nats-io/nats.go", false, false},
+		{"github.com/atmost/atmost/pkg/client", "github.com/nats-io/nats.go/jetstream", false, false},
+		{"github.com/atmost/atmost/pkg/client", "github.com/atmost/atmost/pkg/identity", false, false},
+		{"github.com/atmost/atmost/pkg/client", "github.com/atmost/atmost/internal/outcome", false, true},
+		{"github.com/atmost/atmost/pkg/client", "github.com/atmost/atmost/pkg/ledger", false, true},
+		{"github.com/atmost/atmost/pkg/client", "github.com/jackc/pgx/v5", false, true},
 	} {
 		got := Violations(c.pkg, map[string]bool{c.dep: c.standard})
 		require.Equal(t, c.rejected, len(got) > 0, "%s -> %s", c.pkg, c.dep)

@@ -1,11 +1,13 @@
 package dispatch_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/atmost/atmost/internal/role/dispatch"
 	"github.com/atmost/atmost/internal/testkit/worldtest"
 	"github.com/atmost/atmost/internal/tools/platformsim"
 	"github.com/atmost/atmost/pkg/identity"
@@ -150,4 +152,51 @@ func TestARateLimitReleasesABacklogAtThePolicysRate(t *testing.T) {
 	require.Equal(t, map[ledger.State]int{ledger.Published: 12}, states(intents))
 	require.Equal(t, 12, e.Count(`SELECT count(*) FROM attempts`), "one attempt each: none opened for work the rate held back")
 	require.Zero(t, e.Count(`SELECT count(*) FROM history WHERE reason = 'rate_limited'`))
+}
+
+// Two dispatchers race over pairs of posts with one text, each published and then published
+// again as a new occurrence: whichever dispatcher reaches a repeat first, and in whatever batch,
+// the original is the one sent, and the repeat is parked naming it.
+func TestTwoDispatchersSendTheOriginalOfARepeatedText(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, platformsim.Config{Latency: 20 * time.Millisecond})
+	const pairs = 20
+	var envs []identity.Envelope
+	for i := 0; i < pairs; i++ {
+		for _, occurrence := range []string{"", "again"} {
+			env, err := identity.ParseEnvelope([]byte(fmt.Sprintf(`{"v":1,"account":"acct-1","action":"post","request":{"text":"said twice %d"},"occurrence":%q}`, i, occurrence)))
+			require.NoError(t, err)
+			envs = append(envs, env)
+		}
+	}
+	res, err := e.Ledger.Submit(e.Ctx, envs)
+	require.NoError(t, err)
+	_, err = e.Relay.Drain(e.Ctx)
+	require.NoError(t, err)
+	var keys []identity.DeliveryKey
+	for _, r := range res {
+		keys = append(keys, r.Key)
+	}
+	cfg := e.config()
+	cfg.Batch = 3 // pairs split across batches and dispatchers
+	for _, instance := range []string{"a", "b"} {
+		l, err := ledger.New(e.DB.AppPool(t), ledger.Config{Actor: "dispatcher/" + instance})
+		require.NoError(t, err)
+		d, err := dispatch.New(e.Ctx, e.JS, l, e.Relay, cfg)
+		require.NoError(t, err)
+		e.Run(d.Run)
+	}
+	intents := e.settle(keys, 20*time.Second)
+	for i := 0; i < pairs; i++ {
+		original, repeat := keys[2*i], keys[2*i+1]
+		require.Equal(t, ledger.Published, intents[original].State, "pair %d: the original", i)
+		require.Equal(t, ledger.ReasonDuplicateText, intents[repeat].Reason, "pair %d: the repeat", i)
+		require.Equal(t, 1, e.sim.Received(original.String()), "pair %d", i)
+		require.Zero(t, e.sim.Received(repeat.String()), "pair %d", i)
+		rec, err := e.Ledger.Inspect(e.Ctx, repeat)
+		require.NoError(t, err)
+		hold, ok := rec.TextHold()
+		require.True(t, ok, "pair %d", i)
+		require.Equal(t, original, hold.Holder, "pair %d", i)
+	}
 }

@@ -7,11 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atmost/atmost/internal/role"
 	"github.com/atmost/atmost/internal/role/dispatch"
 	"github.com/atmost/atmost/internal/testkit/roletest"
 	"github.com/atmost/atmost/internal/tools/platformsim"
+	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
 )
 
@@ -60,4 +63,39 @@ func TestDispatcherRoleRunsAndStopsCleanly(t *testing.T) {
 	}
 	r.Stop(t)
 	require.Contains(t, r.Stderr(), "dispatcher stopped cleanly")
+}
+
+// Two dispatcher processes are told apart in history: each writes the transitions it makes
+// as dispatcher/<instance>, the instance ATMOST_INSTANCE names, or its host and pid.
+func TestTwoDispatchersAreToldApartInHistory(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, platformsim.Config{})
+	env := func(instance string) map[string]string {
+		return map[string]string{
+			"ATMOST_DATABASE_URL": e.DB.AppURL(), "ATMOST_NATS_URL": e.NATSURL, "ATMOST_INSTANCE": instance,
+			"ATMOST_CLAIM_LEASE": "5s", "ATMOST_INFLIGHT_LEASE": "10s", "ATMOST_SEND_TIMEOUT": "2s", "ATMOST_READBACK_TIMEOUT": "1s",
+		}
+	}
+	actors := func(key identity.DeliveryKey) []string {
+		t.Helper()
+		rows, err := e.DB.Pool.Query(e.Ctx, `SELECT actor FROM history WHERE delivery_key = $1 AND seq > 1 ORDER BY seq`, key.Bytes())
+		require.NoError(t, err)
+		got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return got
+	}
+	// One after the other, so that each intent is worked by the dispatcher the test names.
+	for _, instance := range []string{"blue", "green", ""} {
+		key := e.Submit("acct-1", "worked by "+instance)[0]
+		r := roletest.Start(t, dispatch.Main, env(instance))
+		r.WaitReady(t)
+		require.Equal(t, ledger.Published, e.settle([]identity.DeliveryKey{key}, 15*time.Second)[key].State)
+		r.Stop(t)
+		want := "dispatcher/" + instance
+		if instance == "" {
+			want = "dispatcher/" + role.DefaultInstance()
+		}
+		require.Equal(t, []string{want, want, want}, actors(key), "claimed, authorized and published by %s", want)
+		require.Contains(t, r.Stderr(), `"actor":"`+want+`"`, "its log lines name it too")
+	}
 }

@@ -127,6 +127,7 @@ func FuzzIngest(f *testing.F) {
 		}
 		env, err := identity.ParseEnvelope(body)
 		require.NoError(t, err, "an intent is a valid envelope")
+		require.Equal(t, events.IntentSubject(env.Account), subj, "an intent came on its account's subject")
 		n := 0
 		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM intents WHERE delivery_key = $1`, env.DeliveryKey().Bytes()).Scan(&n))
 		require.Equal(t, 1, n)

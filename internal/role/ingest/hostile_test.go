@@ -122,6 +122,8 @@ func TestHostileValuesAreStoredOnTheirFirstDelivery(t *testing.T) {
 
 	stored := e.rejectsBySeq()
 	require.Len(t, stored, rejects)
+	published := e.publishedRejects()
+	require.Len(t, published, rejects)
 	for seq, c := range seqs {
 		if c.want == "" {
 			continue
@@ -137,6 +139,9 @@ func TestHostileValuesAreStoredOnTheirFirstDelivery(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, map[string][]string(want), r.Headers, "%s: the headers as they came", c.name)
 		}
+		p, ok := published[seq]
+		require.True(t, ok, "%s: published", c.name)
+		require.Equal(t, c.subject, ledger.ParseStoredText(p.Subject), "%s: the subject as it came, on the stream too", c.name)
 	}
 	require.Equal(t, intents, e.Count(`SELECT count(*) FROM intents`))
 }
@@ -234,6 +239,7 @@ func TestAMessageTheDatabaseRefusesEndsUnstorableAlone(t *testing.T) {
 	require.Len(t, rows, 2)
 	stream, err := e.JS.Stream(e.Ctx, events.RejectsStream)
 	require.NoError(t, err)
+	published := e.publishedRejects()
 	bodies := map[int64]string{2: post("poison"), 4: "poison, not json"}
 	for _, r := range rows {
 		body, ok := bodies[r.StreamSeq]
@@ -250,7 +256,12 @@ func TestAMessageTheDatabaseRefusesEndsUnstorableAlone(t *testing.T) {
 		m := publishedReject(t, stream, r.StreamSeq)
 		require.Equal(t, fmt.Sprintf("%x", sum), m.Header.Get("Atmost-Sha256"))
 		require.Equal(t, fmt.Sprint(len(body)), m.Header.Get("Atmost-Size"))
-		require.Empty(t, m.Data)
+		p := published[uint64(r.StreamSeq)]
+		require.Empty(t, p.Raw, "none of its bytes")
+		require.True(t, p.Truncated)
+		require.Equal(t, len(body), p.Size)
+		require.Equal(t, fmt.Sprintf("%x", sum), p.SHA256)
+		require.Equal(t, events.IntentSubject("acct-1"), p.Subject, "how its producer finds it, though the ledger keeps no subject")
 	}
 }
 
@@ -360,7 +371,7 @@ func TestARejectIsAcknowledgedOnlyOncePublished(t *testing.T) {
 	in, err := ingest.New(e.Ctx, e.JS, e.Ledger, ingest.Config{MaxWait: 200 * time.Millisecond, NakDelay: 10 * time.Millisecond})
 	require.NoError(t, err)
 	e.publish("acct-1", post("kept"), nil)
-	e.publish("acct-1", `{"v":1,"account":"nobody","action":"post","request":{}}`, nil)
+	e.publish("nobody", `{"v":1,"account":"nobody","action":"post","request":{}}`, nil)
 	e.publish("acct-1", "not json", nil)
 	require.NoError(t, e.JS.DeleteStream(e.Ctx, events.RejectsStream))
 
@@ -375,6 +386,7 @@ func TestARejectIsAcknowledgedOnlyOncePublished(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ingest.Stats{Rejected: 2}, s)
 	require.Equal(t, 2, e.Count(`SELECT count(*) FROM rejects`))
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM rejects WHERE reason = 'unknown_account'`))
 	info := e.consumerInfo()
 	require.Zero(t, info.NumPending)
 	require.Zero(t, info.NumAckPending)

@@ -11,6 +11,7 @@ package ingest
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -124,8 +125,8 @@ func New(ctx context.Context, js jetstream.JetStream, l Ledger, cfg Config) (*In
 type message struct {
 	msg       *nats.Msg
 	seq       uint64
-	delivered uint64 // this delivery's number, from 1
-	envelope  identity.Envelope
+	delivered uint64            // this delivery's number, from 1
+	envelope  identity.Envelope // a valid envelope, even when reject refuses the message
 	reject    *ledger.Rejection
 	stored    bool  // its intent or its reject is committed
 	refused   error // the database refused its content on this delivery
@@ -339,18 +340,52 @@ func classify(msg *nats.Msg) *message {
 	}
 	env, err := identity.ParseEnvelope(msg.Data)
 	if err == nil {
-		err = identity.CheckDeliveryKeyHeader(env, msg.Header.Get(identity.DeliveryKeyHeader))
+		err = checkSubject(env, msg.Subject)
+	}
+	// Every value of the header is checked, not only the first: each one a producer stated
+	// must be the key.
+	for _, stated := range msg.Header.Values(identity.DeliveryKeyHeader) {
+		if err == nil {
+			err = identity.CheckDeliveryKeyHeader(env, stated)
+		}
+	}
+	if env.Account != "" {
+		// Valid, if perhaps refused for its subject or header: its reject names the account
+		// and the key.
+		m.envelope = env
 	}
 	var rej *identity.RejectError
 	switch {
 	case err == nil:
-		m.envelope = env
 	case errors.As(err, &rej):
 		m.reject = rejection(m, rej.Reason, rej.Detail)
 	default:
 		m.reject = rejection(m, identity.ReasonMalformedJSON, err.Error())
 	}
 	return m
+}
+
+// checkSubject refuses an envelope that came on a subject other than its account's. NATS
+// permissions restrict subjects, not envelopes, so only this comparison keeps a producer that
+// may publish on atmost.intent.acct-b alone from creating intents for acct-a. The subject is
+// compared whole: an account token never holds '.', so a longer subject names no account.
+func checkSubject(env identity.Envelope, subject string) error {
+	want := events.IntentSubject(env.Account)
+	if subject == want {
+		return nil
+	}
+	return &identity.RejectError{Reason: identity.ReasonSubjectMismatch,
+		Detail: fmt.Sprintf("account %s is published on %s; this message came on %s", quote(env.Account), want, quoteShort(subject))}
+}
+
+// quoteShort quotes at most the first 64 bytes of s, so a detail never carries a long subject
+// (the rejection keeps the subject whole).
+func quoteShort(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(s[:max]) + "..."
 }
 
 func rejection(m *message, reason identity.Reason, detail string) *ledger.Rejection {
@@ -360,25 +395,24 @@ func rejection(m *message, reason identity.Reason, detail string) *ledger.Reject
 	}
 }
 
-// publishRejects puts each refused message on atmost.rejected.<reason>, with its reason,
-// detail, subject, size and SHA-256 as headers and the original bytes (bounded; none for an
-// unstorable one) as payload; Nats-Msg-Id names the original message, so a redelivery
-// publishes nothing new.
+// publishRejects puts each refused message on atmost.rejected.<reason>: an events.Reject
+// naming the original message by its stream sequence and Nats-Msg-Id, with the reason's
+// detail and the original bytes (bounded; none for an unstorable one). The reject's own
+// Nats-Msg-Id derives from the original's sequence, so a redelivery publishes nothing new. The
+// Atmost-* headers repeat the reason, detail, subject, size and SHA-256 for tools that show
+// headers; the payload is the contract (reject.schema.json).
 func (in *Ingester) publishRejects(ctx context.Context, rejected []*message) error {
 	var futures []jetstream.PubAckFuture
 	for _, m := range rejected {
-		raw := m.reject.Raw
-		switch {
-		case m.reject.DigestOnly:
-			raw = nil
-		case len(raw) > ledger.MaxRejectRaw:
-			raw = raw[:ledger.MaxRejectRaw]
+		payload, err := rejectPayload(m)
+		if err != nil {
+			return fmt.Errorf("ingest: publish reject: %w", err)
 		}
 		f, err := in.js.PublishMsgAsync(&nats.Msg{
 			Subject: events.RejectSubject(identity.Reason(m.reject.Reason)),
-			Data:    raw,
+			Data:    payload,
 			Header: nats.Header{
-				jetstream.MsgIDHeader: []string{fmt.Sprintf("reject:%s:%d", m.reject.Stream, m.reject.StreamSeq)},
+				jetstream.MsgIDHeader: []string{events.RejectID(m.reject.Stream, uint64(m.reject.StreamSeq))},
 				"Atmost-Reason":       []string{m.reject.Reason},
 				"Atmost-Detail":       []string{m.reject.Detail},
 				"Atmost-Subject":      []string{m.reject.Subject},
@@ -403,6 +437,33 @@ func (in *Ingester) publishRejects(ctx context.Context, rejected []*message) err
 		}
 	}
 	return nil
+}
+
+// rejectPayload is the events.Reject of a refused message. Its subject and message id come
+// from the message itself, also for an unstorable one, whose ledger record keeps neither: on
+// the stream they are JSON (as stored text), which cannot be refused, and they are how its
+// producer finds it.
+func rejectPayload(m *message) ([]byte, error) {
+	raw := m.reject.Raw
+	switch {
+	case m.reject.DigestOnly:
+		raw = nil
+	case len(raw) > ledger.MaxRejectRaw:
+		raw = raw[:ledger.MaxRejectRaw]
+	}
+	sum := sha256.Sum256(m.reject.Raw)
+	r := events.Reject{
+		V: events.RejectVersion, ID: events.RejectID(m.reject.Stream, uint64(m.reject.StreamSeq)),
+		Reason: identity.Reason(m.reject.Reason), Detail: ledger.StoredText(m.reject.Detail),
+		Stream: m.reject.Stream, StreamSeq: uint64(m.reject.StreamSeq),
+		Subject: ledger.StoredText(m.msg.Subject), MsgID: ledger.StoredText(m.msg.Header.Get(jetstream.MsgIDHeader)),
+		Size: len(m.reject.Raw), SHA256: hex.EncodeToString(sum[:]), Raw: raw, Truncated: len(raw) < len(m.reject.Raw),
+	}
+	if m.envelope.Account != "" {
+		key := m.envelope.DeliveryKey()
+		r.Account, r.DeliveryKey = m.envelope.Account, &key
+	}
+	return r.Marshal()
 }
 
 // ack acknowledges a committed batch. Each acknowledgement waits for the server's

@@ -100,24 +100,38 @@ func TestEveryRejectionIsStoredPublishedAndAcknowledged(t *testing.T) {
 		reason identity.Reason
 		body   string
 		header nats.Header
+		on     string // the account whose subject it is published on; "" for acct-1
 	}{
-		{identity.ReasonMalformedJSON, `{"v":1,`, nil},
-		{identity.ReasonNotObject, `[1,2]`, nil},
-		{identity.ReasonDuplicateField, `{"v":1,"v":1,"account":"acct-1","action":"post","request":{}}`, nil},
-		{identity.ReasonUnknownField, `{"v":1,"account":"acct-1","action":"post","request":{},"send_twice":true}`, nil},
-		{identity.ReasonMissingField, `{"v":1,"account":"acct-1","request":{}}`, nil},
-		{identity.ReasonUnsupportedVersion, `{"v":2,"account":"acct-1","action":"post","request":{}}`, nil},
-		{identity.ReasonInvalidUTF8, "{\"v\":1,\"account\":\"acct-1\",\"action\":\"post\",\"request\":{\"text\":\"\xff\"}}", nil},
-		{identity.ReasonTooLarge, post(strings.Repeat("x", identity.MaxEnvelopeBytes)), nil},
-		{identity.ReasonInvalidAccount, `{"v":1,"account":"","action":"post","request":{}}`, nil},
-		{identity.ReasonInvalidAction, `{"v":1,"account":"acct-1","action":"Post!","request":{}}`, nil},
-		{identity.ReasonInvalidRequest, `{"v":1,"account":"acct-1","action":"post","request":"text"}`, nil},
-		{identity.ReasonUnknownAccount, `{"v":1,"account":"acct-nobody","action":"post","request":{}}`, nil},
-		{identity.ReasonInvalidKeyHeader, post("fine"), nats.Header{identity.DeliveryKeyHeader: []string{"not-a-key"}}},
-		{identity.ReasonKeyMismatch, post("fine"), nats.Header{identity.DeliveryKeyHeader: []string{"dk1:" + strings.Repeat("0", 64)}}},
+		{identity.ReasonMalformedJSON, `{"v":1,`, nil, ""},
+		{identity.ReasonNotObject, `[1,2]`, nil, ""},
+		{identity.ReasonDuplicateField, `{"v":1,"v":1,"account":"acct-1","action":"post","request":{}}`, nil, ""},
+		{identity.ReasonUnknownField, `{"v":1,"account":"acct-1","action":"post","request":{},"send_twice":true}`, nil, ""},
+		{identity.ReasonMissingField, `{"v":1,"account":"acct-1","request":{}}`, nil, ""},
+		{identity.ReasonUnsupportedVersion, `{"v":2,"account":"acct-1","action":"post","request":{}}`, nil, ""},
+		{identity.ReasonInvalidUTF8, "{\"v\":1,\"account\":\"acct-1\",\"action\":\"post\",\"request\":{\"text\":\"\xff\"}}", nil, ""},
+		{identity.ReasonTooLarge, post(strings.Repeat("x", identity.MaxEnvelopeBytes)), nil, ""},
+		{identity.ReasonInvalidAccount, `{"v":1,"account":"","action":"post","request":{}}`, nil, ""},
+		{identity.ReasonInvalidAction, `{"v":1,"account":"acct-1","action":"Post!","request":{}}`, nil, ""},
+		{identity.ReasonInvalidRequest, `{"v":1,"account":"acct-1","action":"post","request":"text"}`, nil, ""},
+		{identity.ReasonSubjectMismatch, `{"v":1,"account":"acct-2","action":"post","request":{}}`, nil, ""},
+		{identity.ReasonUnknownAccount, `{"v":1,"account":"acct-nobody","action":"post","request":{}}`, nil, "acct-nobody"},
+		{identity.ReasonInvalidKeyHeader, post("fine"), nats.Header{identity.DeliveryKeyHeader: []string{"not-a-key"}}, ""},
+		{identity.ReasonKeyMismatch, post("fine"), nats.Header{identity.DeliveryKeyHeader: []string{"dk1:" + strings.Repeat("0", 64)}}, ""},
+		{identity.ReasonKeyMismatch, post("fine"), nats.Header{identity.DeliveryKeyHeader: []string{good.DeliveryKey().String(), "dk1:" + strings.Repeat("1", 64)}}, ""},
 	}
-	for _, c := range cases {
-		e.publish("acct-1", c.body, c.header)
+	seqs := map[uint64]int{}
+	for i, c := range cases {
+		on := c.on
+		if on == "" {
+			on = "acct-1"
+		}
+		header := nats.Header{jetstream.MsgIDHeader: []string{fmt.Sprintf("producer-%d", i)}}
+		for k, v := range c.header {
+			header[k] = v
+		}
+		ack, err := e.JS.PublishMsg(e.Ctx, &nats.Msg{Subject: events.IntentSubject(on), Data: []byte(c.body), Header: header})
+		require.NoError(t, err)
+		seqs[ack.Sequence] = i
 	}
 	e.publish("acct-1", post("fine"), nats.Header{identity.DeliveryKeyHeader: []string{good.DeliveryKey().String()}})
 	s := e.drain()
@@ -125,7 +139,11 @@ func TestEveryRejectionIsStoredPublishedAndAcknowledged(t *testing.T) {
 	require.Equal(t, 1, s.Created, "the good message in the same batches went through")
 
 	for _, c := range cases {
-		require.Equal(t, 1, e.Count(`SELECT count(*) FROM rejects WHERE reason = $1`, string(c.reason)), "rejects row for %s", c.reason)
+		want := 1
+		if c.reason == identity.ReasonKeyMismatch {
+			want = 2 // a header of another key, first or second of its values
+		}
+		require.Equal(t, want, e.Count(`SELECT count(*) FROM rejects WHERE reason = $1`, string(c.reason)), "rejects row for %s", c.reason)
 		stream, err := e.JS.Stream(e.Ctx, events.RejectsStream)
 		require.NoError(t, err)
 		m, err := stream.GetLastMsgForSubject(e.Ctx, events.RejectSubject(c.reason))
@@ -134,6 +152,36 @@ func TestEveryRejectionIsStoredPublishedAndAcknowledged(t *testing.T) {
 	}
 	require.Equal(t, 1, e.Count(`SELECT count(*) FROM rejects WHERE raw_truncated AND raw_size > $1`, ledger.MaxRejectRaw),
 		"an oversized message is kept bounded, with its size")
+
+	// Each reject names the message it refused as its producer knows it: the sequence of the
+	// publish acknowledgement and the producer's Nats-Msg-Id; with the reason's detail, and
+	// the account and key where the envelope itself was valid.
+	published := e.publishedRejects()
+	require.Len(t, published, len(cases))
+	stored := e.rejectsBySeq()
+	for seq, i := range seqs {
+		c := cases[i]
+		r, ok := published[seq]
+		require.True(t, ok, "reject of %s", c.reason)
+		require.Equal(t, c.reason, r.Reason)
+		require.Equal(t, events.IntentsStream, r.Stream)
+		require.Equal(t, fmt.Sprintf("producer-%d", i), r.MsgID, c.reason)
+		require.Equal(t, stored[int64(seq)].Detail, r.Detail, c.reason)
+		require.NotEmpty(t, r.Detail, c.reason)
+		on := c.on
+		if on == "" {
+			on = "acct-1"
+		}
+		require.Equal(t, events.IntentSubject(on), r.Subject)
+		env, err := identity.ParseEnvelope([]byte(c.body))
+		if err != nil {
+			require.Nil(t, r.DeliveryKey, "%s: no key without a valid envelope", c.reason)
+			continue
+		}
+		require.NotNil(t, r.DeliveryKey, c.reason)
+		require.Equal(t, env.DeliveryKey(), *r.DeliveryKey, c.reason)
+		require.Equal(t, env.Account, r.Account, c.reason)
+	}
 }
 
 // A redelivered bad message is stored and published once.
@@ -241,4 +289,53 @@ func keyOf(t *testing.T, text string) identity.DeliveryKey {
 	env, err := identity.ParseEnvelope([]byte(post(text)))
 	require.NoError(t, err)
 	return env.DeliveryKey()
+}
+
+// The subject binds the account: an envelope is an intent only when it came on
+// atmost.intent.<its account's token>, whatever else the subject spells. NATS permissions
+// restrict subjects, so this is what keeps a producer to the accounts it may publish for.
+func TestAnEnvelopeOnAnotherAccountsSubjectIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.Exec(`INSERT INTO accounts (account_id, platform) VALUES ('acct-2', 'sim'), ('team.a', 'sim')`)
+	body := func(account, text string) string {
+		return fmt.Sprintf(`{"v":1,"account":%q,"action":"post","request":{"text":%q}}`, account, text)
+	}
+	cases := []struct {
+		name, subject, body string
+		want                identity.Reason // "" for an intent
+	}{
+		{"its own subject", events.IntentSubject("acct-2"), body("acct-2", "own"), ""},
+		{"an escaped token", events.IntentSubject("team.a"), body("team.a", "escaped"), ""},
+		{"another configured account's subject", events.IntentSubject("acct-1"), body("acct-2", "theirs"), identity.ReasonSubjectMismatch},
+		{"the account spelt as two tokens", "atmost.intent.team.a", body("team.a", "two tokens"), identity.ReasonSubjectMismatch},
+		{"a token after the account's", "atmost.intent.acct-2.x", body("acct-2", "longer"), identity.ReasonSubjectMismatch},
+		{"a non-canonical escape of the account", "atmost.intent.~YWNjdC0y", body("acct-2", "escaped plain"), identity.ReasonSubjectMismatch},
+	}
+	seqs := map[uint64]int{}
+	for i, c := range cases {
+		ack, err := e.JS.PublishMsg(e.Ctx, &nats.Msg{Subject: c.subject, Data: []byte(c.body)})
+		require.NoError(t, err, c.name)
+		seqs[ack.Sequence] = i
+	}
+	s := e.drain()
+	require.Equal(t, ingest.Stats{Created: 2, Rejected: 4}, s)
+	stored := e.rejectsBySeq()
+	for seq, i := range seqs {
+		c := cases[i]
+		env, err := identity.ParseEnvelope([]byte(c.body))
+		require.NoError(t, err)
+		_, getErr := e.Ledger.Get(e.Ctx, env.DeliveryKey())
+		r, rejected := stored[int64(seq)]
+		if c.want == "" {
+			require.NoError(t, getErr, c.name)
+			require.False(t, rejected, c.name)
+			continue
+		}
+		require.Error(t, getErr, "%s: no intent", c.name)
+		require.True(t, rejected, c.name)
+		require.Equal(t, string(c.want), r.Reason, c.name)
+		require.Contains(t, r.Detail, events.IntentSubject(env.Account), "%s: the detail names the right subject", c.name)
+		require.Contains(t, r.Detail, c.subject, "%s: and the one it came on", c.name)
+	}
 }

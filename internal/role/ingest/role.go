@@ -10,8 +10,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/atmost/atmost/internal/outcome"
 	"github.com/atmost/atmost/internal/relay"
 	"github.com/atmost/atmost/internal/role"
+	"github.com/atmost/atmost/pkg/client"
 )
 
 // RoleConfig is the configuration of the ingest role. Every field has an environment variable
@@ -21,6 +23,7 @@ type RoleConfig struct {
 	Batch         int           // ATMOST_INGEST_BATCH
 	MaxDeliveries int           // ATMOST_INGEST_MAX_DELIVERIES
 	RelayInterval time.Duration // ATMOST_RELAY_INTERVAL
+	Status        bool          // ATMOST_INGEST_STATUS
 }
 
 func (c RoleConfig) validate() error {
@@ -56,6 +59,7 @@ func parseRoleConfig(args []string, getenv func(string) (string, bool), stderr i
 	fs.IntVar(&cfg.Batch, "batch", env.Int("ATMOST_INGEST_BATCH", def.Batch), "messages per fetch; their intents go to the ledger in one transaction (env ATMOST_INGEST_BATCH)")
 	fs.IntVar(&cfg.MaxDeliveries, "max-deliveries", env.Int("ATMOST_INGEST_MAX_DELIVERIES", def.MaxDeliveries), "the delivery on which a message the database refused every time is recorded as unstorable and acknowledged (env ATMOST_INGEST_MAX_DELIVERIES)")
 	fs.DurationVar(&cfg.RelayInterval, "relay-interval", env.Duration("ATMOST_RELAY_INTERVAL", relay.DefaultInterval), "how often the relay drains the outbox (env ATMOST_RELAY_INTERVAL)")
+	fs.BoolVar(&cfg.Status, "status", env.Bool("ATMOST_INGEST_STATUS", true), "serve the outcome service "+client.StatusService+" on "+client.StatusSubjects+", which answers producers' Status and Await from the ledger; --status=false leaves it to other instances (env ATMOST_INGEST_STATUS)")
 	code := role.Parse(fs, env, "ingest", "Consumes ATMOST_INTENTS into the ledger and relays the outbox to ATMOST_EVENTS and ATMOST_DISPATCH.", args, stderr, func() error { return cfg.validate() })
 	return cfg, code
 }
@@ -88,6 +92,14 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
+	if cfg.Status {
+		svc, err := outcome.Start(deps.NATS, deps.Ledger, outcome.Config{Logger: log})
+		if err != nil {
+			return err
+		}
+		defer svc.Stop() // before deps.Close drains the connection
+		deps.Registry.MustRegister(svc.Collectors()...)
+	}
 	metrics := newRoleMetrics(deps.Registry)
 	deps.Registry.MustRegister(role.ConsumerPending("atmost_ingest_consumer_pending",
 		"Producers' messages waiting on ATMOST_INTENTS for ingest (-1 when JetStream did not answer).", in.consumer))
@@ -95,7 +107,7 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	log.Info("ingest running", zap.String("http", addr.String()), zap.Int("batch", cfg.Batch), zap.Int("max_deliveries", cfg.MaxDeliveries), zap.String("isolation", cfg.Isolation))
+	log.Info("ingest running", zap.String("http", addr.String()), zap.Int("batch", cfg.Batch), zap.Int("max_deliveries", cfg.MaxDeliveries), zap.String("isolation", cfg.Isolation), zap.Bool("status", cfg.Status))
 
 	relayDone := make(chan struct{})
 	go func() {

@@ -26,7 +26,7 @@ func TestIngestRoleRunsAndStopsCleanly(t *testing.T) {
 	_, err := db.Pool.Exec(context.Background(), `INSERT INTO accounts (account_id, platform) VALUES ('acct-1', 'sim')`)
 	require.NoError(t, err)
 	srv := natstest.New(t)
-	r := roletest.Start(t, ingest.Main, map[string]string{"ATMOST_DATABASE_URL": db.AppURL(), "ATMOST_NATS_URL": srv.URL}, "--relay-interval", "100ms")
+	r := roletest.Start(t, ingest.Main, map[string]string{"ATMOST_DATABASE_URL": db.AppURL(), "ATMOST_NATS_URL": srv.URL}, "--relay-interval", "100ms", "--instance", "in-1")
 	r.WaitReady(t)
 	code, _ := r.Get("/healthz")
 	require.Equal(t, http.StatusOK, code)
@@ -40,6 +40,9 @@ func TestIngestRoleRunsAndStopsCleanly(t *testing.T) {
 		_ = db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM intents`).Scan(&intents)
 		return intents == 1 && n == 0
 	}, 20*time.Second, 50*time.Millisecond, "the intent is stored and its creation relayed")
+	var actor string
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT actor FROM history`).Scan(&actor))
+	require.Equal(t, "ingest/in-1", actor, "the creation names the ingest process that stored it")
 
 	_, metrics := r.Get("/metrics")
 	require.Contains(t, metrics, `atmost_ingest_messages_total{outcome="created"} 1`)

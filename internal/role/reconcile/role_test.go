@@ -39,11 +39,15 @@ func TestReconcilerRoleRunsAndStopsCleanly(t *testing.T) {
 	e := newEnv(t, platformsim.Config{Plan: platformsim.Plan{Script: []platformsim.Fault{platformsim.FaultDropAfterCommit}}})
 	keys := e.dispatched("created, answer lost")
 	r := roletest.Start(t, reconcile.Main, map[string]string{"ATMOST_DATABASE_URL": e.DB.AppURL(), "ATMOST_NATS_URL": e.NATSURL,
-		"ATMOST_RECONCILE_SCAN_INTERVAL": "200ms"})
+		"ATMOST_RECONCILE_SCAN_INTERVAL": "200ms", "ATMOST_INSTANCE": "rc-1"})
 	r.WaitReady(t)
 	in := e.settle(keys, 20*time.Second)[keys[0]]
 	require.Equal(t, ledger.Published, in.State)
 	require.Equal(t, ledger.ReasonReconciledFound, in.Reason)
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM history WHERE delivery_key = $1 AND reason = 'reconciled_found' AND actor = 'reconciler/rc-1'`, keys[0].Bytes()),
+		"the verdict names the reconciler process that reached it")
+	require.Equal(t, 2, e.Count(`SELECT count(*) FROM reconciliations WHERE delivery_key = $1 AND actor = 'reconciler/rc-1'`, keys[0].Bytes()),
+		"so do the lookup's claim and its result")
 	metrics := r.WaitMetrics(t, `atmost_reconcile_lookups_total{answer="found"} 1`, `atmost_reconcile_turns_total{result="resolved_found"} 1`)
 	for _, name := range []string{"atmost_relay_events_published_total", "atmost_ledger_transaction_restarts_total", "atmost_reconcile_consumer_pending", "atmost_relay_lag_seconds"} {
 		require.Contains(t, metrics, name)

@@ -46,9 +46,11 @@ func TestSweeperRoleRunsAndStopsCleanly(t *testing.T) {
 	e := newEnv(t)
 	auths := e.authorized(e.Submit("acct-1", "stalled worker"))
 	e.expire([]identity.DeliveryKey{auths[0].Key})
-	r := roletest.Start(t, sweep.Main, map[string]string{"ATMOST_DATABASE_URL": e.DB.AppURL(), "ATMOST_NATS_URL": e.NATSURL, "ATMOST_SWEEP_INTERVAL": "100ms"})
+	r := roletest.Start(t, sweep.Main, map[string]string{"ATMOST_DATABASE_URL": e.DB.AppURL(), "ATMOST_NATS_URL": e.NATSURL, "ATMOST_SWEEP_INTERVAL": "100ms", "ATMOST_INSTANCE": "sw-1"})
 	r.WaitReady(t)
 	require.Eventually(t, func() bool { return e.Intent(auths[0].Key).State == ledger.Indeterminate }, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM history WHERE delivery_key = $1 AND reason = 'lease_expired' AND actor = 'sweeper/sw-1'`, auths[0].Key.Bytes()),
+		"the expiry names the sweeper process that made it")
 	metrics := r.WaitMetrics(t, `atmost_sweep_changes_total{duty="lease_expired"} 1`, `atmost_intents{state="indeterminate"} 1`, `atmost_intents{state="authorized"} 0`,
 		"atmost_reconcile_waiting_intents 1")
 	for _, name := range []string{"atmost_sweep_passes_total", "atmost_sweep_pass_seconds", "atmost_relay_events_published_total", "atmost_ledger_transaction_restarts_total",

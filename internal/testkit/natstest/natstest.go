@@ -25,14 +25,27 @@ type Server struct {
 // New starts a server for t and stops it when t ends.
 func New(t testing.TB) *Server {
 	t.Helper()
-	s := &Server{opts: server.Options{
-		Host:      "127.0.0.1",
-		Port:      server.RANDOM_PORT,
-		JetStream: true,
-		StoreDir:  t.TempDir(),
-		NoLog:     true,
-		NoSigs:    true,
-	}}
+	return start(t, server.Options{})
+}
+
+// NewWithConfig starts a server configured by config, nats-server's configuration text
+// (accounts, users and their permissions, say), for t. The listen address, the store, logging
+// and signals stay the test's: a configuration cannot make two tests share a port or a store.
+func NewWithConfig(t testing.TB, config string) *Server {
+	t.Helper()
+	var opts server.Options
+	if err := opts.ProcessConfigString(config); err != nil {
+		t.Fatalf("natstest: configuration: %v", err)
+	}
+	return start(t, opts)
+}
+
+func start(t testing.TB, opts server.Options) *Server {
+	t.Helper()
+	opts.Host, opts.Port = "127.0.0.1", server.RANDOM_PORT
+	opts.JetStream, opts.StoreDir = true, t.TempDir()
+	opts.NoLog, opts.NoSigs = true, true
+	s := &Server{opts: opts}
 	if err := s.start(); err != nil {
 		t.Fatalf("natstest: %v", err)
 	}

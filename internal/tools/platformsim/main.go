@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/atmost/atmost/internal/flaghelp"
 	"github.com/atmost/atmost/internal/version"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -101,7 +102,7 @@ func parseArgs(args []string, getenv func(string) (string, bool), stderr io.Writ
 			"Fault kinds: ok, drop_before_read, drop_after_read, drop_after_commit, error_after_commit,\n"+
 			"delay, rate_limited, reject.\n"+
 			"Every flag has an environment variable; the flag wins.\n\nFlags:")
-		fs.PrintDefaults()
+		flaghelp.PrintDefaults(stderr, fs)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -144,6 +144,11 @@ FROM policies
 WHERE scope IN ('', @scope::TEXT)
 ORDER BY scope;
 
+-- name: PolicyScopeKnown :one
+-- Whether a policy scope names a configured account (the default scope always does): a read of
+-- an account's policy refuses an account that does not exist, as a change does.
+SELECT (@scope::TEXT = '' OR EXISTS (SELECT 1 FROM accounts a WHERE a.account_id = @scope::TEXT))::BOOL AS known;
+
 -- name: ControlHistoryList :many
 -- Operators' changes to controls, newest first; the empty kind means every kind.
 SELECT control_id::TEXT AS control_id, kind, scope, actor, reason, before, after, at

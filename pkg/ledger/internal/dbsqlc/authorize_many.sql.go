@@ -26,14 +26,14 @@ input AS (
 cur AS (
     SELECT i.delivery_key, i.account_id, i.state, i.attempt_token, i.epoch, i.generation,
            i.lease_expires_at, i.attempts_authorized, i.transition_seq, i.text_hash,
-           i.source_id, i.source_version
+           i.source_id, i.source_version, i.created_at, i.batch_ord
     FROM intents i
     WHERE i.delivery_key = ANY($2::BYTEA[])
     ORDER BY i.delivery_key
     FOR UPDATE
 ),
 facts AS (
-    SELECT cur.delivery_key, cur.account_id, cur.state, cur.attempt_token, cur.epoch, cur.generation, cur.lease_expires_at, cur.attempts_authorized, cur.transition_seq, cur.text_hash, cur.source_id, cur.source_version,
+    SELECT cur.delivery_key, cur.account_id, cur.state, cur.attempt_token, cur.epoch, cur.generation, cur.lease_expires_at, cur.attempts_authorized, cur.transition_seq, cur.text_hash, cur.source_id, cur.source_version, cur.created_at, cur.batch_ord,
            input.claim_token, input.claim_epoch, input.claim_generation, input.claim_request_hash,
            att.request_hash,
            att.credential_version AS attempt_credential_version,
@@ -46,7 +46,8 @@ facts AS (
            coalesce(p.attempt_cap, d.attempt_cap) AS attempt_cap,
            coalesce(p.rate_per_minute, d.rate_per_minute) AS rate_per_minute,
            coalesce(p.rate_burst, d.rate_burst) AS rate_burst,
-           coalesce(p.text_window_seconds, d.text_window_seconds) AS text_window_seconds
+           coalesce(p.text_window_seconds, d.text_window_seconds) AS text_window_seconds,
+           coalesce(p.retryable_reasons, d.retryable_reasons) AS retryable_reasons
     FROM cur
     JOIN input ON input.delivery_key = cur.delivery_key
     JOIN accounts a ON a.account_id = cur.account_id
@@ -56,7 +57,7 @@ facts AS (
     LEFT JOIN source_heads h ON h.source_id = cur.source_id
 ),
 fence AS (
-    SELECT f.delivery_key, f.account_id, f.state, f.attempt_token, f.epoch, f.generation, f.lease_expires_at, f.attempts_authorized, f.transition_seq, f.text_hash, f.source_id, f.source_version, f.claim_token, f.claim_epoch, f.claim_generation, f.claim_request_hash, f.request_hash, f.attempt_credential_version, f.account_credential_version, f.revoked, f.contract_version, f.current_epoch, f.switched_off, f.head_version, f.attempt_cap, f.rate_per_minute, f.rate_burst, f.text_window_seconds,
+    SELECT f.delivery_key, f.account_id, f.state, f.attempt_token, f.epoch, f.generation, f.lease_expires_at, f.attempts_authorized, f.transition_seq, f.text_hash, f.source_id, f.source_version, f.created_at, f.batch_ord, f.claim_token, f.claim_epoch, f.claim_generation, f.claim_request_hash, f.request_hash, f.attempt_credential_version, f.account_credential_version, f.revoked, f.contract_version, f.current_epoch, f.switched_off, f.head_version, f.attempt_cap, f.rate_per_minute, f.rate_burst, f.text_window_seconds, f.retryable_reasons,
            (CASE
                 WHEN f.state <> 'pending' THEN 'invalid_transition'
                 WHEN f.attempt_token IS DISTINCT FROM f.claim_token THEN 'lease_lost'
@@ -69,7 +70,7 @@ fence AS (
     FROM facts f
 ),
 gates AS (
-    SELECT f.delivery_key, f.account_id, f.state, f.attempt_token, f.epoch, f.generation, f.lease_expires_at, f.attempts_authorized, f.transition_seq, f.text_hash, f.source_id, f.source_version, f.claim_token, f.claim_epoch, f.claim_generation, f.claim_request_hash, f.request_hash, f.attempt_credential_version, f.account_credential_version, f.revoked, f.contract_version, f.current_epoch, f.switched_off, f.head_version, f.attempt_cap, f.rate_per_minute, f.rate_burst, f.text_window_seconds, f.fence,
+    SELECT f.delivery_key, f.account_id, f.state, f.attempt_token, f.epoch, f.generation, f.lease_expires_at, f.attempts_authorized, f.transition_seq, f.text_hash, f.source_id, f.source_version, f.created_at, f.batch_ord, f.claim_token, f.claim_epoch, f.claim_generation, f.claim_request_hash, f.request_hash, f.attempt_credential_version, f.account_credential_version, f.revoked, f.contract_version, f.current_epoch, f.switched_off, f.head_version, f.attempt_cap, f.rate_per_minute, f.rate_burst, f.text_window_seconds, f.retryable_reasons, f.fence,
            (CASE
                 WHEN f.fence <> 'ok' THEN NULL
                 WHEN f.switched_off THEN 'kill_switch'
@@ -113,11 +114,12 @@ rate AS (
     RETURNING account_id, granted
 ),
 rated AS (
-    -- The intents that got a token: the first ` + "`" + `granted` + "`" + ` of each account, in key order.
+    -- The intents that got a token: the first ` + "`" + `granted` + "`" + ` of each account, in stored order, so
+    -- that of two intents with one text the earlier is never the one left without a token.
     SELECT ranked.delivery_key
     FROM (
         SELECT g.delivery_key, g.account_id,
-               row_number() OVER (PARTITION BY g.account_id ORDER BY g.delivery_key) AS n
+               row_number() OVER (PARTITION BY g.account_id ORDER BY g.created_at, g.batch_ord, g.delivery_key) AS n
         FROM gates g
         WHERE g.fence = 'ok' AND g.refusal IS NULL AND g.rate_per_minute > 0
     ) ranked
@@ -125,37 +127,92 @@ rated AS (
     WHERE ranked.n <= r.granted
 ),
 text_candidates AS (
-    -- One claim attempt per (account, text): the first intent in key order.
-    SELECT DISTINCT ON (g.account_id, g.text_hash) g.account_id, g.text_hash, g.delivery_key, g.text_window_seconds
+    -- One claim attempt per (account, text): of the intents of the batch that passed every
+    -- gate and hold a rate token, the one stored first.
+    SELECT DISTINCT ON (g.account_id, g.text_hash) g.account_id, g.text_hash, g.delivery_key, g.created_at, g.batch_ord,
+           g.text_window_seconds, g.attempt_cap, g.retryable_reasons
     FROM gates g
     WHERE g.fence = 'ok' AND g.refusal IS NULL AND g.text_hash IS NOT NULL
       AND (g.rate_per_minute = 0 OR g.delivery_key IN (SELECT r.delivery_key FROM rated r))
-    ORDER BY g.account_id, g.text_hash, g.delivery_key
+    ORDER BY g.account_id, g.text_hash, g.created_at, g.batch_ord, g.delivery_key
+),
+text_earlier AS (
+    -- Across batches: an intent of the account with the same text, stored before the
+    -- candidate, that still waits to be sent will come to authorization and win the text, so
+    -- the candidate does not take it. Waiting is read from the statement's snapshot: pending, or
+    -- failed for a reason the account's policy retries, below the attempt cap, and resting on
+    -- its source's stored head (or on no source). An intent of this very batch counts by the
+    -- same snapshot: the earlier ones a gate refuses now are either refused with the candidate
+    -- (the switches, the credential, the contract are the account's), excluded here (a moved
+    -- head, the cap) or will be retried (a rotated credential). Of several, the first stored is
+    -- named as the holder. Through intents_text_idx.
+    SELECT t.account_id, t.text_hash,
+           (SELECT o.delivery_key
+            FROM intents o
+            LEFT JOIN source_heads oh ON oh.source_id = o.source_id
+            WHERE o.account_id = t.account_id AND o.text_hash = t.text_hash
+              AND o.state IN ('pending', 'failed')
+              AND (o.state = 'pending' OR o.reason = ANY($8::TEXT[]) OR o.reason = ANY(t.retryable_reasons))
+              AND o.attempts_authorized < t.attempt_cap
+              AND (o.source_id IS NULL OR oh.head_version = o.source_version)
+              AND (o.created_at, o.batch_ord, o.delivery_key) < (t.created_at, t.batch_ord, t.delivery_key)
+            ORDER BY o.created_at, o.batch_ord, o.delivery_key
+            LIMIT 1) AS holder
+    FROM text_candidates t
 ),
 text_claim AS (
     -- The duplicate-text window: take the account's claim on this text unless another intent
     -- took it less than the window ago. At exactly the window's edge the text is free again.
+    -- The row is written either way, so that RETURNING names who holds the text now, even when
+    -- it is an intent whose claim committed after this statement's snapshot.
     INSERT INTO text_claims (account_id, text_hash, delivery_key, last_at)
     SELECT t.account_id, t.text_hash, t.delivery_key, (SELECT clock.now FROM clock)
     FROM text_candidates t
+    JOIN text_earlier e ON e.account_id = t.account_id AND e.text_hash = t.text_hash
+    WHERE e.holder IS NULL
     ORDER BY t.account_id, t.text_hash -- claim rows are locked in key order too
     ON CONFLICT (account_id, text_hash) DO UPDATE SET
-        delivery_key = excluded.delivery_key,
-        last_at = excluded.last_at
-    WHERE text_claims.delivery_key = excluded.delivery_key
-       OR text_claims.last_at <= excluded.last_at - (
-              SELECT t.text_window_seconds FROM text_candidates t
-              WHERE t.account_id = excluded.account_id AND t.text_hash = excluded.text_hash
-          ) * INTERVAL '1 second'
-    RETURNING delivery_key
+        delivery_key = (CASE
+            WHEN text_claims.delivery_key = excluded.delivery_key
+              OR text_claims.last_at <= excluded.last_at - (
+                     SELECT t.text_window_seconds FROM text_candidates t
+                     WHERE t.account_id = excluded.account_id AND t.text_hash = excluded.text_hash
+                 ) * INTERVAL '1 second'
+            THEN excluded.delivery_key ELSE text_claims.delivery_key END),
+        last_at = (CASE
+            WHEN text_claims.delivery_key = excluded.delivery_key
+              OR text_claims.last_at <= excluded.last_at - (
+                     SELECT t.text_window_seconds FROM text_candidates t
+                     WHERE t.account_id = excluded.account_id AND t.text_hash = excluded.text_hash
+                 ) * INTERVAL '1 second'
+            THEN excluded.last_at ELSE text_claims.last_at END)
+    RETURNING account_id, text_hash, delivery_key, last_at
+),
+text_won AS (
+    -- The candidates that hold their text now: the claim row names them.
+    SELECT t.delivery_key
+    FROM text_candidates t
+    JOIN text_claim c ON c.account_id = t.account_id AND c.text_hash = t.text_hash
+    WHERE c.delivery_key = t.delivery_key
+),
+text_held AS (
+    -- Who holds each text the batch contended for, for the detail of those refused: the
+    -- earlier intent that waits (its window begins when it is authorized), or the claim's
+    -- holder and the end of its window.
+    SELECT t.account_id, t.text_hash, coalesce(e.holder, c.delivery_key) AS holder,
+           (CASE WHEN e.holder IS NULL THEN c.last_at + t.text_window_seconds * INTERVAL '1 second' END) AS window_ends_at,
+           t.text_window_seconds
+    FROM text_candidates t
+    JOIN text_earlier e ON e.account_id = t.account_id AND e.text_hash = t.text_hash
+    LEFT JOIN text_claim c ON c.account_id = t.account_id AND c.text_hash = t.text_hash
 ),
 verdict AS (
-    SELECT g.delivery_key, g.account_id, g.state, g.attempt_token, g.epoch, g.generation, g.lease_expires_at, g.attempts_authorized, g.transition_seq, g.text_hash, g.source_id, g.source_version, g.claim_token, g.claim_epoch, g.claim_generation, g.claim_request_hash, g.request_hash, g.attempt_credential_version, g.account_credential_version, g.revoked, g.contract_version, g.current_epoch, g.switched_off, g.head_version, g.attempt_cap, g.rate_per_minute, g.rate_burst, g.text_window_seconds, g.fence, g.refusal,
+    SELECT g.delivery_key, g.account_id, g.state, g.attempt_token, g.epoch, g.generation, g.lease_expires_at, g.attempts_authorized, g.transition_seq, g.text_hash, g.source_id, g.source_version, g.created_at, g.batch_ord, g.claim_token, g.claim_epoch, g.claim_generation, g.claim_request_hash, g.request_hash, g.attempt_credential_version, g.account_credential_version, g.revoked, g.contract_version, g.current_epoch, g.switched_off, g.head_version, g.attempt_cap, g.rate_per_minute, g.rate_burst, g.text_window_seconds, g.retryable_reasons, g.fence, g.refusal,
            (CASE
                 WHEN g.fence <> 'ok' THEN g.fence
                 WHEN g.refusal IS NOT NULL THEN g.refusal
                 WHEN g.rate_per_minute > 0 AND g.delivery_key NOT IN (SELECT r.delivery_key FROM rated r) THEN 'rate_limited'
-                WHEN g.text_hash IS NOT NULL AND g.delivery_key NOT IN (SELECT t.delivery_key FROM text_claim t) THEN 'duplicate_text'
+                WHEN g.text_hash IS NOT NULL AND g.delivery_key NOT IN (SELECT w.delivery_key FROM text_won w) THEN 'duplicate_text'
                 ELSE 'authorized'
             END)::TEXT AS outcome
     FROM gates g
@@ -164,11 +221,11 @@ changed AS (
     UPDATE intents i SET
         state = (CASE
                      WHEN v.outcome = 'authorized' THEN 'authorized'
-                     WHEN v.outcome = ANY($8::TEXT[]) THEN 'failed'
+                     WHEN v.outcome = ANY($9::TEXT[]) THEN 'failed'
                      ELSE 'parked'
                  END),
         reason = v.outcome,
-        lease_expires_at = (CASE WHEN v.outcome = 'authorized' THEN (SELECT clock.now FROM clock) + $9::BIGINT * INTERVAL '1 millisecond' END),
+        lease_expires_at = (CASE WHEN v.outcome = 'authorized' THEN (SELECT clock.now FROM clock) + $10::BIGINT * INTERVAL '1 millisecond' END),
         attempts_authorized = i.attempts_authorized + (CASE WHEN v.outcome = 'authorized' THEN 1 ELSE 0 END),
         transition_seq = i.transition_seq + 1,
         updated_at = (SELECT clock.now FROM clock)
@@ -185,12 +242,20 @@ changed AS (
       AND i.generation = v.claim_generation
       AND i.epoch = v.current_epoch
       AND (i.lease_expires_at > (SELECT clock.now FROM clock)) IS TRUE
-    RETURNING i.delivery_key, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.lease_expires_at, i.transition_seq
+    RETURNING i.delivery_key, i.account_id, i.text_hash, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.lease_expires_at, i.transition_seq
 ),
 hist AS (
-    INSERT INTO history (delivery_key, seq, from_state, to_state, reason, attempt_token, epoch, generation, actor)
-    SELECT c.delivery_key, c.transition_seq, 'pending', c.state, c.reason, c.attempt_token, c.epoch, c.generation, $10::TEXT
+    -- A duplicate_text refusal says which intent holds the text ("holder", a delivery key) and
+    -- when the window ends ("window_ends_at", null while the holder waits for its
+    -- authorization, which starts it; "window_seconds" long): Transition.TextHold reads it.
+    INSERT INTO history (delivery_key, seq, from_state, to_state, reason, attempt_token, epoch, generation, actor, detail)
+    SELECT c.delivery_key, c.transition_seq, 'pending', c.state, c.reason, c.attempt_token, c.epoch, c.generation, $11::TEXT,
+           (CASE WHEN c.reason = 'duplicate_text' THEN
+                jsonb_build_object('holder', 'dk1:' || encode(th.holder, 'hex'), 'window_ends_at', th.window_ends_at,
+                                   'window_seconds', th.text_window_seconds)
+            ELSE '{}'::JSONB END)
     FROM changed c
+    LEFT JOIN text_held th ON th.account_id = c.account_id AND th.text_hash = c.text_hash
     RETURNING delivery_key, seq
 ),
 outbox_rows AS (
@@ -216,6 +281,7 @@ type IntentsAuthorizeParams struct {
 	Generations     []int64
 	RequestHashes   [][]byte
 	ContractVersion string
+	AlwaysRetried   []string
 	FailedReasons   []string
 	InFlightMs      int64
 	Actor           string
@@ -239,8 +305,10 @@ type IntentsAuthorizeRow struct {
 // ends the attempt in failed (a transient gate: @failed_reasons) or parked (a terminal one);
 // passing them all writes authorized with the in-flight lease.
 // Several intents of one account share its rate bucket: the take hands out as many tokens as
-// the bucket holds, to the intents in key order; several intents of one account with the same
-// text compete for one claim, which the first in key order gets. One row per input key;
+// the bucket holds, to the intents in stored order (created_at, batch_ord, delivery_key); of
+// the intents of one account with the same text, the one stored first that still waits to be
+// sent wins the claim (docs/design.md#the-duplicate-text-window), and a refusal's history
+// detail names the holder and when the window ends. One row per input key;
 // outcome: authorized | a refusal reason | invalid_transition | lease_lost | fenced |
 // request_mismatch | NULL (no such intent). @now is NULL except in tests that
 // must stand exactly on an edge; the clock is otherwise the database's.
@@ -253,6 +321,7 @@ func (q *Queries) IntentsAuthorize(ctx context.Context, arg IntentsAuthorizePara
 		arg.Generations,
 		arg.RequestHashes,
 		arg.ContractVersion,
+		arg.AlwaysRetried,
 		arg.FailedReasons,
 		arg.InFlightMs,
 		arg.Actor,

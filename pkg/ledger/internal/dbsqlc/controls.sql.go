@@ -185,6 +185,19 @@ func (q *Queries) PolicyLayersFor(ctx context.Context, scope string) ([]Policy, 
 	return items, nil
 }
 
+const policyScopeKnown = `-- name: PolicyScopeKnown :one
+SELECT ($1::TEXT = '' OR EXISTS (SELECT 1 FROM accounts a WHERE a.account_id = $1::TEXT))::BOOL AS known
+`
+
+// Whether a policy scope names a configured account (the default scope always does): a read of
+// an account's policy refuses an account that does not exist, as a change does.
+func (q *Queries) PolicyScopeKnown(ctx context.Context, scope string) (bool, error) {
+	row := q.db.QueryRow(ctx, policyScopeKnown, scope)
+	var known bool
+	err := row.Scan(&known)
+	return known, err
+}
+
 const policySet = `-- name: PolicySet :one
 WITH account AS (
     SELECT ($1::TEXT = '' OR EXISTS (SELECT 1 FROM accounts a WHERE a.account_id = $1::TEXT))::BOOL AS known

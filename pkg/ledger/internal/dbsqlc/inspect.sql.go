@@ -12,34 +12,60 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const intentsPage = `-- name: IntentsPage :many
+const intentsByTimePage = `-- name: IntentsByTimePage :many
 SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
        source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
-       generation, lease_expires_at, object_id, created_at, updated_at
-FROM intents
-WHERE delivery_key > $1::BYTEA
-  AND ($2::TEXT = '' OR state = $2::TEXT)
-  AND ($3::TEXT = '' OR account_id = $3::TEXT)
-ORDER BY delivery_key
-LIMIT $4::INT
+       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord
+FROM (
+    SELECT i.delivery_key, i.account_id, i.action, i.target, i.request, i.occurrence, i.text_hash, i.source_id, i.source_version, i.state, i.reason, i.transition_seq, i.attempts_authorized, i.attempt_token, i.epoch, i.generation, i.lease_expires_at, i.object_id, i.created_at, i.updated_at, i.batch_ord, CASE WHEN $1::BOOL THEN i.created_at ELSE i.updated_at END AS sort_at
+    FROM intents i
+    WHERE ($2::TEXT = '' OR i.state = $2::TEXT)
+      AND ($3::TEXT = '' OR i.account_id = $3::TEXT)
+      AND ($4::TEXT = '' OR i.reason = $4::TEXT)
+) page
+WHERE ($5::TIMESTAMPTZ IS NULL OR sort_at >= $5::TIMESTAMPTZ)
+  AND ($6::TIMESTAMPTZ IS NULL OR sort_at < $6::TIMESTAMPTZ)
+  AND ($7::TIMESTAMPTZ IS NULL
+       OR ($8::BOOL AND (sort_at, delivery_key) < ($7::TIMESTAMPTZ, $9::BYTEA))
+       OR (NOT $8::BOOL AND (sort_at, delivery_key) > ($7::TIMESTAMPTZ, $9::BYTEA)))
+ORDER BY CASE WHEN $8::BOOL THEN sort_at END DESC,
+         CASE WHEN $8::BOOL THEN delivery_key END DESC,
+         sort_at, delivery_key
+LIMIT $10::INT
 `
 
-type IntentsPageParams struct {
-	AfterKey  []byte
-	State     string
-	AccountID string
-	MaxRows   int32
+type IntentsByTimePageParams struct {
+	ByCreated  bool
+	State      string
+	AccountID  string
+	Reason     string
+	Since      *time.Time
+	Until      *time.Time
+	AfterAt    *time.Time
+	Descending bool
+	AfterKey   []byte
+	MaxRows    int32
 }
 
-// An operator's page of intents in delivery-key order after @after_key (the empty key to
-// start), optionally only those in one state and of one account (the empty string: any).
-// Keyset pagination on the primary key: a page reads its rows and those the filters skip, never
-// an offset's worth, and never history.
-func (q *Queries) IntentsPage(ctx context.Context, arg IntentsPageParams) ([]Intent, error) {
-	rows, err := q.db.Query(ctx, intentsPage,
-		arg.AfterKey,
+// An operator's page of intents in the order of a time, sort_at: created_at when @by_created,
+// else updated_at; oldest first, or newest first when @descending; ties in delivery-key order,
+// the same way. After the position (@after_at, @after_key) of the previous page's last intent
+// (@after_at NULL: the first page), so that keyset pagination on (sort_at, delivery_key), a
+// total order, neither repeats nor skips an intent whose time did not change meanwhile. The
+// filters are IntentsPage's, the time bounds on sort_at. No index orders intents by a time: a
+// page reads and sorts every intent the filters keep (an index would be written by every
+// transition).
+func (q *Queries) IntentsByTimePage(ctx context.Context, arg IntentsByTimePageParams) ([]Intent, error) {
+	rows, err := q.db.Query(ctx, intentsByTimePage,
+		arg.ByCreated,
 		arg.State,
 		arg.AccountID,
+		arg.Reason,
+		arg.Since,
+		arg.Until,
+		arg.AfterAt,
+		arg.Descending,
+		arg.AfterKey,
 		arg.MaxRows,
 	)
 	if err != nil {
@@ -70,6 +96,7 @@ func (q *Queries) IntentsPage(ctx context.Context, arg IntentsPageParams) ([]Int
 			&i.ObjectID,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.BatchOrd,
 		); err != nil {
 			return nil, err
 		}
@@ -81,28 +108,46 @@ func (q *Queries) IntentsPage(ctx context.Context, arg IntentsPageParams) ([]Int
 	return items, nil
 }
 
-const parkedPage = `-- name: ParkedPage :many
+const intentsPage = `-- name: IntentsPage :many
 SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
        source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
-       generation, lease_expires_at, object_id, created_at, updated_at
+       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord
 FROM intents
-WHERE state = 'parked'
-  AND delivery_key > $1::BYTEA
-  AND ($2::TEXT = '' OR account_id = $2::TEXT)
+WHERE delivery_key > $1::BYTEA
+  AND ($2::TEXT = '' OR state = $2::TEXT)
+  AND ($3::TEXT = '' OR account_id = $3::TEXT)
+  AND ($4::TEXT = '' OR reason = $4::TEXT)
+  AND ($5::TIMESTAMPTZ IS NULL OR updated_at >= $5::TIMESTAMPTZ)
+  AND ($6::TIMESTAMPTZ IS NULL OR updated_at < $6::TIMESTAMPTZ)
 ORDER BY delivery_key
-LIMIT $3::INT
+LIMIT $7::INT
 `
 
-type ParkedPageParams struct {
+type IntentsPageParams struct {
 	AfterKey  []byte
+	State     string
 	AccountID string
+	Reason    string
+	Since     *time.Time
+	Until     *time.Time
 	MaxRows   int32
 }
 
-// The same page for the parked intents, through intents_parked_idx: the state is written here,
-// not passed, because only a statement that names 'parked' can be planned on that partial index.
-func (q *Queries) ParkedPage(ctx context.Context, arg ParkedPageParams) ([]Intent, error) {
-	rows, err := q.db.Query(ctx, parkedPage, arg.AfterKey, arg.AccountID, arg.MaxRows)
+// An operator's page of intents in delivery-key order after @after_key (the empty key to
+// start), optionally only those in one state, of one account and with one reason (the empty
+// string: any), and changed last (updated_at) at or after @since and before @until (NULL: no
+// bound). Keyset pagination on the primary key: a page reads its rows and those the filters
+// skip, never an offset's worth, and never history.
+func (q *Queries) IntentsPage(ctx context.Context, arg IntentsPageParams) ([]Intent, error) {
+	rows, err := q.db.Query(ctx, intentsPage,
+		arg.AfterKey,
+		arg.State,
+		arg.AccountID,
+		arg.Reason,
+		arg.Since,
+		arg.Until,
+		arg.MaxRows,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -131,6 +176,169 @@ func (q *Queries) ParkedPage(ctx context.Context, arg ParkedPageParams) ([]Inten
 			&i.ObjectID,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.BatchOrd,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const parkedByTimePage = `-- name: ParkedByTimePage :many
+SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
+       source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
+       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord
+FROM (
+    SELECT i.delivery_key, i.account_id, i.action, i.target, i.request, i.occurrence, i.text_hash, i.source_id, i.source_version, i.state, i.reason, i.transition_seq, i.attempts_authorized, i.attempt_token, i.epoch, i.generation, i.lease_expires_at, i.object_id, i.created_at, i.updated_at, i.batch_ord, CASE WHEN $1::BOOL THEN i.created_at ELSE i.updated_at END AS sort_at
+    FROM intents i
+    WHERE i.state = 'parked'
+      AND ($2::TEXT = '' OR i.account_id = $2::TEXT)
+      AND ($3::TEXT = '' OR i.reason = $3::TEXT)
+) page
+WHERE ($4::TIMESTAMPTZ IS NULL OR sort_at >= $4::TIMESTAMPTZ)
+  AND ($5::TIMESTAMPTZ IS NULL OR sort_at < $5::TIMESTAMPTZ)
+  AND ($6::TIMESTAMPTZ IS NULL
+       OR ($7::BOOL AND (sort_at, delivery_key) < ($6::TIMESTAMPTZ, $8::BYTEA))
+       OR (NOT $7::BOOL AND (sort_at, delivery_key) > ($6::TIMESTAMPTZ, $8::BYTEA)))
+ORDER BY CASE WHEN $7::BOOL THEN sort_at END DESC,
+         CASE WHEN $7::BOOL THEN delivery_key END DESC,
+         sort_at, delivery_key
+LIMIT $9::INT
+`
+
+type ParkedByTimePageParams struct {
+	ByCreated  bool
+	AccountID  string
+	Reason     string
+	Since      *time.Time
+	Until      *time.Time
+	AfterAt    *time.Time
+	Descending bool
+	AfterKey   []byte
+	MaxRows    int32
+}
+
+// IntentsByTimePage for the parked intents, through intents_parked_idx (ParkedPage).
+func (q *Queries) ParkedByTimePage(ctx context.Context, arg ParkedByTimePageParams) ([]Intent, error) {
+	rows, err := q.db.Query(ctx, parkedByTimePage,
+		arg.ByCreated,
+		arg.AccountID,
+		arg.Reason,
+		arg.Since,
+		arg.Until,
+		arg.AfterAt,
+		arg.Descending,
+		arg.AfterKey,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Intent
+	for rows.Next() {
+		var i Intent
+		if err := rows.Scan(
+			&i.DeliveryKey,
+			&i.AccountID,
+			&i.Action,
+			&i.Target,
+			&i.Request,
+			&i.Occurrence,
+			&i.TextHash,
+			&i.SourceID,
+			&i.SourceVersion,
+			&i.State,
+			&i.Reason,
+			&i.TransitionSeq,
+			&i.AttemptsAuthorized,
+			&i.AttemptToken,
+			&i.Epoch,
+			&i.Generation,
+			&i.LeaseExpiresAt,
+			&i.ObjectID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.BatchOrd,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const parkedPage = `-- name: ParkedPage :many
+SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
+       source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
+       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord
+FROM intents
+WHERE state = 'parked'
+  AND delivery_key > $1::BYTEA
+  AND ($2::TEXT = '' OR account_id = $2::TEXT)
+  AND ($3::TEXT = '' OR reason = $3::TEXT)
+  AND ($4::TIMESTAMPTZ IS NULL OR updated_at >= $4::TIMESTAMPTZ)
+  AND ($5::TIMESTAMPTZ IS NULL OR updated_at < $5::TIMESTAMPTZ)
+ORDER BY delivery_key
+LIMIT $6::INT
+`
+
+type ParkedPageParams struct {
+	AfterKey  []byte
+	AccountID string
+	Reason    string
+	Since     *time.Time
+	Until     *time.Time
+	MaxRows   int32
+}
+
+// The same page for the parked intents, through intents_parked_idx: the state is written here,
+// not passed, because only a statement that names 'parked' can be planned on that partial index.
+func (q *Queries) ParkedPage(ctx context.Context, arg ParkedPageParams) ([]Intent, error) {
+	rows, err := q.db.Query(ctx, parkedPage,
+		arg.AfterKey,
+		arg.AccountID,
+		arg.Reason,
+		arg.Since,
+		arg.Until,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Intent
+	for rows.Next() {
+		var i Intent
+		if err := rows.Scan(
+			&i.DeliveryKey,
+			&i.AccountID,
+			&i.Action,
+			&i.Target,
+			&i.Request,
+			&i.Occurrence,
+			&i.TextHash,
+			&i.SourceID,
+			&i.SourceVersion,
+			&i.State,
+			&i.Reason,
+			&i.TransitionSeq,
+			&i.AttemptsAuthorized,
+			&i.AttemptToken,
+			&i.Epoch,
+			&i.Generation,
+			&i.LeaseExpiresAt,
+			&i.ObjectID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.BatchOrd,
 		); err != nil {
 			return nil, err
 		}
@@ -188,6 +396,56 @@ func (q *Queries) ReconciliationsByIntent(ctx context.Context, deliveryKey []byt
 		return nil, err
 	}
 	return items, nil
+}
+
+const rejectAt = `-- name: RejectAt :one
+SELECT reject_id::TEXT AS reject_id, reason, detail, subject, stream, stream_seq, headers,
+       substring(raw FROM 1 FOR $1::INT)::BYTEA AS preview, raw_size, raw_truncated, raw_sha256, received_at
+FROM rejects
+WHERE stream = $2::TEXT AND stream_seq = $3::BIGINT
+`
+
+type RejectAtParams struct {
+	PreviewBytes int32
+	Stream       string
+	StreamSeq    int64
+}
+
+type RejectAtRow struct {
+	RejectID     string
+	Reason       string
+	Detail       string
+	Subject      string
+	Stream       string
+	StreamSeq    pgtype.Int8
+	Headers      []byte
+	Preview      []byte
+	RawSize      int32
+	RawTruncated bool
+	RawSha256    []byte
+	ReceivedAt   time.Time
+}
+
+// The refused input stored from one message of a stream, through rejects_stream_seq_key: what
+// the outcome service tells the producer whose message it was.
+func (q *Queries) RejectAt(ctx context.Context, arg RejectAtParams) (RejectAtRow, error) {
+	row := q.db.QueryRow(ctx, rejectAt, arg.PreviewBytes, arg.Stream, arg.StreamSeq)
+	var i RejectAtRow
+	err := row.Scan(
+		&i.RejectID,
+		&i.Reason,
+		&i.Detail,
+		&i.Subject,
+		&i.Stream,
+		&i.StreamSeq,
+		&i.Headers,
+		&i.Preview,
+		&i.RawSize,
+		&i.RawTruncated,
+		&i.RawSha256,
+		&i.ReceivedAt,
+	)
+	return i, err
 }
 
 const rejectsList = `-- name: RejectsList :many

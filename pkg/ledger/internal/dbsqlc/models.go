@@ -102,6 +102,7 @@ type Intent struct {
 	ObjectID           pgtype.Text
 	CreatedAt          time.Time
 	UpdatedAt          time.Time
+	BatchOrd           int32
 }
 
 type Outbox struct {

@@ -24,18 +24,20 @@ WITH batch AS (
            generate_subscripts($1::BYTEA[], 1) AS ord
 ),
 input AS (
-    SELECT b.delivery_key, b.account_id, b.action, b.target, b.request, b.occurrence,
+    SELECT b.delivery_key, b.account_id, b.action, b.target, b.request, b.occurrence, b.ord,
            NULLIF(b.text_hash, ''::BYTEA) AS text_hash,
            NULLIF(b.source_id, '') AS source_id,
            NULLIF(b.source_version, ''::BYTEA) AS source_version
     FROM batch b
 ),
 known AS (
-    SELECT input.delivery_key, input.account_id, input.action, input.target, input.request, input.occurrence, input.text_hash, input.source_id, input.source_version FROM input JOIN accounts a ON a.account_id = input.account_id
+    SELECT input.delivery_key, input.account_id, input.action, input.target, input.request, input.occurrence, input.ord, input.text_hash, input.source_id, input.source_version FROM input JOIN accounts a ON a.account_id = input.account_id
 ),
 created AS (
-    INSERT INTO intents (delivery_key, account_id, action, target, request, occurrence, text_hash, source_id, source_version, state, reason, transition_seq)
-    SELECT k.delivery_key, k.account_id, k.action, k.target, k.request, k.occurrence, k.text_hash, k.source_id, k.source_version, 'pending', 'submitted', 1
+    -- batch_ord keeps the batch's order (the producer's, as ingest fetched it): its intents
+    -- share created_at, and the first stored wins a duplicate-text claim.
+    INSERT INTO intents (delivery_key, account_id, action, target, request, occurrence, text_hash, source_id, source_version, state, reason, transition_seq, batch_ord)
+    SELECT k.delivery_key, k.account_id, k.action, k.target, k.request, k.occurrence, k.text_hash, k.source_id, k.source_version, 'pending', 'submitted', 1, k.ord
     FROM known k
     -- A key a ledger restore could not recreate (restore_blocks) is never created again: it
     -- answers duplicate, as the intent itself would.

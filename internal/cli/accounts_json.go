@@ -1,0 +1,31 @@
+package cli
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+// accountJSON is an account as the accounts commands print it with --json: snake_case keys, as
+// every command's JSON, where ledger.Account (whose fields have no JSON names) would print
+// PascalCase. Account is the account's id, named as in every other JSON of atmost; Settings
+// are the adapter's settings as stored.
+type accountJSON struct {
+	Account           string          `json:"account"`
+	Platform          string          `json:"platform"`
+	Settings          json.RawMessage `json:"settings"`
+	CredentialRef     string          `json:"credential_ref"`
+	CredentialVersion int64           `json:"credential_version"`
+	Revoked           bool            `json:"revoked"`
+	ContractVersion   string          `json:"contract_version"`
+	CreatedAt         time.Time       `json:"created_at"`
+	UpdatedAt         time.Time       `json:"updated_at"`
+}
+
+// toAccountJSON is a as accounts ls --json and accounts show --json print it (a test checks it
+// carries every field of ledger.Account).
+func toAccountJSON(a ledger.Account) accountJSON {
+	return accountJSON{Account: a.ID, Platform: a.Platform, Settings: rawJSON(a.Settings), CredentialRef: a.CredentialRef,
+		CredentialVersion: a.CredentialVersion, Revoked: a.Revoked, ContractVersion: a.ContractVersion, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt}
+}

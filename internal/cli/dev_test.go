@@ -1,0 +1,103 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/internal/cli"
+	"github.com/atmost/atmost/internal/testkit/dbtest"
+)
+
+// lockedBuffer is a buffer a running command writes while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A busy address is named with the flag that moves it, before anything starts; a bad address
+// or base port is a usage error.
+func TestDevNamesABusyPortAndTheFlagThatMovesIt(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	busy := ln.Addr().String()
+	// An unreachable ledger: the command must stop at the port, before it tries the ledger.
+	env := map[string]string{"ATMOST_DATABASE_URL": "postgres://postgres@127.0.0.1:1/atmost?sslmode=disable&connect_timeout=2"}
+	free := []string{"--nats-port", "0", "--ingest-http-addr", "127.0.0.1:0", "--sweeper-http-addr", "127.0.0.1:0", "--reconciler-http-addr", "127.0.0.1:0", "--console", "127.0.0.1:0"}
+	res := run(env, append([]string{"dev", "--dispatcher-http-addr", busy}, free...)...)
+	require.Equal(t, cli.ExitError, res.code, res.stderr)
+	require.Contains(t, res.stderr, "atmost dev: "+busy+" (the dispatcher's /healthz, /readyz and /metrics) is in use, nothing was started")
+	require.Contains(t, res.stderr, "move it with --dispatcher-http-addr, or every role with --http-base-port")
+	require.NotContains(t, res.stderr, "ledger")
+	res = run(env, append([]string{"dev", "--dispatcher-http-addr", "127.0.0.1:0", "--sim", busy}, free...)...)
+	require.Equal(t, cli.ExitError, res.code, res.stderr)
+	require.Contains(t, res.stderr, "give another --sim address")
+	res = run(env, append(append([]string{"dev", "--dispatcher-http-addr", "127.0.0.1:0"}, free...), "--console", busy)...)
+	require.Equal(t, cli.ExitError, res.code, res.stderr)
+	require.Contains(t, res.stderr, "atmost dev: "+busy+" (the operator console) is in use, nothing was started")
+	require.Contains(t, res.stderr, "give another --console address (empty: none)")
+	require.NotContains(t, res.stderr, "ledger")
+
+	for args, want := range map[string][]string{
+		"--http-base-port 65534": {"dev", "--http-base-port", "65534"},
+		"give HOST:PORT":         {"dev", "--ingest-http-addr", "9101"},
+	} {
+		res := run(env, want...)
+		require.Equal(t, cli.ExitUsage, res.code, "%v: %s", want, res.stderr)
+		require.Contains(t, res.stderr, args)
+	}
+}
+
+// ATMOST_HTTP_ADDR is one role's address: atmost dev gives each role its own instead, so the
+// roles do not collide on it, and says so.
+func TestDevGivesEachRoleItsOwnAddressWhateverATMOST_HTTP_ADDRSays(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t, dbtest.Empty())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	env := map[string]string{"ATMOST_DATABASE_URL": db.URL, "ATMOST_HTTP_ADDR": ln.Addr().String()}
+	var stdout, stderr lockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Run(ctx, cli.IO{Stdout: &stdout, Stderr: &stderr, Env: func(name string) (string, bool) { v, ok := env[name]; return v, ok }},
+			[]string{"dev", "--nats-port", "0", "--data-dir", t.TempDir(), "--log", t.TempDir() + "/roles.log", "--ingest-http-addr", "127.0.0.1:0",
+				"--dispatcher-http-addr", "127.0.0.1:0", "--sweeper-http-addr", "127.0.0.1:0", "--reconciler-http-addr", "127.0.0.1:0", "--console", "127.0.0.1:0"})
+	}()
+	require.Eventually(t, func() bool { return bytes.Contains([]byte(stdout.String()), []byte("running; Ctrl-C")) }, 30*time.Second, 50*time.Millisecond,
+		"stdout: %s\nstderr: %s", &stdout, &stderr)
+	require.Contains(t, stdout.String(), "roles (/healthz, /readyz and /metrics): ingest 127.0.0.1:0, dispatcher 127.0.0.1:0, sweeper 127.0.0.1:0, reconciler 127.0.0.1:0")
+	require.Contains(t, stderr.String(), "atmost dev: ATMOST_HTTP_ADDR is one role's address and is not used")
+	require.Regexp(t, `(?m)^console: http://127\.0\.0\.1:[1-9][0-9]*$`, stdout.String(), "the console's address, printed")
+	// Every role keeps running: none failed on a taken address.
+	time.Sleep(2 * time.Second)
+	select {
+	case code := <-done:
+		t.Fatalf("atmost dev stopped on its own with %d: %s", code, &stderr)
+	default:
+	}
+	cancel()
+	require.Equal(t, cli.ExitOK, <-done, stderr.String())
+	require.Contains(t, stdout.String(), "stopped")
+}

@@ -1,0 +1,224 @@
+// Package outcome is the outcome service: it answers a producer's question "what became of my
+// intent?" from the ledger, over NATS, so that a producer needs no database access. It is a
+// service of nats.go's micro framework (`nats micro ls` lists it, `nats micro stats` counts its
+// requests), named client.StatusService, listening on atmost.status.<account-token> in a queue
+// group, so every role instance that serves it shares the requests. The protocol is
+// pkg/client's; the ingest role serves it (docs/design.md#learning-the-outcome says why).
+//
+// The account is in the subject so that NATS permissions scope who may ask about which
+// account's intents, as they scope who may publish them: an intent of another account is
+// answered as not found, never with its state.
+package outcome
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/atmost/atmost/internal/version"
+	"github.com/atmost/atmost/pkg/client"
+	"github.com/atmost/atmost/pkg/events"
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+// Ledger is what the service reads: one intent by key, and the reject of one message. *ledger.Ledger
+// is one.
+type Ledger interface {
+	Get(ctx context.Context, key identity.DeliveryKey) (ledger.Intent, error)
+	RejectAt(ctx context.Context, stream string, seq int64) (ledger.StoredRejection, error)
+}
+
+// Config tunes the service. The zero value of every field means its default.
+type Config struct {
+	// Concurrency is how many requests are answered at once; micro hands a subscription's
+	// requests over one at a time, and each answer is a ledger read. Default 8.
+	Concurrency int
+	// Timeout bounds one ledger read. Default 2 s.
+	Timeout time.Duration
+	// Logger; nil means no logging.
+	Logger *zap.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Concurrency == 0 {
+		c.Concurrency = 8
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 2 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	return c
+}
+
+// Service is the running outcome service.
+type Service struct {
+	svc      micro.Service
+	ledger   Ledger
+	cfg      Config
+	work     chan micro.Request
+	quit     chan struct{}
+	wg       sync.WaitGroup
+	requests *prometheus.CounterVec
+	stop     sync.Once
+}
+
+// Start serves the outcome service on nc until Stop; it listens when Start returns.
+func Start(nc *nats.Conn, l Ledger, cfg Config) (*Service, error) {
+	cfg = cfg.withDefaults()
+	if cfg.Concurrency < 1 || cfg.Timeout < 0 {
+		return nil, fmt.Errorf("outcome: concurrency %d and timeout %s out of range", cfg.Concurrency, cfg.Timeout)
+	}
+	s := &Service{ledger: l, cfg: cfg, work: make(chan micro.Request), quit: make(chan struct{}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "atmost_status_requests_total",
+			Help: "Requests to the outcome service, by answer: found, rejected (ingest refused the message), not_found, bad_request, unavailable."}, []string{"answer"})}
+	for _, a := range []string{"found", "rejected", "not_found", "bad_request", "unavailable"} {
+		s.requests.WithLabelValues(a)
+	}
+	svc, err := micro.AddService(nc, micro.Config{
+		Name:        client.StatusService,
+		Version:     client.StatusVersion,
+		Description: "the state and reason of an intent, by account and delivery key, read from atmost's ledger",
+		Metadata:    map[string]string{"atmost_version": version.String()},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("outcome: %w", err)
+	}
+	for range cfg.Concurrency {
+		s.wg.Add(1)
+		go s.worker()
+	}
+	err = svc.AddEndpoint("status", micro.HandlerFunc(s.hand),
+		micro.WithEndpointSubject(client.StatusSubjects),
+		micro.WithEndpointMetadata(map[string]string{"request": `{"delivery_key":"dk1:..."}`, "reply": "client.Outcome"}))
+	if err != nil {
+		_ = svc.Stop()
+		close(s.quit)
+		s.wg.Wait()
+		return nil, fmt.Errorf("outcome: %w", err)
+	}
+	s.svc = svc
+	// Listening once Start returns: the subscription reached the server, not only a buffer.
+	if err := nc.FlushTimeout(5 * time.Second); err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("outcome: %w", err)
+	}
+	return s, nil
+}
+
+// Collectors are the service's metrics.
+func (s *Service) Collectors() []prometheus.Collector { return []prometheus.Collector{s.requests} }
+
+// Stop stops taking requests and waits for those being answered.
+func (s *Service) Stop() {
+	s.stop.Do(func() {
+		_ = s.svc.Stop()
+		close(s.quit)
+		s.wg.Wait()
+	})
+}
+
+// hand gives a request to a free worker. Stop drains the subscription after it returns, so a
+// request may still come: it is told to ask again.
+func (s *Service) hand(r micro.Request) {
+	select {
+	case s.work <- r:
+	case <-s.quit:
+		s.fail(r, "unavailable", client.CodeUnavailable, "the service is stopping; ask again")
+	}
+}
+
+func (s *Service) worker() {
+	defer s.wg.Done()
+	for {
+		select {
+		case r := <-s.work:
+			s.answer(r)
+		case <-s.quit:
+			return
+		}
+	}
+}
+
+// answer reads the intent of one request and replies with its outcome or an error code.
+func (s *Service) answer(r micro.Request) {
+	token := strings.TrimPrefix(r.Subject(), "atmost.status.")
+	account, err := identity.ParseAccountToken(token)
+	if err != nil {
+		s.fail(r, "bad_request", client.CodeBadRequest, err.Error())
+		return
+	}
+	var req client.StatusRequest
+	dec := json.NewDecoder(bytes.NewReader(r.Data()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil || dec.More() || req.Key.IsZero() {
+		s.fail(r, "bad_request", client.CodeBadRequest, `the body must be {"delivery_key":"dk1:<64 hex>"}`)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+	defer cancel()
+	in, err := s.ledger.Get(ctx, req.Key)
+	if errors.Is(err, ledger.ErrNotFound) && req.Seq > 0 {
+		var rej *client.Rejection
+		if rej, err = s.rejected(ctx, account, req); err == nil {
+			s.requests.WithLabelValues("rejected").Inc()
+			s.respond(r, client.Outcome{Key: req.Key, Account: account, Rejected: rej})
+			return
+		}
+	}
+	switch {
+	case errors.Is(err, ledger.ErrNotFound), err == nil && in.Account != account:
+		// Another account's intent is not found for this one: its state is not this asker's.
+		s.fail(r, "not_found", client.CodeNotFound, fmt.Sprintf("no intent %s of account %q", req.Key, account))
+		return
+	case err != nil:
+		s.cfg.Logger.Warn("the outcome service could not read the ledger", zap.Stringer("delivery_key", req.Key), zap.Error(err))
+		s.fail(r, "unavailable", client.CodeUnavailable, "the ledger could not be read; ask again")
+		return
+	}
+	rule, _ := in.Reason.Rule()
+	out := client.Outcome{Key: in.Key, Account: in.Account, State: string(in.State), Reason: string(in.Reason), Retry: string(rule.Retry),
+		Seq: in.Seq, ObjectID: in.ObjectID, UpdatedAt: in.UpdatedAt}
+	s.requests.WithLabelValues("found").Inc()
+	s.respond(r, out)
+}
+
+// rejected returns ingest's refusal of the message req.Seq names, or ledger.ErrNotFound. The
+// refusal counts only for a message on the account's subject that named this key in its
+// Atmost-Delivery-Key header: a sequence alone would let anyone read any message's refusal.
+func (s *Service) rejected(ctx context.Context, account string, req client.StatusRequest) (*client.Rejection, error) {
+	stored, err := s.ledger.RejectAt(ctx, events.IntentsStream, int64(req.Seq))
+	if err != nil {
+		return nil, err
+	}
+	if stored.Subject != events.IntentSubject(account) || !slices.Contains(stored.Headers[identity.DeliveryKeyHeader], req.Key.String()) {
+		return nil, ledger.ErrNotFound
+	}
+	return &client.Rejection{Reason: identity.Reason(stored.Reason), Detail: stored.Detail}, nil
+}
+
+func (s *Service) respond(r micro.Request, out client.Outcome) {
+	if err := r.RespondJSON(out); err != nil {
+		s.cfg.Logger.Debug("the outcome service could not answer", zap.Error(err))
+	}
+}
+
+func (s *Service) fail(r micro.Request, answer, code, description string) {
+	s.requests.WithLabelValues(answer).Inc()
+	if err := r.Error(code, description, nil); err != nil {
+		s.cfg.Logger.Debug("the outcome service could not answer", zap.Error(err))
+	}
+}

@@ -1,0 +1,132 @@
+package outcome_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/internal/outcome"
+	"github.com/atmost/atmost/internal/testkit/dbtest"
+	"github.com/atmost/atmost/internal/testkit/worldtest"
+	"github.com/atmost/atmost/pkg/client"
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+func connect(t *testing.T, url string) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func ask(t *testing.T, nc *nats.Conn, subject, body string) *nats.Msg {
+	t.Helper()
+	m, err := nc.Request(subject, []byte(body), 5*time.Second)
+	require.NoError(t, err)
+	return m
+}
+
+// What the service answers, for any NATS client: the outcome as JSON, or micro's error headers
+// with a code; its INFO names the subject it listens on.
+func TestTheServiceAnswersWithAnOutcomeOrACode(t *testing.T) {
+	t.Parallel()
+	w := worldtest.New(t)
+	require.NoError(t, w.Ledger.AddAccount(w.Ctx, ledger.Account{ID: "a.b", Platform: "sim"}))
+	w.Exec(`INSERT INTO accounts (account_id, platform) VALUES ('acct-1', 'sim')`)
+	key := w.Submit("a.b", "an account with a dot")[0]
+	svc, err := outcome.Start(connect(t, w.NATSURL), w.Ledger, outcome.Config{})
+	require.NoError(t, err)
+	t.Cleanup(svc.Stop)
+	nc := connect(t, w.NATSURL)
+
+	m := ask(t, nc, client.StatusSubject("a.b"), `{"delivery_key":"`+key.String()+`"}`)
+	require.Empty(t, m.Header.Get(micro.ErrorCodeHeader))
+	var o client.Outcome
+	require.NoError(t, json.Unmarshal(m.Data, &o))
+	require.Equal(t, "pending", o.State)
+	require.Equal(t, "a.b", o.Account)
+
+	for _, c := range []struct{ subject, body, code string }{
+		{"atmost.status.a", `{"delivery_key":"` + key.String() + `"}`, client.CodeNotFound},
+		{client.StatusSubject("acct-1"), `{"delivery_key":"` + key.String() + `"}`, client.CodeNotFound},
+		{"atmost.status.~YWNjdC0x", `{"delivery_key":"` + key.String() + `"}`, client.CodeBadRequest}, // acct-1, escaped though it has a plain token
+		{client.StatusSubject("a.b"), `{"delivery_key":"dk1:00"}`, client.CodeBadRequest},
+		{client.StatusSubject("a.b"), `{"key":"` + key.String() + `"}`, client.CodeBadRequest},
+		{client.StatusSubject("a.b"), `{"delivery_key":"` + key.String() + `"} {}`, client.CodeBadRequest},
+		{client.StatusSubject("a.b"), ``, client.CodeBadRequest},
+	} {
+		m := ask(t, nc, c.subject, c.body)
+		require.Equal(t, c.code, m.Header.Get(micro.ErrorCodeHeader), "%s %s", c.subject, c.body)
+		require.NotEmpty(t, m.Header.Get(micro.ErrorHeader))
+	}
+
+	info := ask(t, nc, "$SRV.INFO."+client.StatusService, "")
+	var i micro.Info
+	require.NoError(t, json.Unmarshal(info.Data, &i))
+	require.Len(t, i.Endpoints, 1)
+	require.Equal(t, client.StatusSubjects, i.Endpoints[0].Subject)
+	require.Equal(t, client.StatusVersion, i.Version)
+
+	require.Equal(t, map[string]float64{"found": 1, "rejected": 0, "not_found": 2, "bad_request": 5, "unavailable": 0}, answers(t, svc))
+}
+
+// answers reads atmost_status_requests_total by answer.
+func answers(t *testing.T, svc *outcome.Service) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(svc.Collectors()...)
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			out[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
+// A ledger it cannot read is "ask again", never "not found": an intent that exists must not
+// look refused.
+func TestALedgerItCannotReadIsUnavailableNotNotFound(t *testing.T) {
+	t.Parallel()
+	w := worldtest.New(t)
+	pool := dbtest.New(t).AppPool(t)
+	l, err := ledger.New(pool, ledger.Config{Actor: "test"})
+	require.NoError(t, err)
+	pool.Close()
+	svc, err := outcome.Start(connect(t, w.NATSURL), l, outcome.Config{Timeout: time.Second})
+	require.NoError(t, err)
+	t.Cleanup(svc.Stop)
+	env, err := identity.ParseEnvelope([]byte(`{"v":1,"account":"acct-1","action":"post","request":{}}`))
+	require.NoError(t, err)
+	c, err := client.New(connect(t, w.NATSURL), client.Config{})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = c.Status(ctx, "acct-1", env.DeliveryKey())
+	require.Error(t, err)
+	require.NotErrorIs(t, err, client.ErrNotFound)
+	require.Contains(t, err.Error(), client.CodeUnavailable)
+	require.Equal(t, 1.0, answers(t, svc)["unavailable"])
+}
+
+// Stop waits for the answers being given and leaves nothing listening.
+func TestStopLeavesNothingListening(t *testing.T) {
+	t.Parallel()
+	w := worldtest.New(t)
+	svc, err := outcome.Start(connect(t, w.NATSURL), w.Ledger, outcome.Config{})
+	require.NoError(t, err)
+	svc.Stop()
+	svc.Stop()
+	_, err = connect(t, w.NATSURL).Request(client.StatusSubject("acct-1"), []byte(`{}`), time.Second)
+	require.ErrorIs(t, err, nats.ErrNoResponders)
+}

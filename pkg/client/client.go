@@ -1,0 +1,80 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Config tunes a Client. The zero value of every field means its default.
+type Config struct {
+	// MaxInFlight bounds the publishes waiting for JetStream's acknowledgement at once;
+	// PublishAsync blocks while it is reached. Default 4096.
+	MaxInFlight int
+	// AckTimeout is how long a publish waits for its acknowledgement before it is reported as
+	// ErrMaybePublished. Default 5 s.
+	AckTimeout time.Duration
+	// StatusTimeout bounds one request to the outcome service when the caller's context has no
+	// earlier deadline. Default 2 s.
+	StatusTimeout time.Duration
+	// PollInterval is how often Await asks Status again while no event of its intent came:
+	// events reach it on a plain subscription, which a disconnect or a slow consumer can miss.
+	// Default 2 s.
+	PollInterval time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = 4096
+	}
+	if c.AckTimeout == 0 {
+		c.AckTimeout = 5 * time.Second
+	}
+	if c.StatusTimeout == 0 {
+		c.StatusTimeout = 2 * time.Second
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = 2 * time.Second
+	}
+	return c
+}
+
+// Client publishes intents, asks for their outcome and follows events, on one NATS connection,
+// which the caller owns (and closes). It is safe for concurrent use.
+type Client struct {
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	cfg Config
+
+	// slots holds one token per publish waiting for its acknowledgement.
+	slots chan struct{}
+	mu    sync.Mutex
+	// waiting maps each message in flight to its future; JetStream's acknowledgement and error
+	// callbacks name the message.
+	waiting map[*nats.Msg]*Future
+}
+
+// New returns a Client on nc. It fails only for a configuration out of range.
+func New(nc *nats.Conn, cfg Config) (*Client, error) {
+	if nc == nil {
+		return nil, errors.New("client: no NATS connection")
+	}
+	cfg = cfg.withDefaults()
+	if cfg.MaxInFlight < 1 || cfg.AckTimeout < 0 || cfg.StatusTimeout < 0 || cfg.PollInterval < 0 {
+		return nil, fmt.Errorf("client: configuration out of range: %+v", cfg)
+	}
+	c := &Client{nc: nc, cfg: cfg, slots: make(chan struct{}, cfg.MaxInFlight), waiting: map[*nats.Msg]*Future{}}
+	js, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncTimeout(cfg.AckTimeout),
+		jetstream.WithPublishAsyncAckHandler(func(_ jetstream.JetStream, m *nats.Msg, ack *jetstream.PubAck) { c.acknowledged(m, ack) }),
+		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) { c.failed(m, err) }))
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	c.js = js
+	return c, nil
+}

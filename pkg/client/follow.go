@@ -1,0 +1,205 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/atmost/atmost/pkg/events"
+	"github.com/atmost/atmost/pkg/identity"
+)
+
+// FollowConfig says which events Follow hands over and where it resumes.
+type FollowConfig struct {
+	// Durable names the consumer on ATMOST_EVENTS. JetStream keeps its position: a Follow
+	// started again with the same name resumes after the last event it acknowledged, whatever
+	// process runs it. Required; a name JetStream accepts ([A-Za-z0-9_-]).
+	Durable string
+	// Accounts, when not empty, keeps only the events of these accounts.
+	Accounts []string
+	// States, when not empty, keeps only the transitions into these states (of the six).
+	States []string
+	// DeliverNew makes a consumer created by this Follow start with the events published from
+	// now on, instead of the oldest one the stream holds. An existing consumer keeps its
+	// position either way.
+	DeliverNew bool
+	// Batch is how many events one fetch asks for. Default 100.
+	Batch int
+	// AckWait is how long JetStream waits for the acknowledgement of an event before it
+	// delivers it again; keep it above the longest handle. Default 30 s.
+	AckWait time.Duration
+	// Remember is how many recent event ids Follow keeps to hand each event over once,
+	// whatever JetStream redelivers meanwhile. Default 100,000.
+	Remember int
+}
+
+func (f FollowConfig) withDefaults() FollowConfig {
+	if f.Batch == 0 {
+		f.Batch = 100
+	}
+	if f.AckWait == 0 {
+		f.AckWait = 30 * time.Second
+	}
+	if f.Remember == 0 {
+		f.Remember = 100_000
+	}
+	return f
+}
+
+// states are the six an event may enter; a filter naming another would match nothing, silently.
+var states = []string{"pending", "authorized", "published", "failed", "indeterminate", "parked"}
+
+// Filters returns the subject filters of the configuration: one per (state, account) pair
+// when both are given, one per account or per state when one is, every event when neither is.
+// It refuses a state that is not one of the six and an account the envelope refuses.
+func (f FollowConfig) Filters() ([]string, error) {
+	for _, s := range f.States {
+		if !slices.Contains(states, s) {
+			return nil, fmt.Errorf("client: follow: %q is not a state (%v)", s, states)
+		}
+	}
+	for _, a := range f.Accounts {
+		if err := identity.ValidateAccount(a); err != nil {
+			return nil, fmt.Errorf("client: follow: %w", err)
+		}
+	}
+	var out []string
+	switch {
+	case len(f.Accounts) > 0 && len(f.States) > 0:
+		for _, a := range f.Accounts {
+			for _, s := range f.States {
+				out = append(out, events.EventSubject(s, a))
+			}
+		}
+	case len(f.Accounts) > 0:
+		for _, a := range f.Accounts {
+			out = append(out, events.AccountSubjects(a))
+		}
+	case len(f.States) > 0:
+		for _, s := range f.States {
+			out = append(out, events.StateSubjects(s))
+		}
+	default:
+		out = []string{events.EventSubjects}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// Follow creates (or updates) the durable consumer cfg names on ATMOST_EVENTS and hands each
+// event to handle, in the consumer's order, until ctx ends (Follow then returns nil) or
+// something fails. An event is acknowledged after handle returned nil for it; an event whose
+// id Follow has handed over already (a redelivery, or a relay's republication after the
+// stream's duplicate window) is acknowledged without handle. When handle returns an error,
+// Follow gives that event and the rest of its batch back to JetStream and returns the error:
+// the next Follow with the same name starts with that event. A message that is not an event of
+// this version stops Follow too, unacknowledged, rather than skip what a later version added.
+//
+// What Follow remembers does not survive the process. An event handled just before a crash,
+// its acknowledgement lost, comes again after the restart: a handle with effects of its own
+// dedupes on the event's ID (stable per transition), for example in its own store.
+func (c *Client) Follow(ctx context.Context, cfg FollowConfig, handle func(context.Context, events.Event) error) error {
+	cfg = cfg.withDefaults()
+	if cfg.Durable == "" {
+		return errors.New("client: follow: a durable name is required")
+	}
+	if cfg.Batch < 1 || cfg.Remember < 1 || cfg.AckWait < 0 {
+		return fmt.Errorf("client: follow: configuration out of range: batch %d, remember %d, ack wait %s", cfg.Batch, cfg.Remember, cfg.AckWait)
+	}
+	filters, err := cfg.Filters()
+	if err != nil {
+		return err
+	}
+	cc := jetstream.ConsumerConfig{
+		Durable:       cfg.Durable,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cfg.AckWait,
+		MaxAckPending: cfg.Batch,
+	}
+	if cfg.DeliverNew {
+		cc.DeliverPolicy = jetstream.DeliverNewPolicy
+	}
+	if len(filters) == 1 {
+		cc.FilterSubject = filters[0]
+	} else {
+		cc.FilterSubjects = filters
+	}
+	cons, err := c.js.CreateOrUpdateConsumer(ctx, events.EventsStream, cc)
+	if err != nil {
+		return fmt.Errorf("client: follow: consumer %s on %s: %w", cfg.Durable, events.EventsStream, err)
+	}
+	seen := newRecent(cfg.Remember)
+	for ctx.Err() == nil {
+		batch, err := cons.Fetch(cfg.Batch, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("client: follow %s: %w", cfg.Durable, err)
+		}
+		var msgs []jetstream.Msg
+		for m := range batch.Messages() {
+			msgs = append(msgs, m)
+		}
+		for n, m := range msgs {
+			if ctx.Err() != nil {
+				giveBack(msgs[n:])
+				return nil
+			}
+			e, err := events.Unmarshal(m.Data())
+			if err != nil {
+				giveBack(msgs[n:])
+				return fmt.Errorf("client: follow %s: %s is not an event of version %d: %w", cfg.Durable, m.Subject(), events.Version, err)
+			}
+			if !seen.has(e.ID) {
+				if err := handle(ctx, e); err != nil {
+					giveBack(msgs[n:])
+					return err
+				}
+				seen.add(e.ID)
+			}
+			if err := m.Ack(); err != nil {
+				giveBack(msgs[n+1:])
+				return fmt.Errorf("client: follow %s: acknowledge %s: %w", cfg.Durable, e.ID, err)
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && ctx.Err() == nil {
+			return fmt.Errorf("client: follow %s: %w", cfg.Durable, err)
+		}
+	}
+	return nil
+}
+
+// giveBack hands messages back to JetStream for delivery again at once, in their order.
+func giveBack(msgs []jetstream.Msg) {
+	for _, m := range msgs {
+		_ = m.Nak()
+	}
+}
+
+// recent is a bounded set of event ids: the oldest is forgotten first.
+type recent struct {
+	ids  map[events.ID]struct{}
+	ring []events.ID
+	next int
+}
+
+func newRecent(n int) *recent {
+	return &recent{ids: make(map[events.ID]struct{}, n), ring: make([]events.ID, n)}
+}
+
+func (r *recent) has(id events.ID) bool {
+	_, ok := r.ids[id]
+	return ok
+}
+
+func (r *recent) add(id events.ID) {
+	delete(r.ids, r.ring[r.next])
+	r.ring[r.next] = id
+	r.next = (r.next + 1) % len(r.ring)
+	r.ids[id] = struct{}{}
+}
