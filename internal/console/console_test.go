@@ -1,12 +1,14 @@
 package console_test
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -356,6 +358,48 @@ func TestThePagesShowWhatTheLedgerHolds(t *testing.T) {
 
 	_, body = c.get("/rejects")
 	require.Contains(t, body, "No reject.")
+}
+
+// An intent parked as a duplicate of its text names the intent that holds the text, linked, and
+// when the window ends, as atmost intents show does: how long after the holder's authorization
+// while the holder was stored first and waits, a time once it is authorized.
+func TestTheIntentPageNamesWhoHoldsADuplicateText(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, testToken)
+	post := func(occurrence string) identity.DeliveryKey {
+		e, err := identity.NewEnvelope("acct-a", "post", "", []byte(`{"text":"said twice"}`), occurrence, nil)
+		require.NoError(t, err)
+		res, err := h.Ledger.Submit(h.Ctx, []identity.Envelope{e})
+		require.NoError(t, err)
+		return res[0].Key
+	}
+	authorize := func(key identity.DeliveryKey) ledger.Authorization {
+		c, err := h.Ledger.Begin(h.Ctx, key, sha256.Sum256([]byte(key.String())), time.Minute)
+		require.NoError(t, err)
+		a, err := h.Ledger.Authorize(h.Ctx, c, 2*time.Minute, "")
+		require.NoError(t, err)
+		return a
+	}
+	original, waiting, sent := post(""), post("again"), post("once more")
+	require.Equal(t, ledger.ReasonDuplicateText, authorize(waiting).Reason, "the original is stored first and waits")
+	require.True(t, authorize(original).Authorized())
+	require.Equal(t, ledger.ReasonDuplicateText, authorize(sent).Reason)
+	c := h.client()
+	c.login("alice")
+
+	holder := `<dt>Text held by</dt><dd><a href="/intents/` + original.String() + `"><code class="key">` + original.String() + `</code></a></dd>`
+	_, body := c.get("/intents/" + waiting.String())
+	require.Contains(t, body, holder)
+	require.Contains(t, body, "<dt>Window ends</dt><dd>24h0m0s after the holder is authorized")
+
+	var lastAt time.Time
+	require.NoError(t, h.DB.Pool.QueryRow(h.Ctx, `SELECT last_at FROM text_claims`).Scan(&lastAt))
+	_, body = c.get("/intents/" + sent.String())
+	require.Contains(t, body, holder)
+	require.Contains(t, body, "<dt>Window ends</dt><dd>"+lastAt.Add(24*time.Hour).UTC().Format("2006-01-02 15:04:05Z")+"</dd>")
+
+	_, body = c.get("/intents/" + original.String())
+	require.NotContains(t, body, "Text held by", "only a duplicate says so")
 }
 
 func TestCheckListenRefusesAnAddressOffLoopbackWithoutAToken(t *testing.T) {

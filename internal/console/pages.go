@@ -314,8 +314,10 @@ type allowed struct {
 }
 
 type intentData struct {
-	Rec         ledger.Record
-	Text        string
+	Rec  ledger.Record
+	Text string
+	// Hold is the duplicate-text hold that parked it, as atmost intents show prints it.
+	Hold        *ledger.TextHold
 	Meaning     string
 	Events      []eventRow
 	EventsNote  string
@@ -379,6 +381,9 @@ func (s *Server) intent(w http.ResponseWriter, r *http.Request, v visitor) {
 		return
 	}
 	d := intentData{Rec: rec, Text: requestText(rec.Intent.Request), Meaning: reasonMeaning[rec.Intent.Reason], Verbs: verbs(rec.Intent, time.Now())}
+	if hold, ok := rec.TextHold(); ok {
+		d.Hold = &hold
+	}
 	for _, a := range rec.Attempts {
 		row := attemptRow{Attempt: a}
 		for _, e := range rec.Evidence {

@@ -33,7 +33,7 @@ var reasonMeaning = map[ledger.Reason]string{
 	ledger.ReasonLeaseExpired:     "the worker's lease expired after authorization",
 	ledger.ReasonRestoreAhead:     "after a restore: the stream shows an authorization the ledger lost",
 
-	ledger.ReasonDuplicateText:        "the same text was posted on the account within its window",
+	ledger.ReasonDuplicateText:        "another intent of the account with the same text holds it: sent within its window, or stored first and still waiting",
 	ledger.ReasonSupersededSource:     "its source is no longer the stored head",
 	ledger.ReasonContractChanged:      "the platform contract is not the one pinned for the account",
 	ledger.ReasonAttemptsExhausted:    "the attempt cap is reached",
