@@ -18,7 +18,7 @@ import (
 // A person logs in with a name and the token (only a name when the console has no token, which
 // it then serves on loopback only); the session is a random id in a cookie that is HttpOnly,
 // SameSite=Strict and, over TLS, Secure, and it holds the operator's name, written as the actor
-// "console:NAME" of every change. A script sends the token as "Authorization: Bearer" and names
+// "console:NAME" of every change (a name holds no '/': only a process's actor does). A script sends the token as "Authorization: Bearer" and names
 // itself in the Atmost-Operator header for a change.
 //
 // Every POST but the login carries the session's CSRF token (a field of every form), compared in
@@ -185,10 +185,12 @@ func sameOrigin(r *http.Request) bool {
 	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
 }
 
-// cleanOperator checks a login name: printable, no spaces at the ends, at most maxOperator.
+// cleanOperator checks a login name: printable, no spaces at the ends, at most maxOperator, and
+// no '/', so that its actor console:NAME never reads as a process's <role>/<instance>
+// (docs/design.md#who-acted).
 func cleanOperator(name string) (string, bool) {
 	name = strings.TrimSpace(name)
-	if name == "" || len(name) > maxOperator {
+	if name == "" || len(name) > maxOperator || strings.Contains(name, "/") {
 		return "", false
 	}
 	for _, r := range name {
@@ -226,7 +228,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	name, ok := cleanOperator(r.PostFormValue("operator"))
 	if !ok {
-		s.renderLogin(w, r, "Give your name (printable, at most 64 characters): every change you make is recorded under it.", http.StatusBadRequest)
+		s.renderLogin(w, r, "Give your name (printable, at most 64 characters, no /): every change you make is recorded under it.", http.StatusBadRequest)
 		return
 	}
 	if s.cfg.Token != "" && !same(r.PostFormValue("token"), s.cfg.Token) {

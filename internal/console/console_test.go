@@ -53,6 +53,31 @@ func TestAVisitorWithoutASessionSeesNothingOfTheLedger(t *testing.T) {
 	require.NotContains(t, body, "acct-b")
 }
 
+// A person's or a script's name holds no '/': the console's actor console:NAME never reads as a
+// process's <role>/<instance> (docs/design.md#who-acted). Such a login is refused, and so is a
+// script's change under such a name.
+func TestAnOperatorsNameNeverReadsAsAProcess(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, testToken)
+	key := h.failed("acct-a", "named by whom")
+	c := h.client()
+	_, body := c.get("/login")
+	code, body, hdr := c.post("/login", values("operator", "dispatcher/eu-1", "token", testToken, "csrf", field(t, csrfField, body), "next", "/"))
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Contains(t, body, "no /")
+	for _, cookie := range hdr.Values("Set-Cookie") {
+		require.NotContains(t, cookie, "atmost_console=", "no session")
+	}
+
+	req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/intents/"+key.String()+"/act", strings.NewReader(values("verb", "park", "note", "stop").Encode()))
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Atmost-Operator", "dispatcher/eu-1")
+	code, _, _ = c.do(req)
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Equal(t, ledger.Failed, h.Intent(key).State)
+}
+
 // The session cookie is HttpOnly and SameSite=Strict, and Secure when the console is served
 // over TLS.
 func TestTheSessionCookieIsHttpOnlyStrictAndSecureOverTLS(t *testing.T) {
