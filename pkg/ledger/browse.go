@@ -178,9 +178,6 @@ func (l *Ledger) Rejects(ctx context.Context, reason string, max int) ([]StoredR
 // and its Next cursor continues the search after the window.
 const BrowseWindow = 5000
 
-// browseWindow is BrowseWindow, but for tests that walk the window's edge on a few rows.
-var browseWindow = BrowseWindow
-
 // BrowseFilter chooses the intents Browse returns. Zero fields do not filter.
 type BrowseFilter struct {
 	// State: only intents in this state; each state is read through its own index.
@@ -224,13 +221,13 @@ func (l *Ledger) Browse(ctx context.Context, f BrowseFilter, after BrowseCursor,
 	if f.State != "" && !f.State.Valid() {
 		return BrowsePage{}, fmt.Errorf("browse intents: %q is not a state", f.State)
 	}
-	if max < 1 || max > browseWindow {
-		return BrowsePage{}, fmt.Errorf("browse intents: max %d, want 1 to %d", max, browseWindow)
+	if max < 1 || max > l.browseWindow {
+		return BrowsePage{}, fmt.Errorf("browse intents: max %d, want 1 to %d", max, l.browseWindow)
 	}
 	p := dbsqlc.IntentsBrowseParams{
 		State: string(f.State), Reason: string(f.Reason), AccountID: f.Account, Text: strings.TrimSpace(f.Text),
 		BeforeAt: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), BeforeKey: []byte{}, // no key sorts before the empty one: the first page ends before Until
-		Since: time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC), ScanRows: int32(browseWindow), MaxRows: int32(max) + 1,
+		Since: time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC), ScanRows: int32(l.browseWindow), MaxRows: int32(max) + 1,
 	}
 	if !f.Until.IsZero() {
 		p.BeforeAt = f.Until
@@ -269,7 +266,7 @@ func (l *Ledger) Browse(ctx context.Context, f BrowseFilter, after BrowseCursor,
 			}
 			page.Intents = append(page.Intents, in)
 		}
-		if r.N == int64(browseWindow) {
+		if r.N == int64(l.browseWindow) {
 			// The window's last row: whatever follows was not examined, the search goes on there.
 			page.Next, page.Searched = &BrowseCursor{At: in.UpdatedAt, Key: in.Key}, len(page.Intents) < max
 		}

@@ -110,7 +110,7 @@ func TestBrowsePagesNewestFirstThroughEveryState(t *testing.T) {
 func TestBrowseExaminesAtMostTheWindowAndResumesAfterIt(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	ledger.SetBrowseWindow(t, 7)
+	ledger.SetBrowseWindow(e.l, 7)
 	keys := browseScene(e, 30, time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
 
 	var after ledger.BrowseCursor
