@@ -17,7 +17,7 @@ ATMOST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/atmost?sslmode=disable
 ATMOST_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 export ATMOST_DATABASE_URL ATMOST_TEST_DATABASE_URL
 
-.PHONY: help build postgres test lint fmt generate migrate fuzz bench mutate clean-test-databases demo chaos
+.PHONY: help build postgres test lint fmt generate migrate fuzz bench bench-peer bench-steady mutate clean-test-databases demo chaos
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -28,8 +28,9 @@ build: ## build every command into bin/
 postgres: ## find PostgreSQL at ATMOST_TEST_DATABASE_URL or start its local cluster, else stop naming the one command that fixes it (scripts/postgres; CI=true as root also installs it)
 	@scripts/postgres ATMOST_TEST_DATABASE_URL
 
-test: postgres ## run every test with the race detector (needs PostgreSQL: make postgres runs first)
+test: postgres ## run every test with the race detector (needs PostgreSQL: make postgres runs first), and bench/peer's own tests (no database; they keep that module building)
 	$(GO) test -race -count=1 ./...
+	cd bench/peer && $(GO) test -count=1 ./...
 
 .PHONY: test-crdb
 test-crdb: ## the ledger suite on CockroachDB: ATMOST_CRDB_URL, or a cockroach binary on PATH (skips without)
@@ -40,9 +41,10 @@ test-bluesky: ## the Bluesky lane on a real PDS on loopback: installs Node 22 an
 	scripts/bluesky-pds/install
 	ATMOST_BLUESKY_LANE=1 $(GO) test -race -count=1 -timeout 10m -v ./internal/testkit/blueskylane/
 
-lint: ## go vet, staticcheck and a gofmt check
+lint: ## go vet, staticcheck and a gofmt check (bench/peer, a module of its own, included)
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+	cd bench/peer && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
 
@@ -67,6 +69,12 @@ bench: postgres ## benchmarks on the real database and JetStream: the ledger at 
 	$(GO) test -run '^$$' -bench ConsolePages -benchtime 200x ./internal/console/
 	$(GO) test -run '^$$' -bench PublishAll -benchtime 100000x ./pkg/client/
 	$(GO) test -run '^$$' -bench Status -benchtime 10000x ./pkg/client/
+
+bench-peer: postgres ## the same job through atmost and through a River at-least-once pipeline, one run, both rates and the ratio (bench/peer, its own module; PEER_FLAGS="-faults 0.05" adds dropped answers and counts duplicates, -intents N, -help)
+	cd bench/peer && $(GO) run . $(PEER_FLAGS)
+
+bench-steady: postgres ## atmost under an open-loop load: 200 and 1,000 intents/s for 60 s each at 0 and 50 ms platform latency, p50/p99/p99.9 of publish to authorized and to published (PEER_FLAGS="-rates 1500 -latencies 0")
+	cd bench/peer && $(GO) run . -mode steady $(PEER_FLAGS)
 
 fuzz: ## run each fuzz target for FUZZTIME (default 3m; FuzzIngest needs PostgreSQL)
 	$(GO) test -run '^$$' -fuzz '^FuzzParseEnvelope$$' -fuzztime $(FUZZTIME) -parallel 1 ./pkg/identity/

@@ -32,7 +32,7 @@ func TestTheExamplesPublishAwaitAndFollow(t *testing.T) {
 	t.Parallel()
 	w := worldtest.New(t)
 	_, simURL := w.Simulator(platformsim.Config{})
-	require.NoError(t, w.Ledger.AddAccount(w.Ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(fmt.Sprintf(`{"url":%q}`, simURL))}))
+	require.NoError(t, w.Ledger.AddAccount(w.Ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(fmt.Sprintf(`{"url":%q}`, simURL))}, "test", "a test account"))
 	unlimited := 0
 	_, err := w.Ledger.SetPolicy(w.Ctx, "acct-1", ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, "test", "not about the rate limit")
 	require.NoError(t, err)

@@ -4,103 +4,336 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
+	"github.com/atmost/atmost/internal/adapters"
 	"github.com/atmost/atmost/pkg/ledger"
 )
 
-const accountsUsage = `Usage:
-  atmost accounts add ACCOUNT --platform P [--settings JSON] [--credential-ref REF] [--contract-version V]
-  atmost accounts ls [--json]
-  atmost accounts rotate ACCOUNT [--credential-ref REF]   a new credential: attempts opened with the old one are refused
-  atmost accounts revoke ACCOUNT                          every authorization refused until the next rotate
-
-The credential itself never enters the ledger: --credential-ref says where it lives.
-`
-
-func runAccounts(ctx context.Context, io IO, args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(io.Stderr, accountsUsage)
-		if len(args) == 0 {
-			return ExitUsage
+func accountsCommand() *Command {
+	var platformName, settings, ref, contract string
+	change := func(f *Flags) {
+		f.Reason("why, written to the control history")
+		f.Operator()
+		f.Ledger("the ledger database")
+		f.JSON("print the change as JSON")
+	}
+	platformFlag := func(f *Flags, usage string) *Flag {
+		return f.String(&platformName, "platform", "P", "", usage+" ("+platformList()+")")
+	}
+	contractFlag := func(f *Flags) {
+		f.String(&contract, "contract-version", "V", "", "the platform contract version to pin (empty pins none)")
+	}
+	changeCommand := func(name, summary string, flags func(f *Flags)) *Command {
+		return &Command{Name: name, Summary: summary, Args: []string{"ACCOUNT"},
+			Flags: func(f *Flags) {
+				if flags != nil {
+					flags(f)
+				}
+				change(f)
+			},
+			Run: func(ctx context.Context, c *line) int {
+				return changeAccount(ctx, c, name, accountFlags{platformName, settings, ref, contract})
+			},
 		}
-		return ExitOK
 	}
-	sub, args := args[0], args[1:]
-	fs := flag.NewFlagSet("atmost accounts "+sub, flag.ContinueOnError)
-	fs.SetOutput(io.Stderr)
-	fs.Usage = func() { fmt.Fprint(io.Stderr, accountsUsage, "\nFlags:\n"); fs.PrintDefaults() }
-	databaseURL := fs.String("database-url", setting(io.Env, "ATMOST_DATABASE_URL", DefaultDatabaseURL), "the ledger database (env ATMOST_DATABASE_URL)")
-	platform := fs.String("platform", "", "add: the platform adapter that serves the account (sim, webhook, bluesky, ...)")
-	settings := fs.String("settings", "{}", "add: the adapter's settings for the account, a JSON object")
-	ref := fs.String("credential-ref", "", "add, rotate: where the credential lives (env:NAME, a vault path, ...)")
-	contract := fs.String("contract-version", "", "add: the platform contract version to pin (empty pins none)")
-	asJSON := fs.Bool("json", false, "ls: print JSON")
+	show := func(f *Flags) { f.Ledger("the ledger database"); f.JSON("print JSON instead of a table") }
+	return &Command{Name: "accounts", Summary: "accounts add, ls, show, update, disable, enable, rotate, revoke: checked by their adapter, every change in the control history",
+		About: `add, update and rotate open the platform's adapter as the roles will, sending nothing, and
+refuse what it refuses (an unknown platform, a setting it does not know or needs) with its
+own message; nothing is stored then. The credential itself never enters the ledger:
+--credential-ref says where it lives (env:NAME or file:/path). Where it can be read here it
+is checked too, never printed; where it cannot, the command says so and the roles must read
+it. A new platform or new settings move the credential version on, as rotate does: update
+refuses them while an intent of the account is authorized or indeterminate. Every change is
+written to the control history (atmost controls log).`,
+		Subs: []*Command{
+			changeCommand("add", "configure an account, checked by its adapter", func(f *Flags) {
+				platformFlag(f, "the platform adapter that serves the account").Required("name the adapter (" + platformList() + ")")
+				// Left out, the adapter is asked about no settings (its message says what it needs)
+				// and the ledger stores {}.
+				f.String(&settings, "settings", "JSON", "", "the adapter's settings for the account, a JSON object").Default("{}")
+				f.String(&ref, "credential-ref", "REF", "", "where the credential lives (env:NAME or file:/path)")
+				contractFlag(f)
+			}),
+			{Name: "ls", Summary: "every account, its state, and why its intents wait, if they do",
+				Flags: show, Run: func(ctx context.Context, c *line) int { return showAccounts(ctx, c, nil) }},
+			{Name: "show", Summary: "one account: its settings, credential, adapter, pending intents and why they wait",
+				Args: []string{"ACCOUNT"}, Flags: show, Run: func(ctx context.Context, c *line) int { return showAccounts(ctx, c, c.args) }},
+			changeCommand("update", "change its platform, settings or contract version", func(f *Flags) {
+				platformFlag(f, "the platform adapter that serves the account")
+				f.String(&settings, "settings", "JSON", "", "the adapter's settings for the account, a JSON object")
+				contractFlag(f)
+			}),
+			changeCommand("disable", "its intents wait, never authorized, until enable", nil),
+			changeCommand("enable", "serve the account again", nil),
+			changeCommand("rotate", "a new credential version: attempts opened with the old one are refused", func(f *Flags) {
+				f.String(&ref, "credential-ref", "REF", "", "where the new credential lives (env:NAME or file:/path; default the same reference)")
+			}),
+			changeCommand("revoke", "every authorization refused until the next rotate", nil),
+		},
+	}
+}
 
-	// The account id comes first, flags after it.
-	var account string
-	if sub != "ls" && len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		account, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
+// accountFlags are the values of the flags an account change may take; a subcommand that does
+// not take one leaves it empty.
+type accountFlags struct {
+	platform, settings, ref, contract string
+}
+
+// changeAccount runs accounts add, update, disable, enable, rotate and revoke.
+func changeAccount(ctx context.Context, c *line, sub string, v accountFlags) int {
+	account := c.args[0]
+	var u ledger.AccountUpdate
+	if sub == "update" {
+		if c.given("platform") {
+			u.Platform = &v.platform
 		}
-		return ExitUsage
+		if c.given("settings") {
+			u.Settings = json.RawMessage(v.settings)
+		}
+		if c.given("contract-version") {
+			u.ContractVersion = &v.contract
+		}
+		if u.Platform == nil && u.Settings == nil && u.ContractVersion == nil {
+			return c.usageError("give what to change: --platform, --settings or --contract-version")
+		}
 	}
-	if fs.NArg() > 0 || (sub != "ls" && account == "") {
-		fs.Usage()
-		return ExitUsage
+	operator, reason, code := c.change()
+	if code != ExitOK {
+		return code
 	}
-	fail := func(err error) int { fmt.Fprintf(io.Stderr, "atmost accounts %s: %v\n", sub, err); return ExitError }
-
-	l, closeLedger, err := openLedger(ctx, *databaseURL)
+	l, closeLedger, err := openLedger(ctx, c.databaseURL)
 	if err != nil {
-		return fail(err)
+		return c.fail(err)
 	}
 	defer closeLedger()
+
+	var ch ledger.AccountChange
 	switch sub {
 	case "add":
-		err := l.AddAccount(ctx, ledger.Account{ID: account, Platform: *platform, Settings: json.RawMessage(*settings),
-			CredentialRef: *ref, ContractVersion: *contract})
-		if err != nil {
-			return fail(err)
+		a := ledger.Account{ID: account, Platform: v.platform, Settings: json.RawMessage(v.settings), CredentialRef: v.ref, ContractVersion: v.contract}
+		if !c.checkAccount(a) {
+			return ExitError
 		}
-		fmt.Fprintf(io.Stdout, "account %q added (platform %s, credential version 1)\n", account, *platform)
-	case "ls":
-		accounts, err := l.Accounts(ctx)
-		if err != nil {
-			return fail(err)
+		if err := l.AddAccount(ctx, a, operator, reason); err != nil {
+			return c.fail(err)
 		}
-		if *asJSON {
-			if accounts == nil {
-				accounts = []ledger.Account{}
+		if ch.After, err = l.Account(ctx, account); err != nil {
+			return c.fail(err)
+		}
+	case "update":
+		if u.Platform != nil || u.Settings != nil {
+			var a ledger.Account
+			if a, err = l.Account(ctx, account); err != nil {
+				return c.fail(err)
 			}
-			return writeJSON(io, accounts)
+			if u.Platform != nil {
+				a.Platform = *u.Platform
+			}
+			if u.Settings != nil {
+				a.Settings = u.Settings
+			}
+			if !c.checkAccount(a) {
+				return ExitError
+			}
 		}
-		w := tabwriter.NewWriter(io.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "ACCOUNT\tPLATFORM\tCREDENTIAL\tVERSION\tREVOKED\tCONTRACT")
-		for _, a := range accounts {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%t\t%s\n", a.ID, a.Platform, a.CredentialRef, a.CredentialVersion, a.Revoked, a.ContractVersion)
-		}
-		_ = w.Flush()
+		ch, err = l.UpdateAccount(ctx, account, u, operator, reason)
+	case "disable", "enable":
+		ch, err = l.SetAccountDisabled(ctx, account, sub == "disable", operator, reason)
 	case "rotate":
-		v, err := l.RotateCredential(ctx, account, *ref)
-		if err != nil {
-			return fail(err)
+		var a ledger.Account
+		if a, err = l.Account(ctx, account); err != nil {
+			return c.fail(err)
 		}
-		fmt.Fprintf(io.Stdout, "account %q: credential version %d\n", account, v)
+		if v.ref != "" {
+			a.CredentialRef = v.ref
+		}
+		if !c.checkAccount(a) {
+			return ExitError
+		}
+		ch, err = l.RotateCredential(ctx, account, v.ref, operator, reason)
 	case "revoke":
-		v, err := l.RevokeCredential(ctx, account)
-		if err != nil {
-			return fail(err)
+		ch, err = l.RevokeCredential(ctx, account, operator, reason)
+	}
+	if errors.Is(err, ledger.ErrAccountBusy) {
+		return c.refused("%v: wait until they are published or failed, or park them (atmost intents ls --account %s --state indeterminate)",
+			err, shellQuote(account))
+	}
+	if err != nil {
+		return c.fail(err)
+	}
+	if c.asJSON {
+		out := struct {
+			Before *accountJSON `json:"before"`
+			After  accountJSON  `json:"after"`
+		}{After: toAccountJSON(ch.After)}
+		if sub != "add" {
+			b := toAccountJSON(ch.Before)
+			out.Before = &b
 		}
-		fmt.Fprintf(io.Stdout, "account %q: revoked (credential version %d); rotate to use it again\n", account, v)
-	default:
-		fmt.Fprintf(io.Stderr, "atmost accounts: unknown command %q\n\n%s", sub, accountsUsage)
-		return ExitUsage
+		return writeJSON(c.io, out)
+	}
+	a, stdout := ch.After, c.io.Stdout
+	switch sub {
+	case "add":
+		fmt.Fprintf(stdout, "account %s added (platform %s, credential version %d) by %s: %s\n", a.ID, a.Platform, a.CredentialVersion, operator, reason)
+	case "update":
+		fmt.Fprintf(stdout, "account %s updated (%s) by %s: %s\n", a.ID, describeFields(accountFields(ch.Before), accountFields(a)), operator, reason)
+	case "disable", "enable":
+		fmt.Fprintf(stdout, "account %s: %s -> %s by %s: %s\n", a.ID, enabledName(ch.Before.Disabled), enabledName(a.Disabled), operator, reason)
+	case "rotate":
+		fmt.Fprintf(stdout, "account %s: credential %s, version %d by %s: %s\n", a.ID, dash(a.CredentialRef), a.CredentialVersion, operator, reason)
+	case "revoke":
+		fmt.Fprintf(stdout, "account %s: revoked (credential version %d) by %s: %s; rotate to use it again\n", a.ID, a.CredentialVersion, operator, reason)
 	}
 	return ExitOK
+}
+
+// checkAccount opens a's adapter as the roles will, sending nothing (adapters.CheckAccount),
+// and reports a refusal; a credential that cannot be read here is said on standard error, and
+// is no refusal.
+func (c *line) checkAccount(a ledger.Account) bool {
+	check, err := adapters.CheckAccount(adapters.Builtin(), a, c.io.Env)
+	if err != nil {
+		c.refused("%v; nothing was stored", err)
+		return false
+	}
+	if check.Credential == adapters.CredentialUnread {
+		c.note("note: credential %s: %s; the roles that serve the account must be able to read it", a.CredentialRef, check.Unread)
+	}
+	return true
+}
+
+func platformList() string { return strings.Join(adapters.Builtin().Names(), ", ") }
+
+func enabledName(disabled bool) string {
+	if disabled {
+		return "disabled"
+	}
+	return "enabled"
+}
+
+// accountFields is an account's settable columns as the control history holds them, for
+// describeFields.
+func accountFields(a ledger.Account) json.RawMessage {
+	b, _ := json.Marshal(map[string]any{"platform": a.Platform, "settings": rawJSON(a.Settings), "credential_ref": a.CredentialRef,
+		"credential_version": a.CredentialVersion, "revoked": a.Revoked, "disabled": a.Disabled, "contract_version": a.ContractVersion})
+	return b
+}
+
+// showAccounts is accounts ls (pos empty) and accounts show ACCOUNT.
+func showAccounts(ctx context.Context, c *line, pos []string) int {
+	l, closeLedger, err := openLedger(ctx, c.databaseURL)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer closeLedger()
+	var accounts []ledger.Account
+	if len(pos) == 0 {
+		accounts, err = l.Accounts(ctx)
+	} else {
+		var a ledger.Account
+		a, err = l.Account(ctx, pos[0])
+		accounts = []ledger.Account{a}
+	}
+	if err != nil {
+		return c.fail(err)
+	}
+	waits, err := adapters.Waits(ctx, l, adapters.Builtin(), c.io.Env, accounts)
+	if err != nil {
+		return c.fail(err)
+	}
+	if len(pos) == 0 {
+		return listAccounts(c, accounts, waits)
+	}
+	a := accounts[0]
+	pending, err := l.PendingCounts(ctx, []string{a.ID})
+	if err != nil {
+		return c.fail(err)
+	}
+	check, checkErr := adapters.CheckAccount(adapters.Builtin(), a, c.io.Env)
+	if c.asJSON {
+		out := struct {
+			accountJSON
+			Pending int64   `json:"pending_intents"`
+			Waiting *string `json:"waiting"`
+			Cause   *string `json:"waiting_cause"`
+			Adapter string  `json:"adapter"`
+			// Credential is what this command could see of the credential (none, read, unread).
+			Credential adapters.CredentialCheck `json:"credential_check"`
+		}{accountJSON: toAccountJSON(a), Pending: pending[a.ID], Adapter: "opens", Credential: check.Credential}
+		if w, ok := waits[a.ID]; ok {
+			text, cause := w.String(), w.Cause
+			out.Waiting, out.Cause = &text, &cause
+		}
+		if checkErr != nil {
+			out.Adapter = checkErr.Error()
+		}
+		return writeJSON(c.io, out)
+	}
+	w := tabwriter.NewWriter(c.io.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "account\t%s\n", a.ID)
+	fmt.Fprintf(w, "platform\t%s\n", a.Platform)
+	fmt.Fprintf(w, "settings\t%s\n", compact(a.Settings))
+	credential := fmt.Sprintf("%s (version %d)", dash(a.CredentialRef), a.CredentialVersion)
+	switch check.Credential {
+	case adapters.CredentialRead:
+		credential += ", readable here"
+	case adapters.CredentialUnread:
+		credential += ", " + check.Unread
+	}
+	fmt.Fprintf(w, "credential\t%s\n", credential)
+	fmt.Fprintf(w, "state\t%s\n", accountState(a))
+	fmt.Fprintf(w, "contract\t%s\n", dash(a.ContractVersion))
+	adapter := "opens (nothing sent)"
+	if checkErr != nil {
+		adapter = "does not open: " + checkErr.Error()
+	}
+	fmt.Fprintf(w, "adapter\t%s\n", adapter)
+	fmt.Fprintf(w, "pending\t%d intents\n", pending[a.ID])
+	if wait, ok := waits[a.ID]; ok {
+		fmt.Fprintf(w, "held\t%s: its pending intents wait\n", wait)
+	}
+	fmt.Fprintf(w, "created\t%s\n", timestamp(a.CreatedAt))
+	fmt.Fprintf(w, "updated\t%s\n", timestamp(a.UpdatedAt))
+	_ = w.Flush()
+	fmt.Fprintf(c.io.Stdout, "\nits changes: atmost controls log --kind account\n")
+	return ExitOK
+}
+
+func listAccounts(c *line, accounts []ledger.Account, waits map[string]adapters.Wait) int {
+	if c.asJSON {
+		out := make([]accountJSON, len(accounts))
+		for i, a := range accounts {
+			out[i] = toAccountJSON(a)
+		}
+		return writeJSON(c.io, out)
+	}
+	w := tabwriter.NewWriter(c.io.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ACCOUNT\tPLATFORM\tSTATE\tCREDENTIAL\tVERSION\tCONTRACT\tWAITING")
+	for _, a := range accounts {
+		waiting := "-"
+		if wt, ok := waits[a.ID]; ok {
+			waiting = wt.Cause
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", a.ID, a.Platform, accountState(a), dash(a.CredentialRef), a.CredentialVersion, dash(a.ContractVersion), waiting)
+	}
+	_ = w.Flush()
+	return ExitOK
+}
+
+// accountState is what an operator set on the account: enabled, disabled, revoked.
+func accountState(a ledger.Account) string {
+	switch {
+	case a.Disabled && a.Revoked:
+		return "disabled, revoked"
+	case a.Disabled:
+		return "disabled"
+	case a.Revoked:
+		return "revoked"
+	}
+	return "enabled"
 }

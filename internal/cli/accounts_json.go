@@ -18,6 +18,7 @@ type accountJSON struct {
 	CredentialRef     string          `json:"credential_ref"`
 	CredentialVersion int64           `json:"credential_version"`
 	Revoked           bool            `json:"revoked"`
+	Disabled          bool            `json:"disabled"`
 	ContractVersion   string          `json:"contract_version"`
 	CreatedAt         time.Time       `json:"created_at"`
 	UpdatedAt         time.Time       `json:"updated_at"`
@@ -27,5 +28,5 @@ type accountJSON struct {
 // carries every field of ledger.Account).
 func toAccountJSON(a ledger.Account) accountJSON {
 	return accountJSON{Account: a.ID, Platform: a.Platform, Settings: rawJSON(a.Settings), CredentialRef: a.CredentialRef,
-		CredentialVersion: a.CredentialVersion, Revoked: a.Revoked, ContractVersion: a.ContractVersion, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt}
+		CredentialVersion: a.CredentialVersion, Revoked: a.Revoked, Disabled: a.Disabled, ContractVersion: a.ContractVersion, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt}
 }

@@ -15,7 +15,7 @@ import (
 // added to the ledger's account turns this red until the JSON has it too.
 func TestAccountJSONCarriesEveryFieldInSnakeCase(t *testing.T) {
 	a := ledger.Account{ID: "acct-1", Platform: "webhook", Settings: json.RawMessage(`{"url": "https://example.org", "Header": "X"}`),
-		CredentialRef: "env:HOOK", CredentialVersion: 3, Revoked: true, ContractVersion: "v2",
+		CredentialRef: "env:HOOK", CredentialVersion: 3, Revoked: true, Disabled: true, ContractVersion: "v2",
 		CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), UpdatedAt: time.Date(2026, 1, 3, 3, 4, 5, 0, time.UTC)}
 	v := reflect.ValueOf(a)
 	for i := range v.NumField() {
@@ -27,7 +27,7 @@ func TestAccountJSONCarriesEveryFieldInSnakeCase(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, bad)
 	require.JSONEq(t, `{"account": "acct-1", "platform": "webhook", "settings": {"url": "https://example.org", "Header": "X"},
-		"credential_ref": "env:HOOK", "credential_version": 3, "revoked": true, "contract_version": "v2",
+		"credential_ref": "env:HOOK", "credential_version": 3, "revoked": true, "disabled": true, "contract_version": "v2",
 		"created_at": "2026-01-02T03:04:05Z", "updated_at": "2026-01-03T03:04:05Z"}`, string(out))
 	require.Equal(t, v.NumField(), reflect.TypeOf(accountJSON{}).NumField(), "one JSON field per field of ledger.Account")
 

@@ -32,7 +32,7 @@ func OS() IO { return IO{Stdout: os.Stdout, Stderr: os.Stderr, Env: os.LookupEnv
 // are bound to variables of its own.
 func rootCommand() *Command {
 	return &Command{Name: "atmost", Subs: []*Command{
-		{Name: "accounts", Summary: "configure accounts: add, ls, rotate, revoke (the credential stays outside the ledger)", Raw: runAccounts},
+		accountsCommand(),
 		consoleCommand(),
 		controlsCommand(),
 		demoCommand(),

@@ -57,9 +57,6 @@ type Command struct {
 	Run func(ctx context.Context, c *line) int
 	// Subs are its subcommands.
 	Subs []*Command
-	// Raw runs a command that parses its own command line (every other field but Name and
-	// Summary is unused): accounts, until it is declared here.
-	Raw func(ctx context.Context, io IO, args []string) int
 }
 
 func (cmd *Command) sub(name string) *Command {
@@ -210,23 +207,20 @@ func Run(ctx context.Context, io IO, args []string) int {
 		args = append([]string{"version"}, args[1:]...) // as every binary of atmost answers it
 	}
 	if len(args) > 0 && args[0] == "help" {
-		return helpFor(ctx, io, root, args[1:])
+		return helpFor(io, root, args[1:])
 	}
 	return dispatch(ctx, io, root, nil, []string{"atmost"}, args)
 }
 
 // helpFor answers atmost help [COMMAND...]: the help of that command, as --help gives it.
-func helpFor(ctx context.Context, io IO, root *Command, path []string) int {
+func helpFor(io IO, root *Command, path []string) int {
 	cmd, parent, names := root, (*Command)(nil), []string{"atmost"}
 	for _, p := range path {
 		sub := cmd.sub(p)
-		if sub == nil || cmd.Raw != nil {
+		if sub == nil {
 			c := newLine(io, strings.Join(names, " "), cmd, parent)
 			c.jsonErrors = wantsJSON(path)
 			return c.usageError("unknown command %q: give one of %s", p, cmd.subNames())
-		}
-		if sub.Raw != nil {
-			return sub.Raw(ctx, io, []string{"--help"})
 		}
 		cmd, parent, names = sub, cmd, append(names, p)
 	}
@@ -240,9 +234,6 @@ func isHelp(arg string) bool {
 
 // dispatch runs cmd, called by names (atmost switch), with args.
 func dispatch(ctx context.Context, io IO, cmd, parent *Command, names, args []string) int {
-	if cmd.Raw != nil {
-		return cmd.Raw(ctx, io, args)
-	}
 	c := newLine(io, strings.Join(names, " "), cmd, parent)
 	c.jsonErrors = wantsJSON(args)
 	if len(cmd.Subs) > 0 {
@@ -316,10 +307,12 @@ func (c *line) parse(args []string) (code int, done bool) {
 		pos = append(pos, c.fs.Arg(0))
 		args = c.fs.Args()[1:]
 	}
-	c.jsonErrors = c.asJSON
 	if c.fs.NArg() > 0 {
+		// The flag package stopped at the argument: the flags after it are unparsed, and
+		// --json is what the line reads (wantsJSON).
 		return c.usageError("unexpected argument %q (flags come as --name value)", c.fs.Arg(0)), true
 	}
+	c.jsonErrors = c.asJSON
 	if len(pos) < len(c.cmd.Args) {
 		return c.usageError("give the %s", strings.Join(c.cmd.Args[len(pos):], " and the ")), true
 	}

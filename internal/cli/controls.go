@@ -86,12 +86,12 @@ func timestamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 func controlsCommand() *Command {
 	var kind string
 	var limit int
-	return &Command{Name: "controls", Summary: "controls log: every operator change to switches, policies and the epoch, newest first",
-		About: `Every change an operator made to a kill switch, a policy or the restore epoch, newest first:
-who, when, why, and the settings before and after. The log is append-only.`,
+	return &Command{Name: "controls", Summary: "controls log: every operator change to switches, policies, the epoch and accounts, newest first",
+		About: `Every change an operator made to a kill switch, a policy, the restore epoch or an account,
+newest first: who, when, why, and the settings before and after. The log is append-only.`,
 		Subs: []*Command{{Name: "log", Summary: "the changes, newest first",
 			Flags: func(f *Flags) {
-				f.String(&kind, "kind", "switch|policy|epoch", "", "only changes of this kind")
+				f.String(&kind, "kind", strings.Join(ledger.ControlKinds, "|"), "", "only changes of this kind")
 				f.Int(&limit, "limit", "N", 20, "at most this many changes")
 				f.Ledger("the ledger database")
 				f.JSON("print JSON instead of a table")
@@ -149,6 +149,16 @@ func describeChange(kind string, before, after json.RawMessage) string {
 			break
 		}
 		return fmt.Sprintf("%d -> %d", *b.Epoch, *a.Epoch)
+	case "account":
+		if string(compact(before)) == "null" {
+			var a map[string]json.RawMessage
+			_ = json.Unmarshal(after, &a)
+			var parts []string
+			for _, k := range sortedKeys(a) {
+				parts = append(parts, k+": "+string(compact(a[k])))
+			}
+			return "added: " + strings.Join(parts, ", ")
+		}
 	}
 	return describeFields(before, after)
 }

@@ -19,12 +19,13 @@ func controlEnv(t *testing.T) (*dbtest.DB, map[string]string) {
 	t.Helper()
 	db := dbtest.New(t)
 	env := map[string]string{"ATMOST_DATABASE_URL": db.URL, "ATMOST_OPERATOR": "alice"}
-	res := run(env, "accounts", "add", "acct-1", "--platform", "sim")
+	res := run(env, "accounts", "add", "acct-1", "--platform", "sim", "--settings", `{"url":"http://127.0.0.1:1"}`, "--reason", "the test's account")
 	require.Equal(t, cli.ExitOK, res.code, res.stderr)
 	return db, env
 }
 
-// historyRow is one control_history row as the owner reads it.
+// historyRow is one control_history row as the owner reads it. controlHistory leaves out the
+// account changes (accounts_test.go looks at those): every scene starts with one.
 type historyRow struct {
 	Kind, Scope, Actor, Reason string
 	Before, After              *string
@@ -32,7 +33,7 @@ type historyRow struct {
 
 func controlHistory(t *testing.T, db *dbtest.DB) []historyRow {
 	t.Helper()
-	rows, err := db.Pool.Query(context.Background(), `SELECT kind, scope, actor, reason, before::TEXT, after::TEXT FROM control_history ORDER BY at, control_id`)
+	rows, err := db.Pool.Query(context.Background(), `SELECT kind, scope, actor, reason, before::TEXT, after::TEXT FROM control_history WHERE kind <> 'account' ORDER BY at, control_id`)
 	require.NoError(t, err)
 	defer rows.Close()
 	var out []historyRow
@@ -223,10 +224,11 @@ func TestControlsLogReadsTheHistoryNewestFirst(t *testing.T) {
 	res := run(env, "controls", "log")
 	require.Equal(t, cli.ExitOK, res.code, res.stderr)
 	lines := bytes.Split(bytes.TrimSpace([]byte(res.stdout)), []byte("\n"))
-	require.Len(t, lines, 4, res.stdout)
+	require.Len(t, lines, 5, res.stdout)
 	require.Regexp(t, `epoch\s+-\s+alice\s+1 -> 2\s+restored`, string(lines[1]))
 	require.Regexp(t, `policy\s+acct-1\s+alice\s+attempt_cap: inherit -> 5\s+flaky`, string(lines[2]))
 	require.Regexp(t, `switch\s+acct-1\s+alice\s+off \(never set\) -> on\s+noisy`, string(lines[3]))
+	require.Regexp(t, `account\s+acct-1\s+alice\s+added: contract_version: "", .*platform: "sim", .*settings: \{"url":"http://127.0.0.1:1"\}\s+the test's account`, string(lines[4]))
 
 	res = run(env, "controls", "log", "--kind", "policy", "--limit", "5", "--json")
 	require.Equal(t, cli.ExitOK, res.code, res.stderr)

@@ -18,7 +18,6 @@ type DeclaredCommand struct {
 	Flags []DeclaredFlag
 	Subs  []string
 	Runs  bool // it runs (a subcommand, or a group that runs itself)
-	Raw   bool // it parses its own command line
 	Usage []string
 }
 
@@ -36,18 +35,16 @@ func DeclaredCommands() []DeclaredCommand {
 	var out []DeclaredCommand
 	var walk func(cmd, parent *Command, path []string)
 	walk = func(cmd, parent *Command, path []string) {
-		d := DeclaredCommand{Path: path, Args: cmd.Args, Runs: cmd.Run != nil, Raw: cmd.Raw != nil}
+		d := DeclaredCommand{Path: path, Args: cmd.Args, Runs: cmd.Run != nil}
 		for _, s := range cmd.Subs {
 			d.Subs = append(d.Subs, s.Name)
 		}
-		if !d.Raw {
-			c := newLine(IO{Env: func(string) (string, bool) { return "", false }}, "atmost "+strings.Join(path, " "), cmd, parent)
-			for _, g := range c.flags.list {
-				d.Flags = append(d.Flags, DeclaredFlag{Name: g.name, Kind: kind(c.fs.Lookup(g.name)), Required: g.required != ""})
-			}
-			if d.Runs {
-				d.Usage = c.synopsis()
-			}
+		c := newLine(IO{Env: func(string) (string, bool) { return "", false }}, "atmost "+strings.Join(path, " "), cmd, parent)
+		for _, g := range c.flags.list {
+			d.Flags = append(d.Flags, DeclaredFlag{Name: g.name, Kind: kind(c.fs.Lookup(g.name)), Required: g.required != ""})
+		}
+		if d.Runs {
+			d.Usage = c.synopsis()
 		}
 		out = append(out, d)
 		for _, s := range cmd.Subs {

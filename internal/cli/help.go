@@ -49,10 +49,6 @@ func (c *line) usageLines() []string {
 		out = append(out, c.synopsis()...)
 	}
 	for _, s := range c.cmd.Subs {
-		if s.Raw != nil {
-			out = append(out, c.name+" "+s.Name+" ...")
-			continue
-		}
 		out = append(out, newLine(c.io, c.name+" "+s.Name, s, c.cmd).usageLines()...)
 	}
 	return out

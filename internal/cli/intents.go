@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/atmost/atmost/internal/adapters"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
 )
@@ -333,8 +334,16 @@ func showIntent(ctx context.Context, c *line, key identity.DeliveryKey) int {
 	if err != nil {
 		return c.fail(err)
 	}
+	wait, err := intentWait(ctx, c, l, rec.Intent)
+	if err != nil {
+		return c.fail(err)
+	}
 	if c.asJSON {
-		return writeJSON(c.io, toRecordJSON(rec))
+		out := toRecordJSON(rec)
+		if wait != nil {
+			out.Waiting = &waitJSON{Cause: wait.Cause, Why: wait.String()}
+		}
+		return writeJSON(c.io, out)
 	}
 	in := rec.Intent
 	w := tabwriter.NewWriter(c.io.Stdout, 0, 4, 2, ' ', 0)
@@ -347,6 +356,9 @@ func showIntent(ctx context.Context, c *line, key identity.DeliveryKey) int {
 		fmt.Fprintf(w, "occurrence\t%s\n", in.Occurrence)
 	}
 	fmt.Fprintf(w, "state\t%s (%s)\n", in.State, dash(string(in.Reason)))
+	if wait != nil {
+		fmt.Fprintf(w, "waiting\t%s\n", wait)
+	}
 	if hold, ok := rec.TextHold(); ok {
 		fmt.Fprintf(w, "text held by\t%s\n", hold.Holder)
 		if hold.WindowEndsAt != nil {
@@ -388,6 +400,23 @@ func showIntent(ctx context.Context, c *line, key identity.DeliveryKey) int {
 		}
 	})
 	return ExitOK
+}
+
+// intentWait is why a pending intent waits with no attempt opened, because its account cannot
+// be served (adapters.Waits), or nil.
+func intentWait(ctx context.Context, c *line, l *ledger.Ledger, in ledger.Intent) (*adapters.Wait, error) {
+	if in.State != ledger.Pending {
+		return nil, nil
+	}
+	a, err := l.Account(ctx, in.Account)
+	if err != nil {
+		return nil, err
+	}
+	waits, err := adapters.Waits(ctx, l, adapters.Builtin(), c.io.Env, []ledger.Account{a})
+	if w, ok := waits[a.ID]; ok && err == nil {
+		return &w, nil
+	}
+	return nil, err
 }
 
 // section prints one titled table of intents show, or "none" when it has no rows.
@@ -435,6 +464,15 @@ type recordJSON struct {
 	Evidence        []evidenceJSON       `json:"evidence"`
 	History         []transitionJSON     `json:"history"`
 	Reconciliations []reconciliationJSON `json:"reconciliations"`
+	// Waiting is set for a pending intent whose account cannot be served.
+	Waiting *waitJSON `json:"waiting,omitempty"`
+}
+
+// waitJSON is why an intent waits: Cause as atmost_account_waiting_intents names it, Why as
+// an operator reads it.
+type waitJSON struct {
+	Cause string `json:"cause"`
+	Why   string `json:"why"`
 }
 
 type attemptJSON struct {

@@ -21,9 +21,7 @@ func requireSnakeCase(t *testing.T, out string, context ...any) {
 
 // With --json every command prints snake_case keys, and every error, refused or usage, is one
 // JSON object on standard error with its exit code; the same commands as text print no JSON.
-// (accounts prints ledger.Account until it is declared as a Command; accountJSON is its JSON,
-// checked by TestAccountJSONCarriesEveryFieldInSnakeCase. events tail and restore reconcile
-// are checked where their tests print JSON.)
+// (events tail and restore reconcile are checked where their tests print JSON.)
 func TestEveryJSONOutputIsSnakeCaseAndEveryErrorAnObject(t *testing.T) {
 	t.Parallel()
 	s := newScene(t)
@@ -56,6 +54,15 @@ func TestEveryJSONOutputIsSnakeCaseAndEveryErrorAnObject(t *testing.T) {
 		{"park", indeterminate, "--reason", "look"},
 		{"resolve", parked, "--failed", "--evidence", "not on the platform"},
 		{"retry", failed, "--reason", "back"},
+		{"accounts", "add", "acct-2", "--platform", "sim", "--settings", `{"url":"http://127.0.0.1:1"}`, "--reason", "another"},
+		{"accounts", "ls"},
+		{"accounts", "show", "acct-1"},
+		{"accounts", "update", "acct-2", "--contract-version", "v2", "--reason", "pin"},
+		{"accounts", "rotate", "acct-1", "--reason", "new token"},
+		{"accounts", "disable", "acct-2", "--reason", "moving"},
+		{"accounts", "enable", "acct-2", "--reason", "moved"},
+		{"accounts", "revoke", "acct-2", "--reason", "leaked"},
+		{"controls", "log", "--kind", "account"},
 	} {
 		res := s.run(append(args, "--json")...)
 		require.Equal(t, cli.ExitOK, res.code, "%v: %s", args, res.stderr)
@@ -75,6 +82,12 @@ func TestEveryJSONOutputIsSnakeCaseAndEveryErrorAnObject(t *testing.T) {
 		{[]string{"intents", "ls", "--limit", "0"}, cli.ExitUsage},
 		{[]string{"policy", "set", "--attempt-cap", "many", "--reason", "x"}, cli.ExitUsage},
 		{[]string{"intents", "list"}, cli.ExitUsage},
+		{[]string{"accounts", "show", "acct-nosuch"}, cli.ExitError},
+		{[]string{"accounts", "rotate", "acct-nosuch", "--reason", "x"}, cli.ExitError},
+		{[]string{"accounts", "add", "acct-3", "--platform", "nosuch", "--reason", "x"}, cli.ExitError},
+		{[]string{"accounts", "add", "acct-3", "--reason", "x"}, cli.ExitUsage},
+		{[]string{"accounts", "update", "acct-1", "--reason", "x"}, cli.ExitUsage},
+		{[]string{"accounts", "ls", "acct-1"}, cli.ExitUsage},
 	} {
 		res := s.run(append(tc.args, "--json")...)
 		require.Equal(t, tc.code, res.code, "%v: %s", tc.args, res.stderr)

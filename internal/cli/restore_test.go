@@ -236,7 +236,7 @@ func sendingWorld(t *testing.T) (*restoreWorld, *natstest.Server) {
 	simURL, _, err := s.Serve(ctx, "127.0.0.1:0")
 	require.NoError(t, err)
 	w := (&restoreWorld{t: t, ctx: ctx, js: js, sim: s}).on(dbtest.New(t))
-	require.NoError(t, w.l.AddAccount(ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(fmt.Sprintf(`{"url":%q}`, simURL))}))
+	require.NoError(t, w.l.AddAccount(ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(fmt.Sprintf(`{"url":%q}`, simURL))}, "test", "a test account"))
 	unlimited := 0
 	_, err = w.l.SetPolicy(ctx, "acct-1", ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, "test", "not about the rate limit")
 	require.NoError(t, err)
@@ -443,7 +443,7 @@ func TestRestoreReconcileListsIntentsItCannotRecreate(t *testing.T) {
 	require.NoError(t, streams.Ensure(ctx, nc, js, streams.Config{}))
 	db := dbtest.New(t)
 	w := (&restoreWorld{t: t, ctx: ctx, js: js}).on(db)
-	require.NoError(t, w.l.AddAccount(ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(`{"url":"http://127.0.0.1:1"}`)}))
+	require.NoError(t, w.l.AddAccount(ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(`{"url":"http://127.0.0.1:1"}`)}, "test", "a test account"))
 	since := afterStreams(t)
 	// Submitted and relayed, but its envelope never reached ATMOST_INTENTS here; then the
 	// ledger loses it (the restore of a backup without it). The backup holds another intent.
@@ -517,7 +517,7 @@ func restoreCase(t *testing.T, ensure bool) (*restoreWorld, *natstest.Server, ma
 	}
 	db := dbtest.New(t)
 	w := (&restoreWorld{t: t, ctx: ctx, js: js}).on(db)
-	require.NoError(t, w.l.AddAccount(ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(`{"url":"http://127.0.0.1:1"}`)}))
+	require.NoError(t, w.l.AddAccount(ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(`{"url":"http://127.0.0.1:1"}`)}, "test", "a test account"))
 	return w, srv, map[string]string{"ATMOST_DATABASE_URL": db.URL, "ATMOST_NATS_URL": srv.URL, "ATMOST_OPERATOR": "alice"}
 }
 

@@ -329,12 +329,13 @@ func TestSwitchesAndPoliciesChangeThroughTheControlHistory(t *testing.T) {
 
 	changes, err := h.Ledger.ControlHistory(h.Ctx, "", 10)
 	require.NoError(t, err)
-	require.Len(t, changes, 2)
-	for _, ch := range changes {
+	require.Len(t, changes, 4, "the harness's two accounts, then the console's two changes")
+	for _, ch := range changes[:2] {
 		require.Equal(t, "console:alice", ch.Actor)
 	}
 	_, body = c.get("/controls")
 	require.Contains(t, body, "acct-b posts garbage")
+	require.Contains(t, body, "the console&#39;s test accounts", "every kind of change, accounts too")
 	require.Contains(t, body, "more tries for acct-a")
 
 	bad := values("csrf", csrf, "scope", "", "retryable_reasons", "send_unknown", "note", "never")
@@ -359,6 +360,11 @@ func TestThePagesShowWhatTheLedgerHolds(t *testing.T) {
 	_, body := c.get("/")
 	require.Regexp(t, `(?s)Waiting.*s-parked">parked</span></a> <span class="total">1</span>.*reconcile_not_found</a> <b>1</b>.*s-failed">failed`, body)
 	require.Contains(t, body, "Every account can be served.")
+	_, err := h.Ledger.SetAccountDisabled(h.Ctx, "acct-b", true, "user:bob", "the platform asked us to pause")
+	require.NoError(t, err)
+	_, body = c.get("/")
+	require.Contains(t, body, "acct-b: disabled (atmost accounts enable serves it again; its intents wait), by user:bob: the platform asked us to pause")
+	require.NotContains(t, body, "acct-a:", "only the account a gate holds")
 
 	_, body = c.get("/intents?state=parked&account=acct-b")
 	require.Contains(t, body, parked.String())

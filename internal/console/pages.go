@@ -2,8 +2,10 @@ package console
 
 import (
 	"errors"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -91,26 +93,18 @@ func (s *Server) overviewData(r *http.Request) (overviewData, error) {
 	if err != nil {
 		return d, err
 	}
-	engagedScope := map[string]bool{}
 	for _, sw := range switches {
 		if sw.Engaged {
 			d.Engaged = append(d.Engaged, sw)
-			engagedScope[sw.Scope] = true
 		}
 	}
-	accounts, err := s.l.Accounts(ctx)
+	// What holds each account is the ledger's answer, the gate Authorize would refuse it at.
+	holds, err := s.l.Holds(ctx, nil)
 	if err != nil {
 		return d, err
 	}
-	for _, a := range accounts {
-		switch {
-		case a.Revoked:
-			d.Unservable = append(d.Unservable, unservable{a.ID, "credential revoked (atmost accounts rotate gives it a new one)"})
-		case engagedScope[a.ID]:
-			d.Unservable = append(d.Unservable, unservable{a.ID, "its kill switch is on"})
-		case engagedScope[ledger.GlobalScope]:
-			d.Unservable = append(d.Unservable, unservable{a.ID, "the global kill switch is on"})
-		}
+	for _, id := range slices.Sorted(maps.Keys(holds)) {
+		d.Unservable = append(d.Unservable, unservable{id, holdText(holds[id])})
 	}
 	recent, err := s.l.Browse(ctx, ledger.BrowseFilter{}, ledger.BrowseCursor{}, 10)
 	if err != nil {
@@ -363,6 +357,30 @@ func verbs(in ledger.Intent, now time.Time) []allowed {
 		retry.WhyNot = "it is already on its way; only a failed intent can be retried"
 	}
 	return []allowed{park, resolve, retry}
+}
+
+// holdText says what holds an account, who set it and why.
+func holdText(h ledger.Hold) string {
+	var what string
+	switch {
+	case h.Reason == ledger.ReasonKillSwitch && h.Scope == ledger.GlobalScope:
+		what = "the global kill switch is on"
+	case h.Reason == ledger.ReasonKillSwitch:
+		what = "its kill switch is on"
+	case h.Reason == ledger.ReasonAccountDisabled:
+		what = "disabled (atmost accounts enable serves it again; its intents wait)"
+	case h.Reason == ledger.ReasonCredentialRevoked:
+		what = "credential revoked (atmost accounts rotate gives it a new one)"
+	default:
+		what = string(h.Reason)
+	}
+	if h.By != "" {
+		what += ", by " + h.By
+		if h.Why != "" {
+			what += ": " + h.Why
+		}
+	}
+	return what
 }
 
 func (s *Server) intent(w http.ResponseWriter, r *http.Request, v visitor) {

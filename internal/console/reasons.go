@@ -24,6 +24,7 @@ var reasonMeaning = map[ledger.Reason]string{
 	ledger.ReasonKillSwitch:         "a kill switch was on at authorization",
 	ledger.ReasonRateLimited:        "the account's rate limit at authorization",
 	ledger.ReasonCredentialRotating: "the credential changed since the attempt began",
+	ledger.ReasonAccountDisabled:    "an operator disabled the account; it is retried once the account is enabled",
 	ledger.ReasonCredentialRevoked:  "the account's credential is revoked",
 	ledger.ReasonReconciledNotSent:  "the platform's idempotency-status lookup proved it was not sent",
 	ledger.ReasonOperatorFailed:     "a person resolved it as not sent",

@@ -286,7 +286,7 @@ func configure(ctx context.Context, l *ledger.Ledger, simURL string) error {
 		if err != nil {
 			return err
 		}
-		if err := l.AddAccount(ctx, ledger.Account{ID: id, Platform: sim.Name, Settings: settings}); err != nil {
+		if err := l.AddAccount(ctx, ledger.Account{ID: id, Platform: sim.Name, Settings: settings}, "demo", "the demo's accounts"); err != nil {
 			return fmt.Errorf("add account %s: %w", id, err)
 		}
 	}

@@ -100,7 +100,7 @@ func TestTheDevStackRunsEveryRoleOnAnEmbeddedNATS(t *testing.T) {
 
 	l, err := ledger.New(db.Pool, ledger.Config{Actor: "test"})
 	require.NoError(t, err)
-	require.NoError(t, l.AddAccount(ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(fmt.Sprintf(`{"url":%q}`, simURL))}))
+	require.NoError(t, l.AddAccount(ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(fmt.Sprintf(`{"url":%q}`, simURL))}, "test", "a test account"))
 	nc, err := nats.Connect(stack.NATSURL)
 	require.NoError(t, err)
 	defer nc.Close()

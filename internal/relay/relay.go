@@ -22,6 +22,7 @@ import (
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
+	"github.com/atmost/atmost/pkg/tracecontext"
 )
 
 // Outbox is the part of the ledger the relay reads and clears.
@@ -233,6 +234,17 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 }
 
+// headers are the headers of a transition's messages: the message id JetStream deduplicates
+// on and, when the intent was stored with one, its traceparent, by which the dispatcher (from
+// the work item) and the events' consumers continue the intent's trace.
+func headers(msgID, traceparent string) nats.Header {
+	h := nats.Header{jetstream.MsgIDHeader: []string{msgID}}
+	if traceparent != "" {
+		h[tracecontext.Header] = []string{traceparent}
+	}
+	return h
+}
+
 // publish sends the events (and work items) of batch and returns the rows whose every message
 // JetStream acknowledged. A duplicate acknowledgement is success: the message is in the stream.
 func (r *Relay) publish(ctx context.Context, batch []ledger.Unpublished) ([]acked, error) {
@@ -248,7 +260,7 @@ func (r *Relay) publish(ctx context.Context, batch []ledger.Unpublished) ([]acke
 			return nil, fmt.Errorf("event %s: %w", e.ID, err)
 		}
 		p := pending{row: u}
-		f, err := r.js.PublishMsgAsync(&nats.Msg{Subject: e.Subject(), Data: payload, Header: nats.Header{jetstream.MsgIDHeader: []string{string(e.ID)}}})
+		f, err := r.js.PublishMsgAsync(&nats.Msg{Subject: e.Subject(), Data: payload, Header: headers(string(e.ID), u.TraceParent)})
 		if err != nil {
 			break // what was sent so far is still awaited below
 		}
@@ -259,7 +271,7 @@ func (r *Relay) publish(ctx context.Context, batch []ledger.Unpublished) ([]acke
 			if err != nil {
 				return nil, err
 			}
-			f, err := r.js.PublishMsgAsync(&nats.Msg{Subject: w.Subject(), Data: data, Header: nats.Header{jetstream.MsgIDHeader: []string{w.MsgID()}}})
+			f, err := r.js.PublishMsgAsync(&nats.Msg{Subject: w.Subject(), Data: data, Header: headers(w.MsgID(), u.TraceParent)})
 			if err != nil {
 				break
 			}

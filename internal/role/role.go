@@ -25,6 +25,7 @@ import (
 	"github.com/atmost/atmost/internal/flaghelp"
 	"github.com/atmost/atmost/internal/serve"
 	"github.com/atmost/atmost/internal/streams"
+	"github.com/atmost/atmost/internal/tracing"
 	"github.com/atmost/atmost/internal/version"
 )
 
@@ -79,6 +80,8 @@ type Common struct {
 	Isolation   string // ATMOST_LEDGER_ISOLATION
 	LogLevel    string // ATMOST_LOG_LEVEL
 	Instance    string // ATMOST_INSTANCE; "" is DefaultInstance
+	// Traces are the tracing settings, from the standard OTEL_ variables alone (no flags).
+	Traces tracing.Settings
 }
 
 // Register declares the common flags on fs, with defaults from env; httpAddr is the role's
@@ -92,6 +95,7 @@ func (c *Common) Register(fs *flag.FlagSet, env Env, httpAddr string) {
 	fs.StringVar(&c.LogLevel, "log-level", env.String("ATMOST_LOG_LEVEL", "info"), "the least level logged: debug, info, warn or error (env ATMOST_LOG_LEVEL)")
 	fs.StringVar(&c.Instance, "instance", env.String("ATMOST_INSTANCE", ""), "names this process in history and events as <role>/<instance>: letters, digits, '.', '_' and '-', at most 128; empty: <host>-<pid> (env ATMOST_INSTANCE)")
 	fs.Bool(versionFlag, false, "print the version of this binary and exit")
+	c.Traces = tracing.FromEnv(env)
 }
 
 // versionFlag is every role's --version; Parse answers it before anything else is checked.
@@ -110,6 +114,9 @@ func (c Common) Validate() error {
 	}
 	if c.Instance != "" && !instanceName.MatchString(c.Instance) {
 		return fmt.Errorf("instance %q: must be 1-128 letters, digits, '.', '_' or '-', beginning with a letter or digit", c.Instance)
+	}
+	if err := c.Traces.Validate(); err != nil {
+		return err
 	}
 	_, err := c.IsoLevel()
 	return err
@@ -175,6 +182,7 @@ func Parse(fs *flag.FlagSet, env Env, name, summary string, args []string, stder
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: %s [flags]\n\n%s\nEvery flag has an environment variable; the flag wins.\n\nFlags:\n", name, summary)
 		flaghelp.PrintDefaults(stderr, fs)
+		tracing.Usage(stderr)
 	}
 	// The environment is held to the flags' own parsing: a variable set to something its flag
 	// would refuse is an error, never silently the default.

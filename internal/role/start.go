@@ -15,13 +15,15 @@ import (
 	"github.com/atmost/atmost/internal/relay"
 	"github.com/atmost/atmost/internal/serve"
 	"github.com/atmost/atmost/internal/streams"
+	"github.com/atmost/atmost/internal/tracing"
 	"github.com/atmost/atmost/internal/version"
 	"github.com/atmost/atmost/pkg/ledger"
 )
 
 // Deps are what every role runs on: the ledger's pool, the NATS connection with atmost's
-// streams in place, the ledger acting as the role, the relay of its outbox, and the registry
-// its metrics go to (the relay's and the ledger's are registered already).
+// streams in place, the ledger acting as the role, the relay of its outbox, the registry its
+// metrics go to (the relay's and the ledger's are registered already), and its tracer
+// provider (the no-op one unless Common.Traces exports).
 type Deps struct {
 	Pool     *pgxpool.Pool
 	NATS     *nats.Conn
@@ -29,6 +31,7 @@ type Deps struct {
 	Ledger   *ledger.Ledger
 	Relay    *relay.Relay
 	Registry *prometheus.Registry
+	Tracer   tracing.Provider
 }
 
 // Start connects a role: it sets the collector's target (TuneGC), then connects PostgreSQL
@@ -46,6 +49,10 @@ func Start(ctx context.Context, name string, c Common, relayCfg relay.Config, lo
 		return nil, err
 	}
 	d := &Deps{Pool: pool}
+	if d.Tracer, err = tracing.NewProvider(ctx, name, c.Traces, log); err != nil {
+		d.Close()
+		return nil, err
+	}
 	if d.NATS, err = ConnectNATS(ctx, name, c.NATSURL, log); err != nil {
 		d.Close()
 		return nil, err
@@ -111,12 +118,16 @@ func (d *Deps) Serve(ctx context.Context, addr string, log *zap.Logger) (net.Add
 	return serve.Listen(ctx, addr, serve.Handler(d.Registry, Checks(d.Pool, d.NATS)), log)
 }
 
-// Close drains the NATS connection and closes the pool.
+// Close drains the NATS connection, closes the pool, and exports the spans still buffered
+// (within tracing.ShutdownTimeout).
 func (d *Deps) Close() {
 	if d.NATS != nil {
 		_ = d.NATS.Drain()
 	}
 	d.Pool.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), tracing.ShutdownTimeout)
+	defer cancel()
+	_ = d.Tracer.Shutdown(ctx)
 }
 
 // ConsumerPending is a gauge of the messages waiting for consumer c on its stream, read from

@@ -511,8 +511,9 @@ func (l *Ledger) PolicyLayersFor(ctx context.Context, account string) (PolicyLay
 }
 
 // ControlChange is one row of the control history: an operator's change to a kill switch
-// (Kind "switch"), a policy row ("policy") or the restore epoch ("epoch"). Scope is the account
-// id, or GlobalScope for the global switch, the default policy and the epoch. Before is JSON
+// (Kind "switch"), a policy row ("policy"), the restore epoch ("epoch") or an account
+// ("account": added, updated, disabled, enabled, rotated, revoked). Scope is the account id,
+// or GlobalScope for the global switch, the default policy and the epoch. Before is JSON
 // null when the change created the control; Before and After hold the control's settings as
 // the ledger's columns name them.
 type ControlChange struct {
@@ -527,7 +528,7 @@ type ControlChange struct {
 }
 
 // ControlKinds are the kinds of ControlChange.
-var ControlKinds = []string{"switch", "policy", "epoch"}
+var ControlKinds = []string{"switch", "policy", "epoch", "account"}
 
 // ControlHistory returns up to max changes to controls, newest first: of kind, or of every kind
 // when kind is empty.

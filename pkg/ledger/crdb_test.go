@@ -32,6 +32,8 @@ import (
 var cockroachSuite = []func(*testing.T){
 	// The state machine, end to end.
 	TestSubmitCreatesOnceAndReportsDuplicates,
+	TestSubmitTracedStoresTheTraceparentWithTheIntentItCreates,
+	TestTheWitnessCarriesTheIntentsTraceparent,
 	TestPublishedPathWritesOneAttemptAndAHistoryRowPerTransition,
 	TestSuccessWithoutReadBackIsIndeterminate,
 	TestProvenNotSentFailsAndReleasesTheText,
@@ -123,6 +125,12 @@ var cockroachSuite = []func(*testing.T){
 	// Accounts and operator controls, and the append-only grants of the application role.
 	TestAccountsAreAddedOnceAndValidated,
 	TestRotateAndRevokeReachAuthorization,
+	TestAnAttemptOpenedBeforeNewSettingsIsRefused,
+	TestAnAccountsAdapterIsNotChangedUnderAnIntentInFlight,
+	TestEveryAccountChangeIsRecordedWithItsOperator,
+	TestADisabledAccountIsNeverAuthorized,
+	TestHoldsNameTheGateAndWhoSetIt,
+	TestPendingCountsCountEachAccountsPendingIntents,
 	TestKillSwitchThroughTheLedgerStopsAuthorization,
 	TestPolicyOverridesInheritTheDefault,
 	TestSetPolicyChangesOnlyTheFieldsItNames,
@@ -206,6 +214,8 @@ var cockroachLeftOut = map[string]string{
 	"TestSwitchSetThatWaitedOnAnotherNeverRecordsAWrongBefore":    "pg_stat_activity",
 	"TestPolicySetThatWaitedOnAnotherKeepsItsChange":              "pg_stat_activity",
 	"TestRestoreThatWaitedOnACompletionLeavesItPublished":         "pg_stat_activity",
+	"TestConcurrentAddsOfOneAccountRecordOne":                     "pg_stat_activity",
+	"TestConcurrentAccountChangesChainInTheHistory":               "pg_stat_activity",
 }
 
 // The lane stays current: every test of this package is either in cockroachSuite or left out

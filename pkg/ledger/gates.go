@@ -35,12 +35,15 @@ func (g Gate) Admits(n int) (bool, time.Duration) {
 	return false, time.Duration(missing * 60 / float64(g.RatePerMinute) * float64(time.Second)).Round(time.Millisecond)
 }
 
-// Refusal names the gate that refuses the whole account now ("" when none does): kill_switch
-// or credential_revoked. The rate limit is per send: see Admits.
+// Refusal names the gate that refuses the whole account now ("" when none does), in the order
+// Authorize checks them: kill_switch, account_disabled or credential_revoked. The rate limit is
+// per send: see Admits.
 func (g Gate) Refusal() Reason {
 	switch {
 	case g.Stopped:
 		return ReasonKillSwitch
+	case g.Account.Disabled:
+		return ReasonAccountDisabled
 	case g.Account.Revoked:
 		return ReasonCredentialRevoked
 	}
@@ -62,7 +65,7 @@ func (l *Ledger) Gates(ctx context.Context, accounts []string) (map[string]Gate,
 	for _, r := range rows {
 		out[r.AccountID] = Gate{
 			Account: Account{ID: r.AccountID, Platform: r.Platform, Settings: json.RawMessage(r.Settings), CredentialRef: r.CredentialRef,
-				CredentialVersion: r.CredentialVersion, Revoked: r.Revoked, ContractVersion: r.ContractVersion},
+				CredentialVersion: r.CredentialVersion, Revoked: r.Revoked, Disabled: r.Disabled, ContractVersion: r.ContractVersion},
 			Stopped:       r.Stopped,
 			RatePerMinute: int(r.RatePerMinute),
 			Tokens:        r.Tokens,

@@ -26,6 +26,9 @@ func TestAuthorizeRechecksEveryGate(t *testing.T) {
 		{"account kill switch", func(e *env, _ ledger.Claim) {
 			e.exec(`INSERT INTO switches (scope, engaged, actor) VALUES ($1, true, 'op')`, account)
 		}, ledger.Failed, ledger.ReasonKillSwitch},
+		{"account disabled", func(e *env, _ ledger.Claim) {
+			e.exec(`UPDATE accounts SET disabled = true WHERE account_id = $1`, account)
+		}, ledger.Failed, ledger.ReasonAccountDisabled},
 		{"credential revoked", func(e *env, _ ledger.Claim) {
 			e.exec(`UPDATE accounts SET revoked = true WHERE account_id = $1`, account)
 		}, ledger.Failed, ledger.ReasonCredentialRevoked},

@@ -10,13 +10,14 @@ import (
 )
 
 // Unpublished is a transition whose event has not been acknowledged by JetStream yet: its
-// history row, the intent's account, and whether it also asks for dispatch (a transition into
-// pending).
+// history row, the intent's account and stored traceparent ("" for none), and whether it also
+// asks for dispatch (a transition into pending).
 type Unpublished struct {
 	Transition
-	Key      identity.DeliveryKey
-	Account  string
-	Dispatch bool
+	Key         identity.DeliveryKey
+	Account     string
+	Dispatch    bool
+	TraceParent string
 }
 
 // Unpublished returns up to max transitions from the outbox, oldest first. It reads at READ
@@ -92,7 +93,7 @@ func unpublishedFromRow(r dbsqlc.OutboxPendingRow) (Unpublished, error) {
 	if err != nil {
 		return Unpublished{}, err
 	}
-	u := Unpublished{Key: key, Account: r.AccountID, Dispatch: r.Dispatch, Transition: Transition{
+	u := Unpublished{Key: key, Account: r.AccountID, Dispatch: r.Dispatch, TraceParent: r.Traceparent.String, Transition: Transition{
 		Seq: r.Seq, From: State(r.FromState.String), To: State(r.ToState), Reason: Reason(r.Reason),
 		Epoch: r.Epoch.Int64, Generation: r.Generation.Int64, Actor: r.Actor, At: r.At,
 	}}

@@ -37,6 +37,9 @@ type Intent struct {
 	ObjectID       string
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	// TraceParent is the W3C traceparent the intent was stored with (pkg/tracecontext), ""
+	// for none: tracing only, never part of what is sent or decided.
+	TraceParent string
 }
 
 // Attempt is one immutable attempt row.
@@ -197,6 +200,7 @@ func intentFromRow(r dbsqlc.Intent) (Intent, error) {
 		Occurrence: r.Occurrence, SourceID: r.SourceID.String, State: State(r.State), Reason: Reason(r.Reason), Seq: r.TransitionSeq,
 		AttemptsAuthorized: int(r.AttemptsAuthorized), Epoch: r.Epoch.Int64, Generation: r.Generation.Int64,
 		LeaseExpiresAt: r.LeaseExpiresAt, ObjectID: r.ObjectID.String, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		TraceParent: r.Traceparent.String,
 	}
 	if r.AttemptToken != nil {
 		if in.Token, err = identity.AttemptTokenFromBytes(r.AttemptToken); err != nil {

@@ -23,6 +23,8 @@ type Stranded struct {
 	Account string
 	// Seq is the intent's latest transition (into pending): the work item names its event.
 	Seq int64
+	// TraceParent is the intent's stored traceparent, for the work item's header ("" for none).
+	TraceParent string
 }
 
 // StrandedPending returns up to max pending intents without a claim whose last transition is
@@ -45,7 +47,7 @@ func (l *Ledger) StrandedPending(ctx context.Context, idle time.Duration, max in
 		if err != nil {
 			return nil, fmt.Errorf("stranded pending: %w", err)
 		}
-		out = append(out, Stranded{Key: key, Account: r.AccountID, Seq: r.TransitionSeq})
+		out = append(out, Stranded{Key: key, Account: r.AccountID, Seq: r.TransitionSeq, TraceParent: r.Traceparent.String})
 	}
 	return out, nil
 }

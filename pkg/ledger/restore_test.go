@@ -401,7 +401,7 @@ func TestRestoreBlocksAKeyItCannotRecreate(t *testing.T) {
 	res = e.restore(lost.DeliveryKey(), "acct-later", tr, &lost, false)
 	require.Equal(t, ledger.RestoreUnknownAccount, res.Verdict)
 	require.True(t, res.Blocked)
-	require.NoError(t, e.l.AddAccount(e.ctx, ledger.Account{ID: "acct-later", Platform: "sim", Settings: []byte(`{"url":"http://127.0.0.1:1"}`)}))
+	require.NoError(t, e.l.AddAccount(e.ctx, ledger.Account{ID: "acct-later", Platform: "sim", Settings: []byte(`{"url":"http://127.0.0.1:1"}`)}, "test", "a test account"))
 	sub, err = e.l.Submit(e.ctx, []identity.Envelope{lost})
 	require.NoError(t, err)
 	require.Equal(t, ledger.Duplicate, sub[0].Outcome)

@@ -84,6 +84,7 @@ const (
 	ReasonConnectionFailed   Reason = "connection_failed"   // refused, DNS or TLS failure before any byte
 	ReasonPlatformRejected   Reason = "platform_rejected"   // a definitive refusal (the adapter's list)
 	ReasonKillSwitch         Reason = "kill_switch"         // a kill switch was on at authorization
+	ReasonAccountDisabled    Reason = "account_disabled"    // an operator disabled the account
 	ReasonRateLimited        Reason = "rate_limited"        // the account's rate limit at authorization
 	ReasonCredentialRotating Reason = "credential_rotating" // the credential changed since Begin
 	ReasonCredentialRevoked  Reason = "credential_revoked"  // the account's credential is revoked
@@ -133,6 +134,7 @@ var Reasons = map[Reason]ReasonRule{
 	ReasonConnectionFailed:   {Failed, RetryYes},
 	ReasonPlatformRejected:   {Failed, RetryByPolicy},
 	ReasonKillSwitch:         {Failed, RetryByPolicy},
+	ReasonAccountDisabled:    {Failed, RetryYes},
 	ReasonRateLimited:        {Failed, RetryByPolicy},
 	ReasonCredentialRotating: {Failed, RetryByPolicy},
 	ReasonCredentialRevoked:  {Failed, RetryByPolicy},

@@ -35,6 +35,15 @@ type SubmitResult struct {
 // source's stored head (the last one in the batch, when several versions of one source come
 // together), so intents resting on an older version park as superseded at authorization.
 func (l *Ledger) Submit(ctx context.Context, intents []identity.Envelope) ([]SubmitResult, error) {
+	return l.SubmitTraced(ctx, intents, nil)
+}
+
+// SubmitTraced is Submit, storing with each created intent the W3C traceparent at the same
+// index of traceparents ("" or a short slice: none), which the relay then carries on the
+// intent's work items and events. It is no part of the intent's identity: the delivery key
+// and the request are the envelope's alone, so an intent submitted again with another
+// traceparent is a duplicate and keeps the first one's.
+func (l *Ledger) SubmitTraced(ctx context.Context, intents []identity.Envelope, traceparents []string) ([]SubmitResult, error) {
 	results := make([]SubmitResult, len(intents))
 	first := make(map[identity.DeliveryKey]int, len(intents))
 	var p dbsqlc.IntentSubmitParams
@@ -62,6 +71,11 @@ func (l *Ledger) Submit(ctx context.Context, intents []identity.Envelope) ([]Sub
 		}
 		p.SourceIds = append(p.SourceIds, sourceID)
 		p.SourceVersions = append(p.SourceVersions, sourceVersion)
+		traceparent := ""
+		if i < len(traceparents) {
+			traceparent = traceparents[i]
+		}
+		p.Traceparents = append(p.Traceparents, traceparent)
 	}
 	if len(first) == 0 {
 		return results, nil

@@ -193,6 +193,11 @@ type Account struct {
 	// itself never enters the ledger.
 	CredentialRef     string
 	CredentialVersion int64
+	// Credential, when set, reads the credential instead of ResolveCredential(CredentialRef)
+	// (see Secret): a check that opens the adapter only to validate the account, sending
+	// nothing, reads the reference where the check runs, or gives a stand-in where it cannot
+	// be read there, so the settings are still checked. Roles leave it nil.
+	Credential func() (string, error)
 }
 
 // NewPrepared returns the prepared request with its hash: sha256 over the length-prefixed

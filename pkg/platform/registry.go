@@ -17,16 +17,21 @@ type Registry map[string]Opener
 // ErrUnknownPlatform: no adapter is registered under the account's platform name.
 var ErrUnknownPlatform = errors.New("platform: no adapter for this platform")
 
+// Names are the platforms r opens, in name order.
+func (r Registry) Names() []string {
+	names := make([]string, 0, len(r))
+	for n := range r {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
 // Open opens the adapter for a.
 func (r Registry) Open(a Account) (Adapter, error) {
 	open, ok := r[a.Platform]
 	if !ok {
-		names := make([]string, 0, len(r))
-		for n := range r {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		return nil, fmt.Errorf("account %q: platform %q: %w (have %s)", a.ID, a.Platform, ErrUnknownPlatform, strings.Join(names, ", "))
+		return nil, fmt.Errorf("account %q: platform %q: %w (have %s)", a.ID, a.Platform, ErrUnknownPlatform, strings.Join(r.Names(), ", "))
 	}
 	ad, err := open(a)
 	if err != nil {
@@ -38,26 +43,63 @@ func (r Registry) Open(a Account) (Adapter, error) {
 // ErrNoCredential: the credential reference names nothing that exists.
 var ErrNoCredential = errors.New("platform: credential not found")
 
+// ErrCredentialRef: a credential reference is not of a form ResolveCredential reads.
+var ErrCredentialRef = errors.New("platform: malformed credential reference")
+
+// The kinds of credential reference ParseCredentialRef knows.
+const (
+	CredentialEnv  = "env"  // env:NAME, an environment variable of the process that opens the adapter
+	CredentialFile = "file" // file:PATH, a file's content, surrounding white space trimmed
+)
+
+// ParseCredentialRef checks a credential reference's form and splits it into its kind
+// (CredentialEnv or CredentialFile) and the variable's name or the file's path. The empty
+// reference is no credential: kind "". A name holding "=" or NUL and a path holding NUL can
+// never be read, so they are malformed too (ErrCredentialRef).
+func ParseCredentialRef(ref string) (kind, name string, err error) {
+	if ref == "" {
+		return "", "", nil
+	}
+	kind, name, _ = strings.Cut(ref, ":")
+	switch {
+	case kind == CredentialEnv && name != "" && !strings.ContainsAny(name, "=\x00"):
+		return kind, name, nil
+	case kind == CredentialFile && name != "" && !strings.Contains(name, "\x00"):
+		return kind, name, nil
+	}
+	return "", "", fmt.Errorf("%w %q: must be env:NAME or file:/path", ErrCredentialRef, ref)
+}
+
 // ResolveCredential reads the credential a reference names: "env:NAME" (an environment
 // variable), "file:/path" (a file's content, surrounding white space trimmed) or "" (none).
 // The value is never logged or stored.
 func ResolveCredential(ref string) (string, error) {
-	kind, rest, _ := strings.Cut(ref, ":")
+	kind, name, err := ParseCredentialRef(ref)
 	switch {
-	case ref == "":
-		return "", nil
-	case kind == "env" && rest != "":
-		v, ok := os.LookupEnv(rest)
+	case err != nil:
+		return "", err
+	case kind == CredentialEnv:
+		v, ok := os.LookupEnv(name)
 		if !ok {
-			return "", fmt.Errorf("%w: environment variable %s is not set", ErrNoCredential, rest)
+			return "", fmt.Errorf("%w: environment variable %s is not set", ErrNoCredential, name)
 		}
 		return v, nil
-	case kind == "file" && rest != "":
-		b, err := os.ReadFile(rest)
+	case kind == CredentialFile:
+		b, err := os.ReadFile(name)
 		if err != nil {
-			return "", fmt.Errorf("%w: %v", ErrNoCredential, err)
+			return "", fmt.Errorf("%w: %w", ErrNoCredential, err)
 		}
 		return strings.TrimSpace(string(b)), nil
 	}
-	return "", fmt.Errorf("credential reference %q: must be env:NAME or file:/path", ref)
+	return "", nil
+}
+
+// Secret reads the account's credential: through a.Credential when it is set, else
+// ResolveCredential(a.CredentialRef). Adapters read it this way, once, when they are opened;
+// the value is never logged or stored.
+func (a Account) Secret() (string, error) {
+	if a.Credential != nil {
+		return a.Credential()
+	}
+	return ResolveCredential(a.CredentialRef)
 }

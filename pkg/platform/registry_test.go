@@ -37,12 +37,32 @@ func TestResolveCredentialRefusesMissingAndMalformedReferences(t *testing.T) {
 	_, err = platform.ResolveCredential("file:" + filepath.Join(t.TempDir(), "absent"))
 	require.ErrorIs(t, err, platform.ErrNoCredential)
 
-	for _, ref := range []string{"env:", "file:", "vault:acct/v2", "token", ":x", "ENV:X"} {
+	for _, ref := range []string{"env:", "file:", "vault:acct/v2", "token", ":x", "ENV:X", "env:A=B", "env:A\x00", "file:/a\x00b"} {
 		_, err := platform.ResolveCredential(ref)
 		require.Error(t, err, ref)
 		require.False(t, errors.Is(err, platform.ErrNoCredential), "%q is malformed, not missing", ref)
+		require.ErrorIs(t, err, platform.ErrCredentialRef, ref)
 		require.ErrorContains(t, err, "env:NAME or file:/path", ref)
+		_, _, err = platform.ParseCredentialRef(ref)
+		require.ErrorIs(t, err, platform.ErrCredentialRef, "the form is checked in one place: %q", ref)
 	}
+	for ref, want := range map[string][2]string{"": {"", ""}, "env:HOOK_TOKEN": {"env", "HOOK_TOKEN"}, "file:/run/secrets/t": {"file", "/run/secrets/t"}} {
+		kind, name, err := platform.ParseCredentialRef(ref)
+		require.NoError(t, err, ref)
+		require.Equal(t, want, [2]string{kind, name}, ref)
+	}
+}
+
+// A check reads the credential through Account.Credential when it is set, never the
+// process's environment.
+func TestSecretReadsThroughTheAccountsCredentialFunction(t *testing.T) {
+	a := platform.Account{CredentialRef: "env:ATMOST_TEST_CREDENTIAL_NEVER_SET", Credential: func() (string, error) { return "given", nil }}
+	v, err := a.Secret()
+	require.NoError(t, err)
+	require.Equal(t, "given", v)
+	a.Credential = nil
+	_, err = a.Secret()
+	require.ErrorIs(t, err, platform.ErrNoCredential)
 }
 
 type stubAdapter struct{ platform.Adapter }

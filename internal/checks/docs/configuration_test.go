@@ -268,16 +268,10 @@ func TestTheConfigurationPageListsEveryRolesFlags(t *testing.T) {
 	}
 }
 
-// rawCommands are the commands of atmost that parse their own command line (cli.Command.Raw):
-// their flags are read from the --help of the subcommand named here, as the flag package
-// spells them (-name), and their usage lines are not compared. A command declared like the
-// others leaves this list.
-var rawCommands = map[string][]string{"accounts": {"accounts", "add"}}
-
 // cliCommand is one command of atmost that runs, as its --help shows it.
 type cliCommand struct {
 	path  string   // "switch on"
-	usage []string // its own usage lines, each on one line; nil for a raw command
+	usage []string // its own usage lines, each on one line
 	help  string
 }
 
@@ -351,11 +345,6 @@ func cliCommands(t *testing.T) []cliCommand {
 	top := listedCommands(cliHelp(t))
 	require.NotEmpty(t, top, "atmost --help lists no commands")
 	for _, name := range top {
-		if args, ok := rawCommands[name]; ok {
-			help := regexp.MustCompile(`(?m)^  -([a-z])`).ReplaceAllString(cliHelp(t, args...), "  --$1")
-			out = append(out, cliCommand{path: name, help: help})
-			continue
-		}
 		walk([]string{name})
 	}
 	return out
@@ -402,19 +391,10 @@ func cliMismatches(doc string, cmds []cliCommand, topHelp string) []string {
 	}
 
 	var printed []string
-	raw := map[string]bool{}
 	for _, c := range cmds {
-		if c.usage == nil {
-			raw[strings.Fields(c.path)[0]] = true
-		}
 		printed = append(printed, c.usage...)
 	}
-	var listed []string
-	for _, l := range fencedLines(doc) {
-		if !raw[strings.Fields(l)[1]] {
-			listed = append(listed, l)
-		}
-	}
+	listed := fencedLines(doc)
 	inDoc, inHelp := map[string]bool{}, map[string]bool{}
 	for _, l := range listed {
 		inDoc[l] = true

@@ -26,6 +26,13 @@ var Rules = []Rule{
 		Why:     "the ledger decides state on its own; it never imports NATS",
 	},
 	{
+		Root: "github.com/atmost/atmost/pkg/tracecontext",
+		Allowed: func(dep string, _ bool) bool {
+			return !hasPathPrefix(dep, "github.com/nats-io") && !hasPathPrefix(dep, "github.com/atmost/atmost/internal")
+		},
+		Why: "producers import pkg/tracecontext: it takes a header as a map, so it needs neither NATS nor atmost's internals",
+	},
+	{
 		Root:    "github.com/atmost/atmost/pkg/events",
 		Allowed: func(dep string, _ bool) bool { return !hasPathPrefix(dep, "github.com/nats-io") },
 		Why:     "event types and subjects carry no transport; the JetStream publisher is a separate package",

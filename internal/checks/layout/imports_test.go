@@ -54,6 +54,9 @@ func TestRulesRejectForbiddenDependencies(t *testing.T) {
 		{"github.com/atmost/atmost/pkg/client", "github.com/atmost/atmost/internal/outcome", false, true},
 		{"github.com/atmost/atmost/pkg/client", "github.com/atmost/atmost/pkg/ledger", false, true},
 		{"github.com/atmost/atmost/pkg/client", "github.com/jackc/pgx/v5", false, true},
+		{"github.com/atmost/atmost/pkg/tracecontext", "go.opentelemetry.io/otel/propagation", false, false},
+		{"github.com/atmost/atmost/pkg/tracecontext", "github.com/nats-io/nats.go", false, true},
+		{"github.com/atmost/atmost/pkg/tracecontext", "github.com/atmost/atmost/internal/tracing", false, true},
 	} {
 		got := Violations(c.pkg, map[string]bool{c.dep: c.standard})
 		require.Equal(t, c.rejected, len(got) > 0, "%s -> %s", c.pkg, c.dep)

@@ -39,6 +39,7 @@ import (
 	"github.com/atmost/atmost/pkg/ledger"
 	"github.com/atmost/atmost/pkg/platform"
 	"github.com/atmost/atmost/pkg/platform/sim"
+	"github.com/atmost/atmost/pkg/tracecontext"
 )
 
 var (
@@ -47,6 +48,7 @@ var (
 	benchBatch     = flag.Int("batch", 0, "dispatcher batch (0: the default)")
 	benchPreload   = flag.Int("preload", 100000, "published intents already in the ledger, with their history, attempts and evidence, analyzed, as in a ledger that has been running for a while (0: a new, empty ledger)")
 	benchProfile   = flag.String("window-cpuprofile", "", "write a CPU profile of the measured window only (not the set-up or the commit probe) to this file")
+	benchTraced    = flag.Bool("traced", false, "the producer puts a W3C traceparent on every intent; with no exporter anywhere this measures the trace context's own cost (stored, relayed, continued)")
 	benchProcess   = flag.Bool("dispatcher-process", true, "run the dispatcher role in a process of its own, as in production, and report its peak memory alone (false: in the benchmark's process, where one CPU profile sees the whole pipeline)")
 )
 
@@ -82,7 +84,7 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 	require.NoError(b, err)
 	simURL, _, err := s.Serve(ctx, "127.0.0.1:0")
 	require.NoError(b, err)
-	require.NoError(b, l.AddAccount(ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(fmt.Sprintf(`{"url":%q}`, simURL))}))
+	require.NoError(b, l.AddAccount(ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(fmt.Sprintf(`{"url":%q}`, simURL))}, "test", "a test account"))
 	if b.N >= 100 { // the testing package's first, one-intent run only finds the code path
 		preload(b, ctx, db.Pool, *benchPreload)
 	}
@@ -153,7 +155,11 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		body := fmt.Sprintf(`{"v":1,"account":"acct-1","action":"post","request":{"text":"end to end %d"}}`, i)
-		_, err := producer.PublishMsgAsync(&nats.Msg{Subject: events.IntentSubject("acct-1"), Data: []byte(body)})
+		msg := &nats.Msg{Subject: events.IntentSubject("acct-1"), Data: []byte(body)}
+		if *benchTraced {
+			msg.Header = nats.Header{tracecontext.Header: []string{fmt.Sprintf("00-%032x-%016x-01", i+1, i+1)}}
+		}
+		_, err := producer.PublishMsgAsync(msg)
 		require.NoError(b, err)
 	}
 	deadline := time.Now().Add(10 * time.Minute)

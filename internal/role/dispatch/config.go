@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/atmost/atmost/pkg/ledger"
@@ -37,9 +38,9 @@ type Config struct {
 	// this process's monotonic clock from before Authorize was called, so that no byte is
 	// written after the deadline whatever the clocks say. Default 2 s.
 	Margin time.Duration
-	// GateDelay is how long work waits when a kill switch or a revoked credential refuses it
-	// before Begin (no attempt is created). A rate limit delays work by the time until the
-	// next token instead. Default 5 s.
+	// GateDelay is how long work waits before Begin (no attempt is created) when a kill
+	// switch, a disabled account or a revoked credential refuses it, or its adapter does not
+	// open. A rate limit delays work by the time until the next token instead. Default 5 s.
 	GateDelay time.Duration
 	// Pipelines is how many batches are taken through the ledger steps at once. More overlap
 	// more round trips, but under SERIALIZABLE they also conflict: measured on 2 cores, 4
@@ -59,6 +60,9 @@ type Config struct {
 	Platforms platform.Registry
 	// Logger; nil means no logging.
 	Logger *zap.Logger
+	// Tracer makes each work item's dispatch span, continuing the trace its headers carry,
+	// and the spans of its steps; nil means the no-op provider.
+	Tracer trace.TracerProvider
 
 	// hook is called at each crash point of this dispatcher (tests only).
 	hook func(step string)

@@ -23,15 +23,19 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/atmost/atmost/internal/adapters"
 	"github.com/atmost/atmost/internal/relay"
 	"github.com/atmost/atmost/internal/role"
+	"github.com/atmost/atmost/internal/tracing"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
 	"github.com/atmost/atmost/pkg/platform"
+	"github.com/atmost/atmost/pkg/tracecontext"
 )
 
 // Dispatcher works the intents of ATMOST_DISPATCH. Run it once per process; any number of
@@ -50,6 +54,10 @@ type Dispatcher struct {
 	reports  chan *work     // sends done, waiting for Complete
 	sending  sync.WaitGroup // sends in flight
 	reads    chan *read     // claimed successes, waiting for their read-back
+	tracer   trace.Tracer
+	// held is why each account's work waits, as last logged (under rate, with reserved): the
+	// gate reads it so that an account held for hours is logged once, not at every redelivery.
+	held map[string]string
 }
 
 // Ledger is what the dispatcher does with the ledger: read its work, fence superseded and
@@ -89,8 +97,10 @@ func New(ctx context.Context, js jetstream.JetStream, l Ledger, rel *relay.Relay
 		counts:   newCounters(),
 		slots:    make(chan struct{}, cfg.Concurrency),
 		reserved: map[string]int{},
+		held:     map[string]string{},
 		reports:  make(chan *work, cfg.Concurrency),
 		reads:    make(chan *read, cfg.Concurrency),
+		tracer:   tracing.Or(cfg.Tracer).Tracer("github.com/atmost/atmost/internal/role/dispatch"),
 	}, nil
 }
 
@@ -120,6 +130,11 @@ type work struct {
 	// witnessSeq is the stream sequence JetStream named when it acknowledged the attempt's
 	// authorized event; Complete records it with the outcome.
 	witnessSeq uint64
+	// span is the work item's dispatch span, ctx its context; step is the span of the step
+	// under way, if any (steps are timed only while span records).
+	span trace.Span
+	ctx  context.Context
+	step trace.Span
 }
 
 // Run works intents until ctx ends, then stops taking work, lets every send in flight finish
@@ -235,13 +250,61 @@ func (d *Dispatcher) take(ctx context.Context, msgs <-chan jetstream.Msg) []jets
 	return batch
 }
 
-// release ends a work item's hold on its slot.
-func (d *Dispatcher) release(w *work) {
+// release ends a work item's hold on its slot, and its spans with result: what became of it.
+func (d *Dispatcher) release(w *work, result string) {
 	if w.stop != nil {
 		w.stop()
 	}
 	d.unreserve(w)
+	endStep(w, result, nil)
+	if w.span != nil {
+		if w.span.IsRecording() {
+			w.span.SetAttributes(tracing.Outcome.String(result))
+		}
+		w.span.End()
+	}
 	<-d.slots
+}
+
+// startStep starts w's span of step, a child of its dispatch span, ending the one before.
+// Steps are timed only for a dispatch span that records: with the no-op provider (or an
+// unsampled trace) this costs a check.
+func (d *Dispatcher) startStep(w *work, step string, kind trace.SpanKind) {
+	endStep(w, "", nil)
+	if w.span == nil || !w.span.IsRecording() {
+		return
+	}
+	_, w.step = d.tracer.Start(w.ctx, step, trace.WithSpanKind(kind))
+}
+
+// startSteps starts the span of step for every work of batch.
+func (d *Dispatcher) startSteps(batch []*work, step string) {
+	for _, w := range batch {
+		d.startStep(w, step, trace.SpanKindInternal)
+	}
+}
+
+// endStep ends w's step under way, if any, with its outcome ("" for none) and error.
+func endStep(w *work, outcome string, err error) {
+	if w.step == nil {
+		return
+	}
+	if outcome != "" {
+		w.step.SetAttributes(tracing.Outcome.String(outcome))
+	}
+	if err != nil {
+		w.step.RecordError(err)
+		w.step.SetStatus(codes.Error, err.Error())
+	}
+	w.step.End()
+	w.step = nil
+}
+
+// endSteps ends the steps of batch with err, the batch's own failure.
+func endSteps(batch []*work, err error) {
+	for _, w := range batch {
+		endStep(w, "", err)
+	}
 }
 
 // unreserve gives back the rate token the gate set aside for w, once Authorize took it from
@@ -264,7 +327,7 @@ func (d *Dispatcher) finish(w *work, result string) {
 		d.log.Debug("ack failed; the work item will come back and be ignored", zap.Error(err))
 	}
 	d.counts.work(result)
-	d.release(w)
+	d.release(w, result)
 }
 
 // delay gives a work item back to JetStream, to be delivered again after wait.
@@ -273,7 +336,7 @@ func (d *Dispatcher) delay(w *work, result string, wait time.Duration) {
 		d.log.Debug("nak failed; the work item comes back after the ack wait", zap.Error(err))
 	}
 	d.counts.work(result)
-	d.release(w)
+	d.release(w, result)
 }
 
 // dispatch takes a batch from work items to sends in flight: every ledger step is one
@@ -321,15 +384,19 @@ func (d *Dispatcher) parse(msgs []jetstream.Msg) []*work {
 	batch := make([]*work, 0, len(msgs))
 	for _, m := range msgs {
 		w := &work{msg: m}
+		w.ctx, w.span = d.tracer.Start(tracecontext.Extract(context.Background(), m.Headers()), tracing.SpanDispatch, trace.WithSpanKind(trace.SpanKindConsumer))
 		item, err := events.UnmarshalWorkItem(m.Data())
 		if err != nil {
 			d.log.Error("unreadable work item terminated", zap.String("subject", m.Subject()), zap.Error(err))
 			_ = m.TermWithReason("unreadable work item")
 			d.counts.work("unreadable")
-			d.release(w)
+			d.release(w, "unreadable")
 			continue
 		}
 		w.item = item
+		if w.span.IsRecording() {
+			w.span.SetAttributes(tracing.DeliveryKey.String(item.DeliveryKey.String()), tracing.Account.String(item.Account))
+		}
 		if seen[item.DeliveryKey] {
 			d.delay(w, "repeated", d.cfg.ClaimLease)
 			continue
@@ -464,11 +531,12 @@ func (d *Dispatcher) gate(ctx context.Context, batch []*work) (keep, unsendable 
 	for _, w := range batch {
 		g, ok := gates[w.intent.Account]
 		if !ok {
-			d.log.Error("intent of an account that is not configured", zap.String("account", w.intent.Account), zap.Stringer("delivery_key", w.intent.Key))
+			d.holding(w, "account_missing", nil)
 			d.delay(w, "account_missing", d.cfg.GateDelay)
 			continue
 		}
 		if refusal := g.Refusal(); refusal != "" {
+			d.holding(w, string(refusal), nil)
 			d.delay(w, "gated_"+string(refusal), d.cfg.GateDelay)
 			continue
 		}
@@ -482,10 +550,11 @@ func (d *Dispatcher) gate(ctx context.Context, batch []*work) (keep, unsendable 
 		ad, err := d.adapters.Open(g.Account)
 		if err != nil {
 			// A configuration the operator must fix: the work waits for it, no attempt made.
-			d.log.Error("cannot open the account's platform adapter", zap.String("account", w.intent.Account), zap.Stringer("delivery_key", w.intent.Key), zap.Error(err))
+			d.holding(w, adapters.CauseAdapterUnavailable, err)
 			d.delay(w, "adapter_unavailable", d.cfg.GateDelay)
 			continue
 		}
+		d.holding(w, "", nil)
 		w.adapter = ad
 		if w.request, err = adapters.RequestOf(w.intent); err != nil {
 			err = fmt.Errorf("%w: %w", platform.ErrUnsendable, err)
@@ -509,6 +578,38 @@ func (d *Dispatcher) gate(ctx context.Context, batch []*work) (keep, unsendable 
 		keep = append(keep, w)
 	}
 	return keep, unsendable
+}
+
+// holding logs why w's account holds its work (cause: a gate's reason, account_missing or
+// adapters.CauseAdapterUnavailable with the adapter's error; "" when the account is served),
+// once per account and change: a held account's work comes back every GateDelay, its log line
+// does not. atmost_account_waiting_intents (the sweeper) counts the intents that wait. Called
+// by gate, with rate held.
+func (d *Dispatcher) holding(w *work, cause string, err error) {
+	account := w.intent.Account
+	state := cause
+	if err != nil {
+		state += ": " + err.Error()
+	}
+	was, logged := d.held[account]
+	if state == was || (state == "" && !logged) {
+		return
+	}
+	log := d.log.With(zap.String("account", account), zap.Stringer("delivery_key", w.intent.Key))
+	switch {
+	case state == "":
+		delete(d.held, account)
+		log.Info("account served again: its waiting work goes on", zap.String("was", was))
+		return
+	case cause == "account_missing":
+		log.Error("intents of an account that is not configured wait; no attempt is made")
+	case err != nil:
+		log.Error("cannot open the account's platform adapter: its work waits, no attempt made, until the configuration is fixed (atmost accounts show, atmost accounts update)",
+			zap.Error(err))
+	default:
+		log.Info("a gate holds the account: its work waits, no attempt made", zap.String("reason", cause))
+	}
+	d.held[account] = state
 }
 
 // park parks the intents whose requests the platform cannot render (request_unsendable): no
@@ -555,11 +656,13 @@ func (d *Dispatcher) begin(ctx context.Context, batch []*work) []*work {
 	for i, w := range batch {
 		reqs[i] = ledger.BeginRequest{Key: w.intent.Key, RequestHash: w.prepared.Hash}
 	}
+	d.startSteps(batch, tracing.SpanBegin)
 	lctx, cancel := context.WithTimeout(ctx, d.cfg.LedgerTimeout)
 	defer cancel()
 	results, err := d.ledger.BeginMany(lctx, reqs, d.cfg.ClaimLease)
 	if err != nil {
 		d.log.Warn("begin failed; the batch will be redelivered", zap.Error(err))
+		endSteps(batch, err)
 		return d.delayAll(batch, "ledger_unavailable", time.Second)
 	}
 	var keep []*work
@@ -572,6 +675,10 @@ func (d *Dispatcher) begin(ctx context.Context, batch []*work) []*work {
 			d.delay(w, "credential_changed", d.cfg.ClaimLease)
 		case r.Err == nil:
 			w.claim = r.Claim
+			endStep(w, "claimed", nil)
+			if w.span.IsRecording() {
+				w.span.SetAttributes(tracing.Attempt.String(r.Claim.Token.String()), tracing.Generation.Int64(r.Claim.Generation))
+			}
 			keep = append(keep, w)
 		case errors.Is(r.Err, ledger.ErrClaimed):
 			// Another worker's claim is live; its lease decides.
@@ -610,6 +717,7 @@ func (d *Dispatcher) authorize(ctx context.Context, batch []*work) []*work {
 		var start time.Time
 		var results []ledger.AuthorizationResult
 		var err error
+		d.startSteps(group, tracing.SpanAuthorize)
 		begun := time.Now()
 		for pause := 20 * time.Millisecond; ; pause *= 2 {
 			start = time.Now() // monotonic: the lease cannot have started before this
@@ -630,6 +738,7 @@ func (d *Dispatcher) authorize(ctx context.Context, batch []*work) []*work {
 			// intents would expire into indeterminate although nothing left, so record that
 			// nothing did: the fence makes this a no-op where Authorize did not commit.
 			d.log.Warn("authorize failed; nothing sent, the batch will be redelivered", zap.Error(err))
+			endSteps(group, err)
 			reports := make([]ledger.Report, len(group))
 			for i, w := range group {
 				reports[i] = ledger.Report{Claim: w.claim, Outcome: ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed,
@@ -659,6 +768,7 @@ func (d *Dispatcher) authorize(ctx context.Context, batch []*work) []*work {
 				d.finish(w, "refused_"+string(r.Authorization.Reason))
 			default:
 				w.deadline, w.wallDeadline = deadline, wallDeadline
+				endStep(w, "authorized", nil)
 				keep = append(keep, w)
 			}
 		}
@@ -712,9 +822,11 @@ func (d *Dispatcher) retry(ctx context.Context, publish func() error) error {
 	}
 }
 
-// notSent completes authorized attempts that were never sent, as not sent.
+// notSent completes authorized attempts that were never sent, as not sent; err, the reason,
+// ends the step under way.
 func (d *Dispatcher) notSent(batch []*work, step string, err error) {
 	for _, w := range batch {
+		endStep(w, "", err)
 		w.outcome = d.unsent(step, err)
 		d.sending.Add(1)
 		d.reports <- w
@@ -748,6 +860,7 @@ func (d *Dispatcher) witness(ctx context.Context, batch []*work) []*work {
 			earliest = w.deadline
 		}
 	}
+	d.startSteps(batch, tracing.SpanWitness)
 	wctx, cancel := context.WithDeadline(ctx, earliest)
 	defer cancel()
 	var seqs map[identity.DeliveryKey]uint64
@@ -768,6 +881,7 @@ func (d *Dispatcher) witness(ctx context.Context, batch []*work) []*work {
 			continue
 		}
 		w.witnessSeq = seq
+		endStep(w, "acknowledged", nil)
 		keep = append(keep, w)
 	}
 	return keep
@@ -784,15 +898,26 @@ func (d *Dispatcher) send(w *work) {
 		return
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), minTime(w.deadline, time.Now().Add(d.cfg.SendTimeout)))
+	d.startStep(w, tracing.SpanSend, trace.SpanKindClient)
 	started := time.Now()
 	o := w.adapter.Send(ctx, w.prepared)
 	cancel()
 	d.counts.sendDuration(time.Since(started))
 	d.crashPoint("after-send")
+	if w.step != nil {
+		w.step.SetAttributes(tracing.Reason.String(string(o.Reason)), tracing.ObjectID.String(o.ObjectID))
+	}
+	endStep(w, string(o.Result), nil)
 	w.outcome = ledger.Outcome{Result: ledger.TransportResult(o.Result), ObjectID: o.ObjectID, Reason: ledger.Reason(o.Reason), Detail: o.Detail}
 	d.counts.send(string(o.Result))
 	if o.Result == platform.Sent {
+		d.startStep(w, tracing.SpanReadBack, trace.SpanKindClient)
 		confirmed, detail := d.readBack(w, o.ObjectID)
+		readOutcome := "not_confirmed"
+		if confirmed {
+			readOutcome = "confirmed"
+		}
+		endStep(w, readOutcome, nil)
 		w.outcome.Confirmed = confirmed
 		if w.outcome.Detail == nil {
 			w.outcome.Detail = map[string]any{}
@@ -967,6 +1092,7 @@ func (d *Dispatcher) complete(batch []*work) {
 		reports[i] = ledger.Report{Claim: w.claim, Outcome: w.outcome}
 		reports[i].Outcome.WitnessSeq = w.witnessSeq
 	}
+	d.startSteps(batch, tracing.SpanComplete)
 	results, ok := d.record(reports)
 	if !ok {
 		for i, w := range batch {
@@ -994,6 +1120,10 @@ func (d *Dispatcher) complete(batch []*work) {
 			continue
 		}
 		d.counts.completion(string(r.Completion.State))
+		if w.step != nil {
+			w.step.SetAttributes(tracing.State.String(string(r.Completion.State)), tracing.Reason.String(string(r.Completion.Reason)))
+		}
+		endStep(w, string(r.Completion.State), nil)
 		d.log.Debug("completed", zap.Stringer("delivery_key", w.intent.Key), zap.String("state", string(r.Completion.State)),
 			zap.String("reason", string(r.Completion.Reason)), zap.Int64("generation", w.claim.Generation), zap.Int64("epoch", w.claim.Epoch))
 		d.finish(w, "completed")

@@ -92,7 +92,9 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 	defer deps.Close()
 	var d *Dispatcher
 	if err := role.Retry(ctx, log, "create the dispatch consumer", func() (err error) {
-		d, err = New(ctx, deps.JS, deps.Ledger, deps.Relay, cfg.dispatchConfig(adapters.Builtin(), log))
+		dc := cfg.dispatchConfig(adapters.Builtin(), log)
+		dc.Tracer = deps.Tracer
+		d, err = New(ctx, deps.JS, deps.Ledger, deps.Relay, dc)
 		return err
 	}); err != nil {
 		return err

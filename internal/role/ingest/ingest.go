@@ -20,11 +20,15 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/atmost/atmost/internal/tracing"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
+	"github.com/atmost/atmost/pkg/tracecontext"
 )
 
 // Config tunes an Ingester. The zero value of every field means its default.
@@ -47,6 +51,9 @@ type Config struct {
 	MaxDeliveries int
 	// Logger; nil means no logging.
 	Logger *zap.Logger
+	// Tracer makes the store span of each message, continuing the trace its headers carry;
+	// nil means the no-op provider.
+	Tracer trace.TracerProvider
 }
 
 func (c Config) withDefaults() Config {
@@ -93,11 +100,13 @@ type Ingester struct {
 	pull     *puller
 	cfg      Config
 	log      *zap.Logger
+	tracer   trace.Tracer
 }
 
-// Ledger is what ingest does with the ledger: store intents and rejects. *ledger.Ledger is one.
+// Ledger is what ingest does with the ledger: store intents, with the traceparents of their
+// store spans, and rejects. *ledger.Ledger is one.
 type Ledger interface {
-	Submit(ctx context.Context, intents []identity.Envelope) ([]ledger.SubmitResult, error)
+	SubmitTraced(ctx context.Context, intents []identity.Envelope, traceparents []string) ([]ledger.SubmitResult, error)
 	Reject(ctx context.Context, rs []ledger.Rejection) (int64, error)
 }
 
@@ -118,7 +127,7 @@ func New(ctx context.Context, js jetstream.JetStream, l Ledger, cfg Config) (*In
 		return nil, fmt.Errorf("ingest: consumer %s on %s: %w", cfg.Durable, events.IntentsStream, err)
 	}
 	return &Ingester{js: js, ledger: l, consumer: consumer, pull: newPuller(js, events.IntentsStream, cfg.Durable),
-		cfg: cfg, log: cfg.Logger.Named("ingest")}, nil
+		cfg: cfg, log: cfg.Logger.Named("ingest"), tracer: tracing.Or(cfg.Tracer).Tracer("github.com/atmost/atmost/internal/role/ingest")}, nil
 }
 
 // message is one fetched message and what became of it.
@@ -128,8 +137,12 @@ type message struct {
 	delivered uint64            // this delivery's number, from 1
 	envelope  identity.Envelope // a valid envelope, even when reject refuses the message
 	reject    *ledger.Rejection
-	stored    bool  // its intent or its reject is committed
-	refused   error // the database refused its content on this delivery
+	stored    bool   // its intent or its reject is committed
+	refused   error  // the database refused its content on this delivery
+	outcome   string // created or duplicate, for its store span
+	// span is its store span; traceparent that span's context, stored with its intent.
+	span        trace.Span
+	traceparent string
 }
 
 // Batch fetches up to Config.Batch messages and ingests them. It returns what it did; an error
@@ -157,7 +170,9 @@ func (in *Ingester) BatchKeys(ctx context.Context) (Stats, []identity.DeliveryKe
 	batch := make([]*message, len(fetched))
 	for i, msg := range fetched {
 		batch[i] = classify(msg)
+		in.startSpan(ctx, batch[i])
 	}
+	defer endSpans(batch)
 
 	// Valid intents: one Submit, or one each when the database refuses the batch.
 	var valid []*message
@@ -241,10 +256,11 @@ func (in *Ingester) submit(ctx context.Context, ms []*message, stats *Stats, key
 		return nil
 	}
 	envelopes := make([]identity.Envelope, len(ms))
+	traceparents := make([]string, len(ms))
 	for i, m := range ms {
-		envelopes[i] = m.envelope
+		envelopes[i], traceparents[i] = m.envelope, m.traceparent
 	}
-	results, err := in.ledger.Submit(ctx, envelopes)
+	results, err := in.ledger.SubmitTraced(ctx, envelopes, traceparents)
 	switch {
 	case err == nil:
 	case ledger.Permanent(err) && len(ms) > 1:
@@ -266,11 +282,11 @@ func (in *Ingester) submit(ctx context.Context, ms []*message, stats *Stats, key
 		case ledger.Created:
 			stats.Created++
 			*keys = append(*keys, r.Key)
-			m.stored = true
+			m.stored, m.outcome = true, string(ledger.Created)
 		case ledger.Duplicate:
 			stats.Duplicates++
 			*keys = append(*keys, r.Key)
-			m.stored = true
+			m.stored, m.outcome = true, string(ledger.Duplicate)
 		case ledger.UnknownAccount:
 			m.reject = rejection(m, identity.ReasonUnknownAccount, "account "+quote(m.envelope.Account)+" is not configured")
 		}
@@ -363,6 +379,43 @@ func classify(msg *nats.Msg) *message {
 		m.reject = rejection(m, identity.ReasonMalformedJSON, err.Error())
 	}
 	return m
+}
+
+// startSpan starts m's store span, continuing the trace its headers carry (a new one when
+// they carry none and the provider samples it): the intent is stored with its context, which
+// every later step of the intent continues.
+func (in *Ingester) startSpan(ctx context.Context, m *message) {
+	ctx, m.span = in.tracer.Start(tracecontext.Extract(ctx, m.msg.Header), tracing.SpanStore, trace.WithSpanKind(trace.SpanKindConsumer))
+	m.traceparent = tracecontext.TraceParent(ctx)
+	if m.span.IsRecording() {
+		m.span.SetAttributes(tracing.System.String("nats"), tracing.Subject.String(m.msg.Subject))
+		if m.envelope.Account != "" {
+			m.span.SetAttributes(tracing.DeliveryKey.String(m.envelope.DeliveryKey().String()), tracing.Account.String(m.envelope.Account))
+		}
+	}
+}
+
+// endSpans ends the store spans of a batch with what became of each message: created or
+// duplicate, its reject reason, or retried (nak'ed for redelivery).
+func endSpans(batch []*message) {
+	for _, m := range batch {
+		if !m.span.IsRecording() {
+			continue
+		}
+		switch {
+		case m.reject != nil && m.stored:
+			m.span.SetAttributes(tracing.Outcome.String("rejected"), tracing.Reason.String(m.reject.Reason))
+			m.span.SetStatus(codes.Error, m.reject.Reason+": "+m.reject.Detail)
+		case m.stored:
+			m.span.SetAttributes(tracing.Outcome.String(m.outcome))
+		default:
+			m.span.SetAttributes(tracing.Outcome.String("retried"))
+			if m.refused != nil {
+				m.span.RecordError(m.refused)
+			}
+		}
+		m.span.End()
+	}
 }
 
 // checkSubject refuses an envelope that came on a subject other than its account's. NATS

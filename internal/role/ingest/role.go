@@ -88,7 +88,7 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 	}
 	defer deps.Close()
 	rel := deps.Relay
-	in, err := New(ctx, deps.JS, deps.Ledger, Config{Batch: cfg.Batch, MaxDeliveries: cfg.MaxDeliveries, Logger: log})
+	in, err := New(ctx, deps.JS, deps.Ledger, Config{Batch: cfg.Batch, MaxDeliveries: cfg.MaxDeliveries, Logger: log, Tracer: deps.Tracer})
 	if err != nil {
 		return err
 	}

@@ -16,15 +16,18 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/atmost/atmost/internal/adapters"
 	"github.com/atmost/atmost/internal/relay"
 	"github.com/atmost/atmost/internal/role"
+	"github.com/atmost/atmost/internal/tracing"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
 	"github.com/atmost/atmost/pkg/platform"
+	"github.com/atmost/atmost/pkg/tracecontext"
 )
 
 // Config tunes a Reconciler. The zero value of every field means its default.
@@ -67,6 +70,10 @@ type Config struct {
 	Platforms platform.Registry
 	// Logger; nil means no logging.
 	Logger *zap.Logger
+	// Tracer makes the span of each turn that works an intent, continuing the trace the
+	// intent was stored with, and those of its lookup and read-backs; nil means the no-op
+	// provider.
+	Tracer trace.TracerProvider
 
 	hook func(step string) // tests: crash points
 }
@@ -145,6 +152,7 @@ type Reconciler struct {
 	// unpublished are resolved intents whose transitions wait for the next publishing round.
 	unpublished []identity.DeliveryKey
 	publishing  sync.Mutex
+	tracer      trace.Tracer
 }
 
 // Ledger is what the reconciler does with the ledger: read an intent's reconciliation, resolve it
@@ -180,7 +188,8 @@ func New(ctx context.Context, js jetstream.JetStream, l Ledger, rel *relay.Relay
 	}
 	return &Reconciler{cfg: cfg, ledger: l, relay: rel, consumer: consumer, adapters: adapters.NewCache(cfg.Platforms),
 		log: cfg.Logger.Named("reconcile"), counts: newCounters(), slots: make(chan struct{}, cfg.Concurrency),
-		busy: map[identity.DeliveryKey]bool{}, accounts: map[string]readAccount{}}, nil
+		busy: map[identity.DeliveryKey]bool{}, accounts: map[string]readAccount{},
+		tracer: tracing.Or(cfg.Tracer).Tracer("github.com/atmost/atmost/internal/role/reconcile")}, nil
 }
 
 // Verdict is what became of one intent's turn.
@@ -348,7 +357,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, key identity.DeliveryKey) Ve
 	return v
 }
 
-func (r *Reconciler) reconcile(ctx context.Context, key identity.DeliveryKey) Verdict {
+func (r *Reconciler) reconcile(ctx context.Context, key identity.DeliveryKey) (v Verdict) {
 	log := r.log.With(zap.Stringer("key", key))
 	status, err := r.ledger.ReconcileStatusOf(ctx, key)
 	if errors.Is(err, ledger.ErrNotFound) {
@@ -365,6 +374,15 @@ func (r *Reconciler) reconcile(ctx context.Context, key identity.DeliveryKey) Ve
 		// Another reconciler holds the one lookup, or held it and died: never a second one.
 		return done("already_claimed")
 	}
+	// A turn that works the intent continues the trace it was stored with: a child of
+	// ingest's store span, beside the dispatcher's attempts.
+	ctx, span := r.tracer.Start(tracecontext.WithTraceParent(ctx, status.Intent.TraceParent), tracing.SpanReconcile)
+	defer func() {
+		if span.IsRecording() {
+			span.SetAttributes(tracing.DeliveryKey.String(key.String()), tracing.Account.String(status.Intent.Account), tracing.Outcome.String(v.Result))
+		}
+		span.End()
+	}()
 	ad, req, err := r.open(ctx, status.Intent)
 	if err != nil {
 		log.Warn("the account's adapter cannot be opened; trying again later", zap.Error(err))
@@ -386,7 +404,9 @@ func (r *Reconciler) reconcile(ctx context.Context, key identity.DeliveryKey) Ve
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, r.cfg.ReadBackTimeout)
+		rctx, read := r.tracer.Start(rctx, tracing.SpanReadBack, trace.WithSpanKind(trace.SpanKindClient))
 		confirmed, why, _ := adapters.ReadBack(rctx, ad, req, ev.ObjectID)
+		endReadBack(read, ev.ObjectID, confirmed, why)
 		cancel()
 		if !confirmed {
 			log.Info("a fenced-out worker's reported object did not read back; it is not used", zap.String("object_id", ev.ObjectID), zap.String("why", why))
@@ -420,7 +440,12 @@ func (r *Reconciler) reconcile(ctx context.Context, key identity.DeliveryKey) Ve
 	// happens to this process.
 	r.crashPoint("after-claim")
 	lctx, cancel := context.WithTimeout(ctx, r.cfg.LookupTimeout)
+	lctx, lookup := r.tracer.Start(lctx, tracing.SpanLookup, trace.WithSpanKind(trace.SpanKindClient))
 	lk := ad.Lookup(lctx, req)
+	if lookup.IsRecording() {
+		lookup.SetAttributes(tracing.Outcome.String(string(lk.Result)), tracing.ObjectID.String(lk.ObjectID))
+	}
+	lookup.End()
 	cancel()
 	r.counts.lookup(string(lk.Result))
 	r.crashPoint("after-lookup")
@@ -452,7 +477,9 @@ func (r *Reconciler) judge(ctx context.Context, ad platform.Adapter, req platfor
 			return ledger.Unavailable, "", detail
 		}
 		rctx, cancel := context.WithTimeout(ctx, r.cfg.ReadBackTimeout)
+		rctx, read := r.tracer.Start(rctx, tracing.SpanReadBack, trace.WithSpanKind(trace.SpanKindClient))
 		confirmed, why, text := adapters.ReadBack(rctx, ad, req, lk.ObjectID)
+		endReadBack(read, lk.ObjectID, confirmed, why)
 		cancel()
 		detail["object_id"] = lk.ObjectID
 		detail["read_back"] = text
@@ -476,6 +503,19 @@ func (r *Reconciler) judge(ctx context.Context, ad platform.Adapter, req platfor
 	default:
 		return ledger.Unavailable, "", detail
 	}
+}
+
+// endReadBack ends a read-back's span with its verdict.
+func endReadBack(span trace.Span, objectID string, confirmed bool, why string) {
+	if span.IsRecording() {
+		outcome := "confirmed"
+		if !confirmed {
+			outcome = "not_confirmed"
+			span.SetAttributes(tracing.Reason.String(why))
+		}
+		span.SetAttributes(tracing.ObjectID.String(objectID), tracing.Outcome.String(outcome))
+	}
+	span.End()
 }
 
 // resolve records the lookup's result. Only the ledger write is retried, never the lookup.

@@ -88,7 +88,9 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 	defer deps.Close()
 	var r *Reconciler
 	if err := role.Retry(ctx, log, "create the reconciler consumer", func() (err error) {
-		r, err = New(ctx, deps.JS, deps.Ledger, deps.Relay, cfg.reconcileConfig(log))
+		rc := cfg.reconcileConfig(log)
+		rc.Tracer = deps.Tracer
+		r, err = New(ctx, deps.JS, deps.Ledger, deps.Relay, rc)
 		return err
 	}); err != nil {
 		return err

@@ -2,9 +2,13 @@ package sweep
 
 import (
 	"context"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/atmost/atmost/internal/adapters"
+	"github.com/atmost/atmost/pkg/platform"
 )
 
 // counters are what a Sweeper counts, exported as Prometheus metrics.
@@ -42,7 +46,55 @@ func (c *counters) pass(r Report, ok bool) {
 
 // Collectors are the sweeper's metrics, for a role's registry.
 func (s *Sweeper) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.counts.passes, s.counts.seconds, s.counts.changes, intentsCollector{s.ledger}, backlogCollector{s.ledger}}
+	return []prometheus.Collector{s.counts.passes, s.counts.seconds, s.counts.changes, intentsCollector{s.ledger}, backlogCollector{s.ledger},
+		waitingCollector{s.ledger, s.cfg.Platforms}}
+}
+
+// waitingCollector is the gauge atmost_account_waiting_intents{account,cause}: for each account
+// that cannot be served now, why (adapters.Waits: kill_switch, account_disabled,
+// credential_revoked, adapter_unavailable) and how many of its intents are pending, none of
+// them opening an attempt. It is read from the ledger at each scrape; the adapters are opened
+// from the registry, sending nothing, with this process's environment for their credential
+// references. An account that is served is not listed.
+type waitingCollector struct {
+	ledger    Ledger
+	platforms platform.Registry
+}
+
+var accountWaitingDesc = prometheus.NewDesc("atmost_account_waiting_intents",
+	"Pending intents of an account that cannot be served now, by why (kill_switch, account_disabled, credential_revoked, adapter_unavailable): they wait, no attempt opened. Read from the ledger at each scrape; accounts that are served are not listed.",
+	[]string{"account", "cause"}, nil)
+
+func (c waitingCollector) Describe(ch chan<- *prometheus.Desc) { ch <- accountWaitingDesc }
+
+func (c waitingCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	waits, counts, err := c.read(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(accountWaitingDesc, err)
+		return
+	}
+	for account, w := range waits {
+		ch <- prometheus.MustNewConstMetric(accountWaitingDesc, prometheus.GaugeValue, float64(counts[account]), account, w.Cause)
+	}
+}
+
+func (c waitingCollector) read(ctx context.Context) (map[string]adapters.Wait, map[string]int64, error) {
+	accounts, err := c.ledger.Accounts(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	waits, err := adapters.Waits(ctx, c.ledger, c.platforms, os.LookupEnv, accounts)
+	if err != nil || len(waits) == 0 {
+		return waits, nil, err
+	}
+	held := make([]string, 0, len(waits))
+	for account := range waits {
+		held = append(held, account)
+	}
+	counts, err := c.ledger.PendingCounts(ctx, held)
+	return waits, counts, err
 }
 
 // intentsCollector is the gauge atmost_intents{state} of the intents not published: those that

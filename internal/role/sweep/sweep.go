@@ -16,10 +16,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/atmost/atmost/internal/adapters"
 	"github.com/atmost/atmost/internal/relay"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
+	"github.com/atmost/atmost/pkg/platform"
+	"github.com/atmost/atmost/pkg/tracecontext"
 )
 
 // Config tunes a Sweeper. The zero value of every field means its default.
@@ -42,6 +45,10 @@ type Config struct {
 	// NoDrain turns off publishing the outbox every pass (the relay's slow path), for when
 	// another role does it. The zero value drains.
 	NoDrain bool
+	// Platforms opens accounts' adapters, sending nothing, for atmost_account_waiting_intents:
+	// an account whose adapter does not open holds its intents (adapter_unavailable). Default
+	// the adapters built into atmost.
+	Platforms platform.Registry
 	// Logger; nil means no logging.
 	Logger *zap.Logger
 }
@@ -64,6 +71,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
+	}
+	if c.Platforms == nil {
+		c.Platforms = adapters.Builtin()
 	}
 	return c
 }
@@ -106,7 +116,8 @@ type Sweeper struct {
 }
 
 // Ledger is what the sweeper does with the ledger: expire leases, find stranded work, retry what
-// policy allows, park what no reconciler will finish, and count what has not been published.
+// policy allows, park what no reconciler will finish, and count what has not been published and
+// what waits for its account.
 // *ledger.Ledger is one.
 type Ledger interface {
 	ExpireLeases(ctx context.Context, max int) (ledger.Expired, error)
@@ -116,6 +127,9 @@ type Ledger interface {
 	ParkUnreconciled(ctx context.Context, stale, unclaimed time.Duration, max int) (ledger.Unreconciled, error)
 	Outstanding(ctx context.Context) (map[ledger.State]int64, error)
 	ReconcileBacklog(ctx context.Context) (ledger.ReconcileBacklog, error)
+	Accounts(ctx context.Context) ([]ledger.Account, error)
+	Holds(ctx context.Context, accounts []string) (map[string]ledger.Hold, error)
+	PendingCounts(ctx context.Context, accounts []string) (map[string]int64, error)
 }
 
 // New returns a sweeper over l, publishing through rel and js.
@@ -247,8 +261,11 @@ func (s *Sweeper) republish(ctx context.Context, r *Report) error {
 		if err != nil {
 			return err
 		}
-		f, err := s.js.PublishMsgAsync(&nats.Msg{Subject: w.Subject(), Data: data,
-			Header: nats.Header{jetstream.MsgIDHeader: []string{w.RepublishMsgID(round)}}})
+		header := nats.Header{jetstream.MsgIDHeader: []string{w.RepublishMsgID(round)}}
+		if st.TraceParent != "" {
+			header[tracecontext.Header] = []string{st.TraceParent} // the dispatcher goes on with the intent's trace
+		}
+		f, err := s.js.PublishMsgAsync(&nats.Msg{Subject: w.Subject(), Data: data, Header: header})
 		if err != nil {
 			return err
 		}

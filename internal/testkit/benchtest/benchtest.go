@@ -93,8 +93,17 @@ func ticksToDuration(ticks int64) time.Duration { return time.Duration(ticks) * 
 // are read against (this machine's PostgreSQL varies from day to day more than from run to
 // run). It creates the table commit_probe in the pool's database.
 func CommitCeiling(b testing.TB, ctx context.Context, pool *pgxpool.Pool, workers int, d time.Duration) float64 {
-	_, err := pool.Exec(ctx, `CREATE TABLE commit_probe (worker INT NOT NULL, n BIGINT NOT NULL, at TIMESTAMPTZ NOT NULL DEFAULT now(), PRIMARY KEY (worker, n))`)
+	ceiling, err := MeasureCommitCeiling(ctx, pool, workers, d)
 	require.NoError(b, err)
+	return ceiling
+}
+
+// MeasureCommitCeiling is CommitCeiling for a program that is not a test (bench/peer): it
+// fails only when the table commit_probe cannot be created, for instance because it exists.
+func MeasureCommitCeiling(ctx context.Context, pool *pgxpool.Pool, workers int, d time.Duration) (float64, error) {
+	if _, err := pool.Exec(ctx, `CREATE TABLE commit_probe (worker INT NOT NULL, n BIGINT NOT NULL, at TIMESTAMPTZ NOT NULL DEFAULT now(), PRIMARY KEY (worker, n))`); err != nil {
+		return 0, err
+	}
 	var total atomic.Int64
 	var wg sync.WaitGroup
 	stop := time.Now().Add(d)
@@ -108,5 +117,5 @@ func CommitCeiling(b testing.TB, ctx context.Context, pool *pgxpool.Pool, worker
 		})
 	}
 	wg.Wait()
-	return float64(total.Load()) / d.Seconds()
+	return float64(total.Load()) / d.Seconds(), nil
 }

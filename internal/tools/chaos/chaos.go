@@ -324,7 +324,7 @@ func (r *run) configure(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := l.AddAccount(ctx, ledger.Account{ID: id, Platform: "sim", Settings: settings}); err != nil {
+		if err := l.AddAccount(ctx, ledger.Account{ID: id, Platform: "sim", Settings: settings}, "chaos", "the chaos suite's accounts"); err != nil {
 			return err
 		}
 	}

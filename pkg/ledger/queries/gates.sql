@@ -1,10 +1,10 @@
 -- name: DispatchGates :many
--- The dispatcher's cheap look before Begin, per account: its configuration, whether a kill
--- switch (its own or the global one) stops it, its rate (0: unlimited) and the tokens its
--- bucket holds now (a bucket never used is full). Reads only; Authorize re-checks every gate
--- in the statement that decides.
+-- The dispatcher's cheap look before Begin, per account: its configuration (disabled by an
+-- operator included), whether a kill switch (its own or the global one) stops it, its rate
+-- (0: unlimited) and the tokens its bucket holds now (a bucket never used is full). Reads
+-- only; Authorize re-checks every gate in the statement that decides.
 SELECT a.account_id, a.platform, a.settings, a.credential_ref, a.credential_version, a.revoked,
-       a.contract_version,
+       a.disabled, a.contract_version,
        EXISTS (SELECT 1 FROM switches s WHERE s.scope IN ('', a.account_id) AND s.engaged)::BOOL AS stopped,
        coalesce(p.rate_per_minute, d.rate_per_minute)::INT AS rate_per_minute,
        (CASE

@@ -1,11 +1,11 @@
 -- name: OutboxPending :many
 -- The oldest transitions not yet published, with what their events carry.
 SELECT o.delivery_key, o.seq, o.dispatch, x.account_id,
-       x.from_state, x.to_state, x.reason, x.attempt_token, x.epoch, x.generation, x.actor, x.at
+       x.from_state, x.to_state, x.reason, x.attempt_token, x.epoch, x.generation, x.actor, x.at, x.traceparent
 FROM outbox o
 CROSS JOIN LATERAL (
     -- OFFSET 0 keeps this a per-row index lookup: joined flat, the planner seq-scans history.
-    SELECT i.account_id, h.from_state, h.to_state, h.reason, h.attempt_token, h.epoch, h.generation, h.actor, h.at
+    SELECT i.account_id, h.from_state, h.to_state, h.reason, h.attempt_token, h.epoch, h.generation, h.actor, h.at, i.traceparent
     FROM history h JOIN intents i ON i.delivery_key = h.delivery_key
     WHERE h.delivery_key = o.delivery_key AND h.seq = o.seq AND i.delivery_key = o.delivery_key
     OFFSET 0
@@ -31,11 +31,11 @@ SELECT (SELECT count(*) FROM outbox)::BIGINT AS rows,
 -- The transitions of the given intents not yet published: a writer's own publishing right
 -- after its commit, and the dispatcher's witness of an authorization.
 SELECT o.delivery_key, o.seq, o.dispatch, x.account_id,
-       x.from_state, x.to_state, x.reason, x.attempt_token, x.epoch, x.generation, x.actor, x.at
+       x.from_state, x.to_state, x.reason, x.attempt_token, x.epoch, x.generation, x.actor, x.at, x.traceparent
 FROM outbox o
 CROSS JOIN LATERAL (
     -- OFFSET 0 keeps this a per-row index lookup: joined flat, the planner seq-scans history.
-    SELECT i.account_id, h.from_state, h.to_state, h.reason, h.attempt_token, h.epoch, h.generation, h.actor, h.at
+    SELECT i.account_id, h.from_state, h.to_state, h.reason, h.attempt_token, h.epoch, h.generation, h.actor, h.at, i.traceparent
     FROM history h JOIN intents i ON i.delivery_key = h.delivery_key
     WHERE h.delivery_key = o.delivery_key AND h.seq = o.seq AND i.delivery_key = o.delivery_key
     OFFSET 0
@@ -56,11 +56,11 @@ WITH c AS (
            unnest(@attempt_tokens::BYTEA[]) AS attempt_token
 )
 SELECT o.delivery_key, o.seq, o.dispatch, x.account_id,
-       x.from_state, x.to_state, x.reason, x.attempt_token, x.epoch, x.generation, x.actor, x.at
+       x.from_state, x.to_state, x.reason, x.attempt_token, x.epoch, x.generation, x.actor, x.at, x.traceparent
 FROM outbox o
 CROSS JOIN LATERAL (
     -- OFFSET 0 keeps this a per-row index lookup: joined flat, the planner seq-scans history.
-    SELECT i.account_id, h.from_state, h.to_state, h.reason, h.attempt_token, h.epoch, h.generation, h.actor, h.at
+    SELECT i.account_id, h.from_state, h.to_state, h.reason, h.attempt_token, h.epoch, h.generation, h.actor, h.at, i.traceparent
     FROM history h JOIN intents i ON i.delivery_key = h.delivery_key
     WHERE h.delivery_key = o.delivery_key AND h.seq = o.seq AND i.delivery_key = o.delivery_key
     OFFSET 0
@@ -68,7 +68,7 @@ CROSS JOIN LATERAL (
 WHERE o.delivery_key = ANY(@delivery_keys::BYTEA[])
 UNION
 SELECT h.delivery_key, h.seq, false, i.account_id,
-       h.from_state, h.to_state, h.reason, h.attempt_token, h.epoch, h.generation, h.actor, h.at
+       h.from_state, h.to_state, h.reason, h.attempt_token, h.epoch, h.generation, h.actor, h.at, i.traceparent
 FROM c
 JOIN history h ON h.delivery_key = c.delivery_key AND h.to_state = 'authorized' AND h.attempt_token = c.attempt_token
 JOIN intents i ON i.delivery_key = h.delivery_key

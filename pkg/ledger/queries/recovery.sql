@@ -2,7 +2,7 @@
 -- Pending intents nobody holds (no claim) whose last transition is older than idle_ms: the
 -- work item that should bring them to a dispatcher may be lost. Found through
 -- intents_sweep_idx; oldest first.
-SELECT i.delivery_key, i.account_id, i.transition_seq
+SELECT i.delivery_key, i.account_id, i.transition_seq, i.traceparent
 FROM intents i
 WHERE i.state = 'pending'
   AND i.reason = ANY(@reasons::TEXT[])

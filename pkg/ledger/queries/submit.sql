@@ -3,7 +3,8 @@
 -- (seq 1, reason submitted) and its outbox row (a dispatch work item), in one statement.
 -- Returns one row per distinct input key: created, duplicate (the delivery key exists, or a ledger
 -- restore blocked it: restore_blocks) or unknown_account.
--- A created intent's source version becomes the source's stored head.
+-- A created intent's source version becomes the source's stored head. A traceparent ('' for
+-- none) is stored only with the intent it creates: a duplicate keeps the first one's.
 WITH batch AS (
     -- Several set-returning functions in one SELECT list advance together, row by row.
     SELECT unnest(@delivery_keys::BYTEA[]) AS delivery_key,
@@ -15,13 +16,15 @@ WITH batch AS (
            unnest(@text_hashes::BYTEA[]) AS text_hash,
            unnest(@source_ids::TEXT[]) AS source_id,
            unnest(@source_versions::BYTEA[]) AS source_version,
+           unnest(@traceparents::TEXT[]) AS traceparent,
            generate_subscripts(@delivery_keys::BYTEA[], 1) AS ord
 ),
 input AS (
     SELECT b.delivery_key, b.account_id, b.action, b.target, b.request, b.occurrence, b.ord,
            NULLIF(b.text_hash, ''::BYTEA) AS text_hash,
            NULLIF(b.source_id, '') AS source_id,
-           NULLIF(b.source_version, ''::BYTEA) AS source_version
+           NULLIF(b.source_version, ''::BYTEA) AS source_version,
+           NULLIF(b.traceparent, '') AS traceparent
     FROM batch b
 ),
 known AS (
@@ -30,8 +33,8 @@ known AS (
 created AS (
     -- batch_ord keeps the batch's order (the producer's, as ingest fetched it): its intents
     -- share created_at, and the first stored wins a duplicate-text claim.
-    INSERT INTO intents (delivery_key, account_id, action, target, request, occurrence, text_hash, source_id, source_version, state, reason, transition_seq, batch_ord)
-    SELECT k.delivery_key, k.account_id, k.action, k.target, k.request, k.occurrence, k.text_hash, k.source_id, k.source_version, 'pending', 'submitted', 1, k.ord
+    INSERT INTO intents (delivery_key, account_id, action, target, request, occurrence, text_hash, source_id, source_version, traceparent, state, reason, transition_seq, batch_ord)
+    SELECT k.delivery_key, k.account_id, k.action, k.target, k.request, k.occurrence, k.text_hash, k.source_id, k.source_version, k.traceparent, 'pending', 'submitted', 1, k.ord
     FROM known k
     -- A key a ledger restore could not recreate (restore_blocks) is never created again: it
     -- answers duplicate, as the intent itself would.

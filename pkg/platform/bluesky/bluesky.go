@@ -34,7 +34,7 @@ type adapter struct {
 }
 
 // Open validates a's settings (Settings) and credential (the app password, read through
-// platform.ResolveCredential) and returns its adapter. It makes no network call: the session
+// platform.Account.Secret) and returns its adapter. It makes no network call: the session
 // is created by the first send. Every error about the settings or the credential wraps
 // ErrInvalidSettings (or platform.ErrNoCredential when the reference names nothing), and none
 // holds the credential.
@@ -46,7 +46,7 @@ func Open(a platform.Account) (platform.Adapter, error) {
 	if a.CredentialRef == "" {
 		return nil, invalid("the account has no credential reference: the app password must come from one (env:NAME or file:/path)")
 	}
-	password, err := platform.ResolveCredential(a.CredentialRef)
+	password, err := a.Secret()
 	if err != nil {
 		return nil, fmt.Errorf("bluesky: credential: %w", err)
 	}

@@ -30,7 +30,7 @@ type Settings struct {
 	// net/http set themselves (Idempotency-Key, Content-Type, Content-Length, Host, ...).
 	Headers map[string]string `json:"headers,omitempty"`
 	// CredentialHeader names the header that carries the account's credential (read through
-	// platform.ResolveCredential from the account's credential reference when the adapter is
+	// platform.Account.Secret from the account's credential reference when the adapter is
 	// opened), e.g. "Authorization". It is added at send time only: never to the prepared
 	// request, its hash, an outcome's detail or an error. Set exactly when the account has a
 	// credential reference.

@@ -55,7 +55,7 @@ func Open(a platform.Account) (platform.Adapter, error) {
 	case a.CredentialRef == "":
 		return ad, nil
 	}
-	secret, err := platform.ResolveCredential(a.CredentialRef)
+	secret, err := a.Secret()
 	if err != nil {
 		return nil, fmt.Errorf("webhook: credential: %w", err)
 	}

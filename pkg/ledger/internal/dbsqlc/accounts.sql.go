@@ -7,96 +7,78 @@ package dbsqlc
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const accountInsert = `-- name: AccountInsert :execrows
-INSERT INTO accounts (account_id, platform, settings, credential_ref, contract_version)
-VALUES ($1::TEXT, $2::TEXT, $3::JSONB, $4::TEXT, $5::TEXT)
-ON CONFLICT (account_id) DO NOTHING
+const accountAdd = `-- name: AccountAdd :many
+
+WITH added AS (
+    INSERT INTO accounts (account_id, platform, settings, credential_ref, contract_version)
+    VALUES ($1::TEXT, $2::TEXT, $3::JSONB, $4::TEXT, $5::TEXT)
+    ON CONFLICT (account_id) DO NOTHING
+    RETURNING account_id, platform, settings, credential_ref, credential_version, revoked, disabled, contract_version, created_at, updated_at
+),
+hist AS (
+    INSERT INTO control_history (kind, scope, actor, reason, before, after)
+    SELECT 'account', a.account_id, $6::TEXT, $7::TEXT, NULL,
+           jsonb_build_object('platform', a.platform, 'settings', a.settings, 'credential_ref', a.credential_ref,
+                              'credential_version', a.credential_version, 'revoked', a.revoked, 'disabled', a.disabled,
+                              'contract_version', a.contract_version)
+    FROM added a
+    RETURNING control_id
+)
+SELECT account_id, platform, settings, credential_ref, credential_version, revoked, disabled, contract_version, created_at, updated_at
+FROM added
 `
 
-type AccountInsertParams struct {
+type AccountAddParams struct {
 	AccountID       string
 	Platform        string
 	Settings        []byte
 	CredentialRef   string
 	ContractVersion string
+	Actor           string
+	Reason          string
 }
 
-// Configures a new account; an existing one is left alone (zero rows).
-func (q *Queries) AccountInsert(ctx context.Context, arg AccountInsertParams) (int64, error) {
-	result, err := q.db.Exec(ctx, accountInsert,
+type AccountAddRow struct {
+	AccountID         string
+	Platform          string
+	Settings          []byte
+	CredentialRef     string
+	CredentialVersion int64
+	Revoked           bool
+	Disabled          bool
+	ContractVersion   string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}
+
+// Every change to an account is written to control_history (kind 'account', scope the account
+// id) in the statement that makes it, with the operator and the reason. before and after hold
+// the account's settable columns (platform, settings, credential_ref, credential_version,
+// revoked, disabled, contract_version); before is NULL for the change that added the account.
+// Configures a new account and records it; an existing one is left alone and nothing is
+// recorded (no row back).
+func (q *Queries) AccountAdd(ctx context.Context, arg AccountAddParams) ([]AccountAddRow, error) {
+	rows, err := q.db.Query(ctx, accountAdd,
 		arg.AccountID,
 		arg.Platform,
 		arg.Settings,
 		arg.CredentialRef,
 		arg.ContractVersion,
+		arg.Actor,
+		arg.Reason,
 	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
-const accountRevoke = `-- name: AccountRevoke :one
-UPDATE accounts SET
-    revoked = true,
-    credential_version = credential_version + 1,
-    updated_at = now()
-WHERE account_id = $1::TEXT
-RETURNING credential_version
-`
-
-// Stops the account's credential: every authorization is refused (credential_revoked) until a
-// rotation.
-func (q *Queries) AccountRevoke(ctx context.Context, accountID string) (int64, error) {
-	row := q.db.QueryRow(ctx, accountRevoke, accountID)
-	var credential_version int64
-	err := row.Scan(&credential_version)
-	return credential_version, err
-}
-
-const accountRotate = `-- name: AccountRotate :one
-UPDATE accounts SET
-    credential_ref = coalesce($1::TEXT, credential_ref),
-    credential_version = credential_version + 1,
-    revoked = false,
-    updated_at = now()
-WHERE account_id = $2::TEXT
-RETURNING credential_version
-`
-
-type AccountRotateParams struct {
-	CredentialRef pgtype.Text
-	AccountID     string
-}
-
-// A new credential: the version moves on, so every attempt opened with the old one is refused
-// at authorization (credential_rotating); a revoked account is usable again.
-func (q *Queries) AccountRotate(ctx context.Context, arg AccountRotateParams) (int64, error) {
-	row := q.db.QueryRow(ctx, accountRotate, arg.CredentialRef, arg.AccountID)
-	var credential_version int64
-	err := row.Scan(&credential_version)
-	return credential_version, err
-}
-
-const accountsList = `-- name: AccountsList :many
-SELECT account_id, platform, settings, credential_ref, credential_version, revoked, contract_version, created_at, updated_at
-FROM accounts
-ORDER BY account_id
-`
-
-func (q *Queries) AccountsList(ctx context.Context) ([]Account, error) {
-	rows, err := q.db.Query(ctx, accountsList)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Account
+	var items []AccountAddRow
 	for rows.Next() {
-		var i Account
+		var i AccountAddRow
 		if err := rows.Scan(
 			&i.AccountID,
 			&i.Platform,
@@ -104,10 +86,375 @@ func (q *Queries) AccountsList(ctx context.Context) ([]Account, error) {
 			&i.CredentialRef,
 			&i.CredentialVersion,
 			&i.Revoked,
+			&i.Disabled,
 			&i.ContractVersion,
 			&i.CreatedAt,
 			&i.UpdatedAt,
 		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const accountChange = `-- name: AccountChange :one
+WITH prior AS (
+    SELECT a.account_id, a.platform, a.settings, a.credential_ref, a.credential_version, a.revoked, a.disabled, a.contract_version,
+           a.updated_at
+    FROM accounts a
+    WHERE a.account_id = $1::TEXT
+    FOR UPDATE
+),
+plan AS (
+    SELECT p.account_id, p.platform, p.settings, p.credential_ref, p.credential_version, p.revoked, p.disabled, p.contract_version, p.updated_at, x.adapter_change,
+           ($2::BOOL OR $3::BOOL OR x.adapter_change)::BOOL AS new_version,
+           (x.adapter_change
+            AND (EXISTS (SELECT 1 FROM intents i WHERE i.account_id = p.account_id AND i.state = 'indeterminate')
+                 OR EXISTS (SELECT 1 FROM intents i WHERE i.account_id = p.account_id AND i.lease_expires_at IS NOT NULL AND i.state = 'authorized')))::BOOL AS busy
+    FROM prior p
+    CROSS JOIN LATERAL (
+        SELECT (($4::TEXT IS NOT NULL AND $4::TEXT <> p.platform)
+                OR ($5::JSONB IS NOT NULL AND $5::JSONB <> p.settings))::BOOL AS adapter_change
+    ) x
+),
+changed AS (
+    UPDATE accounts a SET
+        platform = coalesce($4::TEXT, a.platform),
+        settings = coalesce($5::JSONB, a.settings),
+        contract_version = coalesce($6::TEXT, a.contract_version),
+        credential_ref = coalesce($7::TEXT, a.credential_ref),
+        credential_version = a.credential_version + (CASE WHEN pl.new_version THEN 1 ELSE 0 END),
+        revoked = (CASE WHEN $3::BOOL THEN true WHEN $2::BOOL THEN false ELSE a.revoked END),
+        disabled = coalesce($8::BOOL, a.disabled),
+        updated_at = now()
+    FROM plan pl
+    WHERE a.account_id = pl.account_id
+      -- The guard: the adapter is not changed under an intent whose bytes may have left.
+      AND NOT pl.busy
+    RETURNING a.account_id, a.platform, a.settings, a.credential_ref, a.credential_version, a.revoked, a.disabled, a.contract_version, a.created_at, a.updated_at
+),
+hist AS (
+    INSERT INTO control_history (kind, scope, actor, reason, before, after)
+    SELECT 'account', c.account_id, $9::TEXT, $10::TEXT,
+           (SELECT jsonb_build_object('platform', p.platform, 'settings', p.settings, 'credential_ref', p.credential_ref,
+                                      'credential_version', p.credential_version, 'revoked', p.revoked, 'disabled', p.disabled,
+                                      'contract_version', p.contract_version) FROM prior p),
+           jsonb_build_object('platform', c.platform, 'settings', c.settings, 'credential_ref', c.credential_ref,
+                              'credential_version', c.credential_version, 'revoked', c.revoked, 'disabled', c.disabled,
+                              'contract_version', c.contract_version)
+    FROM changed c
+    RETURNING control_id
+)
+SELECT EXISTS (SELECT 1 FROM prior)::BOOL AS known,
+       coalesce((SELECT pl.busy FROM plan pl), false)::BOOL AS busy,
+       EXISTS (SELECT 1 FROM changed)::BOOL AS changed,
+       p.platform AS before_platform, p.settings AS before_settings, p.credential_ref AS before_credential_ref,
+       p.credential_version AS before_credential_version, p.revoked AS before_revoked, p.disabled AS before_disabled,
+       p.contract_version AS before_contract_version, p.updated_at AS before_updated_at,
+       c.account_id, c.platform, c.settings, c.credential_ref, c.credential_version, c.revoked, c.disabled, c.contract_version,
+       c.created_at, c.updated_at
+FROM (SELECT 1) one
+LEFT JOIN prior p ON true
+LEFT JOIN changed c ON true
+`
+
+type AccountChangeParams struct {
+	AccountID       string
+	Rotate          bool
+	Revoke          bool
+	Platform        pgtype.Text
+	Settings        []byte
+	ContractVersion pgtype.Text
+	CredentialRef   pgtype.Text
+	Disabled        pgtype.Bool
+	Actor           string
+	Reason          string
+}
+
+type AccountChangeRow struct {
+	Known                   bool
+	Busy                    bool
+	Changed                 bool
+	BeforePlatform          pgtype.Text
+	BeforeSettings          []byte
+	BeforeCredentialRef     pgtype.Text
+	BeforeCredentialVersion pgtype.Int8
+	BeforeRevoked           pgtype.Bool
+	BeforeDisabled          pgtype.Bool
+	BeforeContractVersion   pgtype.Text
+	BeforeUpdatedAt         *time.Time
+	AccountID               pgtype.Text
+	Platform                pgtype.Text
+	Settings                []byte
+	CredentialRef           pgtype.Text
+	CredentialVersion       pgtype.Int8
+	Revoked                 pgtype.Bool
+	Disabled                pgtype.Bool
+	ContractVersion         pgtype.Text
+	CreatedAt               *time.Time
+	UpdatedAt               *time.Time
+}
+
+// Changes one account and records the change: platform, settings and the pinned contract (update), the
+// operator's stop (disable, enable), the credential (rotate: a new reference or the same one,
+// a new version, no longer revoked; revoke). A NULL argument keeps the column. known is false
+// for an account that is not configured; busy is true, with nothing changed, when the change
+// would open the adapter otherwise (another platform or settings) while an intent of the account is authorized or
+// indeterminate: its bytes may have left under the old settings, and its one lookup must ask
+// where they went, not where the new settings point. Every change of platform, settings or
+// credential moves credential_version on, so an attempt opened with the adapter as it was is refused at
+// authorization (credential_rotating) and the dispatcher opens the adapter again.
+func (q *Queries) AccountChange(ctx context.Context, arg AccountChangeParams) (AccountChangeRow, error) {
+	row := q.db.QueryRow(ctx, accountChange,
+		arg.AccountID,
+		arg.Rotate,
+		arg.Revoke,
+		arg.Platform,
+		arg.Settings,
+		arg.ContractVersion,
+		arg.CredentialRef,
+		arg.Disabled,
+		arg.Actor,
+		arg.Reason,
+	)
+	var i AccountChangeRow
+	err := row.Scan(
+		&i.Known,
+		&i.Busy,
+		&i.Changed,
+		&i.BeforePlatform,
+		&i.BeforeSettings,
+		&i.BeforeCredentialRef,
+		&i.BeforeCredentialVersion,
+		&i.BeforeRevoked,
+		&i.BeforeDisabled,
+		&i.BeforeContractVersion,
+		&i.BeforeUpdatedAt,
+		&i.AccountID,
+		&i.Platform,
+		&i.Settings,
+		&i.CredentialRef,
+		&i.CredentialVersion,
+		&i.Revoked,
+		&i.Disabled,
+		&i.ContractVersion,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
+const accountGet = `-- name: AccountGet :many
+SELECT account_id, platform, settings, credential_ref, credential_version, revoked, disabled, contract_version, created_at, updated_at
+FROM accounts
+WHERE account_id = $1::TEXT
+`
+
+type AccountGetRow struct {
+	AccountID         string
+	Platform          string
+	Settings          []byte
+	CredentialRef     string
+	CredentialVersion int64
+	Revoked           bool
+	Disabled          bool
+	ContractVersion   string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}
+
+func (q *Queries) AccountGet(ctx context.Context, accountID string) ([]AccountGetRow, error) {
+	rows, err := q.db.Query(ctx, accountGet, accountID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AccountGetRow
+	for rows.Next() {
+		var i AccountGetRow
+		if err := rows.Scan(
+			&i.AccountID,
+			&i.Platform,
+			&i.Settings,
+			&i.CredentialRef,
+			&i.CredentialVersion,
+			&i.Revoked,
+			&i.Disabled,
+			&i.ContractVersion,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const accountHolds = `-- name: AccountHolds :many
+SELECT a.account_id, a.disabled, a.revoked,
+       own.actor AS own_switch_actor, own.reason AS own_switch_reason, own.updated_at AS own_switch_at,
+       glob.actor AS global_switch_actor, glob.reason AS global_switch_reason, glob.updated_at AS global_switch_at,
+       dis.actor AS disabled_actor, dis.reason AS disabled_reason, dis.at AS disabled_at,
+       rev.actor AS revoked_actor, rev.reason AS revoked_reason, rev.at AS revoked_at
+FROM accounts a
+LEFT JOIN switches own ON own.scope = a.account_id AND own.engaged
+LEFT JOIN switches glob ON glob.scope = '' AND glob.engaged
+LEFT JOIN control_history dis ON a.disabled AND dis.kind = 'account' AND dis.scope = a.account_id
+    AND (dis.after ->> 'disabled') = 'true' AND coalesce(dis.before ->> 'disabled', 'false') = 'false'
+    AND NOT EXISTS (SELECT 1 FROM control_history x
+                    WHERE x.kind = 'account' AND x.scope = a.account_id AND (x.at, x.control_id) > (dis.at, dis.control_id)
+                      AND (x.after ->> 'disabled') = 'true' AND coalesce(x.before ->> 'disabled', 'false') = 'false')
+LEFT JOIN control_history rev ON a.revoked AND rev.kind = 'account' AND rev.scope = a.account_id
+    AND (rev.after ->> 'revoked') = 'true' AND coalesce(rev.before ->> 'revoked', 'false') = 'false'
+    AND NOT EXISTS (SELECT 1 FROM control_history x
+                    WHERE x.kind = 'account' AND x.scope = a.account_id AND (x.at, x.control_id) > (rev.at, rev.control_id)
+                      AND (x.after ->> 'revoked') = 'true' AND coalesce(x.before ->> 'revoked', 'false') = 'false')
+WHERE (cardinality($1::TEXT[]) = 0 OR a.account_id = ANY($1::TEXT[]))
+  AND (own.scope IS NOT NULL OR glob.scope IS NOT NULL OR a.disabled OR a.revoked)
+ORDER BY a.account_id
+`
+
+type AccountHoldsRow struct {
+	AccountID          string
+	Disabled           bool
+	Revoked            bool
+	OwnSwitchActor     pgtype.Text
+	OwnSwitchReason    pgtype.Text
+	OwnSwitchAt        *time.Time
+	GlobalSwitchActor  pgtype.Text
+	GlobalSwitchReason pgtype.Text
+	GlobalSwitchAt     *time.Time
+	DisabledActor      pgtype.Text
+	DisabledReason     pgtype.Text
+	DisabledAt         *time.Time
+	RevokedActor       pgtype.Text
+	RevokedReason      pgtype.Text
+	RevokedAt          *time.Time
+}
+
+// The gates that hold every intent of an account now, in the order Authorize checks them, with
+// the operator change that set each: an engaged kill switch (own: the account's, global: every
+// account's), the account disabled, its credential revoked. The change that disabled or revoked
+// is the latest control_history row that turned the flag on; an account revoked before its
+// changes were recorded has none (NULL). An empty @account_ids means every account.
+func (q *Queries) AccountHolds(ctx context.Context, accountIds []string) ([]AccountHoldsRow, error) {
+	rows, err := q.db.Query(ctx, accountHolds, accountIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AccountHoldsRow
+	for rows.Next() {
+		var i AccountHoldsRow
+		if err := rows.Scan(
+			&i.AccountID,
+			&i.Disabled,
+			&i.Revoked,
+			&i.OwnSwitchActor,
+			&i.OwnSwitchReason,
+			&i.OwnSwitchAt,
+			&i.GlobalSwitchActor,
+			&i.GlobalSwitchReason,
+			&i.GlobalSwitchAt,
+			&i.DisabledActor,
+			&i.DisabledReason,
+			&i.DisabledAt,
+			&i.RevokedActor,
+			&i.RevokedReason,
+			&i.RevokedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const accountsList = `-- name: AccountsList :many
+SELECT account_id, platform, settings, credential_ref, credential_version, revoked, disabled, contract_version, created_at, updated_at
+FROM accounts
+ORDER BY account_id
+`
+
+type AccountsListRow struct {
+	AccountID         string
+	Platform          string
+	Settings          []byte
+	CredentialRef     string
+	CredentialVersion int64
+	Revoked           bool
+	Disabled          bool
+	ContractVersion   string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}
+
+func (q *Queries) AccountsList(ctx context.Context) ([]AccountsListRow, error) {
+	rows, err := q.db.Query(ctx, accountsList)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AccountsListRow
+	for rows.Next() {
+		var i AccountsListRow
+		if err := rows.Scan(
+			&i.AccountID,
+			&i.Platform,
+			&i.Settings,
+			&i.CredentialRef,
+			&i.CredentialVersion,
+			&i.Revoked,
+			&i.Disabled,
+			&i.ContractVersion,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const accountsPending = `-- name: AccountsPending :many
+SELECT i.account_id, count(*)::BIGINT AS pending
+FROM intents i
+WHERE i.state = 'pending' AND i.account_id = ANY($1::TEXT[])
+GROUP BY i.account_id
+ORDER BY i.account_id
+`
+
+type AccountsPendingRow struct {
+	AccountID string
+	Pending   int64
+}
+
+// How many intents of each of the accounts are pending, through intents_sweep_idx.
+func (q *Queries) AccountsPending(ctx context.Context, accountIds []string) ([]AccountsPendingRow, error) {
+	rows, err := q.db.Query(ctx, accountsPending, accountIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AccountsPendingRow
+	for rows.Next() {
+		var i AccountsPendingRow
+		if err := rows.Scan(&i.AccountID, &i.Pending); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

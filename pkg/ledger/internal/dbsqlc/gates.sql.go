@@ -12,7 +12,7 @@ import (
 
 const dispatchGates = `-- name: DispatchGates :many
 SELECT a.account_id, a.platform, a.settings, a.credential_ref, a.credential_version, a.revoked,
-       a.contract_version,
+       a.disabled, a.contract_version,
        EXISTS (SELECT 1 FROM switches s WHERE s.scope IN ('', a.account_id) AND s.engaged)::BOOL AS stopped,
        coalesce(p.rate_per_minute, d.rate_per_minute)::INT AS rate_per_minute,
        (CASE
@@ -40,16 +40,17 @@ type DispatchGatesRow struct {
 	CredentialRef     string
 	CredentialVersion int64
 	Revoked           bool
+	Disabled          bool
 	ContractVersion   string
 	Stopped           bool
 	RatePerMinute     int32
 	Tokens            float64
 }
 
-// The dispatcher's cheap look before Begin, per account: its configuration, whether a kill
-// switch (its own or the global one) stops it, its rate (0: unlimited) and the tokens its
-// bucket holds now (a bucket never used is full). Reads only; Authorize re-checks every gate
-// in the statement that decides.
+// The dispatcher's cheap look before Begin, per account: its configuration (disabled by an
+// operator included), whether a kill switch (its own or the global one) stops it, its rate
+// (0: unlimited) and the tokens its bucket holds now (a bucket never used is full). Reads
+// only; Authorize re-checks every gate in the statement that decides.
 func (q *Queries) DispatchGates(ctx context.Context, arg DispatchGatesParams) ([]DispatchGatesRow, error) {
 	rows, err := q.db.Query(ctx, dispatchGates, arg.Now, arg.AccountIds)
 	if err != nil {
@@ -66,6 +67,7 @@ func (q *Queries) DispatchGates(ctx context.Context, arg DispatchGatesParams) ([
 			&i.CredentialRef,
 			&i.CredentialVersion,
 			&i.Revoked,
+			&i.Disabled,
 			&i.ContractVersion,
 			&i.Stopped,
 			&i.RatePerMinute,

@@ -20,6 +20,7 @@ type Account struct {
 	ContractVersion   string
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
+	Disabled          bool
 }
 
 type Attempt struct {
@@ -103,6 +104,7 @@ type Intent struct {
 	CreatedAt          time.Time
 	UpdatedAt          time.Time
 	BatchOrd           int32
+	Traceparent        pgtype.Text
 }
 
 type Outbox struct {

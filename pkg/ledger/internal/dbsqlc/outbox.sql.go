@@ -72,11 +72,11 @@ func (q *Queries) OutboxLag(ctx context.Context) (OutboxLagRow, error) {
 
 const outboxPending = `-- name: OutboxPending :many
 SELECT o.delivery_key, o.seq, o.dispatch, x.account_id,
-       x.from_state, x.to_state, x.reason, x.attempt_token, x.epoch, x.generation, x.actor, x.at
+       x.from_state, x.to_state, x.reason, x.attempt_token, x.epoch, x.generation, x.actor, x.at, x.traceparent
 FROM outbox o
 CROSS JOIN LATERAL (
     -- OFFSET 0 keeps this a per-row index lookup: joined flat, the planner seq-scans history.
-    SELECT i.account_id, h.from_state, h.to_state, h.reason, h.attempt_token, h.epoch, h.generation, h.actor, h.at
+    SELECT i.account_id, h.from_state, h.to_state, h.reason, h.attempt_token, h.epoch, h.generation, h.actor, h.at, i.traceparent
     FROM history h JOIN intents i ON i.delivery_key = h.delivery_key
     WHERE h.delivery_key = o.delivery_key AND h.seq = o.seq AND i.delivery_key = o.delivery_key
     OFFSET 0
@@ -98,6 +98,7 @@ type OutboxPendingRow struct {
 	Generation   pgtype.Int8
 	Actor        string
 	At           time.Time
+	Traceparent  pgtype.Text
 }
 
 // The oldest transitions not yet published, with what their events carry.
@@ -123,6 +124,7 @@ func (q *Queries) OutboxPending(ctx context.Context, maxRows int32) ([]OutboxPen
 			&i.Generation,
 			&i.Actor,
 			&i.At,
+			&i.Traceparent,
 		); err != nil {
 			return nil, err
 		}
@@ -136,11 +138,11 @@ func (q *Queries) OutboxPending(ctx context.Context, maxRows int32) ([]OutboxPen
 
 const outboxPendingFor = `-- name: OutboxPendingFor :many
 SELECT o.delivery_key, o.seq, o.dispatch, x.account_id,
-       x.from_state, x.to_state, x.reason, x.attempt_token, x.epoch, x.generation, x.actor, x.at
+       x.from_state, x.to_state, x.reason, x.attempt_token, x.epoch, x.generation, x.actor, x.at, x.traceparent
 FROM outbox o
 CROSS JOIN LATERAL (
     -- OFFSET 0 keeps this a per-row index lookup: joined flat, the planner seq-scans history.
-    SELECT i.account_id, h.from_state, h.to_state, h.reason, h.attempt_token, h.epoch, h.generation, h.actor, h.at
+    SELECT i.account_id, h.from_state, h.to_state, h.reason, h.attempt_token, h.epoch, h.generation, h.actor, h.at, i.traceparent
     FROM history h JOIN intents i ON i.delivery_key = h.delivery_key
     WHERE h.delivery_key = o.delivery_key AND h.seq = o.seq AND i.delivery_key = o.delivery_key
     OFFSET 0
@@ -162,6 +164,7 @@ type OutboxPendingForRow struct {
 	Generation   pgtype.Int8
 	Actor        string
 	At           time.Time
+	Traceparent  pgtype.Text
 }
 
 // The transitions of the given intents not yet published: a writer's own publishing right
@@ -188,6 +191,7 @@ func (q *Queries) OutboxPendingFor(ctx context.Context, deliveryKeys [][]byte) (
 			&i.Generation,
 			&i.Actor,
 			&i.At,
+			&i.Traceparent,
 		); err != nil {
 			return nil, err
 		}
@@ -205,11 +209,11 @@ WITH c AS (
            unnest($2::BYTEA[]) AS attempt_token
 )
 SELECT o.delivery_key, o.seq, o.dispatch, x.account_id,
-       x.from_state, x.to_state, x.reason, x.attempt_token, x.epoch, x.generation, x.actor, x.at
+       x.from_state, x.to_state, x.reason, x.attempt_token, x.epoch, x.generation, x.actor, x.at, x.traceparent
 FROM outbox o
 CROSS JOIN LATERAL (
     -- OFFSET 0 keeps this a per-row index lookup: joined flat, the planner seq-scans history.
-    SELECT i.account_id, h.from_state, h.to_state, h.reason, h.attempt_token, h.epoch, h.generation, h.actor, h.at
+    SELECT i.account_id, h.from_state, h.to_state, h.reason, h.attempt_token, h.epoch, h.generation, h.actor, h.at, i.traceparent
     FROM history h JOIN intents i ON i.delivery_key = h.delivery_key
     WHERE h.delivery_key = o.delivery_key AND h.seq = o.seq AND i.delivery_key = o.delivery_key
     OFFSET 0
@@ -217,7 +221,7 @@ CROSS JOIN LATERAL (
 WHERE o.delivery_key = ANY($1::BYTEA[])
 UNION
 SELECT h.delivery_key, h.seq, false, i.account_id,
-       h.from_state, h.to_state, h.reason, h.attempt_token, h.epoch, h.generation, h.actor, h.at
+       h.from_state, h.to_state, h.reason, h.attempt_token, h.epoch, h.generation, h.actor, h.at, i.traceparent
 FROM c
 JOIN history h ON h.delivery_key = c.delivery_key AND h.to_state = 'authorized' AND h.attempt_token = c.attempt_token
 JOIN intents i ON i.delivery_key = h.delivery_key
@@ -242,6 +246,7 @@ type OutboxWitnessForRow struct {
 	Generation   pgtype.Int8
 	Actor        string
 	At           time.Time
+	Traceparent  pgtype.Text
 }
 
 // The dispatcher's witness of its authorizations, before any byte: the transitions of the
@@ -273,6 +278,7 @@ func (q *Queries) OutboxWitnessFor(ctx context.Context, arg OutboxWitnessForPara
 			&i.Generation,
 			&i.Actor,
 			&i.At,
+			&i.Traceparent,
 		); err != nil {
 			return nil, err
 		}

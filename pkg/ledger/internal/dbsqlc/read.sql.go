@@ -144,7 +144,7 @@ func (q *Queries) HistoryByIntent(ctx context.Context, deliveryKey []byte) ([]Hi
 const intentGet = `-- name: IntentGet :one
 SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
        source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
-       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord
+       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent
 FROM intents
 WHERE delivery_key = $1::BYTEA
 `
@@ -174,6 +174,7 @@ func (q *Queries) IntentGet(ctx context.Context, deliveryKey []byte) (Intent, er
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.BatchOrd,
+		&i.Traceparent,
 	)
 	return i, err
 }
@@ -181,7 +182,7 @@ func (q *Queries) IntentGet(ctx context.Context, deliveryKey []byte) (Intent, er
 const intentsGetMany = `-- name: IntentsGetMany :many
 SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
        source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
-       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord
+       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent
 FROM intents
 WHERE delivery_key = ANY($1::BYTEA[])
 `
@@ -218,6 +219,7 @@ func (q *Queries) IntentsGetMany(ctx context.Context, deliveryKeys [][]byte) ([]
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.BatchOrd,
+			&i.Traceparent,
 		); err != nil {
 			return nil, err
 		}

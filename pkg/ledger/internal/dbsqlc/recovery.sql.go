@@ -128,7 +128,7 @@ func (q *Queries) IntentsParkUnreconciled(ctx context.Context, arg IntentsParkUn
 }
 
 const sweepStrandedPending = `-- name: SweepStrandedPending :many
-SELECT i.delivery_key, i.account_id, i.transition_seq
+SELECT i.delivery_key, i.account_id, i.transition_seq, i.traceparent
 FROM intents i
 WHERE i.state = 'pending'
   AND i.reason = ANY($1::TEXT[])
@@ -148,6 +148,7 @@ type SweepStrandedPendingRow struct {
 	DeliveryKey   []byte
 	AccountID     string
 	TransitionSeq int64
+	Traceparent   pgtype.Text
 }
 
 // Pending intents nobody holds (no claim) whose last transition is older than idle_ms: the
@@ -162,7 +163,12 @@ func (q *Queries) SweepStrandedPending(ctx context.Context, arg SweepStrandedPen
 	var items []SweepStrandedPendingRow
 	for rows.Next() {
 		var i SweepStrandedPendingRow
-		if err := rows.Scan(&i.DeliveryKey, &i.AccountID, &i.TransitionSeq); err != nil {
+		if err := rows.Scan(
+			&i.DeliveryKey,
+			&i.AccountID,
+			&i.TransitionSeq,
+			&i.Traceparent,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -21,23 +21,25 @@ WITH batch AS (
            unnest($7::BYTEA[]) AS text_hash,
            unnest($8::TEXT[]) AS source_id,
            unnest($9::BYTEA[]) AS source_version,
+           unnest($10::TEXT[]) AS traceparent,
            generate_subscripts($1::BYTEA[], 1) AS ord
 ),
 input AS (
     SELECT b.delivery_key, b.account_id, b.action, b.target, b.request, b.occurrence, b.ord,
            NULLIF(b.text_hash, ''::BYTEA) AS text_hash,
            NULLIF(b.source_id, '') AS source_id,
-           NULLIF(b.source_version, ''::BYTEA) AS source_version
+           NULLIF(b.source_version, ''::BYTEA) AS source_version,
+           NULLIF(b.traceparent, '') AS traceparent
     FROM batch b
 ),
 known AS (
-    SELECT input.delivery_key, input.account_id, input.action, input.target, input.request, input.occurrence, input.ord, input.text_hash, input.source_id, input.source_version FROM input JOIN accounts a ON a.account_id = input.account_id
+    SELECT input.delivery_key, input.account_id, input.action, input.target, input.request, input.occurrence, input.ord, input.text_hash, input.source_id, input.source_version, input.traceparent FROM input JOIN accounts a ON a.account_id = input.account_id
 ),
 created AS (
     -- batch_ord keeps the batch's order (the producer's, as ingest fetched it): its intents
     -- share created_at, and the first stored wins a duplicate-text claim.
-    INSERT INTO intents (delivery_key, account_id, action, target, request, occurrence, text_hash, source_id, source_version, state, reason, transition_seq, batch_ord)
-    SELECT k.delivery_key, k.account_id, k.action, k.target, k.request, k.occurrence, k.text_hash, k.source_id, k.source_version, 'pending', 'submitted', 1, k.ord
+    INSERT INTO intents (delivery_key, account_id, action, target, request, occurrence, text_hash, source_id, source_version, traceparent, state, reason, transition_seq, batch_ord)
+    SELECT k.delivery_key, k.account_id, k.action, k.target, k.request, k.occurrence, k.text_hash, k.source_id, k.source_version, k.traceparent, 'pending', 'submitted', 1, k.ord
     FROM known k
     -- A key a ledger restore could not recreate (restore_blocks) is never created again: it
     -- answers duplicate, as the intent itself would.
@@ -47,7 +49,7 @@ created AS (
 ),
 hist AS (
     INSERT INTO history (delivery_key, seq, from_state, to_state, reason, actor)
-    SELECT c.delivery_key, 1, NULL, 'pending', 'submitted', $10::TEXT FROM created c
+    SELECT c.delivery_key, 1, NULL, 'pending', 'submitted', $11::TEXT FROM created c
     RETURNING delivery_key, seq
 ),
 outbox_rows AS (
@@ -97,6 +99,7 @@ type IntentSubmitParams struct {
 	TextHashes     [][]byte
 	SourceIds      []string
 	SourceVersions [][]byte
+	Traceparents   []string
 	Actor          string
 }
 
@@ -109,7 +112,8 @@ type IntentSubmitRow struct {
 // (seq 1, reason submitted) and its outbox row (a dispatch work item), in one statement.
 // Returns one row per distinct input key: created, duplicate (the delivery key exists, or a ledger
 // restore blocked it: restore_blocks) or unknown_account.
-// A created intent's source version becomes the source's stored head.
+// A created intent's source version becomes the source's stored head. A traceparent (” for
+// none) is stored only with the intent it creates: a duplicate keeps the first one's.
 func (q *Queries) IntentSubmit(ctx context.Context, arg IntentSubmitParams) ([]IntentSubmitRow, error) {
 	rows, err := q.db.Query(ctx, intentSubmit,
 		arg.DeliveryKeys,
@@ -121,6 +125,7 @@ func (q *Queries) IntentSubmit(ctx context.Context, arg IntentSubmitParams) ([]I
 		arg.TextHashes,
 		arg.SourceIds,
 		arg.SourceVersions,
+		arg.Traceparents,
 		arg.Actor,
 	)
 	if err != nil {

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// steadyResult is one rate at one platform latency.
+type steadyResult struct {
+	rate                  float64
+	latency               time.Duration
+	n                     int
+	reached               float64 // intents per second from the first publish to the last published
+	stored                summary // to the intent's first row: ingest wrote it
+	authorized, published summary
+	late                  time.Duration // how far the producer fell behind its schedule at worst
+	goCPU, pgCPU          time.Duration
+}
+
+func runSteady(ctx context.Context, o options, out io.Writer, logs io.Writer) error {
+	fmt.Fprintf(out, "steady: atmost (ingest, dispatcher, sweeper, reconciler), %s adapter, ledger at %s, each rate published for %s (open loop)\n",
+		o.adapter, o.isolation, o.duration)
+	before, err := commitCeiling(ctx, o.adminURL)
+	if err != nil {
+		return fmt.Errorf("commit ceiling: %w", err)
+	}
+	fmt.Fprintf(out, "PostgreSQL single-row commit ceiling before: %s commits/s (%d connections, %s)\n", thousands(before), ceilingWorkers, ceilingWindow)
+	for _, latency := range o.latencies {
+		for _, rate := range o.rates {
+			r, err := steadyRun(ctx, o, rate, latency, logs)
+			if err != nil {
+				return fmt.Errorf("rate %v/s at %s: %w", rate, latency, err)
+			}
+			fmt.Fprintf(out, "rate %s/s, platform latency %s: %s intents, reached %s/s, the producer at most %s ms late\n",
+				thousands(r.rate), r.latency, thousands(float64(r.n)), thousands(r.reached), ms(r.late))
+			for _, q := range []struct {
+				name string
+				s    summary
+			}{{"publish to stored    ", r.stored}, {"publish to authorized", r.authorized}, {"publish to published ", r.published}} {
+				fmt.Fprintf(out, "  %s  p50 %s  p99 %s  p99.9 %s  max %s ms\n", q.name, ms(q.s.p50), ms(q.s.p99), ms(q.s.p999), ms(q.s.maxLat))
+			}
+			fmt.Fprintf(out, "  CPU per intent: Go %.3f ms, PostgreSQL %.3f ms (the run's own backends)\n", perIntent(r.goCPU, r.n), perIntent(r.pgCPU, r.n))
+		}
+	}
+	after, err := commitCeiling(ctx, o.adminURL)
+	if err != nil {
+		return fmt.Errorf("commit ceiling: %w", err)
+	}
+	fmt.Fprintf(out, "PostgreSQL single-row commit ceiling after: %s commits/s\n", thousands(after))
+	fmt.Fprintln(out, "times: from the moment the producer was due to publish to the ledger's history row (its transaction's start, PostgreSQL's now())")
+	return nil
+}
+
+// steadyRun publishes rate intents a second for o.duration to a fresh stack, each at its due
+// time whatever the pipeline does, and measures every intent from its due time.
+func steadyRun(ctx context.Context, o options, rate float64, latency time.Duration, logs io.Writer) (steadyResult, error) {
+	s, err := startAtmost(ctx, o, platformConfig(latency, 0, 0), o.adapter, logs)
+	if err != nil {
+		return steadyResult{}, err
+	}
+	defer s.close()
+	n := max(1, int(rate*o.duration.Seconds()))
+	intents := make([]intent, n)
+	index := make(map[[32]byte]int, n)
+	for i := range intents {
+		if intents[i], err = newIntent("steady", i); err != nil {
+			return steadyResult{}, err
+		}
+		index[[32]byte(intents[i].key.Bytes())] = i
+	}
+	due := make([]time.Time, n)
+	before, err := markCPU(ctx, s.pool, s.db.name)
+	if err != nil {
+		return steadyResult{}, err
+	}
+	r := steadyResult{rate: rate, latency: latency, n: n}
+	start := time.Now()
+	for i, in := range intents {
+		due[i] = start.Add(time.Duration(float64(i) * float64(time.Second) / rate))
+		if wait := time.Until(due[i]); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return steadyResult{}, ctx.Err()
+			case <-time.After(wait):
+			}
+		}
+		r.late = max(r.late, time.Since(due[i]))
+		if err := s.publish(in); err != nil {
+			return steadyResult{}, err
+		}
+	}
+	if err := s.awaitPublished(ctx); err != nil {
+		return steadyResult{}, err
+	}
+	if _, err := s.settle(ctx, n, o.timeout); err != nil {
+		return steadyResult{}, err
+	}
+	after, err := markCPU(ctx, s.pool, s.db.name)
+	if err != nil {
+		return steadyResult{}, err
+	}
+	r.goCPU, r.pgCPU = cpuSpent(before, after)
+
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT ON (delivery_key, to_state) delivery_key, to_state, at FROM history
+		WHERE to_state IN ('pending', 'authorized', 'published') ORDER BY delivery_key, to_state, seq`)
+	if err != nil {
+		return steadyResult{}, err
+	}
+	var toStored, toAuthorized, toPublished []time.Duration
+	var last time.Time
+	var key []byte
+	var state string
+	var at time.Time
+	_, err = pgx.ForEachRow(rows, []any{&key, &state, &at}, func() error {
+		i, ok := index[[32]byte(key)]
+		if !ok {
+			return fmt.Errorf("a history row of a key the producer did not publish")
+		}
+		d := at.Sub(due[i])
+		switch state {
+		case "pending": // the first pending row is the intent's creation
+			toStored = append(toStored, d)
+		case "authorized":
+			toAuthorized = append(toAuthorized, d)
+		default:
+			toPublished = append(toPublished, d)
+			if at.After(last) {
+				last = at
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return steadyResult{}, err
+	}
+	if len(toPublished) != n {
+		return steadyResult{}, fmt.Errorf("%d of %d intents published", len(toPublished), n)
+	}
+	r.stored, r.authorized, r.published = summarize(toStored), summarize(toAuthorized), summarize(toPublished)
+	r.reached = float64(n) / last.Sub(start).Seconds()
+	return r, nil
+}
