@@ -57,7 +57,7 @@ generate: ## regenerate the ledger's query code from pkg/ledger/queries with sql
 migrate: build ## create and migrate the ledger at ATMOST_DATABASE_URL
 	$(BIN)/atmost migrate --create-database
 
-bench: postgres ## benchmarks on the real database and JetStream: the ledger at both isolation levels, ingest of 100,000 intents, the relay, a sweeper pass over 100,000 intents, end to end through ingest, dispatcher and platformsim, reconciliation at 5 % and 20 % unknown outcomes and of a backlog of 10,000, the client publishing 100,000 intents and its Status latency
+bench: postgres ## benchmarks on the real database and JetStream: the ledger at both isolation levels, ingest of 100,000 intents, the relay, a sweeper pass over 100,000 intents, end to end through ingest, dispatcher and platformsim, reconciliation at 5 % and 20 % unknown outcomes and of a backlog of 10,000, the client publishing 100,000 intents and its Status latency, the console's pages on a ledger of 1,000,000 intents
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./pkg/ledger/ -args -isolation=serializable
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./pkg/ledger/ -args -isolation=read-committed
 	$(GO) test -run '^$$' -bench . -benchtime 100000x ./internal/role/ingest/
@@ -66,6 +66,7 @@ bench: postgres ## benchmarks on the real database and JetStream: the ledger at 
 	$(GO) test -run '^$$' -bench EndToEnd -benchtime 10000x ./internal/role/dispatch/ -args -isolation=serializable
 	$(GO) test -run '^$$' -bench EndToEnd -benchtime 10000x ./internal/role/dispatch/ -args -isolation=read-committed
 	$(GO) test -run '^$$' -bench Reconcile -benchtime 10000x ./internal/role/reconcile/
+	$(GO) test -run '^$$' -bench ConsolePages -benchtime 200x ./internal/console/
 	$(GO) test -run '^$$' -bench PublishAll -benchtime 100000x ./pkg/client/
 	$(GO) test -run '^$$' -bench Status -benchtime 10000x ./pkg/client/
 
@@ -91,7 +92,7 @@ clean-test-databases: ## drop every database the tests made on ATMOST_TEST_DATAB
 chaos: postgres ## the crash-and-fault suite with 10,000 intents: real processes, random SIGKILLs, a NATS restart, a paused dispatcher; ends with duplicates: 0, lost: 0, undeclared: 0, events_missing: 0 (make test runs a short one)
 	$(GO) test -count=1 -run '^TestChaos$$' -v -timeout 60m ./internal/tools/chaos/ -args -chaos.intents=$${CHAOS_INTENTS:-10000}
 
-demo: ## the whole pipeline on the embedded default: every role, an embedded NATS, a fault-injecting platform, a producer, a kill switch mid-run, and the final count (needs PostgreSQL at ATMOST_DATABASE_URL, checked first as make postgres does)
+demo: ## the whole pipeline on the embedded default: every role, an embedded NATS, a fault-injecting platform, a producer, a kill switch mid-run, and the final count; the console follows it (on a terminal it stays up after the count until Ctrl-C) (needs PostgreSQL at ATMOST_DATABASE_URL, checked first as make postgres does)
 	@scripts/postgres ATMOST_DATABASE_URL
 	@$(MAKE) --no-print-directory build
-	$(BIN)/atmost demo
+	$(BIN)/atmost demo $$([ -t 0 ] && echo --stay)
