@@ -414,8 +414,9 @@ func (r *replayRun) summary(w stdio.Writer) {
 	if r.opts.DryRun {
 		verb = "would replay"
 	}
-	fmt.Fprintf(w, "%s %d rejects: created %d, already stored %d, refused again %d; skipped %d (replayed before; --again replays them); not replayable %d\n",
-		verb, t.sum()-t.Skipped-t.NotReplayable, t.Created, t.AlreadyStored, t.Refused, t.Skipped, t.NotReplayable)
+	n := t.sum() - t.Skipped - t.NotReplayable
+	fmt.Fprintf(w, "%s %d %s: created %d, already stored %d, refused again %d; skipped %d (replayed before; --again replays them); not replayable %d\n",
+		verb, n, plural(n, "reject", "rejects"), t.Created, t.AlreadyStored, t.Refused, t.Skipped, t.NotReplayable)
 	switch {
 	case r.opts.DryRun:
 		fmt.Fprintln(w, "dry run: nothing was changed")
@@ -424,4 +425,11 @@ func (r *replayRun) summary(w stdio.Writer) {
 	case r.report.Event == "outbox":
 		fmt.Fprintln(w, "the created intents' events and work items are published by the next relay round (a running ingest or sweeper drains the outbox)")
 	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -96,6 +96,9 @@ func TestQueriesWriteOnlyKnownReasons(t *testing.T) {
 		"switch": true, "policy": true, "epoch": true, "engaged": true, "reason": true,
 		"attempt_cap": true, "backoff_base_ms": true, "backoff_max_ms": true, "rate_per_minute": true,
 		"rate_burst": true, "text_window_seconds": true, "retryable_reasons": true,
+		// a reject replay's kind, its outcomes and the JSON keys of its before and after
+		"reject_replay": true, "already_stored": true, "outcome": true, "detail": true, "stream": true,
+		"stream_seq": true, "account": true, "delivery_key": true,
 		// the sweeper's verdicts and the JSON key of its parking detail
 		"moved": true, "lookup_lost": true, "never_reconciled": true, "why": true,
 		// the JSON keys of a duplicate_text refusal's detail (TextHold)
