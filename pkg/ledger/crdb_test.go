@@ -174,6 +174,15 @@ var cockroachSuite = []func(*testing.T){
 	TestRestorePointNamesTheNewestHistoryAndTheEpochs,
 	TestRestoreWitnessIsAnAuthorizationTheLedgerHoldsPublished,
 	TestRecordedWitnessIsTheNewestAcknowledgedAuthorizationTheLedgerHoldsPublished,
+
+	// Reject replay: Submit's statement and the control history in one transaction, raced.
+	TestAReplayCreatesTheIntentOnceItsCauseIsFixed,
+	TestAReplayOfARejectWhoseIntentWasPublishedSinceCreatesNothing,
+	TestAReplayAnswersEachRejectOfABatchInOrder,
+	TestADryRunReplayChangesNothing,
+	TestAReplayOfWhatIsNoStoredRejectWritesNothing,
+	TestRejectsToReplaySelectByReasonAndTime,
+	TestConcurrentReplaysOfARejectCreateOneIntent,
 }
 
 // cockroachLeftOut are the tests of this package the lane does not run, and why: what touches
