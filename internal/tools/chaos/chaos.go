@@ -607,55 +607,31 @@ func (r *run) check(ctx context.Context, p *producer, res *Result) error {
 
 // checkEvents reads ATMOST_EVENTS from the start and compares it with history, row for row.
 func (r *run) checkEvents(ctx context.Context, res *Result) error {
-	nc, js, err := r.jetStream()
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	stream, err := js.Stream(ctx, events.EventsStream)
-	if err != nil {
-		return err
-	}
-	info, err := stream.Info(ctx)
-	if err != nil {
-		return err
-	}
-	type tr struct {
-		key string
-		seq int64
-	}
-	seen := map[tr]int{}
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		return err
-	}
-	for total := uint64(0); total < info.State.Msgs; {
-		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(2*time.Second))
+	var seen map[transition]int
+	// A read that JetStream cuts short (a server that restarted last, a leader elected late)
+	// is read again, from the start; an event that does not parse is not.
+	var unparsable error
+	if err := waitFor(ctx, 2*time.Minute, func() (err error) {
+		seen, err = r.readEvents(ctx)
+		if errors.Is(err, errUnparsable) {
+			unparsable = err
+			return nil
+		}
 		if err != nil {
-			return err
+			fmt.Fprintf(r.out, "chaos: reading ATMOST_EVENTS: %v; again\n", err)
 		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			e, err := events.Unmarshal(m.Data())
-			if err != nil {
-				return fmt.Errorf("an event that does not parse: %w", err)
-			}
-			seen[tr{e.DeliveryKey.String(), e.Seq}]++
-		}
-		if batch.Error() != nil && !errors.Is(batch.Error(), nats.ErrTimeout) {
-			return batch.Error()
-		}
-		if n == 0 {
-			return fmt.Errorf("ATMOST_EVENTS holds %d messages; only %d could be read", info.State.Msgs, total)
-		}
-		total += uint64(n)
+		return err
+	}); err != nil {
+		return fmt.Errorf("reading ATMOST_EVENTS: %w", err)
+	}
+	if unparsable != nil {
+		return unparsable
 	}
 	rows, err := r.pool.Query(ctx, `SELECT delivery_key, seq FROM history`)
 	if err != nil {
 		return err
 	}
-	history := map[tr]bool{}
+	history := map[transition]bool{}
 	for rows.Next() {
 		var raw []byte
 		var seq int64
@@ -666,7 +642,7 @@ func (r *run) checkEvents(ctx context.Context, res *Result) error {
 		if err != nil {
 			return err
 		}
-		t := tr{key.String(), seq}
+		t := transition{key.String(), seq}
 		history[t] = true
 		switch n := seen[t]; {
 		case n == 0:
@@ -684,6 +660,59 @@ func (r *run) checkEvents(ctx context.Context, res *Result) error {
 		}
 	}
 	return nil
+}
+
+// transition names one history row: its intent and its sequence number.
+type transition struct {
+	key string
+	seq int64
+}
+
+var errUnparsable = errors.New("an event that does not parse")
+
+// readEvents reads ATMOST_EVENTS from the start and counts the copies of each transition.
+func (r *run) readEvents(ctx context.Context) (map[transition]int, error) {
+	nc, js, err := r.jetStream()
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	stream, err := js.Stream(ctx, events.EventsStream)
+	if err != nil {
+		return nil, err
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[transition]int{}
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return nil, err
+	}
+	for total := uint64(0); total < info.State.Msgs; {
+		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return nil, err
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			e, err := events.Unmarshal(m.Data())
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", errUnparsable, err)
+			}
+			seen[transition{e.DeliveryKey.String(), e.Seq}]++
+		}
+		if batch.Error() != nil && !errors.Is(batch.Error(), nats.ErrTimeout) {
+			return nil, batch.Error()
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("ATMOST_EVENTS holds %d messages; only %d could be read", info.State.Msgs, total)
+		}
+		total += uint64(n)
+	}
+	return seen, nil
 }
 
 func (r *run) stopAll() {

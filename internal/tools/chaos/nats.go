@@ -402,7 +402,7 @@ func (l *leaders) observe(stream, name string) {
 	l.last[stream] = name
 }
 
-// watch looks at every stream's leader four times a second until ctx ends.
+// watchLeaders looks at every stream's leader four times a second until ctx ends.
 func (r *run) watchLeaders(ctx context.Context, js jetstream.JetStream) {
 	streams := []string{events.IntentsStream, events.EventsStream, events.DispatchStream, events.RejectsStream}
 	for ctx.Err() == nil {
