@@ -611,6 +611,7 @@ func (r *run) checkEvents(ctx context.Context, res *Result) error {
 	// A read that JetStream cuts short (a server that restarted last, a leader elected late)
 	// is read again, from the start; an event that does not parse is not.
 	var unparsable error
+	failures, last := 0, ""
 	if err := waitFor(ctx, 2*time.Minute, func() (err error) {
 		seen, err = r.readEvents(ctx)
 		if errors.Is(err, errUnparsable) {
@@ -618,7 +619,12 @@ func (r *run) checkEvents(ctx context.Context, res *Result) error {
 			return nil
 		}
 		if err != nil {
-			fmt.Fprintf(r.out, "chaos: reading ATMOST_EVENTS: %v; again\n", err)
+			if failures++; err.Error() != last {
+				fmt.Fprintf(r.out, "chaos: reading ATMOST_EVENTS: %v; again\n", err)
+				last = err.Error()
+			}
+		} else if failures > 0 {
+			fmt.Fprintf(r.out, "chaos: read ATMOST_EVENTS after %d failed reads\n", failures)
 		}
 		return err
 	}); err != nil {
@@ -670,7 +676,11 @@ type transition struct {
 
 var errUnparsable = errors.New("an event that does not parse")
 
-// readEvents reads ATMOST_EVENTS from the start and counts the copies of each transition.
+// readEvents reads ATMOST_EVENTS from the start and counts the copies of each transition. A
+// fetch that fails or comes back empty (on a cluster an ordered consumer's fetch often answers
+// "no responders" while it recreates its consumer on another server) is tried again, the
+// messages delivered again after a reset skipped by their stream sequence, until nothing came
+// for a minute.
 func (r *run) readEvents(ctx context.Context) (map[transition]int, error) {
 	nc, js, err := r.jetStream()
 	if err != nil {
@@ -679,38 +689,60 @@ func (r *run) readEvents(ctx context.Context) (map[transition]int, error) {
 	defer nc.Close()
 	stream, err := js.Stream(ctx, events.EventsStream)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("stream: %w", err)
 	}
 	info, err := stream.Info(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("stream info: %w", err)
 	}
 	seen := map[transition]int{}
 	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("ordered consumer: %w", err)
 	}
-	for total := uint64(0); total < info.State.Msgs; {
+	var delivered, read uint64
+	retried, progress := 0, time.Now()
+	for delivered < info.State.LastSeq {
 		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(2*time.Second))
-		if err != nil {
-			return nil, err
-		}
 		n := 0
-		for m := range batch.Messages() {
-			n++
-			e, err := events.Unmarshal(m.Data())
-			if err != nil {
-				return nil, fmt.Errorf("%w: %w", errUnparsable, err)
+		if err == nil {
+			for m := range batch.Messages() {
+				meta, err := m.Metadata()
+				if err != nil {
+					return nil, fmt.Errorf("fetch: %w", err)
+				}
+				if meta.Sequence.Stream <= delivered {
+					continue
+				}
+				delivered = meta.Sequence.Stream
+				n++
+				e, err := events.Unmarshal(m.Data())
+				if err != nil {
+					return nil, fmt.Errorf("%w: %w", errUnparsable, err)
+				}
+				seen[transition{e.DeliveryKey.String(), e.Seq}]++
 			}
-			seen[transition{e.DeliveryKey.String(), e.Seq}]++
+			if err = batch.Error(); errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) {
+				err = nil
+			}
 		}
-		if batch.Error() != nil && !errors.Is(batch.Error(), nats.ErrTimeout) {
-			return nil, batch.Error()
+		read += uint64(n)
+		if n > 0 {
+			progress = time.Now()
 		}
-		if n == 0 {
-			return nil, fmt.Errorf("ATMOST_EVENTS holds %d messages; only %d could be read", info.State.Msgs, total)
+		if err != nil || n == 0 {
+			if time.Since(progress) > time.Minute {
+				return nil, fmt.Errorf("ATMOST_EVENTS holds %d messages; %d could be read, then nothing for a minute (last: %v)", info.State.Msgs, read, err)
+			}
+			retried++
+			time.Sleep(100 * time.Millisecond)
 		}
-		total += uint64(n)
+	}
+	if retried > 0 {
+		fmt.Fprintf(r.out, "chaos: ATMOST_EVENTS read, %d of its fetches tried again\n", retried)
+	}
+	if read != info.State.Msgs {
+		return nil, fmt.Errorf("ATMOST_EVENTS holds %d messages; %d were read", info.State.Msgs, read)
 	}
 	return seen, nil
 }
