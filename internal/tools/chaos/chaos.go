@@ -77,8 +77,8 @@ type Result struct {
 	// Orphans is the number of attempts, evidence, history, reconciliation and outbox rows
 	// whose intent (or history row) does not exist (ledger.Orphans).
 	Orphans int64
-	// States counts the intents by state at the end.
-	States map[string]int
+	// States counts the intents by state at the end; Parked the parked ones by reason.
+	States, Parked map[string]int
 	// What was done to the processes: the roles SIGKILLed, by name; the NATS servers restarted
 	// (cleanly or after a SIGKILL), SIGKILLed (LeaderKills of them the leader of a stream,
 	// found through the JetStream API) and stopped with SIGSTOP; the dispatchers paused.
@@ -574,18 +574,21 @@ func (r *run) check(ctx context.Context, p *producer, res *Result) error {
 		return err
 	}
 
-	res.States = map[string]int{}
-	rows, err := r.pool.Query(ctx, `SELECT state, count(*) FROM intents GROUP BY state`)
+	res.States, res.Parked = map[string]int{}, map[string]int{}
+	rows, err := r.pool.Query(ctx, `SELECT state, reason, count(*) FROM intents GROUP BY state, reason`)
 	if err != nil {
 		return err
 	}
 	for rows.Next() {
-		var st string
+		var st, reason string
 		var n int
-		if err := rows.Scan(&st, &n); err != nil {
+		if err := rows.Scan(&st, &reason, &n); err != nil {
 			return err
 		}
-		res.States[st] = n
+		res.States[st] += n
+		if st == "parked" {
+			res.Parked[reason] += n
+		}
 		if !ledger.State(st).Valid() || st == "pending" || st == "authorized" || st == "indeterminate" {
 			res.Undeclared += n
 		}
@@ -781,6 +784,9 @@ func (res Result) Report(w io.Writer) {
 		fmt.Fprintf(w, "events_duplicated: %d, events_unknown: %d\n", res.EventsDuplicated, res.EventsUnknown)
 	}
 	fmt.Fprintln(w, res.Line())
+	if len(res.Parked) > 0 {
+		fmt.Fprintf(w, "parked by reason: %s\n", formatCounts(res.Parked))
+	}
 	for _, u := range res.Unpublished {
 		fmt.Fprintf(w, "an object on the platform, its intent not published (a person decides): %s\n", u)
 	}
