@@ -151,7 +151,7 @@ func TestRejectsReplayStoresWhatIngestRefusedOnceTheCauseIsFixed(t *testing.T) {
 		"3 subject_mismatch refused subject_mismatch", "4 key_mismatch refused key_mismatch", "5 malformed_json refused malformed_json"}, before.outcomes())
 	require.Equal(t, `account "acct-9" is not configured`, before.Rejects[0].DetailNow)
 
-	res := w.run("accounts", "add", "acct-9", "--platform", "sim")
+	res := w.run("accounts", "add", "acct-9", "--platform", "sim", "--settings", `{"url":"http://127.0.0.1:1"}`, "--reason", "the producer needs it")
 	require.Equal(t, cli.ExitOK, res.code, res.stderr)
 	// The producer fixes nothing itself but publishes again, under the refused message's id.
 	ack := w.publish(events.IntentSubject("acct-9"), one, nats.Header{jetstream.MsgIDHeader: {"nine-1"}})
@@ -162,7 +162,7 @@ func TestRejectsReplayStoresWhatIngestRefusedOnceTheCauseIsFixed(t *testing.T) {
 	require.Equal(t, totals(2, 0, 3, 0, 0), dry.Totals)
 	require.Equal(t, "none", dry.Event)
 	require.Zero(t, w.Count(`SELECT count(*) FROM intents`), "a dry run changes nothing")
-	require.Zero(t, w.Count(`SELECT count(*) FROM control_history`))
+	require.Zero(t, w.Count(`SELECT count(*) FROM control_history WHERE kind = 'reject_replay'`))
 
 	res = w.run("rejects", "replay", "--reason-text", "acct-9 added (OPS-7)")
 	require.Equal(t, cli.ExitOK, res.code, res.stderr)
