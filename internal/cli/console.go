@@ -17,12 +17,13 @@ func consoleCommand() *Command {
 	return &Command{Name: "console", Summary: "the operator console: a web page for what waits for a person (needs " + console.TokenVariable + " off loopback)",
 		About: `Serves the operator console until interrupted: the intents by state and reason, one intent's
 whole story, the rejects and the controls, and the operators' actions (park, resolve, retry,
-kill switches, policies, in bulk too), each previewed and confirmed, made through the same
-ledger operations as atmost park, resolve, retry, switch and policy, under the login's name
-(console:NAME in the history). A person logs in with a name and the token
-($` + console.TokenVariable + `, or --token-file); a script sends "Authorization: Bearer TOKEN". Without a
-token it serves loopback addresses only. With a NATS server named, the overview follows
-ATMOST_EVENTS live and an action's event is published right away.`,
+kill switches, policies, in bulk too, and reject replays), each previewed and confirmed, made
+through the same ledger operations as atmost park, resolve, retry, switch, policy and rejects
+replay, under the login's name (console:NAME in the history). A person logs in with a name
+and the token ($` + console.TokenVariable + `, or --token-file); a script sends "Authorization:
+Bearer TOKEN". Without a token it serves loopback addresses only. With a NATS server named,
+the overview follows ATMOST_EVENTS live and an action's event (a replay's work items too) is
+published right away.`,
 		Flags: func(f *Flags) {
 			f.String(&listen, "listen", "ADDR", console.DefaultListen, "the console's address; without a token only a loopback address is served")
 			f.String(&certFile, "tls-cert", "FILE", "", "serve over TLS with this certificate (PEM; with --tls-key)")

@@ -1,16 +1,13 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"fmt"
 	stdio "io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/atmost/atmost/internal/relay"
@@ -52,7 +49,7 @@ outcomes.`
 var replayPaging = struct {
 	page     int
 	progress time.Duration
-}{page: 200, progress: 3 * time.Second}
+}{page: ingest.ReplayPageSize, progress: 3 * time.Second}
 
 // replayFlags are rejects replay's flags.
 type replayFlags struct {
@@ -60,9 +57,6 @@ type replayFlags struct {
 	limit                           int
 	again, dryRun                   bool
 }
-
-// notReplayable is the outcome of a reject the ingest path cannot judge again.
-const notReplayable = "not_replayable"
 
 // replayedJSON is one reject as rejects replay reports it: where its message came from, the
 // reason it was refused for, and what the replay did (outcome: created, already_stored,
@@ -83,46 +77,18 @@ type replayedJSON struct {
 	Why         string     `json:"why,omitempty"`
 }
 
-// replayTotals counts the outcomes.
-type replayTotals struct {
-	Created       int `json:"created"`
-	AlreadyStored int `json:"already_stored"`
-	Refused       int `json:"refused"`
-	Skipped       int `json:"skipped"`
-	NotReplayable int `json:"not_replayable"`
-}
-
-func (t *replayTotals) add(outcome string) {
-	switch outcome {
-	case string(ledger.ReplayCreated):
-		t.Created++
-	case string(ledger.ReplayAlreadyStored):
-		t.AlreadyStored++
-	case string(ledger.ReplayRefused):
-		t.Refused++
-	case string(ledger.ReplaySkipped):
-		t.Skipped++
-	default:
-		t.NotReplayable++
-	}
-}
-
-func (t replayTotals) sum() int {
-	return t.Created + t.AlreadyStored + t.Refused + t.Skipped + t.NotReplayable
-}
-
 // replayReport is what rejects replay prints with --json. Event is "published" when the CLI
 // published the created intents' events and work items itself, "outbox" when the next relay
 // round will, "none" when nothing was created (a dry run creates nothing).
 type replayReport struct {
-	DryRun     bool           `json:"dry_run"`
-	Again      bool           `json:"again"`
-	Operator   string         `json:"operator"`
-	Reason     string         `json:"reason"`
-	Totals     replayTotals   `json:"totals"`
-	Event      string         `json:"event"`
-	EventError string         `json:"event_error,omitempty"`
-	Rejects    []replayedJSON `json:"rejects"`
+	DryRun     bool                `json:"dry_run"`
+	Again      bool                `json:"again"`
+	Operator   string              `json:"operator"`
+	Reason     string              `json:"reason"`
+	Totals     ingest.ReplayTotals `json:"totals"`
+	Event      string              `json:"event"`
+	EventError string              `json:"event_error,omitempty"`
+	Rejects    []replayedJSON      `json:"rejects"`
 }
 
 func replayCommand() *Command {
@@ -220,7 +186,7 @@ func replayRejects(ctx context.Context, c *line, p replayFlags) int {
 		r.flush()
 		t := r.report.Totals
 		return c.fail(fmt.Errorf("%w; the pages before it stand: %d rejects replayed (created %d, already stored %d, refused %d, skipped %d, not replayable %d)",
-			err, t.sum(), t.Created, t.AlreadyStored, t.Refused, t.Skipped, t.NotReplayable))
+			err, t.Sum(), t.Created, t.AlreadyStored, t.Refused, t.Skipped, t.NotReplayable))
 	}
 	if c.asJSON {
 		return writeJSON(c.io, r.report)
@@ -255,73 +221,37 @@ func (r *replayRun) all(ctx context.Context) error {
 	}
 }
 
-// page replays one page of rejects in one transaction and reports each; done is true when
-// --limit is reached.
+// page replays one page of rejects in one transaction (ingest.ReplayPage) and reports each;
+// done is true when --limit is reached.
 func (r *replayRun) page(ctx context.Context, page []ledger.ReplayCandidate) (done bool, err error) {
-	var items []ledger.ReplayItem
-	var chosen []ledger.ReplayCandidate
-	var lines []replayedJSON
-	for _, cand := range page {
-		if r.flags.limit > 0 && r.report.Totals.sum()+len(lines) >= r.flags.limit {
-			done = true
-			break
-		}
-		why := unreplayable(cand)
-		var env identity.Envelope
-		var refusal *identity.RejectError
-		if why == "" {
-			env, refusal = ingest.Parse(cand.Subject, nats.Header(cand.Headers), cand.Raw)
-		}
-		if r.account != "" && (why != "" || env.Account != r.account) {
-			continue
-		}
-		if why != "" {
-			lines = append(lines, replayLine(cand, notReplayable))
-			lines[len(lines)-1].Why = why
-			continue
-		}
-		item := ledger.ReplayItem{RejectID: cand.ID, Refusal: refusal}
-		if env.Account != "" {
-			item.Envelope = &env
-		}
-		items = append(items, item)
-		chosen = append(chosen, cand)
-		lines = append(lines, replayedJSON{}) // its result's place
+	max := 0
+	if r.flags.limit > 0 {
+		max = r.flags.limit - r.report.Totals.Sum()
 	}
-	results, err := r.l.ReplayRejects(ctx, items, r.opts)
+	replayed, done, err := ingest.ReplayPage(ctx, r.l, page, r.account, max, r.opts)
 	if err != nil {
 		return false, err
 	}
-	var created []identity.DeliveryKey
-	next := 0
-	for i := range lines {
-		if lines[i].ID != "" {
-			continue // not replayable
-		}
-		res, cand := results[next], chosen[next]
-		next++
-		lines[i] = replayLine(cand, string(res.Outcome))
-		lines[i].Account = res.Account
+	for _, rep := range replayed {
+		line := replayLine(rep.Reject, rep.Outcome)
+		line.Why = rep.Why
+		res := rep.Result
+		line.Account = res.Account
 		if res.Key != nil {
-			lines[i].DeliveryKey = res.Key.String()
+			line.DeliveryKey = res.Key.String()
 		}
 		if res.Refusal != nil {
-			lines[i].ReasonNow, lines[i].DetailNow = string(res.Refusal.Reason), ledger.StoredText(res.Refusal.Detail)
+			line.ReasonNow, line.DetailNow = string(res.Refusal.Reason), ledger.StoredText(res.Refusal.Detail)
 		}
 		if m := res.Replayed; m != nil {
 			at := m.At
-			lines[i].ReplayedBy, lines[i].ReplayedAt = m.Actor, &at
+			line.ReplayedBy, line.ReplayedAt = m.Actor, &at
 		}
-		if res.Outcome == ledger.ReplayCreated && !r.opts.DryRun {
-			created = append(created, *res.Key)
-		}
-	}
-	for _, line := range lines {
-		r.report.Totals.add(line.Outcome)
+		r.report.Totals.Add(line.Outcome)
 		r.report.Rejects = append(r.report.Rejects, line)
 		r.row(line)
 	}
-	r.publish(ctx, created)
+	r.publish(ctx, ingest.Created(replayed, r.opts.DryRun))
 	return done, nil
 }
 
@@ -346,23 +276,6 @@ func (r *replayRun) publish(ctx context.Context, keys []identity.DeliveryKey) {
 	}
 }
 
-// unreplayable says why a stored reject cannot go through ingest's parse again, or "" when it
-// can: the whole message must be there as it came.
-func unreplayable(r ledger.ReplayCandidate) string {
-	switch {
-	case r.Reason == string(identity.ReasonUnstorable):
-		return "the database refused it at ingest: only its size and SHA-256 were kept"
-	case r.Reason == string(identity.ReasonInvalidHeader):
-		return "its NATS header block did not parse and was not kept, so the delivery-key header cannot be checked again"
-	case r.Truncated || len(r.Raw) != r.Size:
-		return fmt.Sprintf("only the first %d of its %d bytes were kept", len(r.Raw), r.Size)
-	}
-	if sum := sha256.Sum256(r.Raw); r.SHA256 != nil && !bytes.Equal(sum[:], r.SHA256) {
-		return "its stored bytes do not match the SHA-256 recorded with them"
-	}
-	return ""
-}
-
 func replayLine(r ledger.ReplayCandidate, outcome string) replayedJSON {
 	return replayedJSON{ID: r.ID, Stream: r.Stream, StreamSeq: r.StreamSeq, At: r.At, Reason: r.Reason, Outcome: outcome}
 }
@@ -378,7 +291,7 @@ func (r *replayRun) row(j replayedJSON) {
 		now = j.ReasonNow + ": " + oneLine(ledger.ParseStoredText(j.DetailNow), 160)
 	case string(ledger.ReplaySkipped):
 		now = fmt.Sprintf("replayed %s by %s: %s", timestamp(*j.ReplayedAt), j.ReplayedBy, j.DeliveryKey)
-	case notReplayable:
+	case ingest.NotReplayable:
 		now = j.Why
 	}
 	account := j.Account
@@ -414,7 +327,7 @@ func (r *replayRun) summary(w stdio.Writer) {
 	if r.opts.DryRun {
 		verb = "would replay"
 	}
-	n := t.sum() - t.Skipped - t.NotReplayable
+	n := t.Sum() - t.Skipped - t.NotReplayable
 	fmt.Fprintf(w, "%s %d %s: created %d, already stored %d, refused again %d; skipped %d (replayed before; --again replays them); not replayable %d\n",
 		verb, n, plural(n, "reject", "rejects"), t.Created, t.AlreadyStored, t.Refused, t.Skipped, t.NotReplayable)
 	switch {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/atmost/atmost/internal/role/ingest"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
 )
@@ -31,6 +32,10 @@ type confirmData struct {
 	Back    string
 	Sample  []ledger.Intent // a bulk action's first intents
 	Count   int
+	// A replay's preview: its dry run's counts and first rejects. Confirm is empty when the
+	// replay would do nothing.
+	Totals  *ingest.ReplayTotals
+	Rejects []replayRow
 }
 
 type resultData struct {
@@ -194,15 +199,25 @@ func (s *Server) apply(ctx context.Context, v visitor, verb, to, objectID, note 
 // publish publishes the changes' events right away when the console reads JetStream, and
 // says where they are.
 func (s *Server) publish(ctx context.Context, keys []identity.DeliveryKey) string {
-	if s.relay == nil || len(keys) == 0 {
+	switch now, err := s.publishNow(ctx, keys); {
+	case !now:
 		return "Its event is in the outbox: the next relay round of a running role publishes it."
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-	defer cancel()
-	if err := s.relay.AfterCommit(ctx, keys); err != nil {
+	case err != nil:
 		return "Publishing its event failed (" + err.Error() + "); it stays in the outbox for the next relay round."
 	}
 	return "Its event is published on ATMOST_EVENTS."
+}
+
+// publishNow has the relay publish the outbox rows of keys (events, and the work items of new
+// intents) when the console reads JetStream; now is false when it does not, and the next relay
+// round of a running role publishes them. A failure leaves them in the outbox for that round.
+func (s *Server) publishNow(ctx context.Context, keys []identity.DeliveryKey) (now bool, err error) {
+	if s.relay == nil || len(keys) == 0 {
+		return false, nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	return true, s.relay.AfterCommit(ctx, keys)
 }
 
 // bulkMax is how many intents one bulk action may change: beyond it, narrow the filter.
@@ -256,11 +271,15 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request, v visitor) {
 	back := "/bulk?" + lf.Query().Encode()
 	if confirm := r.PostFormValue("confirm"); confirm != "" {
 		c, ok := s.redeem(v, confirm, digest("bulk", verb, note, lf.Query().Encode()))
-		if !ok || c.plan == nil {
+		var plan *bulkPlan
+		if ok {
+			plan, _ = c.plan.(*bulkPlan)
+		}
+		if plan == nil {
 			s.refuseConfirmation(w, v, back)
 			return
 		}
-		s.applyBulk(w, r, v, c.plan, back)
+		s.applyBulk(w, r, v, plan, back)
 		return
 	}
 	from, known := bulkVerbs[verb]

@@ -261,7 +261,7 @@ type confirmation struct {
 	owner   string // the session id, or "bearer:" and the operator
 	digest  string // of the change's parameters
 	expires time.Time
-	plan    *bulkPlan // a bulk action's previewed intents
+	plan    any // what a bulk action or a replay previewed: *bulkPlan, *replayPlan
 }
 
 func ownerOf(v visitor) string {
@@ -272,7 +272,7 @@ func ownerOf(v visitor) string {
 }
 
 // issue records a previewed change and returns the id its confirmation must carry.
-func (s *Server) issue(v visitor, digest string, plan *bulkPlan) string {
+func (s *Server) issue(v visitor, digest string, plan any) string {
 	id := randomID()
 	s.mu.Lock()
 	defer s.mu.Unlock()

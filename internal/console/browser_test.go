@@ -212,3 +212,72 @@ func TestAPersonResolvesParkedIntentsInABrowser(t *testing.T) {
 	require.Equal(t, 401, fetchStatus(t, ctx, "/intents/"+parked[3].String()+"/act", map[string]string{"verb": "resolve", "to": "failed", "note": "no session", "csrf": csrf}))
 	require.Equal(t, ledger.Parked, h.Intent(parked[3]).State)
 }
+
+// A person replays a reject from its row once its account exists, then the rest of an account's
+// by filter: each previewed as a dry run (the counts, the first rejects), nothing changed before
+// the confirmation, the created intents pending under the person's name, their events and work
+// items published.
+func TestAPersonReplaysRejectsInABrowser(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, testToken)
+	first := h.refuse("acct-9", "Hello from the new account")[0]
+	later := h.refuse("acct-7", "Spring sale starts Monday", "Store hours for the holidays")
+	h.refuse("acct-9", "Second post of the new account")
+	h.addAccount("acct-9")
+	h.addAccount("acct-7")
+	rejects, err := h.Ledger.Rejects(h.Ctx, "", 10)
+	require.NoError(t, err)
+	require.Len(t, rejects, 4)
+	var row string
+	for _, r := range rejects {
+		if r.StreamSeq == 1 {
+			row = `#reject-` + r.ID
+		}
+	}
+	require.NotEmpty(t, row)
+	ctx := browser(t)
+
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(h.srv.URL+"/rejects"), chromedp.WaitVisible(chromedp.CSS(`input[name=operator]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name=operator]`), "alice"),
+		chromedp.SendKeys(chromedp.CSS(`input[name=token]`), testToken),
+		chromedp.Submit(chromedp.CSS(`form`)),
+		chromedp.WaitVisible(chromedp.CSS(`#rejects`))))
+	require.Equal(t, 4, strings.Count(text(t, ctx, `#rejects tbody`), "unknown_account"))
+	shot(t, ctx, "rejects")
+
+	// One reject, from its row.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS(row+` input[name=note]`), "acct-9 added (OPS-7)"),
+		chromedp.Submit(chromedp.CSS(row+` form.replay-one`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm`))))
+	require.Equal(t, "1", text(t, ctx, `#n-created`))
+	require.Contains(t, text(t, ctx, `table.replayed`), "acct-9")
+	require.Zero(t, h.Count(`SELECT count(*) FROM intents`), "the preview changed nothing")
+	shot(t, ctx, "replay-preview")
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#confirm`)), chromedp.WaitVisible(chromedp.CSS(`#replay-summary`))))
+	require.Equal(t, "1", text(t, ctx, `#created`))
+	require.Contains(t, text(t, ctx, `#replay-event`), "published right away")
+	in := h.Intent(first)
+	require.Equal(t, ledger.Pending, in.State)
+	require.Equal(t, "console:alice", history(h, first)[0].Actor)
+	require.Equal(t, 1, h.Count(`SELECT count(*) FROM intents`), "the other acct-9 reject was not in the replay")
+
+	// acct-7's, by filter.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(h.srv.URL+"/rejects"), chromedp.WaitVisible(chromedp.CSS(`#replay-filter`)),
+		chromedp.SetValue(chromedp.CSS(`#replay-filter select[name=reason]`), "unknown_account"),
+		chromedp.SendKeys(chromedp.CSS(`#replay-filter input[name=account]`), "acct-7"),
+		chromedp.SendKeys(chromedp.CSS(`#replay-filter input[name=note]`), "acct-7 added (OPS-8)"),
+		chromedp.Submit(chromedp.CSS(`#replay-filter`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm`))))
+	require.Contains(t, text(t, ctx, `h1`), "Replay 2 rejects")
+	require.Equal(t, "2", text(t, ctx, `#n-created`))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#confirm`)), chromedp.WaitVisible(chromedp.CSS(`#replay-summary`))))
+	require.Equal(t, "2", text(t, ctx, `#created`))
+	shot(t, ctx, "replay-result")
+	for _, k := range later {
+		require.Equal(t, ledger.Pending, h.Intent(k).State)
+	}
+	require.Equal(t, 3, h.Count(`SELECT count(*) FROM intents`))
+	require.Zero(t, h.Count(`SELECT count(*) FROM outbox`), "every event and work item published")
+	require.Equal(t, 3, h.replays())
+}

@@ -1,9 +1,10 @@
 // Package console is atmost's operator console: a web page for the intents that wait for a
 // person, served by `atmost console` (and by `atmost dev` and `atmost demo`). It reads the ledger
 // through pkg/ledger's read API and changes it only through the ledger's guarded operations,
-// the very calls the atmost command makes (Park, Resolve, RetryAs, SetSwitch, SetPolicy), with
-// the logged-in operator as the actor and the reason they give: it never sends anything to a
-// platform, and a change the ledger refuses changes nothing.
+// the very calls the atmost command makes (Park, Resolve, RetryAs, SetSwitch, SetPolicy,
+// ReplayRejects), with the logged-in operator as the actor and the reason they give: it never
+// sends anything to a platform (a replayed reject becomes a pending intent, as ingest would
+// have stored it, for the dispatchers), and a change the ledger refuses changes nothing.
 //
 // HTML is rendered by html/template from embedded templates; the little JavaScript there is
 // (live updates on the overview) is optional, every page reads without it. Every request but
@@ -23,6 +24,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -30,9 +32,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/atmost/atmost/internal/adapters"
 	"github.com/atmost/atmost/internal/relay"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
+	"github.com/atmost/atmost/pkg/platform"
 )
 
 // DefaultListen is the console's address unless told otherwise: loopback only.
@@ -61,6 +65,12 @@ type Config struct {
 	// events) and where an action's event is published right away; without it the next relay
 	// round of a running role publishes it, and the overview polls.
 	JetStream jetstream.JetStream
+	// Platforms are the adapters an account's must open for its intents to be served: an
+	// intent's page says when one does not (adapters.IntentWait). Nil means adapters.Builtin.
+	Platforms platform.Registry
+	// LookupEnv reads an account's credential reference from the environment for that check;
+	// nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
 	// Logger; nil logs nothing.
 	Logger *zap.Logger
 }
@@ -86,6 +96,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
+	}
+	if cfg.Platforms == nil {
+		cfg.Platforms = adapters.Builtin()
+	}
+	if cfg.LookupEnv == nil {
+		cfg.LookupEnv = os.LookupEnv
 	}
 	s := &Server{cfg: cfg, l: cfg.Ledger, log: cfg.Logger.Named("console"), sessions: newSessions(),
 		confirms: map[string]*confirmation{}, sessionTT: 12 * time.Hour}
@@ -116,6 +132,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /bulk", s.authed(s.bulkForm))
 	m.HandleFunc("POST /bulk", s.authed(s.bulk))
 	m.HandleFunc("GET /rejects", s.authed(s.rejects))
+	m.HandleFunc("POST /rejects/replay", s.authed(s.replay))
 	m.HandleFunc("GET /controls", s.authed(s.controls))
 	m.HandleFunc("POST /controls/switch", s.authed(s.switchAct))
 	m.HandleFunc("POST /controls/policy", s.authed(s.policyAct))

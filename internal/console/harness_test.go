@@ -38,7 +38,7 @@ func newHarness(t *testing.T, token string) *harness {
 	t.Helper()
 	w := worldtest.New(t)
 	for _, id := range []string{"acct-a", "acct-b"} {
-		require.NoError(t, w.Ledger.AddAccount(w.Ctx, ledger.Account{ID: id, Platform: "sim", Settings: json.RawMessage(`{}`)}, "test", "the console's test accounts"))
+		require.NoError(t, w.Ledger.AddAccount(w.Ctx, ledger.Account{ID: id, Platform: "sim", Settings: json.RawMessage(`{"url":"http://127.0.0.1:1"}`)}, "test", "the console's test accounts"))
 	}
 	s, err := console.New(console.Config{Ledger: w.Ledger, Token: token, JetStream: w.JS})
 	require.NoError(t, err)

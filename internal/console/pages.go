@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/atmost/atmost/internal/adapters"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
@@ -311,12 +312,21 @@ type intentData struct {
 	Rec  ledger.Record
 	Text string
 	// Hold is the duplicate-text hold that parked it, as atmost intents show prints it.
-	Hold        *ledger.TextHold
+	Hold *ledger.TextHold
+	// Waiting says why a pending intent waits because its account cannot be served, as atmost
+	// intents show says it (adapters.IntentWait); nil when it does not.
+	Waiting     *waiting
 	Meaning     string
 	Events      []eventRow
 	EventsNote  string
 	Verbs       []allowed
 	AttemptRows []attemptRow
+}
+
+// waiting is why an intent waits: Cause as atmost_account_waiting_intents names it, Why as an
+// operator reads it.
+type waiting struct {
+	Cause, Why string
 }
 
 type attemptRow struct {
@@ -402,6 +412,14 @@ func (s *Server) intent(w http.ResponseWriter, r *http.Request, v visitor) {
 	if hold, ok := rec.TextHold(); ok {
 		d.Hold = &hold
 	}
+	wait, err := adapters.IntentWait(r.Context(), s.l, s.cfg.Platforms, s.cfg.LookupEnv, rec.Intent)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if wait != nil {
+		d.Waiting = &waiting{Cause: wait.Cause, Why: wait.String()}
+	}
 	for _, a := range rec.Attempts {
 		row := attemptRow{Attempt: a}
 		for _, e := range rec.Evidence {
@@ -434,17 +452,36 @@ func requestText(request string) string {
 }
 
 type rejectsData struct {
-	Reason  string
-	Rows    []ledger.StoredRejection
-	Reasons []identity.Reason
+	Reason   string
+	Rows     []ledger.StoredRejection
+	Reasons  []identity.Reason
+	Accounts []string
+	// Form is the replay form as last posted; Problems what was wrong with it.
+	Form     replayForm
+	Problems []string
 }
 
 func (s *Server) rejects(w http.ResponseWriter, r *http.Request, v visitor) {
 	reason := strings.TrimSpace(r.URL.Query().Get("reason"))
+	s.renderRejects(w, r, v, replayForm{Reason: reason}, nil, http.StatusOK)
+}
+
+// renderRejects shows the rejects of the form's reason (any without one), newest first, with
+// the replay form as f fills it and the problems of its last post.
+func (s *Server) renderRejects(w http.ResponseWriter, r *http.Request, v visitor, f replayForm, problems []string, status int) {
+	reason := f.Reason
+	if f.one() {
+		reason = ""
+	}
 	rows, err := s.l.Rejects(r.Context(), reason, 200)
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	s.render(w, http.StatusOK, "rejects", v, rejectsData{Reason: reason, Rows: rows, Reasons: identity.AllReasons()})
+	accounts, err := s.accountIDs(r)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	s.render(w, status, "rejects", v, rejectsData{Reason: reason, Rows: rows, Reasons: identity.AllReasons(), Accounts: accounts, Form: f, Problems: problems})
 }

@@ -153,7 +153,7 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 
 var titles = map[string]string{
 	"login": "Log in", "overview": "Overview", "intents": "Intents", "intent": "Intent", "confirm": "Confirm",
-	"result": "Done", "bulk": "Bulk action", "rejects": "Rejects", "controls": "Controls",
+	"result": "Done", "bulk": "Bulk action", "rejects": "Rejects", "controls": "Controls", "replayed": "Replayed",
 }
 
 func ago(d time.Duration) string {
