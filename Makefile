@@ -73,13 +73,14 @@ bench: postgres ## benchmarks on the real database and JetStream: the ledger at 
 # Each run twice (-count 2: all its cells, then all again), since the machine's rate varies.
 POOL_BENCH = $(GO) test -run '^$$' -benchtime $(POOL_INTENTS)x -count 2 -timeout 60m ./internal/role/dispatch/
 
-bench-pool: postgres ## the dispatcher pool: 1, 2 and 4 dispatcher processes on one ledger (BenchmarkEndToEnd, POOL_INTENTS intents, each cell twice) at 0 and 50 ms platform latency, read committed and serializable, at 50 ms with 128 intents in flight a process, and one account's rate bucket against 1,000 accounts
+bench-pool: postgres ## the dispatcher pool: 1, 2 and 4 dispatcher processes on one ledger (BenchmarkEndToEnd, POOL_INTENTS intents, each cell twice) at 0 and 50 ms platform latency, read committed and serializable, at 50 ms with 256 intents in flight a process (batches of 64), and one account's rate bucket against 1,000 accounts (about 25 minutes)
 	$(POOL_BENCH) -bench EndToEnd -args -isolation=read-committed -dispatchers=1,2,4
-	$(POOL_BENCH) -bench EndToEnd/platform-latency=50ms -args -isolation=read-committed -dispatchers=1,2,4 -concurrency=128
+	$(POOL_BENCH) -bench EndToEnd/platform-latency=50ms -args -isolation=read-committed -dispatchers=1,2,4 -concurrency=256 -batch=64
 	$(POOL_BENCH) -bench EndToEnd -args -isolation=serializable -dispatchers=1,2,4
 	$(POOL_BENCH) -bench EndToEnd/platform-latency=0s -args -isolation=read-committed -dispatchers=1,4 -rate=60000000 -accounts=1
 	$(POOL_BENCH) -bench EndToEnd/platform-latency=0s -args -isolation=read-committed -dispatchers=1,4 -rate=60000000 -accounts=1000
 	$(POOL_BENCH) -bench EndToEnd/platform-latency=0s -args -isolation=read-committed -dispatchers=1,4 -accounts=1000
+	$(POOL_BENCH) -bench EndToEnd/platform-latency=0s -args -isolation=serializable -dispatchers=1,4 -rate=60000000 -accounts=1
 
 bench-peer: postgres ## the same job through atmost and through a River at-least-once pipeline, one run, both rates and the ratio (bench/peer, its own module; PEER_FLAGS="-faults 0.05" adds dropped answers and counts duplicates, -intents N, -help)
 	cd bench/peer && $(GO) run . $(PEER_FLAGS)

@@ -201,7 +201,9 @@ func benchEndToEnd(b *testing.B, latency time.Duration, dispatchers int) {
 		if *benchTraced {
 			msg.Header = nats.Header{tracecontext.Header: []string{fmt.Sprintf("00-%032x-%016x-01", i+1, i+1)}}
 		}
-		_, err := producer.PublishMsgAsync(msg)
+		// Waiting for room among the 4,096 unacknowledged, as long as it takes: on a loaded
+		// machine the default of 200 ms failed the run with 4 dispatchers.
+		_, err := producer.PublishMsgAsync(msg, jetstream.WithStallWait(time.Minute))
 		require.NoError(b, err)
 	}
 	deadline := time.Now().Add(10 * time.Minute)
@@ -302,7 +304,8 @@ func benchEndToEnd(b *testing.B, latency time.Duration, dispatchers int) {
 	b.ReportMetric(waited.mean(waited.active), "active-backends")
 	b.ReportMetric(waited.lockWaiting(), "lock-waiting")
 	if b.N >= 100 {
-		b.Logf("backends running a statement, on average, by what they waited for: %v", waited)
+		b.Logf("backends running a statement, on average, by what they waited for: %s; and in which statement: %s",
+			waited.top(waited.waits, 8), waited.top(waited.statements, 12))
 	}
 	// The write-ahead log of the window, from the log's insert position (exact, unlike
 	// pg_stat_wal, which backends update at most once a second). The preload ends with a
@@ -411,6 +414,9 @@ type waitSamples struct {
 	samples int
 	active  int            // backends running a statement, summed over the samples
 	waits   map[string]int // of those, by what they waited for ("Lock:transactionid"; "CPU" for none)
+	// by what they waited for and in which statement: the ledger's are named by sqlc's
+	// "-- name:" line (IntentsAuthorize), any other by its first word (commit)
+	statements map[string]int
 }
 
 // lockWaiting is how many backends waited for a heavyweight lock (a row another transaction
@@ -432,16 +438,16 @@ func (w waitSamples) mean(n int) float64 {
 	return float64(n) / float64(w.samples)
 }
 
-// String is the average of each wait, largest first.
-func (w waitSamples) String() string {
-	keys := make([]string, 0, len(w.waits))
-	for k := range w.waits {
+// top is the first n of counts by their average, largest first.
+func (w waitSamples) top(counts map[string]int, n int) string {
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool { return w.waits[keys[i]] > w.waits[keys[j]] })
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s %.2f", k, w.mean(w.waits[k]))
+	sort.Slice(keys, func(i, j int) bool { return counts[keys[i]] > counts[keys[j]] })
+	var parts []string
+	for _, k := range keys[:min(n, len(keys))] {
+		parts = append(parts, fmt.Sprintf("%s %.2f", k, w.mean(counts[k])))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -456,18 +462,20 @@ func sampleWaits(b *testing.B, ctx context.Context, dbName string) func() waitSa
 	require.NoError(b, err)
 	stop := make(chan struct{})
 	done := make(chan struct{})
-	seen := waitSamples{waits: map[string]int{}}
+	seen := waitSamples{waits: map[string]int{}, statements: map[string]int{}}
 	go func() {
 		defer close(done)
 		defer conn.Close(context.WithoutCancel(ctx))
 		for {
-			rows, err := conn.Query(ctx, `SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU'), count(*)::INT
-				FROM pg_stat_activity WHERE datname = $1 AND state = 'active' GROUP BY 1`, dbName)
+			rows, err := conn.Query(ctx, `SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU'),
+				       coalesce(substring(query FROM '^-- name: (\w+)'), lower(split_part(ltrim(query), ' ', 1))), count(*)::INT
+				FROM pg_stat_activity WHERE datname = $1 AND state = 'active' GROUP BY 1, 2`, dbName)
 			if err == nil {
-				var wait string
+				var wait, statement string
 				var n int
-				_, err = pgx.ForEachRow(rows, []any{&wait, &n}, func() error {
+				_, err = pgx.ForEachRow(rows, []any{&wait, &statement, &n}, func() error {
 					seen.waits[wait] += n
+					seen.statements[wait+" in "+statement] += n
 					seen.active += n
 					return nil
 				})
