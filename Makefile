@@ -73,7 +73,7 @@ bench: postgres ## benchmarks on the real database and JetStream: the ledger at 
 # Each run twice (-count 2: all its cells, then all again), since the machine's rate varies.
 POOL_BENCH = $(GO) test -run '^$$' -benchtime $(POOL_INTENTS)x -count 2 -timeout 60m ./internal/role/dispatch/
 
-bench-pool: postgres ## the dispatcher pool: 1, 2 and 4 dispatcher processes on one ledger (BenchmarkEndToEnd, POOL_INTENTS intents, each cell twice) at 0 and 50 ms platform latency, read committed and serializable, at 50 ms with 256 intents in flight a process (batches of 64), and one account's rate bucket against 1,000 accounts (about 25 minutes)
+bench-pool: postgres ## the dispatcher pool: 1, 2 and 4 dispatcher processes on one ledger (BenchmarkEndToEnd, POOL_INTENTS intents, each cell twice) at 0 and 50 ms platform latency, read committed and serializable, at 50 ms with 256 intents in flight a process (batches of 64), and one account's rate bucket against 1,000 accounts (12-20 minutes here)
 	$(POOL_BENCH) -bench EndToEnd -args -isolation=read-committed -dispatchers=1,2,4
 	$(POOL_BENCH) -bench EndToEnd/platform-latency=50ms -args -isolation=read-committed -dispatchers=1,2,4 -concurrency=256 -batch=64
 	$(POOL_BENCH) -bench EndToEnd -args -isolation=serializable -dispatchers=1,2,4

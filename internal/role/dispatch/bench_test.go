@@ -277,7 +277,7 @@ func benchEndToEnd(b *testing.B, latency time.Duration, dispatchers int) {
 		// The conflicts the dispatchers met beyond restarts: a claim that expired before its
 		// Authorize, an intent fenced or whose completion was fenced out (the one that holds it
 		// decides), and every work item handled again (redelivered, or found worked by
-		// another). The results that are neither "completed" nor of a conflict are logged.
+		// another). Every result is logged, with the messages of the dispatchers' logs.
 		b.ReportMetric(perIntent(works["lease_lost"]+works["fenced"]+works["completion_fenced"]), "lease-lost/intent")
 		var all float64
 		for _, v := range works {
