@@ -118,14 +118,50 @@ func (p *proc) running() bool {
 	}
 }
 
-// freePort returns a TCP port nothing listens on now.
+// The suite's ports come from below the kernel's ephemeral range (32768 and up on Linux), and
+// each is handed out once per process. A port bind(0) returns is free only until the next
+// bind(0) anywhere on the machine, and the suite keeps its ports for minutes, across restarts:
+// a killed NATS server or role comes back on the same ports, and while it is down another
+// test's listener (or this suite's next freePort) could take them. A CI run saw a NATS
+// server's monitoring port answered by another server's client listener, and the suite
+// waited out its deadline.
+const (
+	firstPort = 20000
+	lastPort  = 32000 // below the ephemeral range
+)
+
+var ports struct {
+	sync.Mutex
+	next  int
+	taken map[int]bool
+}
+
+// freePort returns a TCP port on loopback that nothing listens on now and that this process
+// has not handed out before.
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	ports.Lock()
+	defer ports.Unlock()
+	if ports.taken == nil {
+		// Two suites running at once (make chaos beside make test) start apart.
+		ports.next, ports.taken = firstPort+os.Getpid()%(lastPort-firstPort), map[int]bool{}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	for range lastPort - firstPort {
+		p := ports.next
+		if ports.next++; ports.next >= lastPort {
+			ports.next = firstPort
+		}
+		if ports.taken[p] {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue // someone listens there
+		}
+		_ = ln.Close()
+		ports.taken[p] = true
+		return p, nil
+	}
+	return 0, fmt.Errorf("no free TCP port on loopback from %d to %d", firstPort, lastPort)
 }
 
 // Build compiles atmost's binaries, and the NATS server from its module (the one atmost
