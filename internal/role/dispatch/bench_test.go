@@ -147,7 +147,8 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 		defer f.Close()
 		require.NoError(b, pprof.StartCPUProfile(f))
 	}
-	selfBefore, pgBefore := benchtest.CPUTimes()
+	selfBefore, _ := benchtest.CPUTimes()
+	pgBefore := benchtest.ServerCPU(ctx, db.Pool)
 	var childBefore time.Duration
 	if child != nil {
 		childBefore = benchtest.ProcessCPU(child.pid())
@@ -183,7 +184,8 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	b.StopTimer()
-	selfAfter, pgAfter := benchtest.CPUTimes()
+	selfAfter, _ := benchtest.CPUTimes()
+	pgAfter := benchtest.ServerCPU(ctx, db.Pool)
 	if child != nil {
 		selfAfter += benchtest.ProcessCPU(child.pid()) - childBefore
 	}
