@@ -171,6 +171,12 @@ var cockroachSuite = []func(*testing.T){
 	TestRestorePointNamesTheNewestHistoryAndTheEpochs,
 	TestRestoreWitnessIsAnAuthorizationTheLedgerHoldsPublished,
 	TestRecordedWitnessIsTheNewestAcknowledgedAuthorizationTheLedgerHoldsPublished,
+
+	// The outbox rows a writer forgets leave with its next write, or on their own.
+	TestForgottenRowsLeaveWithTheNextWrite,
+	TestForgottenRowsLeaveOnTheirOwnWithoutAWrite,
+	TestForgottenRowsStayWhenTheWriteFails,
+	TestForgottenRowsLeaveAtOnceWhenSerializable,
 }
 
 // cockroachLeftOut are the tests of this package the lane does not run, and why: what touches

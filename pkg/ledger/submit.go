@@ -83,7 +83,7 @@ func (l *Ledger) SubmitTraced(ctx context.Context, intents []identity.Envelope, 
 	p.Actor = l.cfg.Actor
 
 	var rows []dbsqlc.IntentSubmitRow
-	err := l.inTx(ctx, string(OpSubmit), func(q *dbsqlc.Queries) (err error) {
+	err := l.inTxForgetting(ctx, string(OpSubmit), func(q *dbsqlc.Queries) (err error) {
 		rows, err = q.IntentSubmit(ctx, p)
 		return err
 	})

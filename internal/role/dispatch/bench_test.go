@@ -105,7 +105,7 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 	il := newLedger("ingest")
 	in, err := ingest.New(ctx, js, il, ingest.Config{Batch: 500, MaxWait: 20 * time.Millisecond})
 	require.NoError(b, err)
-	irel := relay.New(il, js, relay.Config{})
+	irel := relay.New(il, js, relay.Config{RemoveLater: true}) // as the ingest role's
 	go func() {
 		for ctx.Err() == nil {
 			if _, keys, err := in.BatchKeys(ctx); err == nil && len(keys) > 0 {
@@ -118,7 +118,7 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 	if *benchProcess && b.N >= 100 {
 		child = startDispatcher(b, db.AppURL(), srv.URL)
 	} else {
-		d, err := dispatch.New(ctx, js, dl, relay.New(dl, js, relay.Config{}), dispatch.Config{Platforms: platform.Registry{sim.Name: sim.Open}, Pipelines: *benchPipelines, Batch: *benchBatch})
+		d, err := dispatch.New(ctx, js, dl, relay.New(dl, js, relay.Config{RemoveLater: true}), dispatch.Config{Platforms: platform.Registry{sim.Name: sim.Open}, Pipelines: *benchPipelines, Batch: *benchBatch})
 		require.NoError(b, err)
 		go func() { _ = d.Run(ctx) }()
 	}
