@@ -32,9 +32,17 @@ cur AS (
     ORDER BY i.delivery_key
     FOR UPDATE
 ),
-facts AS (
+claimed AS (
+    -- Each intent with its claim, planned on its own (OFFSET 0): joined among the tables of
+    -- facts, PostgreSQL rescanned input for every intent (128 x 128 rows for a batch of 128).
     SELECT cur.delivery_key, cur.account_id, cur.state, cur.attempt_token, cur.epoch, cur.generation, cur.lease_expires_at, cur.attempts_authorized, cur.transition_seq, cur.text_hash, cur.source_id, cur.source_version, cur.created_at, cur.batch_ord,
-           input.claim_token, input.claim_epoch, input.claim_generation, input.claim_request_hash,
+           input.claim_token, input.claim_epoch, input.claim_generation, input.claim_request_hash
+    FROM cur
+    JOIN input ON input.delivery_key = cur.delivery_key
+    OFFSET 0
+),
+facts AS (
+    SELECT cur.delivery_key, cur.account_id, cur.state, cur.attempt_token, cur.epoch, cur.generation, cur.lease_expires_at, cur.attempts_authorized, cur.transition_seq, cur.text_hash, cur.source_id, cur.source_version, cur.created_at, cur.batch_ord, cur.claim_token, cur.claim_epoch, cur.claim_generation, cur.claim_request_hash,
            att.request_hash,
            att.credential_version AS attempt_credential_version,
            a.credential_version AS account_credential_version,
@@ -49,8 +57,7 @@ facts AS (
            coalesce(p.rate_burst, d.rate_burst) AS rate_burst,
            coalesce(p.text_window_seconds, d.text_window_seconds) AS text_window_seconds,
            coalesce(p.retryable_reasons, d.retryable_reasons) AS retryable_reasons
-    FROM cur
-    JOIN input ON input.delivery_key = cur.delivery_key
+    FROM claimed cur
     JOIN accounts a ON a.account_id = cur.account_id
     JOIN policies d ON d.scope = ''
     LEFT JOIN policies p ON p.scope = cur.account_id
