@@ -187,7 +187,9 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 	selfAfter, _ := benchtest.CPUTimes()
 	pgAfter := benchtest.ServerCPU(ctx, db.Pool)
 	if child != nil {
-		selfAfter += benchtest.ProcessCPU(child.pid()) - childBefore
+		childCPU := benchtest.ProcessCPU(child.pid()) - childBefore
+		selfAfter += childCPU
+		b.ReportMetric(float64(childCPU)/float64(time.Millisecond)/float64(b.N), "dispatcher-cpu-ms/intent")
 	}
 	if *benchProfile != "" {
 		pprof.StopCPUProfile()
