@@ -22,17 +22,17 @@ import (
 // BenchmarkPipelineCost takes batches of -batch intents (default 100; the dispatcher's batch
 // is 128) through the ledger calls one intent costs in the pipeline, in the order the roles
 // make them, on ONE connection: ingest's Submit and the publication of its transitions
-// (UnpublishedFor, then ForgetLater, as the roles' relays: RemoveLater), then the dispatcher's
-// GetMany, Gates, BeginMany, the claims'
-// publication, AuthorizeMany, the witness (WitnessFor, ForgetLater), CompleteMany and the
-// outcomes' publication. It reports, per intent, the CPU time the connection's PostgreSQL
-// backend spent in each step (from /proc/PID/schedstat, in nanoseconds: CPU, not wall time,
-// so a machine busy with other work changes it far less than it changes a rate) and the
-// statements sent (BEGIN and COMMIT included), each a round trip. Before the measured
-// batches, 2,000 intents go the same way and the tables are analyzed: the plans are those of
-// a ledger that has been running, not of empty tables (-args -cost-analyze=false: not
-// analyzed, a new ledger on a server whose autovacuum has not come by). Needs a local
-// PostgreSQL (the backend's /proc entry); elsewhere it reports the statements only.
+// (UnpublishedFor, then ForgetLater, as the roles' relays do with RemoveLater), then the
+// dispatcher's GetMany, Gates, BeginMany, the claims' publication, AuthorizeMany, the witness
+// (WitnessFor, ForgetLater), CompleteMany and the outcomes' publication. It reports, per
+// intent, the CPU time the connection's PostgreSQL backend spent in each step (from
+// /proc/PID/schedstat, in nanoseconds: CPU, not wall time, so a machine busy with other work
+// changes it far less than it changes a rate) and the statements sent (BEGIN and COMMIT
+// included), each a round trip. Before the measured batches, 2,000 intents go the same way and
+// the tables are analyzed: the plans are those of a ledger that has been running, not of empty
+// tables (-args -cost-analyze=false: not analyzed, a new ledger on a server whose autovacuum
+// has not come by). Needs a local PostgreSQL (the backend's /proc entry); elsewhere it reports
+// the statements only.
 func BenchmarkPipelineCost(b *testing.B) {
 	e, _ := benchEnv(b, 1)
 	cfg, err := pgxpool.ParseConfig(e.db.AppURL())
