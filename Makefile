@@ -13,14 +13,15 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 SQLC        := github.com/sqlc-dev/sqlc/cmd/sqlc@v1.31.1
 FUZZTIME    ?= 3m
 BENCHTIME   ?= 20000x
+POOL_INTENTS ?= 10000
 ATMOST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/atmost?sslmode=disable
 ATMOST_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 export ATMOST_DATABASE_URL ATMOST_TEST_DATABASE_URL
 
-.PHONY: help build postgres test lint fmt generate migrate fuzz bench bench-peer bench-steady mutate clean-test-databases demo chaos
+.PHONY: help build postgres test lint fmt generate migrate fuzz bench bench-pool bench-peer bench-steady mutate clean-test-databases demo chaos chaos-cluster
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## build every command into bin/
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
@@ -57,7 +58,7 @@ generate: ## regenerate the ledger's query code from pkg/ledger/queries with sql
 migrate: build ## create and migrate the ledger at ATMOST_DATABASE_URL
 	$(BIN)/atmost migrate --create-database
 
-bench: postgres ## benchmarks on the real database and JetStream: the ledger at both isolation levels, ingest of 100,000 intents, the relay, a sweeper pass over 100,000 intents, end to end through ingest, dispatcher and platformsim, reconciliation at 5 % and 20 % unknown outcomes and of a backlog of 10,000, the client publishing 100,000 intents and its Status latency
+bench: postgres ## benchmarks on the real database and JetStream: the ledger at both isolation levels, ingest of 100,000 intents, the relay, a sweeper pass over 100,000 intents, end to end through ingest, dispatcher and platformsim, reconciliation at 5 % and 20 % unknown outcomes and of a backlog of 10,000, the client publishing 100,000 intents and its Status latency, the console's pages on a ledger of 1,000,000 intents
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./pkg/ledger/ -args -isolation=serializable
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./pkg/ledger/ -args -isolation=read-committed
 	$(GO) test -run '^$$' -bench . -benchtime 100000x ./internal/role/ingest/
@@ -66,8 +67,21 @@ bench: postgres ## benchmarks on the real database and JetStream: the ledger at 
 	$(GO) test -run '^$$' -bench EndToEnd -benchtime 10000x ./internal/role/dispatch/ -args -isolation=serializable
 	$(GO) test -run '^$$' -bench EndToEnd -benchtime 10000x ./internal/role/dispatch/ -args -isolation=read-committed
 	$(GO) test -run '^$$' -bench Reconcile -benchtime 10000x ./internal/role/reconcile/
+	$(GO) test -run '^$$' -bench ConsolePages -benchtime 200x ./internal/console/
 	$(GO) test -run '^$$' -bench PublishAll -benchtime 100000x ./pkg/client/
 	$(GO) test -run '^$$' -bench Status -benchtime 10000x ./pkg/client/
+
+# Each run twice (-count 2: all its cells, then all again), since the machine's rate varies.
+POOL_BENCH = $(GO) test -run '^$$' -benchtime $(POOL_INTENTS)x -count 2 -timeout 60m ./internal/role/dispatch/
+
+bench-pool: postgres ## the dispatcher pool: 1, 2 and 4 dispatcher processes on one ledger (BenchmarkEndToEnd, POOL_INTENTS intents, each cell twice) at 0 and 50 ms platform latency, read committed and serializable, at 50 ms with 256 intents in flight a process (batches of 64), and one account's rate bucket against 1,000 accounts (12-20 minutes here)
+	$(POOL_BENCH) -bench EndToEnd -args -isolation=read-committed -dispatchers=1,2,4
+	$(POOL_BENCH) -bench EndToEnd/platform-latency=50ms -args -isolation=read-committed -dispatchers=1,2,4 -concurrency=256 -batch=64
+	$(POOL_BENCH) -bench EndToEnd -args -isolation=serializable -dispatchers=1,2,4
+	$(POOL_BENCH) -bench EndToEnd/platform-latency=0s -args -isolation=read-committed -dispatchers=1,4 -rate=60000000 -accounts=1
+	$(POOL_BENCH) -bench EndToEnd/platform-latency=0s -args -isolation=read-committed -dispatchers=1,4 -rate=60000000 -accounts=1000
+	$(POOL_BENCH) -bench EndToEnd/platform-latency=0s -args -isolation=read-committed -dispatchers=1,4 -accounts=1000
+	$(POOL_BENCH) -bench EndToEnd/platform-latency=0s -args -isolation=serializable -dispatchers=1,4 -rate=60000000 -accounts=1
 
 bench-peer: postgres ## the same job through atmost and through a River at-least-once pipeline, one run, both rates and the ratio (bench/peer, its own module; PEER_FLAGS="-faults 0.05" adds dropped answers and counts duplicates, -intents N, -help)
 	cd bench/peer && $(GO) run . $(PEER_FLAGS)
@@ -91,7 +105,10 @@ clean-test-databases: ## drop every database the tests made on ATMOST_TEST_DATAB
 chaos: postgres ## the crash-and-fault suite with 10,000 intents: real processes, random SIGKILLs, a NATS restart, a paused dispatcher; ends with duplicates: 0, lost: 0, undeclared: 0, events_missing: 0 (make test runs a short one)
 	$(GO) test -count=1 -run '^TestChaos$$' -v -timeout 60m ./internal/tools/chaos/ -args -chaos.intents=$${CHAOS_INTENTS:-10000}
 
-demo: ## the whole pipeline on the embedded default: every role, an embedded NATS, a fault-injecting platform, a producer, a kill switch mid-run, and the final count (needs PostgreSQL at ATMOST_DATABASE_URL, checked first as make postgres does)
+chaos-cluster: postgres ## the crash-and-fault suite on a three-node JetStream cluster (R3 streams, sync_interval: always) with 10,000 intents: two ingesters, four dispatchers, two sweepers, two reconcilers; stream leaders SIGKILLed, a server stopped past the election timeout; the same checks and line as chaos, plus the NATS kills and leader changes (make test runs a short one)
+	$(GO) test -count=1 -run '^TestChaosCluster$$' -v -timeout 60m ./internal/tools/chaos/ -args -chaos.intents=$${CHAOS_INTENTS:-10000}
+
+demo: ## the whole pipeline on the embedded default: every role, an embedded NATS, a fault-injecting platform, a producer, a kill switch mid-run, and the final count; the console follows it (on a terminal it stays up after the count until Ctrl-C) (needs PostgreSQL at ATMOST_DATABASE_URL, checked first as make postgres does)
 	@scripts/postgres ATMOST_DATABASE_URL
 	@$(MAKE) --no-print-directory build
-	$(BIN)/atmost demo
+	$(BIN)/atmost demo $$([ -t 0 ] && echo --stay)

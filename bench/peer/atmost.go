@@ -146,7 +146,7 @@ func configureAccount(ctx context.Context, pool *pgxpool.Pool, simURL, adapter s
 		}
 		a = ledger.Account{ID: account, Platform: webhook.Name, Settings: settings}
 	}
-	if err := l.AddAccount(ctx, a); err != nil {
+	if err := l.AddAccount(ctx, a, "bench", "the peer benchmark's account"); err != nil {
 		return err
 	}
 	unlimited := 0

@@ -99,32 +99,16 @@ type cpuMark struct {
 
 // markCPU reads the CPU times of this process and of dbName's backends. Only the backends
 // serving the side's database count, not the server as a whole, because other work shares
-// the server; the server's background processes (WAL writer, checkpointer, autovacuum) are
-// left out, and so is a backend that ended within the window (the pools keep theirs).
+// the server (benchtest.BackendsCPU).
 func markCPU(ctx context.Context, pool *pgxpool.Pool, dbName string) (cpuMark, error) {
 	self, _ := benchtest.CPUTimes()
-	m := cpuMark{self: self, backends: map[int]time.Duration{}}
-	rows, err := pool.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = $1`, dbName)
-	if err != nil {
-		return m, err
-	}
-	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-	if err != nil {
-		return m, err
-	}
-	for _, pid := range pids {
-		m.backends[int(pid)] = benchtest.ProcessCPU(int(pid))
-	}
-	return m, nil
+	backends, err := benchtest.BackendsCPU(ctx, pool, dbName)
+	return cpuMark{self: self, backends: backends}, err
 }
 
-// cpuSpent is what was spent between two marks: this process, and the database's backends (a
-// backend that started within the window counts whole).
+// cpuSpent is what was spent between two marks: this process, and the database's backends.
 func cpuSpent(before, after cpuMark) (self, postgres time.Duration) {
-	for pid, t := range after.backends {
-		postgres += t - before.backends[pid]
-	}
-	return after.self - before.self, postgres
+	return after.self - before.self, benchtest.BackendsSpent(before.backends, after.backends)
 }
 
 // perIntent is d per intent, in milliseconds.

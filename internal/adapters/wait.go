@@ -60,6 +60,33 @@ func Waits(ctx context.Context, l Holder, r platform.Registry, lookupEnv func(st
 	return out, nil
 }
 
+// Accounts is the ledger read IntentWait needs; *ledger.Ledger is one.
+type Accounts interface {
+	Holder
+	Account(ctx context.Context, id string) (ledger.Account, error)
+}
+
+// IntentWait says why in waits with no attempt opened, because its account cannot be served
+// (Waits), or nil: nil too for an intent that is not pending, since only a pending intent waits
+// for its account. atmost intents show and the console's intent page both say it from here.
+func IntentWait(ctx context.Context, l Accounts, r platform.Registry, lookupEnv func(string) (string, bool), in ledger.Intent) (*Wait, error) {
+	if in.State != ledger.Pending {
+		return nil, nil
+	}
+	a, err := l.Account(ctx, in.Account)
+	if err != nil {
+		return nil, err
+	}
+	waits, err := Waits(ctx, l, r, lookupEnv, []ledger.Account{a})
+	if err != nil {
+		return nil, err
+	}
+	if w, ok := waits[a.ID]; ok {
+		return &w, nil
+	}
+	return nil, nil
+}
+
 // String says in one line why the account's intents wait, as an operator reads it: "account
 // acct-b is disabled since 2025-01-02T03:04:05Z, by alice, reason: moving it".
 func (w Wait) String() string {

@@ -33,6 +33,7 @@ func OS() IO { return IO{Stdout: os.Stdout, Stderr: os.Stderr, Env: os.LookupEnv
 func rootCommand() *Command {
 	return &Command{Name: "atmost", Subs: []*Command{
 		accountsCommand(),
+		consoleCommand(),
 		controlsCommand(),
 		demoCommand(),
 		devCommand(),

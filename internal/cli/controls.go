@@ -86,9 +86,11 @@ func timestamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 func controlsCommand() *Command {
 	var kind string
 	var limit int
-	return &Command{Name: "controls", Summary: "controls log: every operator change to switches, policies, the epoch and accounts, newest first",
-		About: `Every change an operator made to a kill switch, a policy, the restore epoch or an account,
-newest first: who, when, why, and the settings before and after. The log is append-only.`,
+	return &Command{Name: "controls", Summary: "controls log: every operator change to switches, policies, the epoch and accounts, and every reject replay, newest first",
+		About: `Every change an operator made to a kill switch, a policy, the restore epoch or an account, and
+every replay of a stored reject (atmost rejects replay), newest first: who, when, why, and the
+settings before and after; for a replay, the reject's id as its scope, and its reason as stored
+-> what the replay did. The log is append-only.`,
 		Subs: []*Command{{Name: "log", Summary: "the changes, newest first",
 			Flags: func(f *Flags) {
 				f.String(&kind, "kind", strings.Join(ledger.ControlKinds, "|"), "", "only changes of this kind")
@@ -141,6 +143,8 @@ func describeChange(kind string, before, after json.RawMessage) string {
 		_ = json.Unmarshal(before, &b)
 		_ = json.Unmarshal(after, &a)
 		return onOff(b.Engaged) + " -> " + onOff(a.Engaged)
+	case ledger.ReplayKind:
+		return describeReplay(before, after)
 	case "epoch":
 		var b, a struct{ Epoch *int64 }
 		_ = json.Unmarshal(before, &b)
@@ -161,6 +165,35 @@ func describeChange(kind string, before, after json.RawMessage) string {
 		}
 	}
 	return describeFields(before, after)
+}
+
+// describeReplay says what a reject replay did: the reject's stream position and reason as
+// stored, then the outcome, with the delivery key or the reason it is refused for now.
+func describeReplay(before, after json.RawMessage) string {
+	var b struct {
+		Reason    string
+		Stream    string
+		StreamSeq *int64 `json:"stream_seq"`
+	}
+	var a struct {
+		Outcome     string
+		DeliveryKey *string `json:"delivery_key"`
+		Reason      *string
+	}
+	_ = json.Unmarshal(before, &b)
+	_ = json.Unmarshal(after, &a)
+	from := b.Reason
+	if b.StreamSeq != nil {
+		from = fmt.Sprintf("%s %d %s", b.Stream, *b.StreamSeq, b.Reason)
+	}
+	to := strings.ReplaceAll(a.Outcome, "_", " ")
+	switch {
+	case a.Reason != nil:
+		to += " " + *a.Reason
+	case a.DeliveryKey != nil:
+		to += " " + *a.DeliveryKey
+	}
+	return from + " -> " + to
 }
 
 // onOff shows a switch's state; nil is a switch never set, which is off.

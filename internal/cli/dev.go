@@ -13,12 +13,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/atmost/atmost/internal/console"
 	"github.com/atmost/atmost/internal/dev"
 	"github.com/atmost/atmost/internal/tools/platformsim"
 )
 
 func devCommand() *Command {
-	var natsURL, dataDir, simAddr, logFile string
+	var natsURL, dataDir, simAddr, logFile, consoleAddr string
 	var natsPort, basePort int
 	roleAddrs := map[string]*string{}
 	return &Command{Name: "dev", Summary: "every role in one process, with an embedded NATS unless ATMOST_NATS_URL is set (the ledger is created and migrated)",
@@ -26,7 +27,8 @@ func devCommand() *Command {
 Every role reads its own settings from the environment (see each role's --help), except its
 HTTP address: each role serves /healthz, /readyz and /metrics on its own, ingest on
 --http-base-port and the others on the next ports (ATMOST_HTTP_ADDR, one role's address, is not
-used), or where its --ROLE-http-addr says. Every address is checked before anything starts.`,
+used), or where its --ROLE-http-addr says. The operator console serves on --console, with
+$` + console.TokenVariable + ` as its token. Every address is checked before anything starts.`,
 		Flags: func(f *Flags) {
 			f.Ledger("the ledger; created and migrated when needed")
 			f.String(&natsURL, "nats-url", "URL", "", "a running NATS server with JetStream; empty starts an embedded one").Env("ATMOST_NATS_URL")
@@ -39,6 +41,7 @@ used), or where its --ROLE-http-addr says. Every address is checked before anyth
 			}
 			f.String(&simAddr, "sim", "ADDR", "", "also serve the platform simulator on this address (e.g. 127.0.0.1:9300)")
 			f.String(&logFile, "log", "FILE", "", "write the roles' JSON logs to this file instead of standard error")
+			f.String(&consoleAddr, "console", "ADDR", console.DefaultListen, "serve the operator console here (empty: none); its token is $"+console.TokenVariable)
 		},
 		Run: func(ctx context.Context, c *line) int {
 			if dataDir == "" {
@@ -57,7 +60,8 @@ used), or where its --ROLE-http-addr says. Every address is checked before anyth
 				}
 				addrs[role] = *addr
 			}
-			return runDev(ctx, c, dev.Options{DatabaseURL: c.databaseURL, NATSURL: natsURL, NATSPort: natsPort, DataDir: dataDir, HTTPAddrs: addrs}, simAddr, logFile)
+			return runDev(ctx, c, dev.Options{DatabaseURL: c.databaseURL, NATSURL: natsURL, NATSPort: natsPort, DataDir: dataDir, HTTPAddrs: addrs,
+				Console: consoleAddr, ConsoleToken: setting(c.io.Env, console.TokenVariable, "")}, simAddr, logFile)
 		},
 	}
 }
@@ -71,6 +75,9 @@ func runDev(ctx context.Context, c *line, opts dev.Options, simAddr, logFile str
 	}
 	if simAddr != "" {
 		wanted[simulator] = simAddr
+	}
+	if opts.Console != "" {
+		wanted[dev.Console] = opts.Console
 	}
 	if err := dev.CheckFree(wanted); err != nil {
 		var busy *dev.BusyError
@@ -115,6 +122,9 @@ func runDev(ctx context.Context, c *line, opts dev.Options, simAddr, logFile str
 		nats = stack.NATSURL
 	}
 	fmt.Fprintf(io.Stdout, "ledger: %s\nNATS: %s\n", dev.Redact(stack.DatabaseURL), nats)
+	if stack.ConsoleURL != "" {
+		fmt.Fprintf(io.Stdout, "console: %s\n", stack.ConsoleURL)
+	}
 	roles := make([]string, len(dev.Roles))
 	for i, role := range dev.Roles {
 		roles[i] = role + " " + opts.HTTPAddrs[role]
@@ -142,6 +152,8 @@ func movesIt(name string) string {
 		return "give another --nats-port (0: any free one), or ATMOST_NATS_URL to use the NATS server running there"
 	case name == simulator:
 		return "give another --sim address"
+	case name == dev.Console:
+		return "give another --console address (empty: none)"
 	}
 	return fmt.Sprintf("move it with --%s-http-addr, or every role with --http-base-port", name)
 }
@@ -158,7 +170,8 @@ func demoCommand() *Command {
 	var intents int
 	var seed int64
 	var timeout time.Duration
-	var logFile string
+	var logFile, consoleAddr string
+	var stay bool
 	return &Command{Name: "demo", Summary: "the whole pipeline against a fault-injecting platform, a producer, a kill switch flipped mid-run, and the final count",
 		About: `Runs every role with an embedded NATS server and the platform simulator with a fault plan,
 publishes intents the way producers do (re-publishes, redeliveries, bad input, new occurrences),
@@ -169,6 +182,8 @@ flips the kill switch mid-run, and prints the count per state and reason and the
 			f.Int64(&seed, "seed", "N", 1, "seed of the producer's choices and the platform's faults")
 			f.Duration(&timeout, "timeout", "D", 3*time.Minute, "how long to wait for every intent to settle")
 			f.String(&logFile, "log", "FILE", filepath.Join(os.TempDir(), "atmost-demo.log"), "the roles' JSON logs")
+			f.String(&consoleAddr, "console", "ADDR", console.DefaultListen, "serve the operator console here while the demo runs (empty: none); its token is $"+console.TokenVariable)
+			f.Bool(&stay, "stay", "after the final count, keep every role and the console running until interrupted (make demo sets it on a terminal)")
 		},
 		Run: func(ctx context.Context, c *line) int {
 			if intents < 10 || timeout <= 0 {
@@ -184,7 +199,8 @@ flips the kill switch mid-run, and prints the count per state and reason and the
 				logs = f
 				fmt.Fprintf(c.io.Stdout, "atmost demo: the roles log to %s\n", logFile)
 			}
-			r, err := dev.Demo(ctx, dev.DemoOptions{DatabaseURL: c.databaseURL, Intents: intents, Seed: seed, Timeout: timeout, Out: c.io.Stdout, Logs: logs})
+			r, err := dev.Demo(ctx, dev.DemoOptions{DatabaseURL: c.databaseURL, Intents: intents, Seed: seed, Timeout: timeout, Out: c.io.Stdout, Logs: logs,
+				Console: consoleAddr, ConsoleToken: setting(c.io.Env, console.TokenVariable, ""), Stay: stay})
 			if err != nil {
 				return c.fail(err)
 			}

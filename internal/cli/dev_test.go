@@ -42,7 +42,7 @@ func TestDevNamesABusyPortAndTheFlagThatMovesIt(t *testing.T) {
 	busy := ln.Addr().String()
 	// An unreachable ledger: the command must stop at the port, before it tries the ledger.
 	env := map[string]string{"ATMOST_DATABASE_URL": "postgres://postgres@127.0.0.1:1/atmost?sslmode=disable&connect_timeout=2"}
-	free := []string{"--nats-port", "0", "--ingest-http-addr", "127.0.0.1:0", "--sweeper-http-addr", "127.0.0.1:0", "--reconciler-http-addr", "127.0.0.1:0"}
+	free := []string{"--nats-port", "0", "--ingest-http-addr", "127.0.0.1:0", "--sweeper-http-addr", "127.0.0.1:0", "--reconciler-http-addr", "127.0.0.1:0", "--console", "127.0.0.1:0"}
 	res := run(env, append([]string{"dev", "--dispatcher-http-addr", busy}, free...)...)
 	require.Equal(t, cli.ExitError, res.code, res.stderr)
 	require.Contains(t, res.stderr, "atmost dev: "+busy+" (the dispatcher's /healthz, /readyz and /metrics) is in use, nothing was started")
@@ -51,6 +51,11 @@ func TestDevNamesABusyPortAndTheFlagThatMovesIt(t *testing.T) {
 	res = run(env, append([]string{"dev", "--dispatcher-http-addr", "127.0.0.1:0", "--sim", busy}, free...)...)
 	require.Equal(t, cli.ExitError, res.code, res.stderr)
 	require.Contains(t, res.stderr, "give another --sim address")
+	res = run(env, append(append([]string{"dev", "--dispatcher-http-addr", "127.0.0.1:0"}, free...), "--console", busy)...)
+	require.Equal(t, cli.ExitError, res.code, res.stderr)
+	require.Contains(t, res.stderr, "atmost dev: "+busy+" (the operator console) is in use, nothing was started")
+	require.Contains(t, res.stderr, "give another --console address (empty: none)")
+	require.NotContains(t, res.stderr, "ledger")
 
 	for args, want := range map[string][]string{
 		"--http-base-port 65534": {"dev", "--http-base-port", "65534"},
@@ -78,12 +83,13 @@ func TestDevGivesEachRoleItsOwnAddressWhateverATMOST_HTTP_ADDRSays(t *testing.T)
 	go func() {
 		done <- cli.Run(ctx, cli.IO{Stdout: &stdout, Stderr: &stderr, Env: func(name string) (string, bool) { v, ok := env[name]; return v, ok }},
 			[]string{"dev", "--nats-port", "0", "--data-dir", t.TempDir(), "--log", t.TempDir() + "/roles.log", "--ingest-http-addr", "127.0.0.1:0",
-				"--dispatcher-http-addr", "127.0.0.1:0", "--sweeper-http-addr", "127.0.0.1:0", "--reconciler-http-addr", "127.0.0.1:0"})
+				"--dispatcher-http-addr", "127.0.0.1:0", "--sweeper-http-addr", "127.0.0.1:0", "--reconciler-http-addr", "127.0.0.1:0", "--console", "127.0.0.1:0"})
 	}()
 	require.Eventually(t, func() bool { return bytes.Contains([]byte(stdout.String()), []byte("running; Ctrl-C")) }, 30*time.Second, 50*time.Millisecond,
 		"stdout: %s\nstderr: %s", &stdout, &stderr)
 	require.Contains(t, stdout.String(), "roles (/healthz, /readyz and /metrics): ingest 127.0.0.1:0, dispatcher 127.0.0.1:0, sweeper 127.0.0.1:0, reconciler 127.0.0.1:0")
 	require.Contains(t, stderr.String(), "atmost dev: ATMOST_HTTP_ADDR is one role's address and is not used")
+	require.Regexp(t, `(?m)^console: http://127\.0\.0\.1:[1-9][0-9]*$`, stdout.String(), "the console's address, printed")
 	// Every role keeps running: none failed on a taken address.
 	time.Sleep(2 * time.Second)
 	select {

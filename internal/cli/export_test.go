@@ -106,3 +106,12 @@ func NonSnakeKeys(out []byte) ([]string, error) {
 	}
 	return bad, nil
 }
+
+// SetReplayPaging makes rejects replay read pages of page rejects and note its progress after
+// every page at most every progress, until the test ends. A test that calls it must not run in
+// parallel.
+func SetReplayPaging(t interface{ Cleanup(func()) }, page int, progress time.Duration) {
+	saved := replayPaging
+	replayPaging.page, replayPaging.progress = page, progress
+	t.Cleanup(func() { replayPaging = saved })
+}

@@ -140,8 +140,9 @@ func rootHelp(w stdio.Writer, root *Command) {
 	listCommands(w, root.Subs)
 	fmt.Fprintln(w, "\nEnvironment:\n  ATMOST_DATABASE_URL  the ledger (default "+DefaultDatabaseURL+")")
 	fmt.Fprintln(w, "  ATMOST_OPERATOR      who makes changes to controls and intents (default user:<OS user name>)")
-	fmt.Fprintln(w, "  ATMOST_NATS_URL      events tail reads it (default "+DefaultNATSURL+"); park, resolve and retry publish")
-	fmt.Fprintln(w, "                       their event on it right away when it is set (else the next relay round does)")
+	fmt.Fprintln(w, "  ATMOST_NATS_URL      events tail reads it (default "+DefaultNATSURL+"); park, resolve, retry and rejects")
+	fmt.Fprintln(w, "                       replay publish their events on it right away when it is set (else the next")
+	fmt.Fprintln(w, "                       relay round does)")
 	fmt.Fprintln(w, "\nExit codes:")
 	for _, e := range exitCodes {
 		fmt.Fprintf(w, "  %d  %s\n", e.code, e.meaning)

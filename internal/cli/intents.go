@@ -334,7 +334,7 @@ func showIntent(ctx context.Context, c *line, key identity.DeliveryKey) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	wait, err := intentWait(ctx, c, l, rec.Intent)
+	wait, err := adapters.IntentWait(ctx, l, adapters.Builtin(), c.io.Env, rec.Intent)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -400,23 +400,6 @@ func showIntent(ctx context.Context, c *line, key identity.DeliveryKey) int {
 		}
 	})
 	return ExitOK
-}
-
-// intentWait is why a pending intent waits with no attempt opened, because its account cannot
-// be served (adapters.Waits), or nil.
-func intentWait(ctx context.Context, c *line, l *ledger.Ledger, in ledger.Intent) (*adapters.Wait, error) {
-	if in.State != ledger.Pending {
-		return nil, nil
-	}
-	a, err := l.Account(ctx, in.Account)
-	if err != nil {
-		return nil, err
-	}
-	waits, err := adapters.Waits(ctx, l, adapters.Builtin(), c.io.Env, []ledger.Account{a})
-	if w, ok := waits[a.ID]; ok && err == nil {
-		return &w, nil
-	}
-	return nil, err
 }
 
 // section prints one titled table of intents show, or "none" when it has no rows.

@@ -35,12 +35,13 @@ type rejectJSON struct {
 func rejectsCommand() *Command {
 	var reason string
 	var limit int
-	return &Command{Name: "rejects", Summary: "rejects ls: refused input, newest first, with its reason",
+	return &Command{Name: "rejects", Summary: "rejects ls, rejects replay: refused input, newest first, with its reason; re-submit it once its cause is fixed",
 		About: `Input that ingest refused, newest first: when, why (the reason and its detail), the subject and
 stream sequence it came from, its size and the start of its bytes. The ledger keeps every
 refused message (up to 64 KiB of it, and the SHA-256 of all of it) and publishes it on
-atmost.rejected.<reason>; nothing refused is lost, and nothing in this table is retried. A
-message the database would not take at all is listed as unstorable, by its size and SHA-256.
+atmost.rejected.<reason>; nothing refused is lost, and nothing in this table is retried unless
+an operator replays it (atmost rejects replay --help). A message the database would not take
+at all is listed as unstorable, by its size and SHA-256.
 
 The table shows control characters and bytes that are not UTF-8 as escapes. With --json, the
 subject, the detail and each header key and value are as the ledger stores them: as they came
@@ -53,7 +54,7 @@ when they are UTF-8 without NUL, otherwise "base64:" and the base64 of their byt
 				f.JSON("print JSON instead of a table")
 			},
 			Run: func(ctx context.Context, c *line) int { return listRejects(ctx, c, reason, limit) },
-		}},
+		}, replayCommand()},
 	}
 }
 

@@ -43,6 +43,12 @@ type DemoOptions struct {
 	Out io.Writer
 	// Logs receives the roles' JSON log lines.
 	Logs io.Writer
+	// Console is the operator console's address, where a person follows the demo's parked
+	// intents; "" starts none. ConsoleToken is its token ("" serves loopback only).
+	Console      string
+	ConsoleToken string
+	// Stay keeps every role and the console running after the final count, until ctx ends.
+	Stay bool
 }
 
 // DemoDatabase is the database the demo creates on the server of DemoOptions.DatabaseURL.
@@ -165,7 +171,7 @@ func Demo(ctx context.Context, opts DemoOptions) (DemoReport, error) {
 	}
 	fmt.Fprintf(opts.Out, "atmost demo: ledger %s, platform simulator %s\n", Redact(dbURL), simURL)
 
-	stack, err := Start(ctx, Options{DatabaseURL: dbURL, Env: overlay(noEnv, demoEnv), Logs: opts.Logs,
+	stack, err := Start(ctx, Options{DatabaseURL: dbURL, Env: overlay(noEnv, demoEnv), Logs: opts.Logs, Console: opts.Console, ConsoleToken: opts.ConsoleToken,
 		HTTPAddrs: map[string]string{"ingest": "127.0.0.1:0", "dispatcher": "127.0.0.1:0", "sweeper": "127.0.0.1:0", "reconciler": "127.0.0.1:0"}})
 	if err != nil {
 		return DemoReport{}, err
@@ -182,6 +188,9 @@ func Demo(ctx context.Context, opts DemoOptions) (DemoReport, error) {
 	}
 	if err := configure(ctx, l, simURL); err != nil {
 		return DemoReport{}, err
+	}
+	if stack.ConsoleURL != "" {
+		fmt.Fprintf(opts.Out, "atmost demo: the console is at %s (the parked intents: %s/intents?state=parked)\n", stack.ConsoleURL, stack.ConsoleURL)
 	}
 	fmt.Fprintf(opts.Out, "atmost demo: every role running (NATS %s, embedded); publishing %d intents to %d accounts\n", stack.NATSURL, opts.Intents, len(demoAccounts))
 
@@ -221,6 +230,13 @@ func Demo(ctx context.Context, opts DemoOptions) (DemoReport, error) {
 		return r, err
 	}
 	printReport(opts.Out, r)
+	if opts.Stay && stack.ConsoleURL != "" {
+		fmt.Fprintf(opts.Out, "\natmost demo: every role and the console keep running: the parked intents are at %s/intents?state=parked; Ctrl-C stops them\n", stack.ConsoleURL)
+		select {
+		case <-ctx.Done():
+		case <-stack.Failed():
+		}
+	}
 	return r, nil
 }
 

@@ -18,13 +18,18 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/atmost/atmost/internal/console"
 	"github.com/atmost/atmost/internal/migrate"
 	"github.com/atmost/atmost/internal/role/dispatch"
 	"github.com/atmost/atmost/internal/role/ingest"
 	"github.com/atmost/atmost/internal/role/reconcile"
 	"github.com/atmost/atmost/internal/role/sweep"
+	"github.com/atmost/atmost/pkg/ledger"
 )
 
 // DefaultDatabaseURL is the ledger when ATMOST_DATABASE_URL is unset: the local PostgreSQL
@@ -61,6 +66,10 @@ type Options struct {
 	Env func(string) (string, bool)
 	// Logs receives every role's JSON log lines.
 	Logs io.Writer
+	// Console is the operator console's address; "" starts none. ConsoleToken is its token
+	// ("" serves loopback only, see console.CheckListen).
+	Console      string
+	ConsoleToken string
 }
 
 // Stack is a running set of roles.
@@ -69,8 +78,12 @@ type Stack struct {
 	NATSURL     string
 	// Applied lists the migrations this start applied (none when the schema was current).
 	Applied []migrate.Applied
+	// ConsoleURL is where the operator console serves ("" when Options.Console was empty).
+	ConsoleURL string
 
 	nats    *server.Server
+	console *console.Running
+	closers []func()
 	tempDir string
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -98,6 +111,9 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	wanted := maps.Clone(addrs)
 	if opts.NATSURL == "" && opts.NATSPort != 0 {
 		wanted[EmbeddedNATS] = net.JoinHostPort("127.0.0.1", strconv.Itoa(opts.NATSPort))
+	}
+	if opts.Console != "" {
+		wanted[Console] = opts.Console
 	}
 	if err := CheckFree(wanted); err != nil {
 		return nil, err
@@ -129,7 +145,42 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 			}
 		})
 	}
+	if opts.Console != "" {
+		if err := s.startConsole(rctx, opts); err != nil {
+			_ = s.Stop()
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// startConsole serves the operator console on the stack's ledger and NATS, as `atmost
+// console` does.
+func (s *Stack) startConsole(ctx context.Context, opts Options) error {
+	pool, err := pgxpool.New(ctx, s.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("console: %w", err)
+	}
+	s.closers = append(s.closers, pool.Close)
+	l, err := ledger.New(pool, ledger.Config{Actor: "atmost-console"})
+	if err != nil {
+		return fmt.Errorf("console: %w", err)
+	}
+	nc, err := nats.Connect(s.NATSURL, nats.Name("atmost console"))
+	if err != nil {
+		return fmt.Errorf("console: NATS: %w", err)
+	}
+	s.closers = append(s.closers, nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("console: %w", err)
+	}
+	s.console, err = console.Listen(ctx, console.Config{Ledger: l, Token: opts.ConsoleToken, JetStream: js}, opts.Console, "", "")
+	if err != nil {
+		return fmt.Errorf("console on %s (--console \"\" starts none): %w", opts.Console, err)
+	}
+	s.ConsoleURL = s.console.URL
+	return nil
 }
 
 // DefaultHTTPBasePort is the port of ingest's /healthz, /readyz and /metrics; the dispatcher,
@@ -148,6 +199,9 @@ func HTTPAddrs(base int) map[string]string {
 
 // EmbeddedNATS names the embedded NATS server's client address in a BusyError.
 const EmbeddedNATS = "embedded NATS"
+
+// Console names the operator console's address in a BusyError.
+const Console = "the operator console"
 
 // BusyError is an address a stack needs that something else listens on.
 type BusyError struct {
@@ -260,7 +314,13 @@ func (s *Stack) Err() error {
 // NATS server, and returns the first role failure, if any.
 func (s *Stack) Stop() error {
 	s.cancel()
+	if s.console != nil {
+		_ = s.console.Wait()
+	}
 	s.wg.Wait()
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
 	if s.nats != nil {
 		s.nats.Shutdown()
 		s.nats.WaitForShutdown()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -73,7 +74,8 @@ func TestTheDemoEndsAtMostOnceWithEveryIntentAccountedFor(t *testing.T) {
 	require.Contains(t, out.String(), "STATE")
 }
 
-// atmost dev's stack: the ledger created and migrated, an embedded NATS, every role running;
+// atmost dev's stack: the ledger created and migrated, an embedded NATS, every role and the
+// console running;
 // an intent published by a producer is sent once and published; Stop stops every role.
 func TestTheDevStackRunsEveryRoleOnAnEmbeddedNATS(t *testing.T) {
 	t.Parallel()
@@ -87,9 +89,13 @@ func TestTheDevStackRunsEveryRoleOnAnEmbeddedNATS(t *testing.T) {
 	require.NoError(t, err)
 
 	stack, err := dev.Start(ctx, dev.Options{DatabaseURL: db.URL, HTTPAddrs: map[string]string{"ingest": "127.0.0.1:0", "dispatcher": "127.0.0.1:0",
-		"sweeper": "127.0.0.1:0", "reconciler": "127.0.0.1:0"}})
+		"sweeper": "127.0.0.1:0", "reconciler": "127.0.0.1:0"}, Console: "127.0.0.1:0"})
 	require.NoError(t, err)
 	require.NotEmpty(t, stack.Applied, "a fresh database is migrated")
+	resp, err := http.Get(stack.ConsoleURL + "/login")
+	require.NoError(t, err, "the console serves")
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.True(t, strings.HasPrefix(stack.NATSURL, "nats://127.0.0.1:"))
 
 	l, err := ledger.New(db.Pool, ledger.Config{Actor: "test"})
@@ -155,6 +161,15 @@ func TestTheDevStackNamesABusyPortBeforeStartingAnything(t *testing.T) {
 		"sweeper": "127.0.0.1:0", "reconciler": "127.0.0.1:0"}})
 	require.ErrorAs(t, err, &b)
 	require.Equal(t, dev.EmbeddedNATS, b.Name, "the embedded NATS server's port too")
+
+	_, err = dev.Start(context.Background(), dev.Options{DatabaseURL: db.URL, Console: busy, HTTPAddrs: map[string]string{"ingest": "127.0.0.1:0", "dispatcher": "127.0.0.1:0",
+		"sweeper": "127.0.0.1:0", "reconciler": "127.0.0.1:0"}})
+	require.ErrorAs(t, err, &b)
+	require.Equal(t, dev.Console, b.Name, "the console's port too")
+	require.Contains(t, err.Error(), busy+" (the operator console) is in use, nothing was started")
+	current, err = migrate.Current(context.Background(), db.URL)
+	require.NoError(t, err)
+	require.Zero(t, current, "nothing started: the ledger is not migrated")
 }
 
 // HTTPAddrs(DefaultHTTPBasePort) is each role's own default address, as its --help prints it.

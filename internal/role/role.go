@@ -250,17 +250,6 @@ func LoggerAt(w io.Writer, level zapcore.Level) *zap.Logger {
 	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), level), zap.ErrorOutput(zapcore.Lock(zapcore.AddSync(w))))
 }
 
-// ConnectNATS connects, waiting with backoff while the server is unreachable at start-up; once
-// connected, nats.go reconnects by itself for as long as the process lives.
-func ConnectNATS(ctx context.Context, name, url string, log *zap.Logger) (*nats.Conn, error) {
-	var nc *nats.Conn
-	err := Retry(ctx, log, "connect to NATS at "+url, func() (err error) {
-		nc, err = nats.Connect(url, nats.Name("atmost-"+name), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(false))
-		return err
-	})
-	return nc, err
-}
-
 // OpenPool opens the ledger's connection pool (lazily: an unreachable server is reported by
 // the first use and by /readyz, not here).
 func OpenPool(ctx context.Context, url string) (*pgxpool.Pool, error) {

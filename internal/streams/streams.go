@@ -131,6 +131,11 @@ func differences(want, have jetstream.StreamConfig) []string {
 	if want.Replicas != have.Replicas {
 		out = append(out, fmt.Sprintf("%d replicas, want %d", have.Replicas, want.Replicas))
 	}
+	// Async persistence (nats-server 2.12 and later, one replica only) acknowledges a message
+	// before it is written: a crash of the server then loses what it acknowledged.
+	if have.PersistMode != jetstream.DefaultPersistMode {
+		out = append(out, fmt.Sprintf("persist mode %s, want %s (acknowledged only once written)", have.PersistMode, jetstream.DefaultPersistMode))
+	}
 	if have.Duplicates < want.Duplicates {
 		out = append(out, fmt.Sprintf("duplicate window %s, shorter than the %s atmost needs", have.Duplicates, want.Duplicates))
 	}

@@ -85,6 +85,21 @@ func TestAnIncompatibleStreamIsAnErrorNotAChange(t *testing.T) {
 	require.NoError(t, streams.Ensure(ctx, nc, js, streams.Config{}, events.RejectsStream))
 }
 
+// A stream that acknowledges messages before it writes them (async persistence) is refused: an
+// acknowledged event or intent would be lost with the server.
+func TestAStreamThatAcknowledgesBeforeItWritesIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	nc, js := connect(t)
+	want := streams.Configs(streams.Config{})[0]
+	want.PersistMode = jetstream.AsyncPersistMode
+	_, err := js.CreateStream(ctx, want)
+	require.NoError(t, err)
+	err = streams.Ensure(ctx, nc, js, streams.Config{}, want.Name)
+	require.ErrorIs(t, err, streams.ErrIncompatible)
+	require.ErrorContains(t, err, "persist mode Async, want Default")
+}
+
 func TestServerVersionsAreComparedNumerically(t *testing.T) {
 	for have, ok := range map[string]bool{
 		"2.9.0": true, "2.9.10": true, "v2.10.4": true, "2.15.2": true, "3.0.0": true, "2.10.0-beta.1": true,

@@ -172,6 +172,151 @@ func (l *Ledger) Rejects(ctx context.Context, reason string, max int) ([]StoredR
 	return out, nil
 }
 
+// BrowseWindow is how many intents one Browse page examines at most, in its order, whatever
+// its filters: the bound that keeps a page's cost flat on a ledger of millions when the
+// filters match few. A page that examined its whole window without filling says so (Searched)
+// and its Next cursor continues the search after the window.
+const BrowseWindow = 5000
+
+// BrowseFilter chooses the intents Browse returns. Zero fields do not filter.
+type BrowseFilter struct {
+	// State: only intents in this state; each state is read through its own index.
+	State State
+	// Reason: only intents whose latest transition has this reason.
+	Reason Reason
+	// Account: only intents of this account.
+	Account string
+	// Since, Until: only intents whose last change was at Since or later and before Until.
+	Since, Until time.Time
+	// Text: only intents whose request, target or occurrence contains it (ignoring case), or
+	// whose platform object id is exactly it.
+	Text string
+}
+
+// BrowseCursor is where a Browse page starts: strictly after the intent changed At with
+// delivery key Key, in newest-first order. The zero cursor starts at the newest.
+type BrowseCursor struct {
+	At  time.Time
+	Key identity.DeliveryKey
+}
+
+// IsZero reports whether c is the start.
+func (c BrowseCursor) IsZero() bool { return c.At.IsZero() && c.Key.IsZero() }
+
+// BrowsePage is one page of Browse.
+type BrowsePage struct {
+	Intents []Intent
+	// Next continues after this page; nil when nothing is left to examine.
+	Next *BrowseCursor
+	// Searched is true when the page examined BrowseWindow intents and found fewer matches than
+	// it asked for: more may match after Next.
+	Searched bool
+}
+
+// Browse returns up to max intents matching f, newest first (by the time of their last change,
+// then by delivery key), after cursor: keyset pagination through the partial index of each
+// state, so a page costs at most the BrowseWindow rows it examines however large the ledger,
+// never an offset. It reads no history. Like ListIntents it runs read-only at READ COMMITTED.
+func (l *Ledger) Browse(ctx context.Context, f BrowseFilter, after BrowseCursor, max int) (BrowsePage, error) {
+	if f.State != "" && !f.State.Valid() {
+		return BrowsePage{}, fmt.Errorf("browse intents: %q is not a state", f.State)
+	}
+	if max < 1 || max > l.browseWindow {
+		return BrowsePage{}, fmt.Errorf("browse intents: max %d, want 1 to %d", max, l.browseWindow)
+	}
+	p := dbsqlc.IntentsBrowseParams{
+		State: string(f.State), Reason: string(f.Reason), AccountID: f.Account, Text: strings.TrimSpace(f.Text),
+		BeforeAt: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), BeforeKey: []byte{}, // no key sorts before the empty one: the first page ends before Until
+		Since: time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC), ScanRows: int32(l.browseWindow), MaxRows: int32(max) + 1,
+	}
+	if !f.Until.IsZero() {
+		p.BeforeAt = f.Until
+	}
+	if !f.Since.IsZero() {
+		p.Since = f.Since
+	}
+	if !after.IsZero() {
+		p.BeforeAt, p.BeforeKey = after.At, after.Key.Bytes()
+	}
+	var rows []dbsqlc.IntentsBrowseRow
+	err := l.scan(ctx, "browse intents", func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.IntentsBrowse(ctx, p)
+		return err
+	})
+	if err != nil {
+		return BrowsePage{}, err
+	}
+	var page BrowsePage
+	for _, r := range rows {
+		in, err := intentFromRow(dbsqlc.Intent{
+			DeliveryKey: r.DeliveryKey, AccountID: r.AccountID, Action: r.Action, Target: r.Target, Request: r.Request,
+			Occurrence: r.Occurrence, SourceID: r.SourceID, State: r.State, Reason: r.Reason, TransitionSeq: r.TransitionSeq,
+			AttemptsAuthorized: r.AttemptsAuthorized, AttemptToken: r.AttemptToken, Epoch: r.Epoch, Generation: r.Generation,
+			LeaseExpiresAt: r.LeaseExpiresAt, ObjectID: r.ObjectID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		})
+		if err != nil {
+			return BrowsePage{}, err
+		}
+		if r.Matched {
+			if len(page.Intents) == max {
+				// A match beyond the page: the next page starts after the page's last intent.
+				last := page.Intents[max-1]
+				page.Next = &BrowseCursor{At: last.UpdatedAt, Key: last.Key}
+				return page, nil
+			}
+			page.Intents = append(page.Intents, in)
+		}
+		if r.N == int64(l.browseWindow) {
+			// The window's last row: whatever follows was not examined, the search goes on there.
+			page.Next, page.Searched = &BrowseCursor{At: in.UpdatedAt, Key: in.Key}, len(page.Intents) < max
+		}
+	}
+	return page, nil
+}
+
+// Waiting counts the intents that are not published, by state and reason, each state through
+// the index that holds only it. Published intents, most of a ledger, are not counted: Changed
+// counts the recent ones.
+func (l *Ledger) Waiting(ctx context.Context) (map[State]map[Reason]int64, error) {
+	var rows []dbsqlc.IntentsWaitingRow
+	err := l.scan(ctx, "waiting intents", func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.IntentsWaiting(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := map[State]map[Reason]int64{}
+	for _, r := range rows {
+		add(out, State(r.State), Reason(r.Reason), r.N)
+	}
+	return out, nil
+}
+
+// Changed counts the intents whose last change was at since or later, by state and reason.
+func (l *Ledger) Changed(ctx context.Context, since time.Time) (map[State]map[Reason]int64, error) {
+	var rows []dbsqlc.IntentsChangedRow
+	err := l.scan(ctx, "changed intents", func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.IntentsChanged(ctx, since)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := map[State]map[Reason]int64{}
+	for _, r := range rows {
+		add(out, State(r.State), Reason(r.Reason), r.N)
+	}
+	return out, nil
+}
+
+func add(m map[State]map[Reason]int64, s State, r Reason, n int64) {
+	if m[s] == nil {
+		m[s] = map[Reason]int64{}
+	}
+	m[s][r] += n
+}
+
 // RejectAt returns the refused input stored from message seq of stream, or ErrNotFound.
 func (l *Ledger) RejectAt(ctx context.Context, stream string, seq int64) (StoredRejection, error) {
 	var row dbsqlc.RejectAtRow

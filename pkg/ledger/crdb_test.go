@@ -154,6 +154,9 @@ var cockroachSuite = []func(*testing.T){
 	TestADigestOnlyRejectionKeepsNoBytes,
 	TestOutstandingCountsEveryStateButPublished,
 	TestOrphansFindsRowsWhoseIntentDoesNotExist,
+	TestBrowsePagesNewestFirstThroughEveryState,
+	TestBrowseExaminesAtMostTheWindowAndResumesAfterIt,
+	TestWaitingAndChangedCountByStateAndReason,
 
 	// The restore protocol's ledger side: one transaction of separate statements (CockroachDB
 	// refuses a statement that modifies a table twice), the blocks and the restored point.
@@ -177,6 +180,15 @@ var cockroachSuite = []func(*testing.T){
 	TestForgottenRowsLeaveOnTheirOwnWithoutAWrite,
 	TestForgottenRowsStayWhenTheWriteFails,
 	TestForgottenRowsLeaveAtOnceWhenSerializable,
+
+	// Reject replay: Submit's statement and the control history in one transaction, raced.
+	TestAReplayCreatesTheIntentOnceItsCauseIsFixed,
+	TestAReplayOfARejectWhoseIntentWasPublishedSinceCreatesNothing,
+	TestAReplayAnswersEachRejectOfABatchInOrder,
+	TestADryRunReplayChangesNothing,
+	TestAReplayOfWhatIsNoStoredRejectWritesNothing,
+	TestRejectsToReplaySelectByReasonAndTime,
+	TestConcurrentReplaysOfARejectCreateOneIntent,
 }
 
 // cockroachLeftOut are the tests of this package the lane does not run, and why: what touches
@@ -186,17 +198,19 @@ var cockroachLeftOut = map[string]string{
 	"TestTheCockroachLaneNamesEveryLedgerTest": "reads this package's source, no database",
 
 	// No database: the tables in Go and the SQL files as text.
-	"TestEveryDeclaredReasonIsInTheTable":      "no database",
-	"TestEveryReasonLeadsToOneOfTheSixStates":  "no database",
-	"TestTheReasonTableMatchesTheCode":         "no database",
-	"TestEveryGuardNamedIsAStatementOfItsFile": "no database",
-	"TestQueriesWriteOnlyKnownReasons":         "no database",
-	"TestTransitionTableHasNoWayBack":          "no database",
-	"TestStoredTextRoundTripsAnyBytes":         "no database",
+	"TestEveryDeclaredReasonIsInTheTable":        "no database",
+	"TestEveryReasonLeadsToOneOfTheSixStates":    "no database",
+	"TestTheReasonTableMatchesTheCode":           "no database",
+	"TestEveryGuardNamedIsAStatementOfItsFile":   "no database",
+	"TestQueriesWriteOnlyKnownReasons":           "no database",
+	"TestTransitionTableHasNoWayBack":            "no database",
+	"TestStoredTextRoundTripsAnyBytes":           "no database",
+	"TestBrowseNamesEveryReasonOfTheSweptStates": "no database",
 
 	// PostgreSQL's planner: EXPLAIN.
-	"TestHotStatementsReachRowsByPrimaryKey":   "PostgreSQL's EXPLAIN",
-	"TestThePeoplesQueueIsReadThroughItsIndex": "PostgreSQL's EXPLAIN",
+	"TestHotStatementsReachRowsByPrimaryKey":              "PostgreSQL's EXPLAIN",
+	"TestThePeoplesQueueIsReadThroughItsIndex":            "PostgreSQL's EXPLAIN",
+	"TestConsoleReadsGoThroughThePartialIndexOfEachState": "PostgreSQL's EXPLAIN",
 
 	// The interleavings (interleave) see the second transaction wait for a lock in
 	// pg_stat_activity; on CockroachDB the wait would be found in crdb_internal.cluster_locks

@@ -93,6 +93,9 @@ type Ledger struct {
 	// now overrides the database clock where a test must stand exactly on an edge; nil
 	// (always, outside tests) means the database's now().
 	now func() *time.Time
+	// browseWindow is BrowseWindow, but smaller where a test walks the window's edge on a few
+	// rows.
+	browseWindow int
 }
 
 func (l *Ledger) clock() *time.Time {
@@ -109,10 +112,11 @@ func New(db DB, cfg Config) (*Ledger, error) {
 		return nil, err
 	}
 	return &Ledger{
-		db:     db,
-		cfg:    cfg,
-		log:    cfg.Logger.Named("ledger"),
-		commit: func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) },
+		db:           db,
+		cfg:          cfg,
+		log:          cfg.Logger.Named("ledger"),
+		commit:       func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) },
+		browseWindow: BrowseWindow,
 	}, nil
 }
 

@@ -98,6 +98,9 @@ func TestQueriesWriteOnlyKnownReasons(t *testing.T) {
 		"rate_burst": true, "text_window_seconds": true, "retryable_reasons": true,
 		"account": true, "platform": true, "settings": true, "credential_ref": true, "credential_version": true,
 		"revoked": true, "disabled": true, "contract_version": true, "true": true, "false": true,
+		// a reject replay's kind, its outcomes and the JSON keys of its before and after
+		"reject_replay": true, "already_stored": true, "outcome": true, "detail": true, "stream": true,
+		"stream_seq": true, "delivery_key": true,
 		// the sweeper's verdicts and the JSON key of its parking detail
 		"moved": true, "lookup_lost": true, "never_reconciled": true, "why": true,
 		// the JSON keys of a duplicate_text refusal's detail (TextHold)

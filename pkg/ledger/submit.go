@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
@@ -21,6 +22,13 @@ const (
 	// message with reason unknown_account.
 	UnknownAccount SubmitOutcome = "unknown_account"
 )
+
+// UnknownAccountRefusal is the refusal of a valid envelope whose account is not configured
+// (Submit's UnknownAccount): ingest stores it as the message's reject, and a replay of the
+// reject reports it again while the account is still missing.
+func UnknownAccountRefusal(account string) *identity.RejectError {
+	return &identity.RejectError{Reason: identity.ReasonUnknownAccount, Detail: "account " + strconv.Quote(account) + " is not configured"}
+}
 
 // SubmitResult is Submit's answer for one intent of the batch.
 type SubmitResult struct {
@@ -44,16 +52,40 @@ func (l *Ledger) Submit(ctx context.Context, intents []identity.Envelope) ([]Sub
 // and the request are the envelope's alone, so an intent submitted again with another
 // traceparent is a duplicate and keeps the first one's.
 func (l *Ledger) SubmitTraced(ctx context.Context, intents []identity.Envelope, traceparents []string) ([]SubmitResult, error) {
-	results := make([]SubmitResult, len(intents))
-	first := make(map[identity.DeliveryKey]int, len(intents))
-	var p dbsqlc.IntentSubmitParams
+	b := newSubmitBatch(intents, traceparents, l.cfg.Actor)
+	if b.empty() {
+		return b.results, nil
+	}
+	var rows []dbsqlc.IntentSubmitRow
+	err := l.inTxForgetting(ctx, string(OpSubmit), func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.IntentSubmit(ctx, b.params)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("submit %d intents: %w", len(b.first), err)
+	}
+	return b.answer(rows)
+}
+
+// submitBatch is one IntentSubmit: its parameters, and how its rows answer the intents given.
+// Submit runs one alone; a reject replay runs one in its own transaction, with the operator as
+// actor.
+type submitBatch struct {
+	params  dbsqlc.IntentSubmitParams
+	results []SubmitResult
+	first   map[identity.DeliveryKey]int // where each distinct key first comes in the input
+}
+
+func newSubmitBatch(intents []identity.Envelope, traceparents []string, actor string) *submitBatch {
+	b := &submitBatch{results: make([]SubmitResult, len(intents)), first: make(map[identity.DeliveryKey]int, len(intents))}
+	p := &b.params
 	for i, e := range intents {
 		key := e.DeliveryKey()
-		results[i] = SubmitResult{Key: key, Outcome: Duplicate}
-		if _, seen := first[key]; seen {
+		b.results[i] = SubmitResult{Key: key, Outcome: Duplicate}
+		if _, seen := b.first[key]; seen {
 			continue // the same intent twice in one batch: the first occurrence decides
 		}
-		first[key] = i
+		b.first[key] = i
 		p.DeliveryKeys = append(p.DeliveryKeys, key.Bytes())
 		p.AccountIds = append(p.AccountIds, e.Account)
 		p.Actions = append(p.Actions, e.Action)
@@ -77,32 +109,28 @@ func (l *Ledger) SubmitTraced(ctx context.Context, intents []identity.Envelope, 
 		}
 		p.Traceparents = append(p.Traceparents, traceparent)
 	}
-	if len(first) == 0 {
-		return results, nil
-	}
-	p.Actor = l.cfg.Actor
+	p.Actor = actor
+	return b
+}
 
-	var rows []dbsqlc.IntentSubmitRow
-	err := l.inTxForgetting(ctx, string(OpSubmit), func(q *dbsqlc.Queries) (err error) {
-		rows, err = q.IntentSubmit(ctx, p)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("submit %d intents: %w", len(first), err)
-	}
-	if len(rows) != len(first) {
-		return nil, fmt.Errorf("submit: %d answers for %d intents", len(rows), len(first))
+// empty reports whether the batch has nothing for the database.
+func (b *submitBatch) empty() bool { return len(b.first) == 0 }
+
+// answer reads IntentSubmit's rows into the results, in input order.
+func (b *submitBatch) answer(rows []dbsqlc.IntentSubmitRow) ([]SubmitResult, error) {
+	if len(rows) != len(b.first) {
+		return nil, fmt.Errorf("submit: %d answers for %d intents", len(rows), len(b.first))
 	}
 	for _, row := range rows {
 		key, err := identity.DeliveryKeyFromBytes(row.DeliveryKey)
 		if err != nil {
 			return nil, fmt.Errorf("submit: %w", err)
 		}
-		i, ok := first[key]
+		i, ok := b.first[key]
 		if !ok {
 			return nil, fmt.Errorf("submit: answer for %s, which was not submitted", key)
 		}
-		results[i].Outcome = SubmitOutcome(row.Outcome)
+		b.results[i].Outcome = SubmitOutcome(row.Outcome)
 	}
-	return results, nil
+	return b.results, nil
 }

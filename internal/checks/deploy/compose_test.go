@@ -17,6 +17,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/internal/cli"
@@ -342,6 +343,37 @@ func TestComposeRunsOneNATSServerWithJetStream(t *testing.T) {
 	volumeAt(t, p, s, storeDir)
 	require.NotNil(t, s.HealthCheck, "%s: the roles wait for it to be healthy", s.Name)
 	require.Contains(t, strings.Join(s.HealthCheck.Test, " "), "/healthz", "%s", s.Name)
+}
+
+// Every NATS server of both sizes reads the repository's deploy/nats/jetstream.conf, mounted
+// read-only where its --config points, and that file, as nats-server reads it, has JetStream
+// write every message to disk before acknowledging it (sync_interval: always). The
+// crash-and-fault suites run their servers with the same file.
+func TestEveryNATSServerWritesToDiskBeforeItAcknowledges(t *testing.T) {
+	want, err := filepath.Abs(filepath.Join(root, "deploy/nats/jetstream.conf"))
+	require.NoError(t, err)
+	opts, err := server.ProcessConfigFile(want)
+	require.NoError(t, err)
+	require.True(t, opts.JetStream, "%s enables JetStream", want)
+	require.True(t, opts.SyncAlways, "%s: sync_interval: always", want)
+	for _, z := range sizes {
+		t.Run(z.profile, func(t *testing.T) {
+			p := loadCompose(t, z.profile)
+			for _, s := range byImage(p, "nats:") {
+				inContainer, ok := flag(s.Command, "--config")
+				require.True(t, ok, "%s: no --config", s.Name)
+				var mounted string
+				for _, v := range s.Volumes {
+					if v.Target == inContainer {
+						require.Equal(t, types.VolumeTypeBind, v.Type, "%s: %s must be a file of the repository", s.Name, inContainer)
+						require.True(t, v.ReadOnly, "%s: mount %s read-only", s.Name, inContainer)
+						mounted = v.Source
+					}
+				}
+				require.Equal(t, want, mounted, "%s: %s", s.Name, inContainer)
+			}
+		})
+	}
 }
 
 // roleServices returns a size's services that run a role, sorted by name.

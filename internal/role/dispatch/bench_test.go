@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -50,22 +51,46 @@ var (
 	benchProfile   = flag.String("window-cpuprofile", "", "write a CPU profile of the measured window only (not the set-up or the commit probe) to this file")
 	benchTraced    = flag.Bool("traced", false, "the producer puts a W3C traceparent on every intent; with no exporter anywhere this measures the trace context's own cost (stored, relayed, continued)")
 	benchProcess   = flag.Bool("dispatcher-process", true, "run the dispatcher role in a process of its own, as in production, and report its peak memory alone (false: in the benchmark's process, where one CPU profile sees the whole pipeline)")
+	benchPool      = flag.String("dispatchers", "1", "dispatcher processes on the one ledger and consumer, a comma-separated list: one sub-benchmark each (make bench-pool: 1,2,4)")
+	benchConc      = flag.Int("concurrency", 0, "each dispatcher's intents worked at once, sends in flight included (0: the default)")
+	benchAccounts  = flag.Int("accounts", 1, "accounts the intents are spread over, in turn")
+	benchRate      = flag.Int("rate", 0, "each account's rate limit a minute, its burst as large (0: unlimited, no rate bucket is written); a rate far above the run's makes every Authorize take tokens from each account's bucket row without ever refusing")
 )
 
 // BenchmarkEndToEnd publishes b.N intents to ATMOST_INTENTS while one ingester (in this
-// process) and one dispatcher (the role, in a child process; -dispatcher-process=false: in this
-// one) run against the platform simulator (in this process), and reports intents/s from the
-// first ingest commit to the last publication, the p50 and p99 latency from ingest (the
-// intent's creation) to published, ledger commits per intent, the CPU each side spent, this
-// process's memory obtained from the OS (Go's Sys) and the dispatcher process's peak resident
-// memory.
+// process) and one or more dispatchers (the role, each in a child process of its own sharing
+// one consumer; -dispatcher-process=false: in this one) run against the platform simulator (in
+// this process), and reports intents/s from the first ingest commit to the last publication,
+// the p50 and p99 latency from ingest (the intent's creation) to published, ledger commits per
+// intent, the conflicts per intent (transaction restarts, lost leases, work items handled
+// again), the CPU each side spent and the machine's busy share, the lock waits seen in the
+// database, this process's memory obtained from the OS (Go's Sys) and the dispatcher
+// processes' peak resident memory.
 func BenchmarkEndToEnd(b *testing.B) {
+	var pool []int
+	for _, f := range strings.Split(*benchPool, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		require.NoError(b, err, "-dispatchers %q", *benchPool)
+		require.Positive(b, n, "-dispatchers %q", *benchPool)
+		pool = append(pool, n)
+	}
 	for _, latency := range []time.Duration{0, 50 * time.Millisecond} {
-		b.Run(fmt.Sprintf("platform-latency=%s", latency), func(b *testing.B) { benchEndToEnd(b, latency) })
+		b.Run(fmt.Sprintf("platform-latency=%s", latency), func(b *testing.B) {
+			if len(pool) == 1 && pool[0] == 1 {
+				benchEndToEnd(b, latency, 1) // the names of make bench's runs stay as they were
+				return
+			}
+			for _, n := range pool {
+				b.Run(fmt.Sprintf("dispatchers=%d", n), func(b *testing.B) { benchEndToEnd(b, latency, n) })
+			}
+		})
 	}
 }
 
-func benchEndToEnd(b *testing.B, latency time.Duration) {
+// account is the benchmark's i-th account (of -accounts).
+func account(i int) string { return fmt.Sprintf("acct-%d", i%*benchAccounts+1) }
+
+func benchEndToEnd(b *testing.B, latency time.Duration, dispatchers int) {
 	role.TuneGC() // as every role does at start
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -84,13 +109,20 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 	require.NoError(b, err)
 	simURL, _, err := s.Serve(ctx, "127.0.0.1:0")
 	require.NoError(b, err)
-	require.NoError(b, l.AddAccount(ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(fmt.Sprintf(`{"url":%q}`, simURL))}, "test", "a test account"))
+	require.Positive(b, *benchAccounts, "-accounts")
+	rate := ledger.PolicyOverride{RatePerMinute: benchRate, RateBurst: benchRate}
+	if *benchRate == 0 {
+		rate.RateBurst = nil
+	}
+	for a := range *benchAccounts {
+		id := account(a)
+		require.NoError(b, l.AddAccount(ctx, ledger.Account{ID: id, Platform: sim.Name, Settings: json.RawMessage(fmt.Sprintf(`{"url":%q}`, simURL))}, "test", "a test account"))
+		_, err = l.SetPolicy(ctx, id, ledger.PolicyEdit{Set: rate}, "bench", "the benchmark's rate limit (-rate)")
+		require.NoError(b, err)
+	}
 	if b.N >= 100 { // the testing package's first, one-intent run only finds the code path
 		preload(b, ctx, db.Pool, *benchPreload)
 	}
-	unlimited := 0
-	_, err = l.SetPolicy(ctx, "acct-1", ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, "bench", "no rate limit in the benchmark")
-	require.NoError(b, err)
 	srv := natstest.New(b)
 	nc := srv.Connect(b)
 	js, err := jetstream.New(nc)
@@ -113,14 +145,23 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 			}
 		}
 	}()
-	dl := newLedger("dispatcher")
-	var child *dispatcherProcess
-	if *benchProcess && b.N >= 100 {
-		child = startDispatcher(b, db.AppURL(), srv.URL)
-	} else {
-		d, err := dispatch.New(ctx, js, dl, relay.New(dl, js, relay.Config{RemoveLater: true}), dispatch.Config{Platforms: platform.Registry{sim.Name: sim.Open}, Pipelines: *benchPipelines, Batch: *benchBatch})
+	var children []*dispatcherProcess
+	var inProcess []*ledger.Ledger
+	for n := range dispatchers {
+		if *benchProcess && b.N >= 100 {
+			children = append(children, startDispatcher(b, db.AppURL(), srv.URL))
+			continue
+		}
+		dl := newLedger(fmt.Sprintf("dispatcher-%d", n))
+		inProcess = append(inProcess, dl)
+		d, err := dispatch.New(ctx, js, dl, relay.New(dl, js, relay.Config{RemoveLater: true}), dispatch.Config{Platforms: platform.Registry{sim.Name: sim.Open}, Pipelines: *benchPipelines, Batch: *benchBatch, Concurrency: *benchConc})
 		require.NoError(b, err)
 		go func() { _ = d.Run(ctx) }()
+	}
+	alive := func() {
+		for _, c := range children {
+			c.alive(b)
+		}
 	}
 
 	var peak atomic.Uint64
@@ -137,9 +178,12 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 	// The measured intents are those created from here on (the preloaded ones are older).
 	var since time.Time
 	require.NoError(b, db.Pool.QueryRow(ctx, `SELECT now()`).Scan(&since))
+	backendsBefore, err := benchtest.BackendsCPU(ctx, db.Pool, db.Name)
+	require.NoError(b, err)
 	var before int64
 	require.NoError(b, db.Pool.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&before))
 	walBefore := walPosition(b, ctx, db.Pool)
+	waits := sampleWaits(b, ctx, db.Name)
 
 	if *benchProfile != "" {
 		f, err := os.Create(*benchProfile)
@@ -149,48 +193,49 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 	}
 	selfBefore, _ := benchtest.CPUTimes()
 	pgBefore := benchtest.ServerCPU(ctx, db.Pool)
-	var childBefore time.Duration
-	if child != nil {
-		childBefore = benchtest.ProcessCPU(child.pid())
-	}
+	machineBusyBefore, machineBefore := benchtest.MachineCPU()
+	childrenBefore := childrenCPU(children)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		body := fmt.Sprintf(`{"v":1,"account":"acct-1","action":"post","request":{"text":"end to end %d"}}`, i)
-		msg := &nats.Msg{Subject: events.IntentSubject("acct-1"), Data: []byte(body)}
+		body := fmt.Sprintf(`{"v":1,"account":%q,"action":"post","request":{"text":"end to end %d"}}`, account(i), i)
+		msg := &nats.Msg{Subject: events.IntentSubject(account(i)), Data: []byte(body)}
 		if *benchTraced {
 			msg.Header = nats.Header{tracecontext.Header: []string{fmt.Sprintf("00-%032x-%016x-01", i+1, i+1)}}
 		}
-		_, err := producer.PublishMsgAsync(msg)
+		// Waiting for room among the 4,096 unacknowledged, as long as it takes: on a loaded
+		// machine the default of 200 ms failed the run with 4 dispatchers.
+		_, err := producer.PublishMsgAsync(msg, jetstream.WithStallWait(time.Minute))
 		require.NoError(b, err)
 	}
 	deadline := time.Now().Add(10 * time.Minute)
 	// The platform's count is read in this process for free; the ledger is asked only once
 	// every object exists, so the benchmark's own polling does not scan intents under load.
 	for s.ObjectCount() < b.N && time.Now().Before(deadline) {
-		child.alive(b)
+		alive()
 		time.Sleep(10 * time.Millisecond)
 	}
 	for {
 		var published int
 		// The pool is SERIALIZABLE: a read may be chosen as a serialization victim; it is
 		// simply asked again.
-		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM intents WHERE state = 'published' AND account_id = 'acct-1' AND created_at >= $1`, since).Scan(&published); err == nil && published == b.N {
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM intents WHERE state = 'published' AND created_at >= $1`, since).Scan(&published); err == nil && published == b.N {
 			break
 		}
 		if time.Now().After(deadline) {
 			b.Fatalf("%d of %d published after 10 minutes", published, b.N)
 		}
-		child.alive(b)
+		alive()
 		time.Sleep(10 * time.Millisecond)
 	}
 	b.StopTimer()
 	selfAfter, _ := benchtest.CPUTimes()
 	pgAfter := benchtest.ServerCPU(ctx, db.Pool)
-	if child != nil {
-		childCPU := benchtest.ProcessCPU(child.pid()) - childBefore
-		selfAfter += childCPU
-		b.ReportMetric(float64(childCPU)/float64(time.Millisecond)/float64(b.N), "dispatcher-cpu-ms/intent")
-	}
+	machineBusyAfter, machineAfter := benchtest.MachineCPU()
+	dispatcherCPU := childrenCPU(children) - childrenBefore
+	selfAfter += dispatcherCPU
+	backendsAfter, err := benchtest.BackendsCPU(ctx, db.Pool, db.Name)
+	require.NoError(b, err)
+	waited := waits()
 	if *benchProfile != "" {
 		pprof.StopCPUProfile()
 	}
@@ -210,15 +255,59 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 	b.ReportMetric(p99*1000, "p99-ms")
 	b.ReportMetric(float64(after-before)/float64(b.N), "commits/intent")
 	b.ReportMetric(float64(peak.Load())/(1<<20), "peak-MB")
-	restarts := il.Retries() + dl.Retries()
-	if child != nil {
-		b.ReportMetric(float64(benchtest.PeakResident(child.pid()))/(1<<20), "dispatcher-peak-MB")
-		restarts += child.restarts(b)
+	restarts := il.Retries()
+	for _, dl := range inProcess {
+		restarts += dl.Retries()
 	}
-	b.ReportMetric(float64(restarts)/float64(b.N), "restarts/intent")
-	b.ReportMetric(float64(selfAfter-selfBefore)/float64(time.Millisecond)/float64(b.N), "go-cpu-ms/intent")
+	var peakChild uint64
+	works := map[string]float64{}
+	for _, c := range children {
+		peakChild = max(peakChild, benchtest.PeakResident(c.pid()))
+		m := c.metrics(b)
+		restarts += uint64(m["atmost_ledger_transaction_restarts_total"])
+		for k, v := range m {
+			if result, ok := strings.CutPrefix(k, `atmost_dispatch_work_total{result="`); ok {
+				works[strings.TrimSuffix(result, `"}`)] += v
+			}
+		}
+	}
+	perIntent := func(v float64) float64 { return v / float64(b.N) }
+	cpuPerIntent := func(d time.Duration) float64 { return perIntent(float64(d) / float64(time.Millisecond)) }
+	b.ReportMetric(perIntent(float64(restarts)), "restarts/intent")
+	if len(children) > 0 {
+		b.ReportMetric(float64(peakChild)/(1<<20), "dispatcher-peak-MB")
+		// The conflicts the dispatchers met beyond restarts: a claim that expired before its
+		// Authorize, an intent fenced or whose completion was fenced out (the one that holds it
+		// decides), and every work item handled again (redelivered, or found worked by
+		// another). Every result is logged, with the messages of the dispatchers' logs.
+		b.ReportMetric(perIntent(works["lease_lost"]+works["fenced"]+works["completion_fenced"]), "lease-lost/intent")
+		var all float64
+		for _, v := range works {
+			all += v
+		}
+		b.ReportMetric(perIntent(all-works["completed"]), "redone/intent")
+		b.Logf("work results of %d dispatchers: %v; their log: %v", len(children), works, logged(children))
+		b.ReportMetric(cpuPerIntent(dispatcherCPU), "dispatcher-cpu-ms/intent")
+	}
+	b.ReportMetric(cpuPerIntent(selfAfter-selfBefore), "go-cpu-ms/intent")
 	if pgAfter > pgBefore {
-		b.ReportMetric(float64(pgAfter-pgBefore)/float64(time.Millisecond)/float64(b.N), "pg-cpu-ms/intent")
+		b.ReportMetric(cpuPerIntent(pgAfter-pgBefore), "pg-cpu-ms/intent")
+	}
+	// Only this database's backends: on a server other work shares, pg-cpu-ms/intent counts
+	// that work too (and the server's background processes, which this leaves out).
+	b.ReportMetric(cpuPerIntent(benchtest.BackendsSpent(backendsBefore, backendsAfter)), "pg-db-cpu-ms/intent")
+	// How busy the machine's cores were during the window, whoever kept them busy: near 1,
+	// the rate is the machine's, and more dispatchers cannot raise it.
+	if machineAfter > machineBefore {
+		b.ReportMetric(float64(machineBusyAfter-machineBusyBefore)/float64(machineAfter-machineBefore), "machine-busy")
+	}
+	// Backends of this database running a statement, and of those waiting for a lock, on
+	// average over the window; what they waited for is logged.
+	b.ReportMetric(waited.mean(waited.active), "active-backends")
+	b.ReportMetric(waited.lockWaiting(), "lock-waiting")
+	if b.N >= 100 {
+		b.Logf("backends running a statement, on average, by what they waited for: %s; and in which statement: %s",
+			waited.top(waited.waits, 8), waited.top(waited.statements, 12))
 	}
 	// The write-ahead log of the window, from the log's insert position (exact, unlike
 	// pg_stat_wal, which backends update at most once a second). The preload ends with a
@@ -227,7 +316,7 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 	// on a 100,000-intent ledger, most of the bytes. Measured once without that CHECKPOINT (no
 	// full pages, a third of the bytes), throughput and CPU per intent did not improve: the full
 	// pages cost write bandwidth here, not the CPU the two cores lack.
-	b.ReportMetric(float64(walAfter-walBefore)/1024/float64(b.N), "wal-kB/intent")
+	b.ReportMetric(perIntent(float64(walAfter-walBefore)/1024), "wal-kB/intent")
 	c := s.Counts()
 	if c.GroupedReads > 0 {
 		b.ReportMetric(float64(b.N)/float64(c.GroupedReads), "intents/grouped-read")
@@ -236,8 +325,8 @@ func benchEndToEnd(b *testing.B, latency time.Duration) {
 	require.Equal(b, b.N, c.Objects)
 
 	// PostgreSQL's own ceiling on this machine, measured in the same run: single-row insert
-	// commits from as many connections as the roles above held (a pool of 4 each), so the
-	// ratio of atmost's commit rate to the database's is visible.
+	// commits from 4 connections (the pool of one role), so the ratio of atmost's commit rate
+	// to the database's is visible.
 	if b.N < 100 {
 		return
 	}
@@ -259,12 +348,9 @@ type dispatcherProcess struct {
 
 func (p *dispatcherProcess) pid() int { return p.cmd.Process.Pid }
 
-// alive fails the benchmark when the process has ended (a nil p is the in-process dispatcher).
+// alive fails the benchmark when the process has ended.
 func (p *dispatcherProcess) alive(b *testing.B) {
 	b.Helper()
-	if p == nil {
-		return
-	}
 	select {
 	case err := <-p.done:
 		p.over = true
@@ -275,27 +361,146 @@ func (p *dispatcherProcess) alive(b *testing.B) {
 
 var metricsClient = &http.Client{Timeout: 5 * time.Second}
 
-// restarts reads the process's atmost_ledger_transaction_restarts_total from its /metrics.
-func (p *dispatcherProcess) restarts(b *testing.B) uint64 {
+// metrics reads the process's /metrics: each sample's value by its name and labels as the text
+// format writes them (`atmost_dispatch_work_total{result="completed"}`). It fails the benchmark
+// without atmost_ledger_transaction_restarts_total, which every role exports.
+func (p *dispatcherProcess) metrics(b *testing.B) map[string]float64 {
 	b.Helper()
 	resp, err := metricsClient.Get("http://" + p.addr + "/metrics")
 	require.NoError(b, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(b, err)
+	samples := map[string]float64{}
 	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, "atmost_ledger_transaction_restarts_total "); ok {
-			n, err := strconv.ParseFloat(v, 64)
-			require.NoError(b, err, line)
-			return uint64(n)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		require.NoError(b, err, line)
+		samples[line[:max(i, 0)]] = v
+	}
+	_, ok := samples["atmost_ledger_transaction_restarts_total"]
+	require.True(b, ok, "the dispatcher process's /metrics has no atmost_ledger_transaction_restarts_total")
+	return samples
+}
+
+// logged counts the dispatcher processes' log lines by message: why work was handled again (a
+// batch whose Authorize restarted too often, a failed Begin) names itself there, beside the
+// few lines of a start.
+func logged(children []*dispatcherProcess) map[string]int {
+	n := map[string]int{}
+	for _, c := range children {
+		for _, line := range strings.Split(c.out.String(), "\n") {
+			var entry struct{ Msg string }
+			if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg != "" {
+				n[entry.Msg]++
+			}
 		}
 	}
-	b.Fatalf("the dispatcher process's /metrics has no atmost_ledger_transaction_restarts_total")
-	return 0
+	return n
+}
+
+// childrenCPU is the CPU time the dispatcher processes have used so far.
+func childrenCPU(children []*dispatcherProcess) time.Duration {
+	var t time.Duration
+	for _, c := range children {
+		t += benchtest.ProcessCPU(c.pid())
+	}
+	return t
+}
+
+// waitSamples is what sampleWaits saw of a database's backends running a statement.
+type waitSamples struct {
+	samples int
+	active  int            // backends running a statement, summed over the samples
+	waits   map[string]int // of those, by what they waited for ("Lock:transactionid"; "CPU" for none)
+	// by what they waited for and in which statement: the ledger's are named by sqlc's
+	// "-- name:" line (IntentsAuthorize), any other by its first word (commit)
+	statements map[string]int
+}
+
+// lockWaiting is how many backends waited for a heavyweight lock (a row another transaction
+// holds, such as an account's rate bucket, or the transaction that holds it), on average.
+func (w waitSamples) lockWaiting() float64 {
+	var n int
+	for k, v := range w.waits {
+		if strings.HasPrefix(k, "Lock:") {
+			n += v
+		}
+	}
+	return w.mean(n)
+}
+
+func (w waitSamples) mean(n int) float64 {
+	if w.samples == 0 {
+		return 0
+	}
+	return float64(n) / float64(w.samples)
+}
+
+// top is the first n of counts by their average, largest first.
+func (w waitSamples) top(counts map[string]int, n int) string {
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return counts[keys[i]] > counts[keys[j]] })
+	var parts []string
+	for _, k := range keys[:min(n, len(keys))] {
+		parts = append(parts, fmt.Sprintf("%s %.2f", k, w.mean(counts[k])))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// sampleWaits samples, every 20 ms until the returned function is called, the backends of
+// database dbName running a statement and what each waits for, and that function returns what
+// it saw. It asks from the server's maintenance database, so that its queries are not among the
+// commits the benchmark counts in dbName.
+func sampleWaits(b *testing.B, ctx context.Context, dbName string) func() waitSamples {
+	b.Helper()
+	conn, err := pgx.Connect(ctx, dbtest.AdminURL())
+	require.NoError(b, err)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	seen := waitSamples{waits: map[string]int{}, statements: map[string]int{}}
+	go func() {
+		defer close(done)
+		defer conn.Close(context.WithoutCancel(ctx))
+		for {
+			rows, err := conn.Query(ctx, `SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU'),
+				       coalesce(substring(query FROM '^-- name: (\w+)'), lower(split_part(ltrim(query), ' ', 1))), count(*)::INT
+				FROM pg_stat_activity WHERE datname = $1 AND state = 'active' GROUP BY 1, 2`, dbName)
+			if err == nil {
+				var wait, statement string
+				var n int
+				_, err = pgx.ForEachRow(rows, []any{&wait, &statement, &n}, func() error {
+					seen.waits[wait] += n
+					seen.statements[wait+" in "+statement] += n
+					seen.active += n
+					return nil
+				})
+			}
+			if err == nil { // an error (a cancelled context) is simply not a sample
+				seen.samples++
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	return func() waitSamples {
+		close(stop)
+		<-done
+		return seen
+	}
 }
 
 // startDispatcher runs this test binary again as the dispatcher role (TestBenchDispatcher), on
-// the given ledger and broker, with the benchmark's isolation, pipelines and batch, and waits
+// the given ledger and broker, with the benchmark's isolation, pipelines, batch and concurrency, and waits
 // until it serves /readyz on the port it bound (its start-up log line names it). The test's end
 // stops it with SIGTERM, as an orchestrator would. The child's environment holds no ATMOST_
 // variable but those set here, so a shell's settings configure neither dispatcher.
@@ -307,6 +512,9 @@ func startDispatcher(b *testing.B, dbURL, natsURL string) *dispatcherProcess {
 	}
 	if *benchBatch > 0 {
 		args = append(args, "--batch", fmt.Sprint(*benchBatch))
+	}
+	if *benchConc > 0 {
+		args = append(args, "--concurrency", fmt.Sprint(*benchConc))
 	}
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestBenchDispatcher$")
 	for _, kv := range os.Environ() {

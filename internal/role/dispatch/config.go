@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
@@ -66,6 +67,9 @@ type Config struct {
 
 	// hook is called at each crash point of this dispatcher (tests only).
 	hook func(step string)
+	// pull holds the consumer's pull options (tests only: a short expiry, so that missed
+	// heartbeats show within a test).
+	pull []jetstream.PullMessagesOpt
 }
 
 func (c Config) withDefaults() Config {

@@ -141,7 +141,7 @@ type work struct {
 // and be completed, and returns. Work taken but not started is released for redelivery.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	// Enough buffered for every pipeline to take a full batch.
-	it, err := d.consumer.Messages(jetstream.PullMaxMessages(max(d.cfg.Batch*d.cfg.Pipelines, 2*d.cfg.Batch)))
+	it, err := d.consumer.Messages(append([]jetstream.PullMessagesOpt{jetstream.PullMaxMessages(max(d.cfg.Batch*d.cfg.Pipelines, 2*d.cfg.Batch))}, d.cfg.pull...)...)
 	if err != nil {
 		return fmt.Errorf("dispatch: consume: %w", err)
 	}
@@ -150,7 +150,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	go func() {
 		defer close(msgs)
 		for {
-			m, err := it.Next()
+			m, err := role.Next(it, d.log)
 			if err != nil {
 				if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 					iterErr = err

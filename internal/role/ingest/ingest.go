@@ -288,7 +288,8 @@ func (in *Ingester) submit(ctx context.Context, ms []*message, stats *Stats, key
 			*keys = append(*keys, r.Key)
 			m.stored, m.outcome = true, string(ledger.Duplicate)
 		case ledger.UnknownAccount:
-			m.reject = rejection(m, identity.ReasonUnknownAccount, "account "+quote(m.envelope.Account)+" is not configured")
+			refusal := ledger.UnknownAccountRefusal(m.envelope.Account)
+			m.reject = rejection(m, refusal.Reason, refusal.Detail)
 		}
 	}
 	return nil
@@ -354,31 +355,45 @@ func classify(msg *nats.Msg) *message {
 		m.reject = rejection(m, identity.ReasonInvalidHeader, fmt.Sprintf("the NATS header block (%d bytes) does not parse; it is not kept", block))
 		return m
 	}
-	env, err := identity.ParseEnvelope(msg.Data)
-	if err == nil {
-		err = checkSubject(env, msg.Subject)
-	}
-	// Every value of the header is checked, not only the first: each one a producer stated
-	// must be the key.
-	for _, stated := range msg.Header.Values(identity.DeliveryKeyHeader) {
-		if err == nil {
-			err = identity.CheckDeliveryKeyHeader(env, stated)
-		}
-	}
+	env, refusal := Parse(msg.Subject, msg.Header, msg.Data)
 	if env.Account != "" {
 		// Valid, if perhaps refused for its subject or header: its reject names the account
 		// and the key.
 		m.envelope = env
 	}
+	if refusal != nil {
+		m.reject = rejection(m, refusal.Reason, refusal.Detail)
+	}
+	return m
+}
+
+// Parse is ingest's verdict on one message before the ledger is asked: the envelope its body
+// holds, or why it is refused (the envelope's own rules, then the subject that must be its
+// account's, then every value of the delivery-key header). env is the envelope whenever the body
+// is a valid one, also when its subject or header refuses it. Ingest parses every message it
+// fetches with it, and atmost rejects replay parses a stored reject with it again, so a replay
+// refuses exactly what ingest refuses.
+func Parse(subject string, header nats.Header, body []byte) (env identity.Envelope, refusal *identity.RejectError) {
+	env, err := identity.ParseEnvelope(body)
+	if err == nil {
+		err = checkSubject(env, subject)
+	}
+	// Every value of the header is checked, not only the first: each one a producer stated
+	// must be the key.
+	for _, stated := range header.Values(identity.DeliveryKeyHeader) {
+		if err == nil {
+			err = identity.CheckDeliveryKeyHeader(env, stated)
+		}
+	}
 	var rej *identity.RejectError
 	switch {
 	case err == nil:
+		return env, nil
 	case errors.As(err, &rej):
-		m.reject = rejection(m, rej.Reason, rej.Detail)
+		return env, rej
 	default:
-		m.reject = rejection(m, identity.ReasonMalformedJSON, err.Error())
+		return env, &identity.RejectError{Reason: identity.ReasonMalformedJSON, Detail: err.Error()}
 	}
-	return m
 }
 
 // startSpan starts m's store span, continuing the trace its headers carry (a new one when

@@ -88,8 +88,13 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 	}
 	defer deps.Close()
 	rel := deps.Relay
-	in, err := New(ctx, deps.JS, deps.Ledger, Config{Batch: cfg.Batch, MaxDeliveries: cfg.MaxDeliveries, Logger: log, Tracer: deps.Tracer})
-	if err != nil {
+	// As the dispatcher and the reconciler do: on a cluster, the JetStream API does not answer
+	// while the meta group or the stream elects a leader.
+	var in *Ingester
+	if err := role.Retry(ctx, log, "create the ingest consumer", func() (err error) {
+		in, err = New(ctx, deps.JS, deps.Ledger, Config{Batch: cfg.Batch, MaxDeliveries: cfg.MaxDeliveries, Logger: log, Tracer: deps.Tracer})
+		return err
+	}); err != nil {
 		return err
 	}
 	if cfg.Status {

@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/internal/role/ingest"
+	"github.com/atmost/atmost/internal/streams"
 	"github.com/atmost/atmost/internal/testkit/dbtest"
 	"github.com/atmost/atmost/internal/testkit/natstest"
 	"github.com/atmost/atmost/internal/testkit/roletest"
@@ -80,6 +82,29 @@ func TestIngestRoleCountsUnstorableMessages(t *testing.T) {
 	var n int
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM rejects WHERE reason = 'unstorable'`).Scan(&n))
 	require.Equal(t, 1, n)
+	r.Stop(t)
+}
+
+// Ingest waits for a consumer it cannot create yet (on a cluster the JetStream API does not
+// answer while a leader is elected), as the dispatcher and the reconciler do, instead of
+// stopping. Here an "ingest" consumer with another ack policy stands in the way until the test
+// removes it.
+func TestIngestRoleWaitsForItsConsumer(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	srv := natstest.New(t)
+	ctx := context.Background()
+	nc := srv.Connect(t)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	require.NoError(t, streams.Ensure(ctx, nc, js, streams.Config{}))
+	_, err = js.CreateConsumer(ctx, events.IntentsStream, jetstream.ConsumerConfig{Durable: "ingest", AckPolicy: jetstream.AckNonePolicy})
+	require.NoError(t, err)
+	r := roletest.Start(t, ingest.Main, map[string]string{"ATMOST_DATABASE_URL": db.AppURL(), "ATMOST_NATS_URL": srv.URL})
+	require.Eventually(t, func() bool { return strings.Contains(r.Stderr(), "create the ingest consumer failed; retrying") }, 20*time.Second, 20*time.Millisecond,
+		"%s", r.Stderr())
+	require.NoError(t, js.DeleteConsumer(ctx, events.IntentsStream, "ingest"))
+	r.WaitReady(t)
 	r.Stop(t)
 }
 

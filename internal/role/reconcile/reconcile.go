@@ -76,6 +76,9 @@ type Config struct {
 	Tracer trace.TracerProvider
 
 	hook func(step string) // tests: crash points
+	// pull holds the consumer's pull options (tests only: a short expiry, so that missed
+	// heartbeats show within a test).
+	pull []jetstream.PullMessagesOpt
 }
 
 func (c Config) withDefaults() Config {
@@ -208,7 +211,7 @@ func later(result string, d time.Duration) Verdict {
 // Run reconciles until ctx ends: from indeterminate events as they arrive, and from a scan of
 // the ledger every ScanInterval. On return every intent in hand has finished its turn.
 func (r *Reconciler) Run(ctx context.Context) error {
-	it, err := r.consumer.Messages(jetstream.PullMaxMessages(2 * r.cfg.Concurrency))
+	it, err := r.consumer.Messages(append([]jetstream.PullMessagesOpt{jetstream.PullMaxMessages(2 * r.cfg.Concurrency)}, r.cfg.pull...)...)
 	if err != nil {
 		return fmt.Errorf("reconcile: consume: %w", err)
 	}
@@ -218,7 +221,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	defer stop()
 	var iterErr error
 	for {
-		m, err := it.Next()
+		m, err := role.Next(it, r.log)
 		if err != nil {
 			if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 				iterErr = err

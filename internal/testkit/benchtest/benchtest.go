@@ -1,6 +1,7 @@
 // Package benchtest is what atmost's benchmarks measure of the machine besides the work: the
-// CPU time of this process, of another and of the local PostgreSQL server, a process's peak
-// memory, and PostgreSQL's ceiling of single-row commits per second that day.
+// CPU time of this process, of another, of the local PostgreSQL server, of one database's
+// backends and of the whole machine, a process's peak memory, and PostgreSQL's ceiling of
+// single-row commits per second that day.
 package benchtest
 
 import (
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 )
@@ -82,6 +84,63 @@ func parentOf(pid int) int {
 	}
 	ppid, _ := strconv.Atoi(fields[1])
 	return ppid
+}
+
+// BackendsCPU is the CPU time each PostgreSQL backend connected to dbName has used so far, by
+// pid: the part of the server's work that is one database's where other work shares the
+// server. The server's background processes (WAL writer, checkpointer, autovacuum) are not
+// among them; the local server only (/proc).
+func BackendsCPU(ctx context.Context, pool *pgxpool.Pool, dbName string) (map[int]time.Duration, error) {
+	rows, err := pool.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = $1`, dbName)
+	if err != nil {
+		return nil, err
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil, err
+	}
+	backends := make(map[int]time.Duration, len(pids))
+	for _, pid := range pids {
+		backends[int(pid)] = ProcessCPU(int(pid))
+	}
+	return backends, nil
+}
+
+// BackendsSpent is the CPU time the backends spent between two BackendsCPU readings: a
+// backend that started in between counts whole, one that ended in between not at all (pools
+// keep theirs).
+func BackendsSpent(before, after map[int]time.Duration) time.Duration {
+	var spent time.Duration
+	for pid, t := range after {
+		spent += t - before[pid]
+	}
+	return spent
+}
+
+// MachineCPU is the CPU time all the machine's cores have been busy and have existed so far
+// (/proc/stat, every process and the kernel; zero where it cannot be read): the busy share of
+// a window is the difference of busy over the difference of total. Waiting for I/O counts as
+// idle.
+func MachineCPU() (busy, total time.Duration) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	fields := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	if len(fields) < 9 || fields[0] != "cpu" {
+		return 0, 0
+	}
+	var all int64
+	for i, f := range fields[1:9] {
+		n, _ := strconv.ParseInt(f, 10, 64)
+		all += n
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		busy += ticksToDuration(n)
+	}
+	return busy, ticksToDuration(all)
 }
 
 // ProcessCPU is the CPU time process pid has used so far (zero where /proc does not show it).

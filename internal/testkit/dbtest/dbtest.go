@@ -157,6 +157,10 @@ func (db *DB) AppPool(t testing.TB) *pgxpool.Pool {
 	return pool
 }
 
+// AdminURL is the server's URL as the admin user, on its maintenance database (not a test's):
+// ATMOST_TEST_DATABASE_URL, or DefaultAdminURL when that is unset.
+func AdminURL() string { return adminURL() }
+
 func adminURL() string {
 	if u := os.Getenv("ATMOST_TEST_DATABASE_URL"); u != "" {
 		return u

@@ -1,11 +1,13 @@
 // Package chaos is atmost's crash-and-fault suite: the built binaries run as real processes
-// (ingest, two dispatchers, the sweeper, the reconciler, the platform simulator with a fault
-// plan, a NATS server) on a real PostgreSQL, while a producer publishes intents (duplicates and
-// bad input included) and the driver SIGKILLs random roles at random moments and restarts them,
-// restarts the NATS server once, and pauses a dispatcher past its lease once. At the end it
-// checks what atmost promises: at most one object per delivery key on the platform, every
-// accepted intent in the ledger, every intent in one of the six states, every history row on
-// ATMOST_EVENTS exactly once, every indeterminate intent reconciled or parked.
+// (the roles, the platform simulator with a fault plan, NATS) on a real PostgreSQL, while a
+// producer publishes intents (duplicates and bad input included) and the driver SIGKILLs
+// random roles at random moments and restarts them, does harm to NATS, and pauses a dispatcher
+// past its lease once. In the Single topology NATS is one server, restarted once; in the
+// Cluster topology it is a three-node JetStream cluster with R3 streams whose stream leaders
+// are SIGKILLed and stopped. At the end it checks what atmost promises: at most one object per
+// delivery key on the platform, every accepted intent in the ledger, every intent in one of
+// the six states, every history row on ATMOST_EVENTS exactly once, every indeterminate intent
+// reconciled or parked.
 package chaos
 
 import (
@@ -18,7 +20,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -55,6 +56,8 @@ type Options struct {
 	Isolation string
 	// Settle bounds the wait for every intent to come to rest at the end. Default 3 min.
 	Settle time.Duration
+	// Topology is the NATS servers and the processes of each role. Default Single.
+	Topology Topology
 	// Out receives progress lines.
 	Out io.Writer
 }
@@ -74,12 +77,26 @@ type Result struct {
 	// Orphans is the number of attempts, evidence, history, reconciliation and outbox rows
 	// whose intent (or history row) does not exist (ledger.Orphans).
 	Orphans int64
-	// States counts the intents by state at the end.
-	States map[string]int
-	// What was done to the processes.
-	Kills        map[string]int
-	NATSRestarts int
-	Pauses       int
+	// States counts the intents by state at the end; Parked the parked ones by reason.
+	States, Parked map[string]int
+	// What was done to the processes: the roles SIGKILLed, by name; the NATS servers restarted
+	// (cleanly or after a SIGKILL), SIGKILLed (LeaderKills of them the leader of a stream,
+	// found through the JetStream API) and stopped with SIGSTOP; the dispatchers paused.
+	Kills                                map[string]int
+	NATSRestarts, NATSKills, LeaderKills int
+	NATSPauses                           int
+	Pauses                               int
+	// LeaderChanges counts, per stream, the changes of its cluster leader the driver saw
+	// (it polls: a lower bound). Empty on one server.
+	LeaderChanges map[string]int
+	// Exited counts, by name, the roles that ended by themselves and were restarted (a role
+	// whose NATS or database vanished for too long stops with an error).
+	Exited map[string]int
+	// Topology is the run's.
+	Topology Topology
+	// NATSFaults lists what went wrong doing harm to NATS (a leader that could not be found,
+	// a server that did not come back healthy): the run did less than it means to.
+	NATSFaults []string
 	// Accepted is the number of distinct valid intents JetStream acknowledged; Produced the
 	// messages published (bad input and duplicates included).
 	Accepted, Produced int
@@ -106,8 +123,6 @@ func (r Result) Line() string {
 		r.Duplicates, r.Lost, r.Undeclared, r.EventsMissing, r.Orphans, strings.Join(states, ", "))
 }
 
-var roleNames = []string{"ingest", "dispatcher-1", "dispatcher-2", "sweeper", "reconciler"}
-
 // roleEnv is the roles' configuration: short leases and delays, so that expiries, retries and
 // reconciliations happen within the run.
 var roleEnv = map[string]string{
@@ -129,15 +144,23 @@ var roleEnv = map[string]string{
 var accounts = []string{"chaos-1", "chaos-2", "chaos-3", "chaos-4"}
 
 type run struct {
-	opts   Options
-	rng    *rand.Rand
-	pool   *pgxpool.Pool
-	nats   *proc
-	sim    *proc
-	simURL string
-	roles  map[string]*proc
-	out    io.Writer
+	opts      Options
+	rng       *rand.Rand
+	pool      *pgxpool.Pool
+	nats      []*natsServer
+	sim       *proc
+	simURL    string
+	roleNames []string
+	roles     map[string]*proc
+	out       io.Writer
+	// began is when the chaos phase began, for the progress lines.
+	began time.Time
+	// leaders counts the changes of the streams' leaders (a cluster's).
+	leaders *leaders
 }
+
+// elapsed is the time into the chaos phase, for a progress line.
+func (r *run) elapsed() string { return time.Since(r.began).Round(time.Second).String() }
 
 // Run runs the suite and returns what it found; an error means the run itself could not be
 // carried out (a build, a start), not that a promise failed: see Result.OK.
@@ -160,13 +183,16 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	if opts.Out == nil {
 		opts.Out = io.Discard
 	}
+	if opts.Topology == (Topology{}) {
+		opts.Topology = Single
+	}
 	start := time.Now()
-	r := &run{opts: opts, rng: rand.New(rand.NewPCG(uint64(opts.Seed), 11)), roles: map[string]*proc{}, out: opts.Out}
+	r := &run{opts: opts, rng: rand.New(rand.NewPCG(uint64(opts.Seed), 11)), roleNames: opts.Topology.roles(), roles: map[string]*proc{}, out: opts.Out}
 	bin := opts.Bin
 	if bin == "" {
 		bin = filepath.Join(opts.Dir, "bin")
 		fmt.Fprintf(r.out, "chaos: building the binaries into %s\n", bin)
-		if err := build(ctx, bin); err != nil {
+		if err := Build(ctx, bin); err != nil {
 			return Result{}, err
 		}
 	}
@@ -185,15 +211,18 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		return Result{}, err
 	}
 
-	natsURL := r.natsURL()
-	p := &producer{rng: rand.New(rand.NewPCG(uint64(opts.Seed), 13)), url: natsURL, keys: map[identity.DeliveryKey]bool{}}
+	p := &producer{rng: rand.New(rand.NewPCG(uint64(opts.Seed), 13)), url: r.natsURLs(), keys: map[identity.DeliveryKey]bool{}}
 	duration := max(20*time.Second, time.Duration(opts.Intents)*time.Second/400)
+	if opts.Topology.clustered() {
+		// Room for every NATS fault and the cluster's recovery from each.
+		duration = max(45*time.Second, time.Duration(opts.Intents)*time.Second/150)
+	}
 	fmt.Fprintf(r.out, "chaos: publishing %d messages over %s while roles are killed and restarted\n", opts.Intents, duration)
 	produced := make(chan error, 1)
 	pctx, stopProducer := context.WithCancel(ctx)
 	defer stopProducer()
 	go func() { produced <- p.run(pctx, opts.Intents, duration) }()
-	res := Result{Kills: map[string]int{}}
+	res := Result{Topology: opts.Topology, Kills: map[string]int{}, Exited: map[string]int{}}
 	r.chaos(ctx, duration+5*time.Second, &res)
 	if err := <-produced; err != nil {
 		return res, fmt.Errorf("producer: %w", err)
@@ -201,8 +230,8 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	res.Produced, res.Accepted = p.produced, len(p.keys)
 
 	fmt.Fprintf(r.out, "chaos: chaos over; every role running; waiting for every intent to come to rest\n")
-	r.ensureRunning()
-	settled := r.settle(ctx, opts.Settle)
+	r.restartExited(&res)
+	settled := r.settle(ctx, opts.Settle, &res)
 	if !settled {
 		fmt.Fprintf(r.out, "chaos: not every intent came to rest within %s\n", opts.Settle)
 	}
@@ -213,30 +242,13 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	return res, nil
 }
 
-func (r *run) natsURL() string { return "nats://" + r.nats.args[3] + ":" + r.nats.args[5] }
-
 func (r *run) startAll(ctx context.Context, bin string) error {
 	logs := filepath.Join(r.opts.Dir, "logs")
 	if err := os.MkdirAll(logs, 0o755); err != nil {
 		return err
 	}
-	natsPort, err := freePort()
-	if err != nil {
+	if err := r.startNATS(ctx, bin, logs); err != nil {
 		return err
-	}
-	r.nats = &proc{name: "nats-server", bin: filepath.Join(bin, "nats-server"), log: filepath.Join(logs, "nats-server.log"),
-		args: []string{"-n", "atmost-chaos", "-a", "127.0.0.1", "-p", fmt.Sprint(natsPort), "-js", "-sd", filepath.Join(r.opts.Dir, "nats")}}
-	if err := r.nats.start(); err != nil {
-		return err
-	}
-	if err := waitFor(ctx, 20*time.Second, func() error {
-		nc, err := nats.Connect(r.natsURL())
-		if err == nil {
-			nc.Close()
-		}
-		return err
-	}); err != nil {
-		return fmt.Errorf("the NATS server did not come up: %w (log %s)", err, r.nats.log)
 	}
 
 	simPort, err := freePort()
@@ -259,13 +271,14 @@ func (r *run) startAll(ctx context.Context, bin string) error {
 		return fmt.Errorf("the platform simulator did not come up: %w (log %s)", err, r.sim.log)
 	}
 
-	for _, name := range roleNames {
+	for _, name := range r.roleNames {
 		port, err := freePort()
 		if err != nil {
 			return err
 		}
 		binary := strings.TrimRight(strings.TrimRight(name, "0123456789"), "-")
-		env := []string{"ATMOST_DATABASE_URL=" + r.opts.AppDatabaseURL, "ATMOST_NATS_URL=" + r.natsURL(),
+		env := []string{"ATMOST_DATABASE_URL=" + r.opts.AppDatabaseURL, "ATMOST_NATS_URL=" + r.natsURLs(),
+			fmt.Sprintf("ATMOST_STREAM_REPLICAS=%d", r.opts.Topology.NATSServers),
 			fmt.Sprintf("ATMOST_HTTP_ADDR=127.0.0.1:%d", port), "ATMOST_LEDGER_ISOLATION=" + r.opts.Isolation}
 		for k, v := range roleEnv {
 			env = append(env, k+"="+v)
@@ -276,7 +289,7 @@ func (r *run) startAll(ctx context.Context, bin string) error {
 			return err
 		}
 		// Ingest creates the streams the producer needs; the others follow.
-		if err := waitFor(ctx, 30*time.Second, func() error { return ready(port) }); err != nil {
+		if err := waitFor(ctx, time.Minute, func() error { return ready(port) }); err != nil {
 			return fmt.Errorf("%s is not ready: %w (log %s)", name, err, p.log)
 		}
 	}
@@ -336,30 +349,53 @@ func (r *run) configure(ctx context.Context) error {
 	return err
 }
 
-// chaos kills random roles at random moments for d, restarting each; restarts the NATS
-// server once (a third of the way) and pauses a dispatcher past its in-flight lease once (two
-// thirds of the way).
+// chaos kills random roles at random moments for d, restarting each, while the topology's NATS
+// faults run on their own schedule (natsFaults; each waits for the one before it to be healed);
+// it pauses a dispatcher past its in-flight lease once (two thirds of the way). It returns
+// once d passed and every NATS fault was done.
 func (r *run) chaos(ctx context.Context, d time.Duration, res *Result) {
-	start := time.Now()
-	natsDone, pauseDone := false, false
+	r.began = time.Now()
+	natsDone := make(chan natsResult, 1)
+	nctx, stopNATS := context.WithCancel(ctx)
+	defer stopNATS()
+	r.leaders = newLeaders()
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		nc, js, err := r.jetStream()
+		if err != nil {
+			fmt.Fprintf(r.out, "chaos: the driver could not connect to NATS: %v\n", err)
+			natsDone <- natsResult{faults: []string{err.Error()}}
+			return
+		}
+		defer nc.Close()
+		var watcher sync.WaitGroup
+		if r.opts.Topology.clustered() {
+			watcher.Go(func() { r.watchLeaders(nctx, js) })
+		}
+		natsDone <- r.natsSchedule(nctx, js, d)
+		<-nctx.Done() // the leaders are watched until the chaos ends
+		watcher.Wait()
+	}()
+
+	pauseDone, natsOver := false, false
 	var paused sync.WaitGroup
-	for time.Since(start) < d && ctx.Err() == nil {
+	for (time.Since(r.began) < d || !natsOver) && ctx.Err() == nil {
 		time.Sleep(time.Duration(800+r.rng.IntN(1700)) * time.Millisecond)
-		elapsed := time.Since(start)
+		select {
+		case n := <-natsDone:
+			natsOver = true
+			res.NATSRestarts, res.NATSKills, res.LeaderKills, res.NATSPauses = n.restarts, n.kills, n.leaderKills, n.pauses
+			res.NATSFaults = n.faults
+		default:
+		}
+		r.restartExited(res)
+		elapsed := time.Since(r.began)
 		switch {
-		case !natsDone && elapsed > d/3:
-			natsDone = true
-			fmt.Fprintf(r.out, "chaos: %5s restarting the NATS server\n", elapsed.Round(time.Second))
-			r.nats.stop(10 * time.Second)
-			time.Sleep(time.Duration(r.rng.IntN(1000)) * time.Millisecond)
-			if err := r.nats.start(); err != nil {
-				fmt.Fprintf(r.out, "chaos: the NATS server did not restart: %v\n", err)
-			}
-			res.NATSRestarts++
 		case !pauseDone && elapsed > 2*d/3:
 			pauseDone = true
 			victim := r.roles["dispatcher-2"]
-			fmt.Fprintf(r.out, "chaos: %5s pausing dispatcher-2 (SIGSTOP) past its in-flight lease\n", elapsed.Round(time.Second))
+			fmt.Fprintf(r.out, "chaos: %5s pausing dispatcher-2 (SIGSTOP) past its in-flight lease\n", r.elapsed())
 			victim.mu.Lock()
 			victim.stopped = true
 			victim.mu.Unlock()
@@ -375,7 +411,7 @@ func (r *run) chaos(ctx context.Context, d time.Duration, res *Result) {
 				victim.mu.Unlock()
 			}()
 		default:
-			name := roleNames[r.rng.IntN(len(roleNames))]
+			name := r.roleNames[r.rng.IntN(len(r.roleNames))]
 			p := r.roles[name]
 			p.mu.Lock()
 			stopped := p.stopped
@@ -383,7 +419,7 @@ func (r *run) chaos(ctx context.Context, d time.Duration, res *Result) {
 			if stopped {
 				continue
 			}
-			fmt.Fprintf(r.out, "chaos: %5s SIGKILL %s\n", elapsed.Round(time.Second), name)
+			fmt.Fprintf(r.out, "chaos: %5s SIGKILL %s\n", r.elapsed(), name)
 			p.kill()
 			res.Kills[name]++
 			time.Sleep(time.Duration(r.rng.IntN(800)) * time.Millisecond)
@@ -393,15 +429,45 @@ func (r *run) chaos(ctx context.Context, d time.Duration, res *Result) {
 		}
 	}
 	paused.Wait()
+	stopNATS()
+	<-watching
+	res.LeaderChanges = r.leaders.counts()
 }
 
-// ensureRunning restarts any role that exited (a role whose NATS or database vanished for
-// too long stops with an error, as a supervisor would then restart it).
-func (r *run) ensureRunning() {
-	for _, name := range roleNames {
-		if p := r.roles[name]; !p.running() {
-			fmt.Fprintf(r.out, "chaos: %s had exited; restarting it\n", name)
-			_ = p.start()
+// natsSchedule does the topology's NATS faults, each once its moment came and the servers
+// were healthy again after the one before, and waits until they are healthy after the last.
+func (r *run) natsSchedule(ctx context.Context, js jetstream.JetStream, d time.Duration) natsResult {
+	rng := rand.New(rand.NewPCG(uint64(r.opts.Seed), 17))
+	var res natsResult
+	for _, f := range r.opts.Topology.natsFaults() {
+		at := time.Duration(f.at * float64(d))
+		select {
+		case <-ctx.Done():
+			return res
+		case <-time.After(time.Until(r.began.Add(at))):
+		}
+		if err := f.do(ctx, r, js, rng, &res); err != nil {
+			fmt.Fprintf(r.out, "chaos: %5s %v\n", r.elapsed(), err)
+			res.faults = append(res.faults, err.Error())
+		}
+		if err := r.waitNATSHealthy(ctx, 3*time.Minute); err != nil {
+			fmt.Fprintf(r.out, "chaos: %5s %v\n", r.elapsed(), err)
+			res.faults = append(res.faults, err.Error())
+		}
+	}
+	return res
+}
+
+// restartExited restarts every role that ended by itself, counting it.
+func (r *run) restartExited(res *Result) {
+	for _, name := range r.roleNames {
+		p := r.roles[name]
+		if !p.running() {
+			fmt.Fprintf(r.out, "chaos: %5s %s had exited; restarting it\n", r.elapsed(), name)
+			res.Exited[name]++
+			if err := p.start(); err != nil {
+				fmt.Fprintf(r.out, "chaos: %s did not restart: %v\n", name, err)
+			}
 		}
 	}
 }
@@ -410,22 +476,18 @@ func (r *run) ensureRunning() {
 // unacknowledged: a message taken by an ingester that was killed comes back only after its ack
 // wait), no intent is pending, authorized or indeterminate, the outbox is empty, and nothing
 // has moved for five seconds.
-func (r *run) settle(ctx context.Context, within time.Duration) bool {
+func (r *run) settle(ctx context.Context, within time.Duration, res *Result) bool {
 	deadline := time.Now().Add(within)
 	var last string
 	stable := 0
-	nc, err := nats.Connect(r.natsURL(), nats.MaxReconnects(-1))
+	nc, js, err := r.jetStream()
 	if err != nil {
 		return false
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return false
-	}
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(time.Second)
-		r.ensureRunning()
+		r.restartExited(res)
 		ingest, err := js.Consumer(ctx, events.IntentsStream, "ingest")
 		if err != nil {
 			continue
@@ -512,18 +574,21 @@ func (r *run) check(ctx context.Context, p *producer, res *Result) error {
 		return err
 	}
 
-	res.States = map[string]int{}
-	rows, err := r.pool.Query(ctx, `SELECT state, count(*) FROM intents GROUP BY state`)
+	res.States, res.Parked = map[string]int{}, map[string]int{}
+	rows, err := r.pool.Query(ctx, `SELECT state, reason, count(*) FROM intents GROUP BY state, reason`)
 	if err != nil {
 		return err
 	}
 	for rows.Next() {
-		var st string
+		var st, reason string
 		var n int
-		if err := rows.Scan(&st, &n); err != nil {
+		if err := rows.Scan(&st, &reason, &n); err != nil {
 			return err
 		}
-		res.States[st] = n
+		res.States[st] += n
+		if st == "parked" {
+			res.Parked[reason] += n
+		}
 		if !ledger.State(st).Valid() || st == "pending" || st == "authorized" || st == "indeterminate" {
 			res.Undeclared += n
 		}
@@ -545,59 +610,37 @@ func (r *run) check(ctx context.Context, p *producer, res *Result) error {
 
 // checkEvents reads ATMOST_EVENTS from the start and compares it with history, row for row.
 func (r *run) checkEvents(ctx context.Context, res *Result) error {
-	nc, err := nats.Connect(r.natsURL())
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	stream, err := js.Stream(ctx, events.EventsStream)
-	if err != nil {
-		return err
-	}
-	info, err := stream.Info(ctx)
-	if err != nil {
-		return err
-	}
-	type tr struct {
-		key string
-		seq int64
-	}
-	seen := map[tr]int{}
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		return err
-	}
-	for total := uint64(0); total < info.State.Msgs; {
-		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(2*time.Second))
+	var seen map[transition]int
+	// A read that JetStream cuts short (a server that restarted last, a leader elected late)
+	// is read again, from the start; an event that does not parse is not.
+	var unparsable error
+	failures, last := 0, ""
+	if err := waitFor(ctx, 2*time.Minute, func() (err error) {
+		seen, err = r.readEvents(ctx)
+		if errors.Is(err, errUnparsable) {
+			unparsable = err
+			return nil
+		}
 		if err != nil {
-			return err
-		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			e, err := events.Unmarshal(m.Data())
-			if err != nil {
-				return fmt.Errorf("an event that does not parse: %w", err)
+			if failures++; err.Error() != last {
+				fmt.Fprintf(r.out, "chaos: reading ATMOST_EVENTS: %v; again\n", err)
+				last = err.Error()
 			}
-			seen[tr{e.DeliveryKey.String(), e.Seq}]++
+		} else if failures > 0 {
+			fmt.Fprintf(r.out, "chaos: read ATMOST_EVENTS after %d failed reads\n", failures)
 		}
-		if batch.Error() != nil && !errors.Is(batch.Error(), nats.ErrTimeout) {
-			return batch.Error()
-		}
-		if n == 0 {
-			return fmt.Errorf("ATMOST_EVENTS holds %d messages; only %d could be read", info.State.Msgs, total)
-		}
-		total += uint64(n)
+		return err
+	}); err != nil {
+		return fmt.Errorf("reading ATMOST_EVENTS: %w", err)
+	}
+	if unparsable != nil {
+		return unparsable
 	}
 	rows, err := r.pool.Query(ctx, `SELECT delivery_key, seq FROM history`)
 	if err != nil {
 		return err
 	}
-	history := map[tr]bool{}
+	history := map[transition]bool{}
 	for rows.Next() {
 		var raw []byte
 		var seq int64
@@ -608,7 +651,7 @@ func (r *run) checkEvents(ctx context.Context, res *Result) error {
 		if err != nil {
 			return err
 		}
-		t := tr{key.String(), seq}
+		t := transition{key.String(), seq}
 		history[t] = true
 		switch n := seen[t]; {
 		case n == 0:
@@ -628,8 +671,87 @@ func (r *run) checkEvents(ctx context.Context, res *Result) error {
 	return nil
 }
 
+// transition names one history row: its intent and its sequence number.
+type transition struct {
+	key string
+	seq int64
+}
+
+var errUnparsable = errors.New("an event that does not parse")
+
+// readEvents reads ATMOST_EVENTS from the start and counts the copies of each transition. A
+// fetch that fails or comes back empty (on a cluster an ordered consumer's fetch often answers
+// "no responders" while it recreates its consumer on another server) is tried again, the
+// messages delivered again after a reset skipped by their stream sequence, until nothing came
+// for a minute.
+func (r *run) readEvents(ctx context.Context) (map[transition]int, error) {
+	nc, js, err := r.jetStream()
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	stream, err := js.Stream(ctx, events.EventsStream)
+	if err != nil {
+		return nil, fmt.Errorf("stream: %w", err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("stream info: %w", err)
+	}
+	seen := map[transition]int{}
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return nil, fmt.Errorf("ordered consumer: %w", err)
+	}
+	var delivered, read uint64
+	retried, progress := 0, time.Now()
+	for delivered < info.State.LastSeq {
+		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(2*time.Second))
+		n := 0
+		if err == nil {
+			for m := range batch.Messages() {
+				meta, err := m.Metadata()
+				if err != nil {
+					return nil, fmt.Errorf("fetch: %w", err)
+				}
+				if meta.Sequence.Stream <= delivered {
+					continue
+				}
+				delivered = meta.Sequence.Stream
+				n++
+				e, err := events.Unmarshal(m.Data())
+				if err != nil {
+					return nil, fmt.Errorf("%w: %w", errUnparsable, err)
+				}
+				seen[transition{e.DeliveryKey.String(), e.Seq}]++
+			}
+			if err = batch.Error(); errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) {
+				err = nil
+			}
+		}
+		read += uint64(n)
+		if n > 0 {
+			progress = time.Now()
+		}
+		if err != nil || n == 0 {
+			if time.Since(progress) > time.Minute {
+				return nil, fmt.Errorf("ATMOST_EVENTS holds %d messages; %d could be read, then nothing for a minute (last: %v)", info.State.Msgs, read, err)
+			}
+			retried++
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if retried > 0 {
+		fmt.Fprintf(r.out, "chaos: ATMOST_EVENTS read, %d of its fetches tried again\n", retried)
+	}
+	if read != info.State.Msgs {
+		return nil, fmt.Errorf("ATMOST_EVENTS holds %d messages; %d were read", info.State.Msgs, read)
+	}
+	return seen, nil
+}
+
 func (r *run) stopAll() {
-	for _, name := range roleNames {
+	for _, name := range r.roleNames {
 		if p := r.roles[name]; p != nil {
 			p.stop(20 * time.Second)
 		}
@@ -637,25 +759,43 @@ func (r *run) stopAll() {
 	if r.sim != nil {
 		r.sim.stop(5 * time.Second)
 	}
-	if r.nats != nil {
-		r.nats.stop(10 * time.Second)
+	for _, s := range r.nats {
+		s.stop(10 * time.Second)
 	}
 }
 
-// Report prints the result: who was killed how often, then the verdict line.
+// Report prints the result: who was killed how often (on a cluster also the NATS kills,
+// pauses and the leader changes seen), then the verdict line.
 func (res Result) Report(w io.Writer) {
-	var kills []string
-	for name, n := range res.Kills {
-		kills = append(kills, fmt.Sprintf("%s %d", name, n))
+	nats := fmt.Sprintf("NATS restarts: %d", res.NATSRestarts)
+	if res.Topology.clustered() {
+		nats = fmt.Sprintf("NATS kills: %d (%d of a stream's leader), NATS pauses: %d, leader changes: %d (%s)",
+			res.NATSKills, res.LeaderKills, res.NATSPauses, sum(res.LeaderChanges), formatCounts(res.LeaderChanges))
 	}
-	sort.Strings(kills)
-	fmt.Fprintf(w, "chaos: %d messages published, %d distinct valid intents accepted, %d objects created; SIGKILLs: %s; NATS restarts: %d; dispatcher pauses: %d; %s\n",
-		res.Produced, res.Accepted, res.Objects, strings.Join(kills, ", "), res.NATSRestarts, res.Pauses, res.Took.Round(time.Second))
+	fmt.Fprintf(w, "chaos: %d messages published, %d distinct valid intents accepted, %d objects created; SIGKILLs: %s; %s; dispatcher pauses: %d; %s\n",
+		res.Produced, res.Accepted, res.Objects, formatCounts(res.Kills), nats, res.Pauses, res.Took.Round(time.Second))
+	if len(res.Exited) > 0 {
+		fmt.Fprintf(w, "roles that exited by themselves and were restarted: %s\n", formatCounts(res.Exited))
+	}
+	for _, f := range res.NATSFaults {
+		fmt.Fprintf(w, "a NATS fault not done as meant: %s\n", f)
+	}
 	if res.EventsDuplicated+res.EventsUnknown > 0 {
 		fmt.Fprintf(w, "events_duplicated: %d, events_unknown: %d\n", res.EventsDuplicated, res.EventsUnknown)
 	}
 	fmt.Fprintln(w, res.Line())
+	if len(res.Parked) > 0 {
+		fmt.Fprintf(w, "parked by reason: %s\n", formatCounts(res.Parked))
+	}
 	for _, u := range res.Unpublished {
 		fmt.Fprintf(w, "an object on the platform, its intent not published (a person decides): %s\n", u)
 	}
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }

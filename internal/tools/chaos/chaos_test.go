@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,35 +13,87 @@ import (
 
 	"github.com/atmost/atmost/internal/testkit/dbtest"
 	"github.com/atmost/atmost/internal/tools/chaos"
+	"github.com/atmost/atmost/pkg/events"
 )
 
 var (
-	intents   = flag.Int("chaos.intents", 600, "messages the producer publishes (make chaos: 10000)")
+	intents   = flag.Int("chaos.intents", 600, "messages the producer publishes (make chaos and make chaos-cluster: 10000)")
 	seed      = flag.Int64("chaos.seed", 1, "seed of the producer's, the driver's and the platform's choices")
 	isolation = flag.String("chaos.isolation", "serializable", "the roles' ledger isolation")
+	keep      = flag.Bool("chaos.keep-logs", false, "keep the processes' logs also when the run passed")
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bin.dir != "" {
+		os.RemoveAll(bin.dir)
+	}
+	os.Exit(code)
+}
+
+// bin holds the binaries, built once for every run of the package.
+var bin struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+func binaries(t *testing.T) string {
+	bin.once.Do(func() {
+		if bin.dir, bin.err = os.MkdirTemp("", "atmost-chaos-bin-"); bin.err != nil {
+			return
+		}
+		t.Logf("chaos: building the binaries into %s", bin.dir)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		bin.err = chaos.Build(ctx, bin.dir)
+	})
+	require.NoError(t, bin.err)
+	return bin.dir
+}
 
 // The crash-and-fault suite, short inside make test, long under make chaos: the built binaries
 // as real processes, random SIGKILLs and restarts, a NATS restart, a dispatcher paused past its
 // lease; then at most one object per delivery key, nothing lost, every intent at rest in a
 // declared state, every transition on ATMOST_EVENTS exactly once.
 func TestChaos(t *testing.T) {
+	res := runChaos(t, chaos.Single)
+	require.Positive(t, res.NATSRestarts)
+}
+
+// The same on a three-node JetStream cluster with R3 streams, short inside make test, long
+// under make chaos-cluster: two ingesters, four dispatchers, two sweepers, two reconcilers, each
+// given every server; the leaders of ATMOST_DISPATCH and ATMOST_EVENTS SIGKILLed, the leader of
+// ATMOST_EVENTS stopped until another server leads it, a server SIGKILLed at random, each
+// restarted on its store; and every promise checked as on one server.
+func TestChaosCluster(t *testing.T) {
+	res := runChaos(t, chaos.Cluster)
+	require.GreaterOrEqual(t, res.NATSKills, 3, "NATS servers SIGKILLed")
+	require.GreaterOrEqual(t, res.LeaderKills, 2, "stream leaders SIGKILLed")
+	require.Equal(t, 1, res.NATSPauses, "a NATS server stopped past the election timeout")
+	require.Empty(t, res.NATSFaults, "every NATS fault done, every server healthy after it")
+	// Each leader killed or stopped was replaced, and the driver saw it.
+	require.Positive(t, res.LeaderChanges[events.DispatchStream], "leader changes of %s: %v", events.DispatchStream, res.LeaderChanges)
+	require.Positive(t, res.LeaderChanges[events.EventsStream], "leader changes of %s: %v", events.EventsStream, res.LeaderChanges)
+}
+
+func runChaos(t *testing.T, topology chaos.Topology) chaos.Result {
 	if testing.Short() {
 		t.Skip("the crash-and-fault suite builds and runs every binary; not in -short")
 	}
 	db := dbtest.New(t)
+	bin := binaries(t)
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Minute)
 	defer cancel()
 	res, err := chaos.Run(ctx, chaos.Options{DatabaseURL: db.URL, AppDatabaseURL: db.AppURL(), Intents: *intents, Seed: *seed,
-		Isolation: *isolation, Dir: dir, Out: testWriter{t}})
-	if err != nil || !res.OK() {
+		Isolation: *isolation, Dir: dir, Bin: bin, Topology: topology, Out: testWriter{t}})
+	if err != nil || !res.OK() || *keep {
 		keepLogs(t, dir)
 	}
 	require.NoError(t, err)
 	res.Report(os.Stdout)
 	require.True(t, res.OK(), "%s", res.Line())
-	require.Positive(t, res.NATSRestarts)
 	require.Positive(t, res.Pauses)
 	require.NotEmpty(t, res.Kills)
 	require.Positive(t, res.Accepted)
@@ -55,6 +108,7 @@ func TestChaos(t *testing.T) {
 		require.Regexp(t, ` parked (reconcile_not_found|reconcile_unavailable|evidence_conflict)$`, u, "an object the ledger does not account for")
 	}
 	require.Equal(t, res.Objects, res.States["published"]+len(res.Unpublished), "one object per published intent, and per intent parked after an unknown outcome: %q", res.Unpublished)
+	return res
 }
 
 // keepLogs copies the processes' logs where a human can read them after the test's temporary

@@ -128,9 +128,9 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// build compiles atmost's binaries, and the NATS server from its module (the one atmost
-// embeds), into dir.
-func build(ctx context.Context, dir string) error {
+// Build compiles atmost's binaries, and the NATS server from its module (the one atmost
+// embeds), into dir: what Options.Bin names.
+func Build(ctx context.Context, dir string) error {
 	root, err := moduleRoot()
 	if err != nil {
 		return err

@@ -32,7 +32,7 @@ var badBodies = []string{
 }
 
 func (p *producer) run(ctx context.Context, n int, over time.Duration) error {
-	nc, err := nats.Connect(p.url, nats.Name("atmost chaos producer"), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	nc, err := nats.Connect(p.url, clientOptions("atmost chaos producer")...)
 	if err != nil {
 		return err
 	}

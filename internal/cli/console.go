@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/atmost/atmost/internal/console"
+)
+
+func consoleCommand() *Command {
+	var listen, certFile, keyFile, tokenFile, natsURL string
+	return &Command{Name: "console", Summary: "the operator console: a web page for what waits for a person (needs " + console.TokenVariable + " off loopback)",
+		About: `Serves the operator console until interrupted: the intents by state and reason, one intent's
+whole story, the rejects and the controls, and the operators' actions (park, resolve, retry,
+kill switches, policies, in bulk too, and reject replays), each previewed and confirmed, made
+through the same ledger operations as atmost park, resolve, retry, switch, policy and rejects
+replay, under the login's name (console:NAME in the history). A person logs in with a name
+and the token ($` + console.TokenVariable + `, or --token-file); a script sends "Authorization:
+Bearer TOKEN". Without a token it serves loopback addresses only. With a NATS server named,
+the overview follows ATMOST_EVENTS live and an action's event (a replay's work items too) is
+published right away.`,
+		Flags: func(f *Flags) {
+			f.String(&listen, "listen", "ADDR", console.DefaultListen, "the console's address; without a token only a loopback address is served")
+			f.String(&certFile, "tls-cert", "FILE", "", "serve over TLS with this certificate (PEM; with --tls-key)")
+			f.String(&keyFile, "tls-key", "FILE", "", "the TLS certificate's private key (PEM; with --tls-cert)")
+			f.String(&tokenFile, "token-file", "FILE", "", "read the token from this file instead of $"+console.TokenVariable)
+			f.String(&natsURL, "nats-url", "URL", "", "a NATS server holding ATMOST_EVENTS, for live events and publishing right away (empty: neither)").Env("ATMOST_NATS_URL")
+			f.Ledger("the ledger")
+		},
+		Run: func(ctx context.Context, c *line) int {
+			return runConsole(ctx, c, listen, certFile, keyFile, tokenFile, natsURL)
+		},
+	}
+}
+
+func runConsole(ctx context.Context, c *line, listen, certFile, keyFile, tokenFile, natsURL string) int {
+	token := setting(c.io.Env, console.TokenVariable, "")
+	if tokenFile != "" {
+		if token != "" {
+			return c.usageError("--token-file and %s are both given: give one", console.TokenVariable)
+		}
+		b, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return c.usageError("--token-file: %v", err)
+		}
+		if token = strings.TrimSpace(string(b)); token == "" {
+			return c.usageError("--token-file %s is empty", tokenFile)
+		}
+	}
+	if err := console.CheckListen(listen, token); err != nil {
+		return c.usageError("%v", err)
+	}
+	l, closeLedger, err := openLedger(ctx, c.databaseURL)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer closeLedger()
+	cfg := console.Config{Ledger: l, Token: token}
+	if url := strings.TrimSpace(natsURL); url != "" {
+		nc, err := connectNATS(url)
+		if err != nil {
+			return c.fail(err)
+		}
+		defer nc.Close()
+		if cfg.JetStream, err = jetstream.New(nc); err != nil {
+			return c.fail(err)
+		}
+	}
+	running, err := console.Listen(ctx, cfg, listen, certFile, keyFile)
+	if err != nil {
+		return c.fail(err)
+	}
+	fmt.Fprintf(c.io.Stdout, "console: %s\n", running.URL)
+	if host, _, _ := net.SplitHostPort(listen); certFile == "" && !console.LoopbackHost(host) {
+		c.note("serving off loopback without TLS: the token and the session cookie cross the network in the clear (give --tls-cert and --tls-key)")
+	}
+	if err := running.Wait(); err != nil {
+		return c.fail(err)
+	}
+	return ExitOK
+}

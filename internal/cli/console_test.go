@@ -1,0 +1,65 @@
+package cli_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/internal/cli"
+	"github.com/atmost/atmost/internal/testkit/dbtest"
+)
+
+// Without a token, atmost console refuses an address off loopback before it connects to
+// anything; a token from the environment and from a file at once is a usage error.
+func TestConsoleRefusesAnAddressOffLoopbackWithoutAToken(t *testing.T) {
+	t.Parallel()
+	r := run(nil, "console", "--listen", "0.0.0.0:9105")
+	require.Equal(t, cli.ExitUsage, r.code)
+	require.Contains(t, r.stderr, "is not loopback")
+	require.Contains(t, r.stderr, "ATMOST_CONSOLE_TOKEN")
+
+	file := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(file, []byte("from-a-file\n"), 0o600))
+	r = run(map[string]string{"ATMOST_CONSOLE_TOKEN": "from-env"}, "console", "--token-file", file)
+	require.Equal(t, cli.ExitUsage, r.code)
+	require.Contains(t, r.stderr, "both given")
+}
+
+// atmost console serves the console on the ledger until interrupted, and prints its address.
+func TestConsoleServesUntilInterrupted(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	done := make(chan int)
+	go func() {
+		done <- cli.Run(ctx, cli.IO{Stdout: out, Stderr: out, Env: func(name string) (string, bool) {
+			if name == "ATMOST_DATABASE_URL" {
+				return db.URL, true
+			}
+			return "", false
+		}}, []string{"console", "--listen", "127.0.0.1:0"})
+	}()
+	var url string
+	require.Eventually(t, func() bool {
+		for _, line := range strings.Split(out.String(), "\n") {
+			if u, ok := strings.CutPrefix(line, "console: "); ok {
+				url = u
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 20*time.Millisecond, out.String())
+	resp, err := http.Get(url + "/login")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	cancel()
+	require.Equal(t, cli.ExitOK, <-done, out.String())
+}

@@ -1,0 +1,374 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/atmost/atmost/internal/role/ingest"
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+// The actions. Each is previewed first (what it will do, computed from the ledger as it
+// stands) and applied only with the preview's confirmation, through the same ledger operation
+// the atmost command calls, with "console:NAME" as the actor and the person's reason. The
+// preview remembers the intent's transition number; an intent that moved since is refused
+// without a call (the person saw something else), and the ledger's guarded statement refuses
+// whatever moves after that.
+
+// confirmData is the confirmation page: what the change will do, and the form that applies it.
+type confirmData struct {
+	Title   string
+	Effect  []string
+	Action  string            // the form's URL
+	Fields  map[string]string // carried as hidden fields
+	Confirm string
+	Back    string
+	Sample  []ledger.Intent // a bulk action's first intents
+	Count   int
+	// A replay's preview: its dry run's counts and first rejects. Confirm is empty when the
+	// replay would do nothing.
+	Totals  *ingest.ReplayTotals
+	Rejects []replayRow
+}
+
+type resultData struct {
+	Title   string
+	Changed int
+	Refused []refusal
+	Back    string
+	Event   string
+}
+
+type refusal struct {
+	Key identity.DeliveryKey
+	Why string
+}
+
+func (s *Server) act(w http.ResponseWriter, r *http.Request, v visitor) {
+	key, ok := parseKey(r.PathValue("key"))
+	if !ok {
+		http.Error(w, "not a delivery key", http.StatusNotFound)
+		return
+	}
+	verb := r.PostFormValue("verb")
+	note := strings.TrimSpace(r.PostFormValue("note"))
+	to := r.PostFormValue("to")
+	objectID := strings.TrimSpace(r.PostFormValue("object_id"))
+	seq := r.PostFormValue("seq")
+	back := "/intents/" + key.String()
+	problem := ""
+	switch {
+	case verb != "park" && verb != "resolve" && verb != "retry":
+		problem = "choose park, resolve or retry"
+	case note == "":
+		problem = "say why (for a resolve: how you know): it is written to the history with your name"
+	case verb == "resolve" && to != "published" && to != "failed":
+		problem = "a parked intent resolves as published or as failed"
+	case verb == "resolve" && to == "published" && objectID == "":
+		problem = "resolving as published needs the platform's id of the object you found"
+	case verb == "resolve" && to == "failed" && objectID != "":
+		problem = "an intent that was not sent has no object: leave the object id empty to resolve it as failed"
+	}
+	if problem != "" {
+		s.flash(v, "Nothing was changed: "+problem+".")
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	}
+	if verb != "resolve" {
+		to, objectID = "", ""
+	}
+	d := digest("intent", key.String(), verb, to, objectID, note, seq)
+	in, err := s.l.Get(r.Context(), key)
+	if errors.Is(err, ledger.ErrNotFound) {
+		http.Error(w, "no intent has the delivery key "+key.String(), http.StatusNotFound)
+		return
+	}
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	confirm := r.PostFormValue("confirm")
+	if confirm == "" {
+		effect, err := s.effect(r.Context(), in, verb, to, objectID)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		effect = append(effect, fmt.Sprintf("Recorded as %s: %q.", v.actor(), note))
+		fields := map[string]string{"verb": verb, "note": note, "to": to, "object_id": objectID, "seq": strconv.FormatInt(in.Seq, 10)}
+		d = digest("intent", key.String(), verb, to, objectID, note, fields["seq"])
+		s.render(w, http.StatusOK, "confirm", v, confirmData{Title: verbTitle(verb, to) + " " + key.String(), Effect: effect,
+			Action: back + "/act", Fields: fields, Confirm: s.issue(v, d, nil), Back: back})
+		return
+	}
+	if _, ok := s.redeem(v, confirm, d); !ok {
+		s.refuseConfirmation(w, v, back)
+		return
+	}
+	why, err := s.apply(r.Context(), v, verb, to, objectID, note, in, seq)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if why != "" {
+		s.flash(v, "Refused, nothing was changed: "+why)
+	} else {
+		s.flash(v, verbTitle(verb, to)+": done, by "+v.actor()+". "+s.publish(r.Context(), []identity.DeliveryKey{key}))
+	}
+	http.Redirect(w, r, back, http.StatusSeeOther)
+}
+
+// refuseConfirmation answers a confirmation that is used, expired, another session's or for
+// another change: nothing is applied.
+func (s *Server) refuseConfirmation(w http.ResponseWriter, v visitor, back string) {
+	s.render(w, http.StatusConflict, "result", v, resultData{Title: "Refused: this confirmation was used already, has expired, or is for another change. Nothing was changed; preview it again.", Back: back})
+}
+
+func verbTitle(verb, to string) string {
+	switch verb {
+	case "park":
+		return "Park"
+	case "retry":
+		return "Retry"
+	case "resolve-failed":
+		return "Resolve as failed"
+	}
+	if to == "published" {
+		return "Resolve as published"
+	}
+	return "Resolve as failed"
+}
+
+// effect says what verb will do to in, as the state machine says.
+func (s *Server) effect(ctx context.Context, in ledger.Intent, verb, to, objectID string) ([]string, error) {
+	from := fmt.Sprintf("%s (%s)", in.State, in.Reason)
+	switch verb {
+	case "park":
+		return []string{from + " → parked (operator_parked).", "No machine moves it on from then on: a person resolves it."}, nil
+	case "retry":
+		p, err := s.l.PolicyFor(ctx, in.Account)
+		if err != nil {
+			return nil, err
+		}
+		return []string{from + " → pending (retried), with a new work item; no attempt is opened until a dispatcher takes it.",
+			fmt.Sprintf("%d of the account's attempt cap of %d are used: at the cap it is parked (attempts_exhausted) instead.", in.AttemptsAuthorized, p.AttemptCap)}, nil
+	}
+	if to == "published" {
+		return []string{from + " → published (operator_published), object " + objectID + ".", "Final: a published intent never moves again and is never sent."}, nil
+	}
+	return []string{from + " → failed (operator_failed).", "Its text is released; a retry (by policy or a person) may send it again."}, nil
+}
+
+// apply makes the change through the ledger and returns why it was refused ("" when made).
+func (s *Server) apply(ctx context.Context, v visitor, verb, to, objectID, note string, in ledger.Intent, seq string) (string, error) {
+	if seq != "" && seq != strconv.FormatInt(in.Seq, 10) {
+		return fmt.Sprintf("%s moved since the preview (it is now %s, %s): look at it again.", in.Key, in.State, in.Reason), nil
+	}
+	var err error
+	switch verb {
+	case "park":
+		err = s.l.Park(ctx, in.Key, v.actor(), note)
+	case "retry":
+		err = s.l.RetryAs(ctx, in.Key, v.actor(), note)
+	case "resolve", "resolve-failed":
+		state := ledger.Failed
+		if to == "published" {
+			state = ledger.Published
+		}
+		err = s.l.Resolve(ctx, in.Key, state, objectID, v.actor(), note)
+	}
+	var refusal *ledger.RefusedError
+	switch {
+	case err == nil:
+		return "", nil
+	case errors.As(err, &refusal) && errors.Is(err, ledger.ErrAttemptsExhausted):
+		return fmt.Sprintf("%s reached its attempt cap, so it was parked (attempts_exhausted) instead of retried.", in.Key), nil
+	case errors.As(err, &refusal):
+		return fmt.Sprintf("%s is %s: the ledger refused to %s it (%v).", in.Key, refusal.State, strings.ToLower(verbTitle(verb, to)), refusal.Err), nil
+	}
+	return "", err
+}
+
+// publish publishes the changes' events right away when the console reads JetStream, and
+// says where they are.
+func (s *Server) publish(ctx context.Context, keys []identity.DeliveryKey) string {
+	switch now, err := s.publishNow(ctx, keys); {
+	case !now:
+		return "Its event is in the outbox: the next relay round of a running role publishes it."
+	case err != nil:
+		return "Publishing its event failed (" + err.Error() + "); it stays in the outbox for the next relay round."
+	}
+	return "Its event is published on ATMOST_EVENTS."
+}
+
+// publishNow has the relay publish the outbox rows of keys (events, and the work items of new
+// intents) when the console reads JetStream; now is false when it does not, and the next relay
+// round of a running role publishes them. A failure leaves them in the outbox for that round.
+func (s *Server) publishNow(ctx context.Context, keys []identity.DeliveryKey) (now bool, err error) {
+	if s.relay == nil || len(keys) == 0 {
+		return false, nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	return true, s.relay.AfterCommit(ctx, keys)
+}
+
+// bulkMax is how many intents one bulk action may change: beyond it, narrow the filter.
+const bulkMax = 1000
+
+// bulkVerbs are the bulk actions and the states each may start from.
+var bulkVerbs = map[string][]ledger.State{
+	"park":           {ledger.Pending, ledger.Failed, ledger.Indeterminate},
+	"resolve-failed": {ledger.Parked},
+	"retry":          {ledger.Failed},
+}
+
+// bulkPlan is a previewed bulk action: exactly the intents previewed, each with the
+// transition it was at.
+type bulkPlan struct {
+	verb, note string
+	items      []ledger.Intent
+}
+
+type bulkData struct {
+	Filter   listFilter
+	Problems []string
+	States   []ledger.State
+	Reasons  []ledger.Reason
+	Accounts []string
+	Verb     string
+	Note     string
+}
+
+func (s *Server) bulkForm(w http.ResponseWriter, r *http.Request, v visitor) {
+	lf, problems := parseFilter(r.URL.Query())
+	s.renderBulk(w, r, v, lf, problems, r.URL.Query().Get("verb"), "", http.StatusOK)
+}
+
+func (s *Server) renderBulk(w http.ResponseWriter, r *http.Request, v visitor, lf listFilter, problems []string, verb, note string, status int) {
+	accounts, err := s.accountIDs(r)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	s.render(w, status, "bulk", v, bulkData{Filter: lf, Problems: problems, States: ledger.States, Reasons: sortedReasons(), Accounts: accounts, Verb: verb, Note: note})
+}
+
+func (s *Server) bulk(w http.ResponseWriter, r *http.Request, v visitor) {
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	lf, problems := parseFilter(r.PostForm)
+	verb, note := r.PostFormValue("verb"), strings.TrimSpace(r.PostFormValue("note"))
+	back := "/bulk?" + lf.Query().Encode()
+	if confirm := r.PostFormValue("confirm"); confirm != "" {
+		c, ok := s.redeem(v, confirm, digest("bulk", verb, note, lf.Query().Encode()))
+		var plan *bulkPlan
+		if ok {
+			plan, _ = c.plan.(*bulkPlan)
+		}
+		if plan == nil {
+			s.refuseConfirmation(w, v, back)
+			return
+		}
+		s.applyBulk(w, r, v, plan, back)
+		return
+	}
+	from, known := bulkVerbs[verb]
+	switch {
+	case !known:
+		problems = append(problems, "choose the action: park, resolve as failed, or retry")
+	case !slices.Contains(from, ledger.State(lf.State)):
+		problems = append(problems, fmt.Sprintf("%s applies to intents in %s: choose that state in the filter", verbTitle(verb, ""), statesText(from)))
+	}
+	if note == "" {
+		problems = append(problems, "say why (for a resolve: how you know): it is written to every intent's history with your name")
+	}
+	if len(problems) > 0 {
+		s.renderBulk(w, r, v, lf, problems, verb, note, http.StatusBadRequest)
+		return
+	}
+	var items []ledger.Intent
+	var after ledger.BrowseCursor
+	for len(items) <= bulkMax {
+		pg, err := s.l.Browse(r.Context(), lf.f, after, 500)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		items = append(items, pg.Intents...)
+		if pg.Next == nil {
+			break
+		}
+		after = *pg.Next
+	}
+	if len(items) > bulkMax {
+		s.renderBulk(w, r, v, lf, []string{fmt.Sprintf("more than %d intents match: narrow the filter (an account, a time range) and act on them in parts", bulkMax)}, verb, note, http.StatusBadRequest)
+		return
+	}
+	if len(items) == 0 {
+		s.renderBulk(w, r, v, lf, []string{"no intent matches this filter: nothing to do"}, verb, note, http.StatusOK)
+		return
+	}
+	sample := items[:min(len(items), 10)]
+	effect := []string{fmt.Sprintf("%s %d intents, each through the ledger's guarded statement; an intent that moved since this preview is refused and left as it is.", verbTitle(verb, ""), len(items))}
+	switch verb {
+	case "park":
+		effect = append(effect, "Each becomes parked (operator_parked): no machine moves it on.")
+	case "resolve-failed":
+		effect = append(effect, "Each becomes failed (operator_failed): its text is released, and a retry may send it again.")
+	case "retry":
+		effect = append(effect, "Each goes back to pending (retried) with a new work item, or is parked at its attempt cap.")
+	}
+	effect = append(effect, fmt.Sprintf("Recorded as %s: %q.", v.actor(), note))
+	fields := map[string]string{"verb": verb, "note": note}
+	for k, vs := range lf.Query() {
+		fields[k] = vs[0]
+	}
+	plan := &bulkPlan{verb: verb, note: note, items: items}
+	s.render(w, http.StatusOK, "confirm", v, confirmData{Title: fmt.Sprintf("%s: %d intents", verbTitle(verb, ""), len(items)), Effect: effect,
+		Action: "/bulk", Fields: fields, Confirm: s.issue(v, digest("bulk", verb, note, lf.Query().Encode()), plan), Back: back, Sample: sample, Count: len(items)})
+}
+
+func statesText(states []ledger.State) string {
+	names := make([]string, len(states))
+	for i, s := range states {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+func (s *Server) applyBulk(w http.ResponseWriter, r *http.Request, v visitor, plan *bulkPlan, back string) {
+	res := resultData{Title: fmt.Sprintf("%s: %d intents previewed", verbTitle(plan.verb, ""), len(plan.items)), Back: back}
+	var changed []identity.DeliveryKey
+	for _, planned := range plan.items {
+		in, err := s.l.Get(r.Context(), planned.Key)
+		if err != nil {
+			res.Refused = append(res.Refused, refusal{planned.Key, err.Error()})
+			continue
+		}
+		why, err := s.apply(r.Context(), v, plan.verb, "failed", "", plan.note, in, strconv.FormatInt(planned.Seq, 10))
+		if err != nil {
+			res.Refused = append(res.Refused, refusal{planned.Key, err.Error()})
+			continue
+		}
+		if why != "" {
+			res.Refused = append(res.Refused, refusal{planned.Key, why})
+			continue
+		}
+		changed = append(changed, planned.Key)
+	}
+	res.Changed = len(changed)
+	if len(changed) > 0 {
+		res.Event = s.publish(r.Context(), changed)
+	}
+	s.render(w, http.StatusOK, "result", v, res)
+}

@@ -1,0 +1,275 @@
+// Package console is atmost's operator console: a web page for the intents that wait for a
+// person, served by `atmost console` (and by `atmost dev` and `atmost demo`). It reads the ledger
+// through pkg/ledger's read API and changes it only through the ledger's guarded operations,
+// the very calls the atmost command makes (Park, Resolve, RetryAs, SetSwitch, SetPolicy,
+// ReplayRejects), with the logged-in operator as the actor and the reason they give: it never
+// sends anything to a platform (a replayed reject becomes a pending intent, as ingest would
+// have stored it, for the dispatchers), and a change the ledger refuses changes nothing.
+//
+// HTML is rendered by html/template from embedded templates; the little JavaScript there is
+// (live updates on the overview) is optional, every page reads without it. Every request but
+// the login page and the assets needs a session (a login) or the token as a Bearer header;
+// every change is a POST that carries the session's CSRF token and, to be applied, a
+// single-use confirmation issued with the preview of its effect, so a forged request is
+// refused and a replayed one changes nothing.
+package console
+
+import (
+	"context"
+	"crypto/tls"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/atmost/atmost/internal/adapters"
+	"github.com/atmost/atmost/internal/relay"
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger"
+	"github.com/atmost/atmost/pkg/platform"
+)
+
+// DefaultListen is the console's address unless told otherwise: loopback only.
+const DefaultListen = "127.0.0.1:9105"
+
+// TokenVariable names the environment variable that holds the console's token.
+const TokenVariable = "ATMOST_CONSOLE_TOKEN"
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed assets
+var assetFS embed.FS
+
+// Config configures a console.
+type Config struct {
+	// Ledger is read and changed; its operations are the console's only way to change it.
+	Ledger *ledger.Ledger
+	// Token is what a person types at the login and a script sends as "Authorization: Bearer".
+	// Empty means no token: then the console serves loopback only (CheckListen) and the login
+	// asks for a name alone.
+	Token string
+	// TLS says the console is served over TLS: its cookies are then marked Secure.
+	TLS bool
+	// JetStream, when set, is where ATMOST_EVENTS is read (the live overview, an intent's
+	// events) and where an action's event is published right away; without it the next relay
+	// round of a running role publishes it, and the overview polls.
+	JetStream jetstream.JetStream
+	// Platforms are the adapters an account's must open for its intents to be served: an
+	// intent's page says when one does not (adapters.IntentWait). Nil means adapters.Builtin.
+	Platforms platform.Registry
+	// LookupEnv reads an account's credential reference from the environment for that check;
+	// nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+	// Logger; nil logs nothing.
+	Logger *zap.Logger
+}
+
+// Server is a console. It is an http.Handler.
+type Server struct {
+	cfg       Config
+	l         *ledger.Ledger
+	pages     map[string]*template.Template
+	mux       *http.ServeMux
+	log       *zap.Logger
+	relay     *relay.Relay
+	sessions  *sessions
+	mu        sync.Mutex
+	confirms  map[string]*confirmation
+	sessionTT time.Duration
+}
+
+// New returns a console on cfg.Ledger.
+func New(cfg Config) (*Server, error) {
+	if cfg.Ledger == nil {
+		return nil, errors.New("console: a ledger is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.Platforms == nil {
+		cfg.Platforms = adapters.Builtin()
+	}
+	if cfg.LookupEnv == nil {
+		cfg.LookupEnv = os.LookupEnv
+	}
+	s := &Server{cfg: cfg, l: cfg.Ledger, log: cfg.Logger.Named("console"), sessions: newSessions(),
+		confirms: map[string]*confirmation{}, sessionTT: 12 * time.Hour}
+	if cfg.JetStream != nil {
+		s.relay = relay.New(cfg.Ledger, cfg.JetStream, relay.Config{AckTimeout: 10 * time.Second, Logger: cfg.Logger})
+	}
+	var err error
+	if s.pages, err = parsePages(); err != nil {
+		return nil, err
+	}
+	s.routes()
+	return s, nil
+}
+
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	assets, _ := fs.Sub(assetFS, "assets")
+	m.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(assets)))
+	m.HandleFunc("GET /login", s.loginPage)
+	m.HandleFunc("POST /login", s.login)
+	m.HandleFunc("POST /logout", s.authed(s.logout))
+	m.HandleFunc("GET /{$}", s.authed(s.overview))
+	m.HandleFunc("GET /overview/live", s.authed(s.overviewLive))
+	m.HandleFunc("GET /events", s.authed(s.liveEvents))
+	m.HandleFunc("GET /intents", s.authed(s.intents))
+	m.HandleFunc("GET /intents/{key}", s.authed(s.intent))
+	m.HandleFunc("POST /intents/{key}/act", s.authed(s.act))
+	m.HandleFunc("GET /bulk", s.authed(s.bulkForm))
+	m.HandleFunc("POST /bulk", s.authed(s.bulk))
+	m.HandleFunc("GET /rejects", s.authed(s.rejects))
+	m.HandleFunc("POST /rejects/replay", s.authed(s.replay))
+	m.HandleFunc("GET /controls", s.authed(s.controls))
+	m.HandleFunc("POST /controls/switch", s.authed(s.switchAct))
+	m.HandleFunc("POST /controls/policy", s.authed(s.policyAct))
+	s.mux = m
+}
+
+// ServeHTTP serves the console, with the headers every response carries: no framing, no
+// script or style from elsewhere, no caching of what the ledger holds.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	// same-origin, not no-referrer: under no-referrer a browser sends "Origin: null" with a form,
+	// and the origin check (sameOrigin) refuses it.
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("X-Frame-Options", "DENY")
+	if !strings.HasPrefix(r.URL.Path, "/assets/") {
+		h.Set("Cache-Control", "no-store")
+	}
+	if s.cfg.Token == "" && !loopbackHost(r.Host) {
+		// Without a token the console trusts the machine it runs on, and only that: a page on
+		// another site whose name resolves to 127.0.0.1 (DNS rebinding) gets nothing.
+		http.Error(w, "this console serves only loopback host names without a token", http.StatusMisdirectedRequest)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// CheckListen refuses to serve addr without a token unless it is a loopback address: a
+// console without a token must not be reachable from another machine.
+func CheckListen(addr, token string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	if token != "" {
+		return nil
+	}
+	if !loopbackHost(host) {
+		return fmt.Errorf("listen address %q is not loopback: without a token (%s or --token-file) the console serves only 127.0.0.1, ::1 or localhost", addr, TokenVariable)
+	}
+	return nil
+}
+
+// LoopbackHost reports whether host (with or without a port) names this machine only:
+// localhost or a loopback address.
+func LoopbackHost(host string) bool { return loopbackHost(host) }
+
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Serve serves the console on ln until ctx ends, over TLS when certFile and keyFile are given.
+// It returns nil after a clean shutdown.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, certFile, keyFile string) error {
+	// Requests live in ctx, so that the live event streams end with it and Shutdown can finish.
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(s.log),
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	if certFile != "" || keyFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return fmt.Errorf("console TLS: %w", err)
+		}
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		ln = tls.NewListener(ln, srv.TLSConfig)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	err := srv.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		<-done
+		return nil
+	}
+	return err
+}
+
+// parseKey reads a delivery key from a path or form value.
+func parseKey(s string) (identity.DeliveryKey, bool) {
+	k, err := identity.ParseDeliveryKey(strings.TrimSpace(s))
+	return k, err == nil
+}
+
+// Running is a console serving on its address.
+type Running struct {
+	// URL is where to point a browser.
+	URL  string
+	done chan error
+	stop context.CancelFunc
+}
+
+// Listen checks addr (CheckListen), listens there and serves the console until ctx ends or
+// Stop is called, over TLS when certFile and keyFile are given.
+func Listen(ctx context.Context, cfg Config, addr, certFile, keyFile string) (*Running, error) {
+	if err := CheckListen(addr, cfg.Token); err != nil {
+		return nil, err
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, errors.New("console TLS: give both the certificate and the key, or neither")
+	}
+	cfg.TLS = certFile != ""
+	s, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	scheme := "http"
+	if cfg.TLS {
+		scheme = "https"
+	}
+	ctx, stop := context.WithCancel(ctx)
+	r := &Running{URL: scheme + "://" + ln.Addr().String(), done: make(chan error, 1), stop: stop}
+	go func() { r.done <- s.Serve(ctx, ln, certFile, keyFile) }()
+	return r, nil
+}
+
+// Wait returns when the console stopped, with the error that stopped it (nil after ctx ended).
+func (r *Running) Wait() error { return <-r.done }
+
+// Stop stops the console and waits for it.
+func (r *Running) Stop() error {
+	r.stop()
+	return r.Wait()
+}

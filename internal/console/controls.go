@@ -1,0 +1,353 @@
+package console
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+// switchRow is one kill switch as the controls page shows it; Set is false for one never set.
+type switchRow struct {
+	Scope string
+	ledger.Switch
+	Set bool
+}
+
+// policyView is one policy row's fields as text, "" where the account inherits.
+type policyView struct {
+	Scope     string
+	Fields    []policyFieldView
+	UpdatedBy string
+	UpdatedAt time.Time
+}
+
+type policyFieldView struct {
+	Name  ledger.PolicyField
+	Value string
+	Set   bool
+}
+
+type controlsData struct {
+	Switches []switchRow
+	Default  policyView
+	Policies []policyView
+	Accounts []string
+	Epoch    ledger.EpochStart
+	History  []ledger.ControlChange
+	Fields   []ledger.PolicyField
+	Failed   []ledger.Reason
+}
+
+func fieldValue(o ledger.PolicyOverride, f ledger.PolicyField) (string, bool) {
+	i := func(v *int) (string, bool) {
+		if v == nil {
+			return "", false
+		}
+		return strconv.Itoa(*v), true
+	}
+	d := func(v *time.Duration) (string, bool) {
+		if v == nil {
+			return "", false
+		}
+		return v.String(), true
+	}
+	switch f {
+	case ledger.FieldAttemptCap:
+		return i(o.AttemptCap)
+	case ledger.FieldBackoffBase:
+		return d(o.BackoffBase)
+	case ledger.FieldBackoffMax:
+		return d(o.BackoffMax)
+	case ledger.FieldRatePerMinute:
+		return i(o.RatePerMinute)
+	case ledger.FieldRateBurst:
+		return i(o.RateBurst)
+	case ledger.FieldTextWindow:
+		return d(o.TextWindow)
+	case ledger.FieldRetryableReasons:
+		if o.RetryableReasons == nil {
+			return "", false
+		}
+		if len(o.RetryableReasons) == 0 {
+			return "none", true
+		}
+		names := make([]string, len(o.RetryableReasons))
+		for i, r := range o.RetryableReasons {
+			names[i] = string(r)
+		}
+		return strings.Join(names, ","), true
+	}
+	return "", false
+}
+
+func viewOf(row ledger.PolicyRow) policyView {
+	pv := policyView{Scope: row.Scope, UpdatedBy: row.UpdatedBy, UpdatedAt: row.UpdatedAt}
+	for _, f := range ledger.PolicyFields {
+		v, set := fieldValue(row.PolicyOverride, f)
+		pv.Fields = append(pv.Fields, policyFieldView{f, v, set})
+	}
+	return pv
+}
+
+func (s *Server) controls(w http.ResponseWriter, r *http.Request, v visitor) {
+	ctx := r.Context()
+	var d controlsData
+	var err error
+	if d.Accounts, err = s.accountIDs(r); err != nil {
+		s.fail(w, err)
+		return
+	}
+	switches, err := s.l.Switches(ctx)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	byScope := map[string]ledger.Switch{}
+	for _, sw := range switches {
+		byScope[sw.Scope] = sw
+	}
+	for _, scope := range append([]string{ledger.GlobalScope}, d.Accounts...) {
+		sw, set := byScope[scope]
+		d.Switches = append(d.Switches, switchRow{Scope: scope, Switch: sw, Set: set})
+	}
+	rows, err := s.l.Policies(ctx)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	for _, row := range rows {
+		if row.Scope == ledger.GlobalScope {
+			d.Default = viewOf(row)
+		} else {
+			d.Policies = append(d.Policies, viewOf(row))
+		}
+	}
+	if d.Epoch, err = s.l.CurrentEpoch(ctx); err != nil {
+		s.fail(w, err)
+		return
+	}
+	if d.History, err = s.l.ControlHistory(ctx, "", 50); err != nil {
+		s.fail(w, err)
+		return
+	}
+	d.Fields, d.Failed = ledger.PolicyFields, ledger.FailedReasons()
+	s.render(w, http.StatusOK, "controls", v, d)
+}
+
+func scopeName(kind, scope string) string {
+	if scope == ledger.GlobalScope {
+		if kind == "switch" {
+			return "the global switch"
+		}
+		return "the default policy"
+	}
+	if kind == "switch" {
+		return "the switch of " + scope
+	}
+	return "the policy of " + scope
+}
+
+func (s *Server) switchAct(w http.ResponseWriter, r *http.Request, v visitor) {
+	scope := strings.TrimSpace(r.PostFormValue("scope"))
+	engaged := r.PostFormValue("engaged") == "on"
+	note := strings.TrimSpace(r.PostFormValue("note"))
+	back := "/controls"
+	if r.PostFormValue("engaged") != "on" && r.PostFormValue("engaged") != "off" || note == "" {
+		s.flash(v, "Nothing was changed: choose on or off and say why; it is written to the control history with your name.")
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	}
+	onOff := map[bool]string{true: "on", false: "off"}
+	d := digest("switch", scope, onOff[engaged], note)
+	if confirm := r.PostFormValue("confirm"); confirm != "" {
+		if _, ok := s.redeem(v, confirm, d); !ok {
+			s.refuseConfirmation(w, v, back)
+			return
+		}
+		ch, err := s.l.SetSwitch(r.Context(), scope, engaged, v.actor(), note)
+		if err != nil {
+			s.flash(v, "Refused, nothing was changed: "+err.Error())
+		} else {
+			before := "off (never set)"
+			if ch.Before != nil {
+				before = onOff[ch.Before.Engaged]
+			}
+			s.flash(v, fmt.Sprintf("%s: %s → %s, by %s.", scopeName("switch", scope), before, onOff[ch.After.Engaged], v.actor()))
+		}
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	}
+	effect := []string{fmt.Sprintf("Turn %s %s.", scopeName("switch", scope), onOff[engaged])}
+	if engaged {
+		effect = append(effect, "Every new authorization in its scope stops from the next one on; work already authorized is not recalled, and waiting work opens no attempt until it is off.")
+	} else {
+		effect = append(effect, "Waiting work in its scope goes on (unless another switch that covers it is on).")
+	}
+	effect = append(effect, fmt.Sprintf("Recorded in the control history as %s: %q.", v.actor(), note))
+	s.render(w, http.StatusOK, "confirm", v, confirmData{Title: "Kill switch", Effect: effect, Action: "/controls/switch",
+		Fields: map[string]string{"scope": scope, "engaged": onOff[engaged], "note": note}, Confirm: s.issue(v, d, nil), Back: back})
+}
+
+// policyEdit reads a policy form: a blank field keeps its value, "inherit" (accounts only)
+// clears the account's override.
+func policyEdit(r *http.Request) (ledger.PolicyEdit, []string, error) {
+	var edit ledger.PolicyEdit
+	var parts []string
+	for _, f := range ledger.PolicyFields {
+		raw := strings.TrimSpace(r.PostFormValue(string(f)))
+		if r.PostFormValue("inherit_"+string(f)) == "on" {
+			if raw != "" {
+				return edit, nil, fmt.Errorf("%s is both set and inherited: give one", f)
+			}
+			edit.Inherit = append(edit.Inherit, f)
+			parts = append(parts, string(f)+"=inherit")
+			continue
+		}
+		if raw == "" {
+			continue
+		}
+		parts = append(parts, string(f)+"="+raw)
+		var err error
+		switch f {
+		case ledger.FieldAttemptCap, ledger.FieldRatePerMinute, ledger.FieldRateBurst:
+			n, e := strconv.Atoi(raw)
+			if err = e; err == nil {
+				switch f {
+				case ledger.FieldAttemptCap:
+					edit.Set.AttemptCap = &n
+				case ledger.FieldRatePerMinute:
+					edit.Set.RatePerMinute = &n
+				default:
+					edit.Set.RateBurst = &n
+				}
+			}
+		case ledger.FieldBackoffBase, ledger.FieldBackoffMax, ledger.FieldTextWindow:
+			d, e := time.ParseDuration(raw)
+			if err = e; err == nil {
+				switch f {
+				case ledger.FieldBackoffBase:
+					edit.Set.BackoffBase = &d
+				case ledger.FieldBackoffMax:
+					edit.Set.BackoffMax = &d
+				default:
+					edit.Set.TextWindow = &d
+				}
+			}
+		case ledger.FieldRetryableReasons:
+			edit.Set.RetryableReasons = []ledger.Reason{}
+			if raw != "none" {
+				for _, name := range strings.Split(raw, ",") {
+					if rr := ledger.Reason(strings.TrimSpace(name)); rr != "" && !slices.Contains(edit.Set.RetryableReasons, rr) {
+						edit.Set.RetryableReasons = append(edit.Set.RetryableReasons, rr)
+					}
+				}
+			}
+		}
+		if err != nil {
+			return edit, nil, fmt.Errorf("%s %q: %v", f, raw, err)
+		}
+	}
+	return edit, parts, nil
+}
+
+func (s *Server) policyAct(w http.ResponseWriter, r *http.Request, v visitor) {
+	scope := strings.TrimSpace(r.PostFormValue("scope"))
+	note := strings.TrimSpace(r.PostFormValue("note"))
+	back := "/controls"
+	edit, parts, err := policyEdit(r)
+	if err == nil && len(parts) == 0 {
+		err = fmt.Errorf("nothing to change: fill in a field, or tick inherit")
+	}
+	if err == nil {
+		err = edit.Check(scope)
+	}
+	if err == nil && note == "" {
+		err = fmt.Errorf("say why: it is written to the control history with your name")
+	}
+	if err != nil {
+		s.flash(v, "Nothing was changed: "+err.Error()+".")
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	}
+	d := digest(append([]string{"policy", scope, note}, parts...)...)
+	if confirm := r.PostFormValue("confirm"); confirm != "" {
+		if _, ok := s.redeem(v, confirm, d); !ok {
+			s.refuseConfirmation(w, v, back)
+			return
+		}
+		ch, err := s.l.SetPolicy(r.Context(), scope, edit, v.actor(), note)
+		if err != nil {
+			s.flash(v, "Refused, nothing was changed: "+err.Error())
+		} else {
+			s.flash(v, fmt.Sprintf("%s changed by %s: %s.", scopeName("policy", scope), v.actor(), strings.Join(changedFields(ch), "; ")))
+		}
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	}
+	layers, err := s.l.PolicyLayersFor(r.Context(), scope)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	before := layers.Default.PolicyOverride
+	if scope != ledger.GlobalScope {
+		before = ledger.PolicyOverride{}
+		if layers.Override != nil {
+			before = layers.Override.PolicyOverride
+		}
+	}
+	effect := []string{"Change " + scopeName("policy", scope) + ":"}
+	for _, f := range ledger.PolicyFields {
+		b, bSet := fieldValue(before, f)
+		a, aSet := fieldValue(edit.Set, f)
+		switch {
+		case slices.Contains(edit.Inherit, f):
+			effect = append(effect, fmt.Sprintf("%s: %s → inherit the default", f, orInherit(b, bSet)))
+		case aSet && (a != b || !bSet):
+			effect = append(effect, fmt.Sprintf("%s: %s → %s", f, orInherit(b, bSet), a))
+		}
+	}
+	effect = append(effect, "Fields not named keep their value as it stands when the change is made.",
+		fmt.Sprintf("Recorded in the control history as %s: %q.", v.actor(), note))
+	fields := map[string]string{"scope": scope, "note": note}
+	for _, f := range ledger.PolicyFields {
+		if raw := strings.TrimSpace(r.PostFormValue(string(f))); raw != "" {
+			fields[string(f)] = raw
+		}
+		if r.PostFormValue("inherit_"+string(f)) == "on" {
+			fields["inherit_"+string(f)] = "on"
+		}
+	}
+	s.render(w, http.StatusOK, "confirm", v, confirmData{Title: "Policy", Effect: effect, Action: "/controls/policy", Fields: fields, Confirm: s.issue(v, d, nil), Back: back})
+}
+
+func orInherit(v string, set bool) string {
+	if !set {
+		return "inherit"
+	}
+	return v
+}
+
+func changedFields(ch ledger.PolicyChange) []string {
+	var before ledger.PolicyOverride
+	if ch.Before != nil {
+		before = *ch.Before
+	}
+	var out []string
+	for _, f := range ledger.PolicyFields {
+		b, bSet := fieldValue(before, f)
+		a, aSet := fieldValue(ch.After, f)
+		if b != a || bSet != aSet {
+			out = append(out, fmt.Sprintf("%s %s → %s", f, orInherit(b, bSet), orInherit(a, aSet)))
+		}
+	}
+	if len(out) == 0 {
+		out = []string{"no field changed"}
+	}
+	return out
+}

@@ -1,0 +1,487 @@
+package console
+
+import (
+	"errors"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/atmost/atmost/internal/adapters"
+	"github.com/atmost/atmost/pkg/events"
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+// The pages that read: the overview, the intents, one intent, the rejects, the controls.
+
+// reasonCount is one reason's count in a state.
+type reasonCount struct {
+	Reason ledger.Reason
+	N      int64
+}
+
+// stateCounts is one state's count, with its reasons, largest first.
+type stateCounts struct {
+	State   ledger.State
+	Total   int64
+	Reasons []reasonCount
+}
+
+// waitingOrder is the order the overview shows the states in: what waits for a person first.
+var waitingOrder = []ledger.State{ledger.Parked, ledger.Indeterminate, ledger.Failed, ledger.Pending, ledger.Authorized, ledger.Published}
+
+func ordered(m map[ledger.State]map[ledger.Reason]int64) []stateCounts {
+	var out []stateCounts
+	for _, st := range waitingOrder {
+		reasons, ok := m[st]
+		if !ok {
+			continue
+		}
+		sc := stateCounts{State: st}
+		for r, n := range reasons {
+			sc.Total += n
+			sc.Reasons = append(sc.Reasons, reasonCount{r, n})
+		}
+		sort.Slice(sc.Reasons, func(i, j int) bool {
+			a, b := sc.Reasons[i], sc.Reasons[j]
+			return a.N > b.N || a.N == b.N && a.Reason < b.Reason
+		})
+		out = append(out, sc)
+	}
+	return out
+}
+
+// unservable is an account the dispatchers cannot serve now, and why.
+type unservable struct {
+	Account string
+	Why     string
+}
+
+type overviewData struct {
+	Waiting      []stateCounts
+	Changed      []stateCounts
+	OutboxRows   int64
+	OutboxOldest time.Duration
+	Engaged      []ledger.Switch
+	Unservable   []unservable
+	Recent       []ledger.Intent
+	Epoch        ledger.EpochStart
+	At           time.Time
+}
+
+func (s *Server) overviewData(r *http.Request) (overviewData, error) {
+	ctx := r.Context()
+	d := overviewData{At: time.Now()}
+	waiting, err := s.l.Waiting(ctx)
+	if err != nil {
+		return d, err
+	}
+	d.Waiting = ordered(waiting)
+	changed, err := s.l.Changed(ctx, d.At.Add(-time.Hour))
+	if err != nil {
+		return d, err
+	}
+	d.Changed = ordered(changed)
+	if d.OutboxRows, d.OutboxOldest, err = s.l.OutboxLag(ctx); err != nil {
+		return d, err
+	}
+	switches, err := s.l.Switches(ctx)
+	if err != nil {
+		return d, err
+	}
+	for _, sw := range switches {
+		if sw.Engaged {
+			d.Engaged = append(d.Engaged, sw)
+		}
+	}
+	// What holds each account is the ledger's answer, the gate Authorize would refuse it at.
+	holds, err := s.l.Holds(ctx, nil)
+	if err != nil {
+		return d, err
+	}
+	for _, id := range slices.Sorted(maps.Keys(holds)) {
+		d.Unservable = append(d.Unservable, unservable{id, holdText(holds[id])})
+	}
+	recent, err := s.l.Browse(ctx, ledger.BrowseFilter{}, ledger.BrowseCursor{}, 10)
+	if err != nil {
+		return d, err
+	}
+	d.Recent = recent.Intents
+	if d.Epoch, err = s.l.CurrentEpoch(ctx); err != nil {
+		return d, err
+	}
+	return d, nil
+}
+
+func (s *Server) overview(w http.ResponseWriter, r *http.Request, v visitor) {
+	d, err := s.overviewData(r)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	s.render(w, http.StatusOK, "overview", v, d)
+}
+
+// overviewLive is the overview's body alone, for the page's script to refresh it.
+func (s *Server) overviewLive(w http.ResponseWriter, r *http.Request, v visitor) {
+	d, err := s.overviewData(r)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	s.render(w, http.StatusOK, "overview_fragment", v, d)
+}
+
+// listFilter is the intents page's filter as its form and links carry it.
+type listFilter struct {
+	State, Reason, Account, Since, Until, Text string
+	Per                                        int
+	f                                          ledger.BrowseFilter
+}
+
+// timeLayouts are the times the filter takes: a browser's datetime-local (read as UTC) and
+// RFC 3339.
+var timeLayouts = []string{"2006-01-02T15:04", "2006-01-02T15:04:05", time.RFC3339Nano, "2006-01-02 15:04", "2006-01-02"}
+
+func parseTime(s string) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	for _, layout := range timeLayouts {
+		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, errors.New("give a time as 2026-03-01T10:00 (UTC) or RFC 3339")
+}
+
+func parseFilter(q url.Values) (listFilter, []string) {
+	lf := listFilter{State: strings.TrimSpace(q.Get("state")), Reason: strings.TrimSpace(q.Get("reason")), Account: strings.TrimSpace(q.Get("account")),
+		Since: strings.TrimSpace(q.Get("since")), Until: strings.TrimSpace(q.Get("until")), Text: strings.TrimSpace(q.Get("q")), Per: 50}
+	var problems []string
+	if lf.State != "" && !ledger.State(lf.State).Valid() {
+		problems = append(problems, "state "+strconv.Quote(lf.State)+" is not one of the six states")
+		lf.State = ""
+	}
+	if lf.Reason != "" {
+		if _, ok := ledger.Reason(lf.Reason).Rule(); !ok {
+			problems = append(problems, "reason "+strconv.Quote(lf.Reason)+" is not a reason the ledger writes")
+			lf.Reason = ""
+		}
+	}
+	lf.f = ledger.BrowseFilter{State: ledger.State(lf.State), Reason: ledger.Reason(lf.Reason), Account: lf.Account, Text: lf.Text}
+	for _, t := range []struct {
+		name, v string
+		out     *time.Time
+	}{{"since", lf.Since, &lf.f.Since}, {"until", lf.Until, &lf.f.Until}} {
+		if t.v == "" {
+			continue
+		}
+		at, err := parseTime(t.v)
+		if err != nil {
+			problems = append(problems, t.name+": "+err.Error())
+			continue
+		}
+		*t.out = at
+	}
+	if n, err := strconv.Atoi(q.Get("per")); err == nil && n >= 1 && n <= 500 {
+		lf.Per = n
+	}
+	return lf, problems
+}
+
+// Query is the filter as URL parameters, for links.
+func (lf listFilter) Query() url.Values {
+	q := url.Values{}
+	for k, v := range map[string]string{"state": lf.State, "reason": lf.Reason, "account": lf.Account, "since": lf.Since, "until": lf.Until, "q": lf.Text} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if lf.Per != 50 {
+		q.Set("per", strconv.Itoa(lf.Per))
+	}
+	return q
+}
+
+type intentsData struct {
+	Filter   listFilter
+	Problems []string
+	Page     ledger.BrowsePage
+	Next     string // the next page's URL, "" at the end
+	First    bool
+	States   []ledger.State
+	Reasons  []ledger.Reason
+	Accounts []string
+	Window   int
+	Took     time.Duration
+	BulkURL  string
+}
+
+func sortedReasons() []ledger.Reason {
+	var out []ledger.Reason
+	for _, st := range waitingOrder {
+		var rs []ledger.Reason
+		for r, rule := range ledger.Reasons {
+			if rule.State == st {
+				rs = append(rs, r)
+			}
+		}
+		sort.Slice(rs, func(i, j int) bool { return rs[i] < rs[j] })
+		out = append(out, rs...)
+	}
+	return out
+}
+
+func (s *Server) accountIDs(r *http.Request) ([]string, error) {
+	accounts, err := s.l.Accounts(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(accounts))
+	for i, a := range accounts {
+		ids[i] = a.ID
+	}
+	sort.Strings(ids)
+	return ids, nil
+}
+
+func (s *Server) intents(w http.ResponseWriter, r *http.Request, v visitor) {
+	q := r.URL.Query()
+	if k, ok := parseKey(q.Get("q")); ok {
+		http.Redirect(w, r, "/intents/"+k.String(), http.StatusSeeOther)
+		return
+	}
+	lf, problems := parseFilter(q)
+	var after ledger.BrowseCursor
+	if at, key := q.Get("after_at"), q.Get("after_key"); at != "" || key != "" {
+		t, errT := time.Parse(time.RFC3339Nano, at)
+		k, okK := parseKey(key)
+		if errT != nil || !okK {
+			problems = append(problems, "the page cursor is not one this console wrote; starting at the newest")
+		} else {
+			after = ledger.BrowseCursor{At: t, Key: k}
+		}
+	}
+	start := time.Now()
+	pg, err := s.l.Browse(r.Context(), lf.f, after, lf.Per)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	d := intentsData{Filter: lf, Problems: problems, Page: pg, First: after.IsZero(), States: ledger.States, Reasons: sortedReasons(),
+		Window: ledger.BrowseWindow, Took: time.Since(start)}
+	if d.Accounts, err = s.accountIDs(r); err != nil {
+		s.fail(w, err)
+		return
+	}
+	if pg.Next != nil {
+		nq := lf.Query()
+		nq.Set("after_at", pg.Next.At.UTC().Format(time.RFC3339Nano))
+		nq.Set("after_key", pg.Next.Key.String())
+		d.Next = "/intents?" + nq.Encode()
+	}
+	d.BulkURL = "/bulk?" + lf.Query().Encode()
+	s.render(w, http.StatusOK, "intents", v, d)
+}
+
+// eventRow is one transition of an intent as an event on ATMOST_EVENTS.
+type eventRow struct {
+	ID      events.ID
+	Subject string
+	Seq     int64
+	To      ledger.State
+	Reason  ledger.Reason
+	// Where: "outbox" (not published yet), "stream" (seen on ATMOST_EVENTS, at StreamSeq),
+	// "published" (left the outbox, not looked for on the stream).
+	Where     string
+	StreamSeq uint64
+}
+
+// allowed is one operator verb on an intent: whether it may be used now, and why not.
+type allowed struct {
+	Verb   string
+	OK     bool
+	WhyNot string
+}
+
+type intentData struct {
+	Rec  ledger.Record
+	Text string
+	// Hold is the duplicate-text hold that parked it, as atmost intents show prints it.
+	Hold *ledger.TextHold
+	// Waiting says why a pending intent waits because its account cannot be served, as atmost
+	// intents show says it (adapters.IntentWait); nil when it does not.
+	Waiting     *waiting
+	Meaning     string
+	Events      []eventRow
+	EventsNote  string
+	Verbs       []allowed
+	AttemptRows []attemptRow
+}
+
+// waiting is why an intent waits: Cause as atmost_account_waiting_intents names it, Why as an
+// operator reads it.
+type waiting struct {
+	Cause, Why string
+}
+
+type attemptRow struct {
+	Attempt  ledger.Attempt
+	Evidence []ledger.Evidence
+	Steps    []ledger.ReconciliationStep
+}
+
+// verbs says what a person may do with in now, and why not the rest: the state machine's
+// table, as the ledger's guards will hold it.
+func verbs(in ledger.Intent, now time.Time) []allowed {
+	leaseLive := in.LeaseExpiresAt != nil && in.LeaseExpiresAt.After(now)
+	park := allowed{Verb: "park", OK: true}
+	resolve := allowed{Verb: "resolve"}
+	retry := allowed{Verb: "retry"}
+	switch in.State {
+	case ledger.Parked:
+		park = allowed{Verb: "park", WhyNot: "it is parked already: a person owns it"}
+		resolve.OK = true
+		retry.WhyNot = "it is parked: if it was not sent, resolve it as failed with your evidence first, then retry it"
+	case ledger.Published:
+		park.OK, park.WhyNot = false, "it is published: the platform holds it, and a published intent never moves again"
+		resolve.WhyNot, retry.WhyNot = park.WhyNot, park.WhyNot
+	case ledger.Failed:
+		resolve.WhyNot = "only a parked intent is resolved by a person: park it first"
+		retry.OK = true
+	case ledger.Indeterminate:
+		resolve.WhyNot = "only a parked intent is resolved by a person: park it, then resolve it with evidence"
+		retry.WhyNot = "its outcome is unknown, so it is never retried (a resend could deliver it twice); the reconciler looks it up once"
+	case ledger.Authorized:
+		if leaseLive {
+			park.OK, park.WhyNot = false, "it is authorized and its worker's lease is live: bytes may be leaving right now; its outcome, or its lease's expiry into indeterminate, comes first"
+		}
+		resolve.WhyNot = "only a parked intent is resolved by a person"
+		retry.WhyNot = "only a failed intent can be retried: this one may be on the wire"
+	case ledger.Pending:
+		resolve.WhyNot = "only a parked intent is resolved by a person"
+		retry.WhyNot = "it is already on its way; only a failed intent can be retried"
+	}
+	return []allowed{park, resolve, retry}
+}
+
+// holdText says what holds an account, who set it and why.
+func holdText(h ledger.Hold) string {
+	var what string
+	switch {
+	case h.Reason == ledger.ReasonKillSwitch && h.Scope == ledger.GlobalScope:
+		what = "the global kill switch is on"
+	case h.Reason == ledger.ReasonKillSwitch:
+		what = "its kill switch is on"
+	case h.Reason == ledger.ReasonAccountDisabled:
+		what = "disabled (atmost accounts enable serves it again; its intents wait)"
+	case h.Reason == ledger.ReasonCredentialRevoked:
+		what = "credential revoked (atmost accounts rotate gives it a new one)"
+	default:
+		what = string(h.Reason)
+	}
+	if h.By != "" {
+		what += ", by " + h.By
+		if h.Why != "" {
+			what += ": " + h.Why
+		}
+	}
+	return what
+}
+
+func (s *Server) intent(w http.ResponseWriter, r *http.Request, v visitor) {
+	key, ok := parseKey(r.PathValue("key"))
+	if !ok {
+		http.Error(w, "not a delivery key", http.StatusNotFound)
+		return
+	}
+	rec, err := s.l.Inspect(r.Context(), key)
+	if errors.Is(err, ledger.ErrNotFound) {
+		http.Error(w, "no intent has the delivery key "+key.String(), http.StatusNotFound)
+		return
+	}
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	d := intentData{Rec: rec, Text: requestText(rec.Intent.Request), Meaning: reasonMeaning[rec.Intent.Reason], Verbs: verbs(rec.Intent, time.Now())}
+	if hold, ok := rec.TextHold(); ok {
+		d.Hold = &hold
+	}
+	wait, err := adapters.IntentWait(r.Context(), s.l, s.cfg.Platforms, s.cfg.LookupEnv, rec.Intent)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if wait != nil {
+		d.Waiting = &waiting{Cause: wait.Cause, Why: wait.String()}
+	}
+	for _, a := range rec.Attempts {
+		row := attemptRow{Attempt: a}
+		for _, e := range rec.Evidence {
+			if e.Token == a.Token {
+				row.Evidence = append(row.Evidence, e)
+			}
+		}
+		for _, st := range rec.Reconciliations {
+			if st.Token == a.Token {
+				row.Steps = append(row.Steps, st)
+			}
+		}
+		d.AttemptRows = append(d.AttemptRows, row)
+	}
+	if d.Events, d.EventsNote, err = s.eventsOf(r, rec); err != nil {
+		s.fail(w, err)
+		return
+	}
+	s.render(w, http.StatusOK, "intent", v, d)
+}
+
+// requestText is the request's "text" field, when it has one.
+func requestText(request string) string {
+	var m map[string]any
+	if err := jsonUnmarshal([]byte(request), &m); err != nil {
+		return ""
+	}
+	t, _ := m["text"].(string)
+	return t
+}
+
+type rejectsData struct {
+	Reason   string
+	Rows     []ledger.StoredRejection
+	Reasons  []identity.Reason
+	Accounts []string
+	// Form is the replay form as last posted; Problems what was wrong with it.
+	Form     replayForm
+	Problems []string
+}
+
+func (s *Server) rejects(w http.ResponseWriter, r *http.Request, v visitor) {
+	reason := strings.TrimSpace(r.URL.Query().Get("reason"))
+	s.renderRejects(w, r, v, replayForm{Reason: reason}, nil, http.StatusOK)
+}
+
+// renderRejects shows the rejects of the form's reason (any without one), newest first, with
+// the replay form as f fills it and the problems of its last post.
+func (s *Server) renderRejects(w http.ResponseWriter, r *http.Request, v visitor, f replayForm, problems []string, status int) {
+	reason := f.Reason
+	if f.one() {
+		reason = ""
+	}
+	rows, err := s.l.Rejects(r.Context(), reason, 200)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	accounts, err := s.accountIDs(r)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	s.render(w, status, "rejects", v, rejectsData{Reason: reason, Rows: rows, Reasons: identity.AllReasons(), Accounts: accounts, Form: f, Problems: problems})
+}

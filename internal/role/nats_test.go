@@ -1,0 +1,34 @@
+package role_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/atmost/atmost/internal/role"
+	"github.com/atmost/atmost/internal/testkit/natstest"
+)
+
+// A server that stops answering but keeps its connections open (paused, frozen) is left for
+// another server of the URL list within seconds, not the minutes nats.go's default PINGs take.
+func TestARoleLeavesANATSServerThatStopsAnswering(t *testing.T) {
+	t.Parallel()
+	a, b := natstest.NewProxy(t, natstest.New(t).URL), natstest.NewProxy(t, natstest.New(t).URL)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nc, err := role.ConnectNATS(ctx, "test", a.URL+","+b.URL, zap.NewNop())
+	require.NoError(t, err)
+	defer nc.Close()
+	stuck, other := a, b
+	if nc.ConnectedUrl() == b.URL {
+		stuck, other = b, a
+	}
+	stuck.Freeze()
+	defer stuck.Thaw()
+	// Three PINGs unanswered at 5 s each, and some room.
+	require.Eventually(t, func() bool { return nc.IsConnected() && nc.ConnectedUrl() == other.URL }, 30*time.Second, 100*time.Millisecond,
+		"still on %s", nc.ConnectedUrl())
+}
