@@ -23,7 +23,8 @@ const ForgetDelay = 100 * time.Millisecond
 type forgetting struct {
 	mu      sync.Mutex
 	batches []forgotten
-	armed   bool // a flush is scheduled
+	armed   bool          // a flush is scheduled
+	delay   time.Duration // zero: ForgetDelay (tests set it)
 }
 
 // forgotten is one ForgetLater call: its rows and whom to tell which of them a removal took.
@@ -74,7 +75,11 @@ func (l *Ledger) armFlush() {
 		return
 	}
 	l.forget.armed = true
-	time.AfterFunc(ForgetDelay, func() {
+	delay := l.forget.delay
+	if delay == 0 {
+		delay = ForgetDelay
+	}
+	time.AfterFunc(delay, func() {
 		l.forget.mu.Lock()
 		l.forget.armed = false
 		l.forget.mu.Unlock()
@@ -85,7 +90,9 @@ func (l *Ledger) armFlush() {
 }
 
 // FlushForgotten removes the rows ForgetLater queued now, in a transaction of its own: what a
-// writer that stops calls last. Rows it could not remove are queued again.
+// writer that stops calls last. Rows it could not remove are queued again, for the next write
+// (no flush is scheduled for them: a ledger whose database is gone does not try forever; the
+// relays' rounds remove them meanwhile).
 func (l *Ledger) FlushForgotten(ctx context.Context) error {
 	taken := l.takeForgotten()
 	if len(taken) == 0 {
@@ -98,7 +105,7 @@ func (l *Ledger) FlushForgotten(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
-		l.requeueForgotten(taken)
+		l.requeueForgotten(taken, false)
 		return fmt.Errorf("clear outbox: %w", err)
 	}
 	return tellForgotten(taken, rows)
@@ -121,7 +128,7 @@ func (l *Ledger) inTxForgetting(ctx context.Context, what string, fn func(q *dbs
 		return fn(q)
 	})
 	if err != nil {
-		l.requeueForgotten(taken)
+		l.requeueForgotten(taken, true)
 		return err
 	}
 	_ = tellForgotten(taken, rows)
@@ -136,11 +143,14 @@ func (l *Ledger) takeForgotten() []forgotten {
 	return taken
 }
 
-func (l *Ledger) requeueForgotten(taken []forgotten) {
+// requeueForgotten queues taken again, first, and schedules a flush when flush says so.
+func (l *Ledger) requeueForgotten(taken []forgotten, flush bool) {
 	l.forget.mu.Lock()
 	defer l.forget.mu.Unlock()
 	l.forget.batches = append(taken, l.forget.batches...)
-	l.armFlush()
+	if flush {
+		l.armFlush()
+	}
 }
 
 // forgetParams is the delete of the rows of taken, in key and sequence order: two removals of

@@ -41,6 +41,7 @@ func (e *env) outboxOf(key identity.DeliveryKey) int {
 func TestForgottenRowsLeaveWithTheNextWrite(t *testing.T) {
 	t.Parallel()
 	e := newEnvAt(t, pgx.ReadCommitted)
+	ledger.SetForgetDelay(e.l, time.Hour) // only the write removes them
 	key := e.submit("forget me")
 	rows, err := e.l.UnpublishedFor(e.ctx, []identity.DeliveryKey{key})
 	require.NoError(t, err)
@@ -75,6 +76,7 @@ func TestForgottenRowsLeaveOnTheirOwnWithoutAWrite(t *testing.T) {
 func TestForgottenRowsStayWhenTheWriteFails(t *testing.T) {
 	t.Parallel()
 	e := newEnvAt(t, pgx.ReadCommitted)
+	ledger.SetForgetDelay(e.l, time.Hour) // only the calls below remove them
 	key := e.submit("forget me later")
 	rows, err := e.l.UnpublishedFor(e.ctx, []identity.DeliveryKey{key})
 	require.NoError(t, err)
