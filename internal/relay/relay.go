@@ -31,6 +31,7 @@ type Outbox interface {
 	UnpublishedFor(ctx context.Context, keys []identity.DeliveryKey) ([]ledger.Unpublished, error)
 	WitnessFor(ctx context.Context, claims []ledger.Claim) ([]ledger.Unpublished, error)
 	Published(ctx context.Context, done []ledger.Unpublished) ([]ledger.Unpublished, error)
+	ForgetLater(ctx context.Context, done []ledger.Unpublished, removed func([]ledger.Unpublished)) error
 }
 
 // Config tunes a Relay. The zero value of every field means its default.
@@ -42,6 +43,11 @@ type Config struct {
 	Interval time.Duration
 	// AckTimeout bounds the wait for JetStream's acknowledgements of one round. Default 10 s.
 	AckTimeout time.Duration
+	// RemoveLater leaves the removal of the rows a writer's own publication (PublishFor,
+	// Witness, AfterCommit) got acknowledged to that writer's next write transaction
+	// (ledger.Ledger.ForgetLater), for a process that writes again within moments: the
+	// dispatcher and ingest. The loop's rounds (Drain) still remove theirs at once.
+	RemoveLater bool
 	// Logger; nil means no logging.
 	Logger *zap.Logger
 }
@@ -116,7 +122,7 @@ func (r *Relay) Drain(ctx context.Context) (int, error) {
 		if err != nil || len(batch) == 0 {
 			return total, err
 		}
-		acks, err := r.round(ctx, batch)
+		acks, err := r.round(ctx, batch, false)
 		total += len(acks)
 		if err != nil {
 			return total, err
@@ -137,7 +143,7 @@ func (r *Relay) PublishFor(ctx context.Context, keys []identity.DeliveryKey) err
 	if err != nil || len(rows) == 0 {
 		return err
 	}
-	_, err = r.round(ctx, rows)
+	_, err = r.round(ctx, rows, r.cfg.RemoveLater)
 	return err
 }
 
@@ -170,7 +176,7 @@ func (r *Relay) Witness(ctx context.Context, claims []ledger.Claim) (map[identit
 	if err != nil {
 		return nil, err
 	}
-	acks, err := r.round(ctx, rows)
+	acks, err := r.round(ctx, rows, r.cfg.RemoveLater)
 	if err != nil {
 		return nil, err
 	}
@@ -196,25 +202,37 @@ type acked struct {
 }
 
 // round publishes rows, removes the acknowledged ones from the outbox (a row the outbox no
-// longer holds is no error) and counts those this call removed: a row that two rounds publish
-// at once (this relay's writer path and its loop, or two processes) is counted once, by the
-// round whose delete took it. A delete whose commit succeeded but whose answer was lost
-// counts nothing: the counters may fall short, never over. It returns the acknowledged rows.
-func (r *Relay) round(ctx context.Context, rows []ledger.Unpublished) ([]acked, error) {
+// longer holds is no error; later: with the writer's next transaction, ledger.ForgetLater)
+// and counts those the removal took: a row that two rounds publish at once (this relay's
+// writer path and its loop, or two processes) is counted once, by the round whose delete took
+// it. A delete whose commit succeeded but whose answer was lost counts nothing: the counters
+// may fall short, never over. It returns the acknowledged rows.
+func (r *Relay) round(ctx context.Context, rows []ledger.Unpublished, later bool) ([]acked, error) {
 	acks, err := r.publish(ctx, rows)
 	done := make([]ledger.Unpublished, len(acks))
 	for i, a := range acks {
 		done[i] = a.row
 	}
+	if later {
+		if clearErr := r.outbox.ForgetLater(ctx, done, r.count); clearErr != nil {
+			return nil, clearErr
+		}
+		return acks, err
+	}
 	removed, clearErr := r.outbox.Published(ctx, done)
 	if clearErr != nil {
 		return nil, clearErr
 	}
+	r.count(removed)
+	return acks, err
+}
+
+// count counts transitions a removal took from the outbox.
+func (r *Relay) count(removed []ledger.Unpublished) {
 	for _, u := range removed {
 		r.transitions.WithLabelValues(string(u.To), string(u.Reason)).Inc()
 	}
 	r.published.Add(uint64(len(removed)))
-	return acks, err
 }
 
 // Run drains the outbox every Interval until ctx ends: the slow path that catches whatever

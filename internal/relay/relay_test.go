@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -239,4 +240,40 @@ func TestEventsCarryTheTransition(t *testing.T) {
 	require.Positive(t, authorized.Generation)
 	require.Equal(t, "atmost.event.authorized.~"+"YWNjdC4x", authorized.Subject())
 	require.NoError(t, authorized.Validate())
+}
+
+// With RemoveLater, what a writer's publication got acknowledged leaves the outbox with the
+// writer's next write (at READ COMMITTED; ledger.Ledger.ForgetLater), and is counted then, once;
+// the loop's rounds still remove theirs at once.
+func TestARelayThatRemovesLaterCountsWhatTheNextWriteRemoves(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	l, err := ledger.New(e.db.AppPool(t), ledger.Config{Actor: "test", Isolation: pgx.ReadCommitted})
+	require.NoError(t, err)
+	e.l = l
+	e.lifecycle(t, 1)
+	rows, err := l.Unpublished(e.ctx, 10)
+	require.NoError(t, err)
+	r := relay.New(l, e.js, relay.Config{RemoveLater: true})
+	require.NoError(t, r.PublishFor(e.ctx, []identity.DeliveryKey{rows[0].Key}))
+	require.Len(t, e.streamIDs(t, events.EventsStream), 4, "published at once")
+	outbox := func() (n int) {
+		require.NoError(t, e.db.Pool.QueryRow(e.ctx, `SELECT count(*) FROM outbox`).Scan(&n))
+		return n
+	}
+
+	req, _ := json.Marshal(map[string]string{"text": "the next write"})
+	next, err := identity.NewEnvelope("acct.1", "post", "", req, "", nil)
+	require.NoError(t, err)
+	_, err = l.Submit(e.ctx, []identity.Envelope{next})
+	require.NoError(t, err)
+	// The next write took them, or (on a slow machine) the flush within ledger.ForgetDelay did.
+	require.Eventually(t, func() bool { return outbox() == 1 && r.Published() == 4 }, 10*time.Second, 10*time.Millisecond,
+		"the first intent's rows are gone and counted, the next one's waits")
+	require.EqualValues(t, 4, transitionsCounted(t, r))
+	n, err := r.Drain(e.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Zero(t, outbox())
+	require.EqualValues(t, 5, r.Published())
 }

@@ -118,11 +118,17 @@ func (d *Deps) Serve(ctx context.Context, addr string, log *zap.Logger) (net.Add
 	return serve.Listen(ctx, addr, serve.Handler(d.Registry, Checks(d.Pool, d.NATS)), log)
 }
 
-// Close drains the NATS connection, closes the pool, and exports the spans still buffered
-// (within tracing.ShutdownTimeout).
+// Close drains the NATS connection, removes the outbox rows whose removal still waits for a
+// write (ledger.Ledger.ForgetLater; a relay would otherwise publish them once more), closes
+// the pool, and exports the spans still buffered (within tracing.ShutdownTimeout).
 func (d *Deps) Close() {
 	if d.NATS != nil {
 		_ = d.NATS.Drain()
+	}
+	if d.Ledger != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = d.Ledger.FlushForgotten(ctx)
+		cancel()
 	}
 	d.Pool.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), tracing.ShutdownTimeout)

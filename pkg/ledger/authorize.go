@@ -88,7 +88,7 @@ func (l *Ledger) AuthorizeMany(ctx context.Context, claims []Claim, inFlight tim
 		p.RequestHashes = append(p.RequestHashes, c.RequestHash[:])
 	}
 	var rows []dbsqlc.IntentsAuthorizeRow
-	err = l.inTx(ctx, string(OpAuthorize), func(q *dbsqlc.Queries) (err error) {
+	err = l.inTxForgetting(ctx, string(OpAuthorize), func(q *dbsqlc.Queries) (err error) {
 		rows, err = q.IntentsAuthorize(ctx, p)
 		return err
 	})

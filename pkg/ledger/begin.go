@@ -75,7 +75,7 @@ func (l *Ledger) BeginMany(ctx context.Context, reqs []BeginRequest, lease time.
 		p.RequestHashes = append(p.RequestHashes, r.RequestHash[:])
 	}
 	var rows []dbsqlc.IntentsBeginRow
-	err = l.inTx(ctx, string(OpBegin), func(q *dbsqlc.Queries) (err error) {
+	err = l.inTxForgetting(ctx, string(OpBegin), func(q *dbsqlc.Queries) (err error) {
 		rows, err = q.IntentsBegin(ctx, p)
 		return err
 	})

@@ -139,7 +139,7 @@ func (l *Ledger) CompleteMany(ctx context.Context, reports []Report) ([]Completi
 	}
 	p.Actor = l.cfg.Actor
 	var rows []dbsqlc.IntentsCompleteRow
-	err = l.inTx(ctx, string(OpComplete), func(q *dbsqlc.Queries) (err error) {
+	err = l.inTxForgetting(ctx, string(OpComplete), func(q *dbsqlc.Queries) (err error) {
 		rows, err = q.IntentsComplete(ctx, p)
 		return err
 	})

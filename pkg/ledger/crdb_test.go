@@ -175,6 +175,12 @@ var cockroachSuite = []func(*testing.T){
 	TestRestoreWitnessIsAnAuthorizationTheLedgerHoldsPublished,
 	TestRecordedWitnessIsTheNewestAcknowledgedAuthorizationTheLedgerHoldsPublished,
 
+	// The outbox rows a writer forgets leave with its next write, or on their own.
+	TestForgottenRowsLeaveWithTheNextWrite,
+	TestForgottenRowsLeaveOnTheirOwnWithoutAWrite,
+	TestForgottenRowsStayWhenTheWriteFails,
+	TestForgottenRowsLeaveAtOnceWhenSerializable,
+
 	// Reject replay: Submit's statement and the control history in one transaction, raced.
 	TestAReplayCreatesTheIntentOnceItsCauseIsFixed,
 	TestAReplayOfARejectWhoseIntentWasPublishedSinceCreatesNothing,

@@ -16,3 +16,7 @@ func SetCommit(l *Ledger, commit func(ctx context.Context, tx pgx.Tx) error) { l
 
 // SetBrowseWindow makes l's Browse examine at most n intents a page.
 func SetBrowseWindow(l *Ledger, n int) { l.browseWindow = n }
+
+// SetForgetDelay makes l wait d, instead of ForgetDelay, before it removes forgotten rows
+// without a write, so a test can look at the outbox before that happens.
+func SetForgetDelay(l *Ledger, d time.Duration) { l.forget.delay = d }

@@ -86,6 +86,7 @@ type Ledger struct {
 	cfg     Config
 	log     *zap.Logger
 	retries atomic.Uint64
+	forget  forgetting
 
 	// commit ends a transaction; tests replace it to inject failures at COMMIT.
 	commit func(ctx context.Context, tx pgx.Tx) error

@@ -57,7 +57,7 @@ func (l *Ledger) SubmitTraced(ctx context.Context, intents []identity.Envelope, 
 		return b.results, nil
 	}
 	var rows []dbsqlc.IntentSubmitRow
-	err := l.inTx(ctx, string(OpSubmit), func(q *dbsqlc.Queries) (err error) {
+	err := l.inTxForgetting(ctx, string(OpSubmit), func(q *dbsqlc.Queries) (err error) {
 		rows, err = q.IntentSubmit(ctx, b.params)
 		return err
 	})

@@ -137,7 +137,7 @@ func benchEndToEnd(b *testing.B, latency time.Duration, dispatchers int) {
 	il := newLedger("ingest")
 	in, err := ingest.New(ctx, js, il, ingest.Config{Batch: 500, MaxWait: 20 * time.Millisecond})
 	require.NoError(b, err)
-	irel := relay.New(il, js, relay.Config{})
+	irel := relay.New(il, js, relay.Config{RemoveLater: true}) // as the ingest role's
 	go func() {
 		for ctx.Err() == nil {
 			if _, keys, err := in.BatchKeys(ctx); err == nil && len(keys) > 0 {
@@ -154,7 +154,7 @@ func benchEndToEnd(b *testing.B, latency time.Duration, dispatchers int) {
 		}
 		dl := newLedger(fmt.Sprintf("dispatcher-%d", n))
 		inProcess = append(inProcess, dl)
-		d, err := dispatch.New(ctx, js, dl, relay.New(dl, js, relay.Config{}), dispatch.Config{Platforms: platform.Registry{sim.Name: sim.Open}, Pipelines: *benchPipelines, Batch: *benchBatch, Concurrency: *benchConc})
+		d, err := dispatch.New(ctx, js, dl, relay.New(dl, js, relay.Config{RemoveLater: true}), dispatch.Config{Platforms: platform.Registry{sim.Name: sim.Open}, Pipelines: *benchPipelines, Batch: *benchBatch, Concurrency: *benchConc})
 		require.NoError(b, err)
 		go func() { _ = d.Run(ctx) }()
 	}
@@ -191,7 +191,8 @@ func benchEndToEnd(b *testing.B, latency time.Duration, dispatchers int) {
 		defer f.Close()
 		require.NoError(b, pprof.StartCPUProfile(f))
 	}
-	selfBefore, pgBefore := benchtest.CPUTimes()
+	selfBefore, _ := benchtest.CPUTimes()
+	pgBefore := benchtest.ServerCPU(ctx, db.Pool)
 	machineBusyBefore, machineBefore := benchtest.MachineCPU()
 	childrenBefore := childrenCPU(children)
 	b.ResetTimer()
@@ -227,7 +228,8 @@ func benchEndToEnd(b *testing.B, latency time.Duration, dispatchers int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	b.StopTimer()
-	selfAfter, pgAfter := benchtest.CPUTimes()
+	selfAfter, _ := benchtest.CPUTimes()
+	pgAfter := benchtest.ServerCPU(ctx, db.Pool)
 	machineBusyAfter, machineAfter := benchtest.MachineCPU()
 	dispatcherCPU := childrenCPU(children) - childrenBefore
 	selfAfter += dispatcherCPU

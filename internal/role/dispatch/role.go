@@ -85,7 +85,7 @@ func parseRoleConfig(args []string, getenv func(string) (string, bool), stderr i
 }
 
 func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
-	deps, err := role.Start(ctx, "dispatcher", cfg.Common, relay.Config{}, log)
+	deps, err := role.Start(ctx, "dispatcher", cfg.Common, relay.Config{RemoveLater: true}, log)
 	if err != nil {
 		return err
 	}

@@ -82,7 +82,7 @@ func newRoleMetrics(reg *prometheus.Registry) roleMetrics {
 }
 
 func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
-	deps, err := role.Start(ctx, "ingest", cfg.Common, relay.Config{Interval: cfg.RelayInterval}, log)
+	deps, err := role.Start(ctx, "ingest", cfg.Common, relay.Config{Interval: cfg.RelayInterval, RemoveLater: true}, log)
 	if err != nil {
 		return err
 	}

@@ -46,6 +46,9 @@ func TestIngestRoleRunsAndStopsCleanly(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT actor FROM history`).Scan(&actor))
 	require.Equal(t, "ingest/in-1", actor, "the creation names the ingest process that stored it")
 
+	// The relay counts a transition once its delete commits, which may come a moment after the
+	// outbox is seen empty (the ingest role removes later: ledger.Ledger.ForgetLater).
+	r.WaitMetrics(t, "atmost_relay_events_published_total 1", `atmost_transitions_total{reason="submitted",to="pending"} 1`)
 	_, metrics := r.Get("/metrics")
 	require.Contains(t, metrics, `atmost_ingest_messages_total{outcome="created"} 1`)
 	require.Contains(t, metrics, "atmost_relay_events_published_total 1")

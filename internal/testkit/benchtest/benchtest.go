@@ -40,6 +40,52 @@ func CPUTimes() (self, postgres time.Duration) {
 	return self, ticksToDuration(ticks)
 }
 
+// ServerCPU is the CPU time the PostgreSQL server behind pool has used so far: its postmaster
+// (whose figure includes the backends that exited) and every process it started that still
+// runs (backends, the WAL writer, the checkpointer, ...). Unlike CPUTimes it leaves out any
+// other server on the machine, such as a cluster that other work shares it with; work of
+// others on the same server still counts. Zero where /proc does not show the server.
+func ServerCPU(ctx context.Context, pool *pgxpool.Pool) time.Duration {
+	var backend int
+	if pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend) != nil {
+		return 0
+	}
+	postmaster := parentOf(backend)
+	if postmaster <= 1 {
+		return 0
+	}
+	_, ticks, _ := procTicks(filepath.Join("/proc", strconv.Itoa(postmaster), "stat"))
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, path := range stats {
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(path)))
+		if pid != postmaster && parentOf(pid) == postmaster {
+			_, n, _ := procTicks(path)
+			ticks += n
+		}
+	}
+	return ticksToDuration(ticks)
+}
+
+// parentOf is the parent of process pid (0 where /proc does not show it).
+func parentOf(pid int) int {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	end := strings.LastIndexByte(s, ')')
+	if end < 0 {
+		return 0
+	}
+	// After the command: state, then the parent's pid.
+	fields := strings.Fields(s[end+1:])
+	if len(fields) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(fields[1])
+	return ppid
+}
+
 // BackendsCPU is the CPU time each PostgreSQL backend connected to dbName has used so far, by
 // pid: the part of the server's work that is one database's where other work shares the
 // server. The server's background processes (WAL writer, checkpointer, autovacuum) are not

@@ -35,9 +35,17 @@ cur AS (
     ORDER BY i.delivery_key
     FOR UPDATE
 ),
+claimed AS (
+    -- Each intent with its claim, planned on its own (OFFSET 0): joined among the tables of
+    -- facts, PostgreSQL rescanned input for every intent (128 x 128 rows for a batch of 128).
+    SELECT cur.*,
+           input.claim_token, input.claim_epoch, input.claim_generation, input.claim_request_hash
+    FROM cur
+    JOIN input ON input.delivery_key = cur.delivery_key
+    OFFSET 0
+),
 facts AS (
     SELECT cur.*,
-           input.claim_token, input.claim_epoch, input.claim_generation, input.claim_request_hash,
            att.request_hash,
            att.credential_version AS attempt_credential_version,
            a.credential_version AS account_credential_version,
@@ -52,8 +60,7 @@ facts AS (
            coalesce(p.rate_burst, d.rate_burst) AS rate_burst,
            coalesce(p.text_window_seconds, d.text_window_seconds) AS text_window_seconds,
            coalesce(p.retryable_reasons, d.retryable_reasons) AS retryable_reasons
-    FROM cur
-    JOIN input ON input.delivery_key = cur.delivery_key
+    FROM claimed cur
     JOIN accounts a ON a.account_id = cur.account_id
     JOIN policies d ON d.scope = ''
     LEFT JOIN policies p ON p.scope = cur.account_id
@@ -150,8 +157,10 @@ text_earlier AS (
     -- same snapshot: the earlier ones a gate refuses now are either refused with the candidate
     -- (the switches, the credential, the contract are the account's), excluded here (a moved
     -- head, the cap) or will be retried (a rotated credential). Of several, the first stored is
-    -- named as the holder. Through intents_text_idx.
-    SELECT t.account_id, t.text_hash,
+    -- named as the holder. Through intents_text_idx. It carries the candidate's columns, so
+    -- that what follows reads it alone: a join of two of these CTEs, each estimated at one
+    -- row, is nested by PostgreSQL, and a batch of 128 compared 128 x 128 rows per join.
+    SELECT t.account_id, t.text_hash, t.delivery_key, t.text_window_seconds,
            (SELECT o.delivery_key
             FROM intents o
             LEFT JOIN source_heads oh ON oh.source_id = o.source_id
@@ -171,11 +180,10 @@ text_claim AS (
     -- The row is written either way, so that RETURNING names who holds the text now, even when
     -- it is an intent whose claim committed after this statement's snapshot.
     INSERT INTO text_claims (account_id, text_hash, delivery_key, last_at)
-    SELECT t.account_id, t.text_hash, t.delivery_key, (SELECT clock.now FROM clock)
-    FROM text_candidates t
-    JOIN text_earlier e ON e.account_id = t.account_id AND e.text_hash = t.text_hash
+    SELECT e.account_id, e.text_hash, e.delivery_key, (SELECT clock.now FROM clock)
+    FROM text_earlier e
     WHERE e.holder IS NULL
-    ORDER BY t.account_id, t.text_hash -- claim rows are locked in key order too
+    ORDER BY e.account_id, e.text_hash -- claim rows are locked in key order too
     ON CONFLICT (account_id, text_hash) DO UPDATE SET
         delivery_key = (CASE
             WHEN text_claims.delivery_key = excluded.delivery_key
@@ -194,25 +202,24 @@ text_claim AS (
     RETURNING account_id, text_hash, delivery_key, last_at
 ),
 text_won AS (
-    -- The candidates that hold their text now: the claim row names them.
+    -- The candidates that hold their text now: the claim row names them. IS TRUE keeps the IN
+    -- a hashed subplan, text_claim read once, rather than a join PostgreSQL would nest.
     SELECT t.delivery_key
     FROM text_candidates t
-    JOIN text_claim c ON c.account_id = t.account_id AND c.text_hash = t.text_hash
-    WHERE c.delivery_key = t.delivery_key
+    WHERE ((t.account_id, t.text_hash, t.delivery_key) IN (SELECT c.account_id, c.text_hash, c.delivery_key FROM text_claim c)) IS TRUE
 ),
 text_held AS MATERIALIZED (
     -- Who holds each text the batch contended for, for the detail of those refused: the
     -- earlier intent that waits (its window begins when it is authorized), or the claim's
-    -- holder and the end of its window. MATERIALIZED: read once, by the history insert alone,
-    -- PostgreSQL would inline it there and, estimating each CTE at one row, join it again for
-    -- every changed intent (a batch of 128 rescanned its joins 16,384 times: 1,100 intents/s
-    -- in BenchmarkLifecycleBatch instead of 6,000).
-    SELECT t.account_id, t.text_hash, coalesce(e.holder, c.delivery_key) AS holder,
-           (CASE WHEN e.holder IS NULL THEN c.last_at + t.text_window_seconds * INTERVAL '1 second' END) AS window_ends_at,
-           t.text_window_seconds
-    FROM text_candidates t
-    JOIN text_earlier e ON e.account_id = t.account_id AND e.text_hash = t.text_hash
-    LEFT JOIN text_claim c ON c.account_id = t.account_id AND c.text_hash = t.text_hash
+    -- holder and the end of its window. Read only for a duplicate_text refusal (see hist), so
+    -- computed only in a batch that has one; MATERIALIZED: computed once, not per refusal
+    -- (inlined, PostgreSQL rejoined it for every changed intent: a batch of 128 rescanned its
+    -- joins 16,384 times, 1,100 intents/s in BenchmarkLifecycleBatch instead of 6,000).
+    SELECT e.account_id, e.text_hash, coalesce(e.holder, c.delivery_key) AS holder,
+           (CASE WHEN e.holder IS NULL THEN c.last_at + e.text_window_seconds * INTERVAL '1 second' END) AS window_ends_at,
+           e.text_window_seconds
+    FROM text_earlier e
+    LEFT JOIN text_claim c ON c.account_id = e.account_id AND c.text_hash = e.text_hash
 ),
 verdict AS (
     SELECT g.*,
@@ -255,15 +262,16 @@ changed AS (
 hist AS (
     -- A duplicate_text refusal says which intent holds the text ("holder", a delivery key) and
     -- when the window ends ("window_ends_at", null while the holder waits for its
-    -- authorization, which starts it; "window_seconds" long): Transition.TextHold reads it.
+    -- authorization, which starts it; "window_seconds" long): Transition.TextHold reads it. A
+    -- subquery under the CASE, not a join: only a refusal reads text_held.
     INSERT INTO history (delivery_key, seq, from_state, to_state, reason, attempt_token, epoch, generation, actor, detail)
     SELECT c.delivery_key, c.transition_seq, 'pending', c.state, c.reason, c.attempt_token, c.epoch, c.generation, @actor::TEXT,
            (CASE WHEN c.reason = 'duplicate_text' THEN
-                jsonb_build_object('holder', 'dk1:' || encode(th.holder, 'hex'), 'window_ends_at', th.window_ends_at,
-                                   'window_seconds', th.text_window_seconds)
+                coalesce((SELECT jsonb_build_object('holder', 'dk1:' || encode(th.holder, 'hex'), 'window_ends_at', th.window_ends_at,
+                                                    'window_seconds', th.text_window_seconds)
+                          FROM text_held th WHERE th.account_id = c.account_id AND th.text_hash = c.text_hash), '{}'::JSONB)
             ELSE '{}'::JSONB END)
     FROM changed c
-    LEFT JOIN text_held th ON th.account_id = c.account_id AND th.text_hash = c.text_hash
     RETURNING delivery_key, seq
 ),
 outbox_rows AS (

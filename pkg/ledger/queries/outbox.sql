@@ -15,10 +15,14 @@ LIMIT @max_rows::INT;
 
 -- name: OutboxDelete :many
 -- Forgets transitions whose events JetStream acknowledged, and names those this statement
--- removed (a row another relay removed first is not among them).
+-- removed (a row another relay removed first is not among them). The rows are found by key
+-- through the primary key, and each is tested against the (key, sequence) pairs by a hashed
+-- subplan (IS TRUE keeps the IN from becoming a join): joined to the pairs, PostgreSQL, which
+-- finds the outbox all but empty whenever it analyzes it, nested the join and compared every
+-- row with every pair (16,384 comparisons for a batch of 128, most of the delete's CPU).
 DELETE FROM outbox o
-USING (SELECT unnest(@delivery_keys::BYTEA[]) AS delivery_key, unnest(@seqs::BIGINT[]) AS seq) d
-WHERE o.delivery_key = d.delivery_key AND o.seq = d.seq
+WHERE o.delivery_key = ANY(@delivery_keys::BYTEA[])
+  AND ((o.delivery_key, o.seq) IN (SELECT unnest(@delivery_keys::BYTEA[]), unnest(@seqs::BIGINT[]))) IS TRUE
 RETURNING o.delivery_key, o.seq;
 
 -- name: OutboxLag :one

@@ -1,0 +1,187 @@
+package ledger_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+// BenchmarkPipelineCost takes batches of -batch intents (default 100; the dispatcher's batch
+// is 128) through the ledger calls one intent costs in the pipeline, in the order the roles
+// make them, on ONE connection: ingest's Submit and the publication of its transitions
+// (UnpublishedFor, then ForgetLater, as the roles' relays do with RemoveLater), then the
+// dispatcher's GetMany, Gates, BeginMany, the claims' publication, AuthorizeMany, the witness
+// (WitnessFor, ForgetLater), CompleteMany and the outcomes' publication. It reports, per
+// intent, the CPU time the connection's PostgreSQL backend spent in each step (from
+// /proc/PID/schedstat, in nanoseconds: CPU, not wall time, so a machine busy with other work
+// changes it far less than it changes a rate) and the statements sent (BEGIN and COMMIT
+// included), each a round trip. Before the measured batches, 2,000 intents go the same way and
+// the tables are analyzed: the plans are those of a ledger that has been running, not of empty
+// tables (-args -cost-analyze=false: not analyzed, a new ledger on a server whose autovacuum
+// has not come by). Needs a local PostgreSQL (the backend's /proc entry); elsewhere it reports
+// the statements only.
+func BenchmarkPipelineCost(b *testing.B) {
+	e, _ := benchEnv(b, 1)
+	cfg, err := pgxpool.ParseConfig(e.db.AppURL())
+	require.NoError(b, err)
+	cfg.MaxConns, cfg.MinConns = 1, 1
+	var statements atomic.Int64
+	cfg.ConnConfig.Tracer = countingTracer{&statements}
+	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
+	require.NoError(b, err)
+	b.Cleanup(pool.Close)
+	iso := pgx.Serializable
+	if benchIsolation == "read-committed" {
+		iso = pgx.ReadCommitted
+	}
+	l, err := ledger.New(pool, ledger.Config{Actor: "bench", Isolation: iso})
+	require.NoError(b, err)
+	var pid int
+	require.NoError(b, pool.QueryRow(e.ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+
+	size := benchBatch
+	steps := []string{"submit", "submit-read", "submit-forget", "get", "gates", "begin", "claims-read", "claims-forget", "authorize", "witness-read", "witness-forget", "complete", "complete-read", "complete-forget"}
+	cpu := make(map[string]time.Duration, len(steps))
+	sent := make(map[string]int64, len(steps))
+	measure := false
+	step := func(name string, fn func()) {
+		s0, c0 := statements.Load(), backendCPU(pid)
+		fn()
+		if measure {
+			cpu[name] += backendCPU(pid) - c0
+			sent[name] += statements.Load() - s0
+		}
+	}
+	lifecycle := func(n int) {
+		envs := batch(b, n)
+		var keys []identity.DeliveryKey
+		step("submit", func() {
+			res, err := l.Submit(e.ctx, envs)
+			require.NoError(b, err)
+			for _, r := range res {
+				keys = append(keys, r.Key)
+			}
+		})
+		publish := func(name string) {
+			var rows []ledger.Unpublished
+			step(name+"-read", func() {
+				var err error
+				rows, err = l.UnpublishedFor(e.ctx, keys)
+				require.NoError(b, err)
+			})
+			step(name+"-forget", func() { require.NoError(b, l.ForgetLater(e.ctx, rows, nil)) })
+		}
+		publish("submit")
+		step("get", func() {
+			got, err := l.GetMany(e.ctx, keys)
+			require.NoError(b, err)
+			require.Len(b, got, len(keys))
+		})
+		step("gates", func() {
+			_, err := l.Gates(e.ctx, []string{account})
+			require.NoError(b, err)
+		})
+		reqs := make([]ledger.BeginRequest, len(keys))
+		for i, k := range keys {
+			reqs[i] = ledger.BeginRequest{Key: k, RequestHash: requestHash("b")}
+		}
+		claims := make([]ledger.Claim, len(keys))
+		step("begin", func() {
+			begun, err := l.BeginMany(e.ctx, reqs, lease)
+			require.NoError(b, err)
+			for i, r := range begun {
+				require.NoError(b, r.Err)
+				claims[i] = r.Claim
+			}
+		})
+		publish("claims")
+		step("authorize", func() {
+			auth, err := l.AuthorizeMany(e.ctx, claims, inFlight, contract)
+			require.NoError(b, err)
+			for _, a := range auth {
+				require.NoError(b, a.Err)
+				require.True(b, a.Authorization.Authorized(), a.Authorization.Reason)
+			}
+		})
+		var witnessed []ledger.Unpublished
+		step("witness-read", func() {
+			var err error
+			witnessed, err = l.WitnessFor(e.ctx, claims)
+			require.NoError(b, err)
+		})
+		step("witness-forget", func() { require.NoError(b, l.ForgetLater(e.ctx, witnessed, nil)) })
+		reports := make([]ledger.Report, len(claims))
+		for i, c := range claims {
+			reports[i] = ledger.Report{Claim: c, Outcome: ledger.Outcome{Result: ledger.Sent, ObjectID: "obj", Confirmed: true, WitnessSeq: uint64(i + 1)}}
+		}
+		step("complete", func() {
+			_, err := l.CompleteMany(e.ctx, reports)
+			require.NoError(b, err)
+		})
+		publish("complete")
+	}
+	for range 2000 / size {
+		lifecycle(size)
+	}
+	if costAnalyze {
+		e.exec(`ANALYZE`)
+	}
+	measure = true
+	b.ResetTimer()
+	done := 0
+	for done < b.N {
+		lifecycle(size)
+		done += size
+	}
+	b.StopTimer()
+	var total time.Duration
+	var totalSent int64
+	for _, s := range steps {
+		total += cpu[s]
+		totalSent += sent[s]
+		b.ReportMetric(float64(cpu[s].Microseconds())/float64(done), s+"-pg-us/intent")
+	}
+	b.ReportMetric(float64(total.Microseconds())/float64(done), "pg-us/intent")
+	b.ReportMetric(float64(totalSent)/float64(done)*float64(size), fmt.Sprintf("statements/%d-intents", size))
+}
+
+// costAnalyze: BenchmarkPipelineCost analyzes the ledger before it measures.
+var costAnalyze = true
+
+func init() {
+	flag.BoolVar(&costAnalyze, "cost-analyze", costAnalyze, "BenchmarkPipelineCost analyzes the ledger after its warm-up (false: a new ledger's plans)")
+}
+
+// backendCPU is the CPU time process pid has run so far, from /proc/PID/schedstat
+// (nanoseconds); zero where that is not readable.
+func backendCPU(pid int) time.Duration {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat")
+	if err != nil {
+		return 0
+	}
+	ns, _ := strconv.ParseInt(strings.Fields(string(raw))[0], 10, 64)
+	return time.Duration(ns)
+}
+
+// countingTracer counts the statements a connection sends, BEGIN and COMMIT included.
+type countingTracer struct{ n *atomic.Int64 }
+
+func (t countingTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	t.n.Add(1)
+	return ctx
+}
+
+func (countingTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}

@@ -1,0 +1,108 @@
+package ledger_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+// removals records what ForgetLater's callback was told.
+type removals struct {
+	mu   sync.Mutex
+	rows []ledger.Unpublished
+}
+
+func (r *removals) removed(rows []ledger.Unpublished) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rows = append(r.rows, rows...)
+}
+
+func (r *removals) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.rows)
+}
+
+// outboxOf is the outbox rows of key.
+func (e *env) outboxOf(key identity.DeliveryKey) int {
+	return e.count(`SELECT count(*) FROM outbox WHERE delivery_key = $1`, key.Bytes())
+}
+
+// At READ COMMITTED, rows a writer forgets leave the outbox with its next write, in that
+// write's transaction, and the callback names them once.
+func TestForgottenRowsLeaveWithTheNextWrite(t *testing.T) {
+	t.Parallel()
+	e := newEnvAt(t, pgx.ReadCommitted)
+	ledger.SetForgetDelay(e.l, time.Hour) // only the write removes them
+	key := e.submit("forget me")
+	rows, err := e.l.UnpublishedFor(e.ctx, []identity.DeliveryKey{key})
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	var r removals
+	require.NoError(t, e.l.ForgetLater(e.ctx, rows, r.removed))
+	require.NoError(t, e.l.ForgetLater(e.ctx, rows, r.removed), "the same row forgotten twice")
+	require.Equal(t, 1, e.outboxOf(key), "nothing removed before a write")
+
+	begun, err := e.l.BeginMany(e.ctx, []ledger.BeginRequest{{Key: key, RequestHash: requestHash("r")}}, lease)
+	require.NoError(t, err)
+	require.NoError(t, begun[0].Err)
+	require.Equal(t, 1, e.outboxOf(key), "the submitted row left with Begin; its claim waits")
+	require.Zero(t, e.count(`SELECT count(*) FROM outbox WHERE delivery_key = $1 AND seq = 1`, key.Bytes()))
+	require.Equal(t, rows, r.rows, "named once, though forgotten twice")
+}
+
+// Without a write to carry them, forgotten rows leave on their own within ForgetDelay.
+func TestForgottenRowsLeaveOnTheirOwnWithoutAWrite(t *testing.T) {
+	t.Parallel()
+	e := newEnvAt(t, pgx.ReadCommitted)
+	key := e.submit("forget me alone")
+	rows, err := e.l.UnpublishedFor(e.ctx, []identity.DeliveryKey{key})
+	require.NoError(t, err)
+	var r removals
+	require.NoError(t, e.l.ForgetLater(e.ctx, rows, r.removed))
+	require.Eventually(t, func() bool { return e.outboxOf(key) == 0 && r.count() == 1 }, 10*time.Second, 10*time.Millisecond)
+}
+
+// A write that does not commit takes no forgotten row with it: they stay in the outbox, queued,
+// and a later removal takes them.
+func TestForgottenRowsStayWhenTheWriteFails(t *testing.T) {
+	t.Parallel()
+	e := newEnvAt(t, pgx.ReadCommitted)
+	ledger.SetForgetDelay(e.l, time.Hour) // only the calls below remove them
+	key := e.submit("forget me later")
+	rows, err := e.l.UnpublishedFor(e.ctx, []identity.DeliveryKey{key})
+	require.NoError(t, err)
+	var r removals
+	require.NoError(t, e.l.ForgetLater(e.ctx, rows, r.removed))
+	gone, cancel := context.WithCancel(e.ctx)
+	cancel()
+	_, err = e.l.BeginMany(gone, []ledger.BeginRequest{{Key: key, RequestHash: requestHash("r")}}, lease)
+	require.Error(t, err)
+	require.Equal(t, 1, e.outboxOf(key))
+	require.Zero(t, r.count())
+	require.NoError(t, e.l.FlushForgotten(e.ctx))
+	require.Zero(t, e.outboxOf(key))
+	require.Equal(t, rows, r.rows)
+}
+
+// At SERIALIZABLE a delete in the writers' transactions would take predicate locks on the
+// outbox: ForgetLater removes at once, in a transaction of its own.
+func TestForgottenRowsLeaveAtOnceWhenSerializable(t *testing.T) {
+	t.Parallel()
+	e := newEnvAt(t, pgx.Serializable)
+	key := e.submit("forget me now")
+	rows, err := e.l.UnpublishedFor(e.ctx, []identity.DeliveryKey{key})
+	require.NoError(t, err)
+	var r removals
+	require.NoError(t, e.l.ForgetLater(e.ctx, rows, r.removed))
+	require.Zero(t, e.outboxOf(key))
+	require.Equal(t, rows, r.rows)
+}
