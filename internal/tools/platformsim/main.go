@@ -41,10 +41,12 @@ func Main(ctx context.Context, args []string, getenv func(string) (string, bool)
 		log.Error("platformsim cannot start", zap.Error(err))
 		return 1
 	}
-	fmt.Fprintln(stdout, url)
+	// The log line first: whoever reads the URL from stdout (a script, a test) may already be
+	// sending, and its requests' own log lines then come after the one that says how it serves.
 	log.Info("platformsim serving", zap.String("url", url), zap.Duration("latency", cfg.Latency),
 		zap.Duration("list_lag", cfg.ListLag), zap.Bool("status_lookup", cfg.StatusLookup),
 		zap.Bool("dedupe", cfg.Dedupe), zap.Any("plan", s.Plan()))
+	fmt.Fprintln(stdout, url)
 	<-stopped
 	c := s.Counts()
 	log.Info("platformsim stopped", zap.Int("objects", c.Objects), zap.Int("requests", c.Requests),
