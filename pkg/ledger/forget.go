@@ -179,26 +179,37 @@ func forgetParams(taken []forgotten) dbsqlc.OutboxDeleteParams {
 	return p
 }
 
-// tellForgotten calls each batch's removed with its rows that the delete returned.
-func tellForgotten(taken []forgotten, deleted []dbsqlc.OutboxDeleteRow) error {
-	type row struct {
-		key identity.DeliveryKey
-		seq int64
-	}
-	gone := make(map[row]bool, len(deleted))
+// outboxRow names one row of the outbox.
+type outboxRow struct {
+	key identity.DeliveryKey
+	seq int64
+}
+
+// deletedRows is the set of the rows an OutboxDelete returned: the ones it removed.
+func deletedRows(deleted []dbsqlc.OutboxDeleteRow) (map[outboxRow]bool, error) {
+	gone := make(map[outboxRow]bool, len(deleted))
 	for _, r := range deleted {
 		key, err := identity.DeliveryKeyFromBytes(r.DeliveryKey)
 		if err != nil {
-			return fmt.Errorf("clear outbox: %w", err)
+			return nil, fmt.Errorf("clear outbox: %w", err)
 		}
-		gone[row{key, r.Seq}] = true
+		gone[outboxRow{key, r.Seq}] = true
+	}
+	return gone, nil
+}
+
+// tellForgotten calls each batch's removed with its rows that the delete returned.
+func tellForgotten(taken []forgotten, deleted []dbsqlc.OutboxDeleteRow) error {
+	gone, err := deletedRows(deleted)
+	if err != nil {
+		return err
 	}
 	for _, f := range taken {
 		var removed []Unpublished
 		for _, u := range f.rows {
-			if gone[row{u.Key, u.Seq}] {
+			if gone[outboxRow{u.Key, u.Seq}] {
 				removed = append(removed, u)
-				delete(gone, row{u.Key, u.Seq}) // a row queued twice is counted once
+				delete(gone, outboxRow{u.Key, u.Seq}) // a row queued twice is counted once
 			}
 		}
 		if len(removed) > 0 && f.removed != nil {

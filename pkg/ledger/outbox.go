@@ -54,11 +54,7 @@ func (l *Ledger) Published(ctx context.Context, done []Unpublished) ([]Unpublish
 	if len(done) == 0 {
 		return nil, nil
 	}
-	p := dbsqlc.OutboxDeleteParams{}
-	for _, u := range done {
-		p.DeliveryKeys = append(p.DeliveryKeys, u.Key.Bytes())
-		p.Seqs = append(p.Seqs, u.Seq)
-	}
+	p := forgetParams([]forgotten{{rows: done}})
 	var rows []dbsqlc.OutboxDeleteRow
 	err := l.inReadCommitted(ctx, "outbox", func(q *dbsqlc.Queries) (err error) {
 		rows, err = q.OutboxDelete(ctx, p)
@@ -67,21 +63,13 @@ func (l *Ledger) Published(ctx context.Context, done []Unpublished) ([]Unpublish
 	if err != nil {
 		return nil, fmt.Errorf("clear outbox: %w", err)
 	}
-	type row struct {
-		key identity.DeliveryKey
-		seq int64
-	}
-	gone := make(map[row]bool, len(rows))
-	for _, r := range rows {
-		key, err := identity.DeliveryKeyFromBytes(r.DeliveryKey)
-		if err != nil {
-			return nil, fmt.Errorf("clear outbox: %w", err)
-		}
-		gone[row{key, r.Seq}] = true
+	gone, err := deletedRows(rows)
+	if err != nil {
+		return nil, err
 	}
 	removed := make([]Unpublished, 0, len(rows))
 	for _, u := range done {
-		if gone[row{u.Key, u.Seq}] {
+		if gone[outboxRow{u.Key, u.Seq}] {
 			removed = append(removed, u)
 		}
 	}
