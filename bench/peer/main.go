@@ -28,6 +28,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -69,6 +70,8 @@ type options struct {
 	latencies []time.Duration
 	duration  time.Duration
 	adapter   string
+
+	cpuProfile string
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -91,6 +94,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		defer f.Close()
 		logs = f
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "peer: -cpuprofile: %v\n", err)
+			return 2
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "peer: -cpuprofile: %v\n", err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
 	}
 	switch o.mode {
 	case "peer":
@@ -116,6 +132,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.mode, "mode", "peer", "peer (atmost and River, the same job) or steady (atmost at fixed publish rates)")
 	fs.StringVar(&o.adminURL, "database-url", admin, "a PostgreSQL server and a database to connect to first; each side gets a fresh database there, dropped after (env ATMOST_TEST_DATABASE_URL)")
 	fs.StringVar(&o.isolation, "isolation", "read-committed", "the ledger's isolation: read-committed or serializable")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (both sides, setup included; -sides atmost for one) to this file")
 	fs.StringVar(&o.logPath, "log", "", "write the atmost roles' JSON logs and River's warnings to this file (default: discarded)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long one side may take before the run fails")
 	fs.IntVar(&o.intents, "intents", 20000, "peer: intents each side delivers")

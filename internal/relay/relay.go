@@ -27,7 +27,7 @@ import (
 
 // Outbox is the part of the ledger the relay reads and clears.
 type Outbox interface {
-	Unpublished(ctx context.Context, max int) ([]ledger.Unpublished, error)
+	Unpublished(ctx context.Context, max int, settled time.Duration) ([]ledger.Unpublished, error)
 	UnpublishedFor(ctx context.Context, keys []identity.DeliveryKey) ([]ledger.Unpublished, error)
 	WitnessFor(ctx context.Context, claims []ledger.Claim) ([]ledger.Unpublished, error)
 	Published(ctx context.Context, done []ledger.Unpublished) ([]ledger.Unpublished, error)
@@ -41,6 +41,14 @@ type Config struct {
 	// Interval is the pause between rounds of Run when the outbox is empty. Default
 	// DefaultInterval.
 	Interval time.Duration
+	// Settle is how long a row stays its writer's to publish: Run and DrainSettled take only
+	// rows older than that. Every writer publishes its own rows right after its commit and
+	// removes them once acknowledged, so a younger row is almost always on its way already;
+	// taken by the loop as well, it was published twice (JetStream drops the copy, but both
+	// cost a round trip and a delete, and the two deletes wait for each other). A row a writer
+	// left behind (it crashed, or JetStream failed it) is published by the loop Settle to
+	// Settle plus Interval after its commit. Default DefaultSettle; negative means 0.
+	Settle time.Duration
 	// AckTimeout bounds the wait for JetStream's acknowledgements of one round. Default 10 s.
 	AckTimeout time.Duration
 	// RemoveLater leaves the removal of the rows a writer's own publication (PublishFor,
@@ -55,12 +63,23 @@ type Config struct {
 // DefaultInterval is the relay's pause between rounds, for Config and the roles' flag.
 const DefaultInterval = time.Second
 
+// DefaultSettle is Config.Settle's default: longer than a writer takes from its commit to the
+// removal of what it published, under load too (ledger.ForgetDelay after the acknowledgement
+// at most).
+const DefaultSettle = 2 * time.Second
+
 func (c Config) withDefaults() Config {
 	if c.Batch == 0 {
 		c.Batch = 500
 	}
 	if c.Interval == 0 {
 		c.Interval = DefaultInterval
+	}
+	switch {
+	case c.Settle == 0:
+		c.Settle = DefaultSettle
+	case c.Settle < 0:
+		c.Settle = 0
 	}
 	if c.AckTimeout == 0 {
 		c.AckTimeout = 10 * time.Second
@@ -111,14 +130,20 @@ func Event(u ledger.Unpublished) events.Event {
 // Drain publishes rounds until the outbox is empty and returns how many transitions it
 // published. A round whose acknowledgements do not all arrive leaves the unacknowledged rows
 // in the outbox and ends Drain with the error: they are published again next time.
-func (r *Relay) Drain(ctx context.Context) (int, error) {
-	// One drain at a time per relay: the writer's fast path and the loop would otherwise read
-	// and publish the same rows twice (harmless, deduplicated by id, but wasted).
+func (r *Relay) Drain(ctx context.Context) (int, error) { return r.drain(ctx, 0) }
+
+// DrainSettled is Drain of the rows older than Config.Settle: those no writer is publishing
+// any more. The slow paths (Run, the sweeper's pass) call it.
+func (r *Relay) DrainSettled(ctx context.Context) (int, error) { return r.drain(ctx, r.cfg.Settle) }
+
+func (r *Relay) drain(ctx context.Context, settled time.Duration) (int, error) {
+	// One drain at a time per relay: two would read and publish the same rows twice
+	// (harmless, deduplicated by id, but wasted).
 	r.draining.Lock()
 	defer r.draining.Unlock()
 	total := 0
 	for {
-		batch, err := r.outbox.Unpublished(ctx, r.cfg.Batch)
+		batch, err := r.outbox.Unpublished(ctx, r.cfg.Batch, settled)
 		if err != nil || len(batch) == 0 {
 			return total, err
 		}
@@ -235,13 +260,13 @@ func (r *Relay) count(removed []ledger.Unpublished) {
 	r.published.Add(uint64(len(removed)))
 }
 
-// Run drains the outbox every Interval until ctx ends: the slow path that catches whatever
-// the writers' own publishing after commit missed.
+// Run drains the outbox's settled rows every Interval until ctx ends: the slow path that
+// catches whatever the writers' own publishing after commit missed.
 func (r *Relay) Run(ctx context.Context) error {
 	t := time.NewTicker(r.cfg.Interval)
 	defer t.Stop()
 	for {
-		if n, err := r.Drain(ctx); err != nil && ctx.Err() == nil {
+		if n, err := r.DrainSettled(ctx); err != nil && ctx.Err() == nil {
 			r.log.Warn("relay round failed; the rows stay in the outbox", zap.Int("published", n), zap.Error(err))
 		}
 		select {

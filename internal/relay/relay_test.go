@@ -155,7 +155,7 @@ func TestPublishedReturnsOnlyTheRowsItRemoved(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.lifecycle(t, 2)
-	rows, err := e.l.Unpublished(e.ctx, 100)
+	rows, err := e.l.Unpublished(e.ctx, 100, 0)
 	require.NoError(t, err)
 	require.Len(t, rows, 8)
 	first, err := e.l.Published(e.ctx, rows[:3])
@@ -212,7 +212,7 @@ func TestATransitionPublishedByTwoRoundsIsCountedOnce(t *testing.T) {
 	e := newEnv(t)
 	e.lifecycle(t, 3)
 	var keys []identity.DeliveryKey
-	rows, err := e.l.Unpublished(e.ctx, 100)
+	rows, err := e.l.Unpublished(e.ctx, 100, 0)
 	require.NoError(t, err)
 	for _, u := range rows {
 		keys = append(keys, u.Key)
@@ -230,7 +230,7 @@ func TestEventsCarryTheTransition(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.lifecycle(t, 1)
-	rows, err := e.l.Unpublished(e.ctx, 10)
+	rows, err := e.l.Unpublished(e.ctx, 10, 0)
 	require.NoError(t, err)
 	require.Len(t, rows, 4)
 	authorized := relay.Event(rows[2])
@@ -252,7 +252,7 @@ func TestARelayThatRemovesLaterCountsWhatTheNextWriteRemoves(t *testing.T) {
 	require.NoError(t, err)
 	e.l = l
 	e.lifecycle(t, 1)
-	rows, err := l.Unpublished(e.ctx, 10)
+	rows, err := l.Unpublished(e.ctx, 10, 0)
 	require.NoError(t, err)
 	r := relay.New(l, e.js, relay.Config{RemoveLater: true})
 	require.NoError(t, r.PublishFor(e.ctx, []identity.DeliveryKey{rows[0].Key}))
@@ -276,4 +276,40 @@ func TestARelayThatRemovesLaterCountsWhatTheNextWriteRemoves(t *testing.T) {
 	require.Equal(t, 1, n)
 	require.Zero(t, outbox())
 	require.EqualValues(t, 5, r.Published())
+}
+
+// The loop takes only the rows no writer is publishing any more: a row younger than Settle is
+// its writer's (which publishes it right after its commit), an older one was left behind and
+// is the loop's. Drain, for callers that want everything now, takes both.
+func TestTheSlowPathLeavesAWritersRowsToItUntilTheySettle(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.lifecycle(t, 2)
+	r := relay.New(e.l, e.js, relay.Config{Settle: time.Hour})
+	n, err := r.DrainSettled(e.ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "rows committed moments ago are their writer's")
+	var left int
+	require.NoError(t, e.db.Pool.QueryRow(e.ctx, `SELECT count(*) FROM outbox`).Scan(&left))
+	require.Equal(t, 8, left)
+
+	// Three of them were left behind an hour and more ago.
+	_, err = e.db.Pool.Exec(e.ctx, `UPDATE outbox SET created_at = created_at - INTERVAL '61 minutes'
+		WHERE (delivery_key, seq) IN (SELECT delivery_key, seq FROM outbox ORDER BY delivery_key, seq LIMIT 3)`)
+	require.NoError(t, err)
+	n, err = r.DrainSettled(e.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, n, "the rows older than Settle are the slow path's")
+	require.Len(t, e.streamIDs(t, events.EventsStream), 3)
+
+	n, err = r.Drain(e.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 5, n, "Drain takes every row")
+
+	// A negative Settle is none: the loop takes every row at once.
+	e = newEnv(t)
+	e.lifecycle(t, 1)
+	n, err = relay.New(e.l, e.js, relay.Config{Settle: -1}).DrainSettled(e.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 4, n)
 }

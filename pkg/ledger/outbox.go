@@ -20,12 +20,13 @@ type Unpublished struct {
 	TraceParent string
 }
 
-// Unpublished returns up to max transitions from the outbox, oldest first. It reads at READ
+// Unpublished returns up to max transitions from the outbox, oldest first, of those that have
+// been there for settled or longer by the database's clock (0: every one). It reads at READ
 // COMMITTED (see inReadCommitted): every transition committed before the call is seen.
-func (l *Ledger) Unpublished(ctx context.Context, max int) ([]Unpublished, error) {
+func (l *Ledger) Unpublished(ctx context.Context, max int, settled time.Duration) ([]Unpublished, error) {
 	var rows []dbsqlc.OutboxPendingRow
 	err := l.scan(ctx, "read outbox", func(q *dbsqlc.Queries) (err error) {
-		rows, err = q.OutboxPending(ctx, int32(max))
+		rows, err = q.OutboxPending(ctx, dbsqlc.OutboxPendingParams{SettledMs: settled.Milliseconds(), MaxRows: int32(max)})
 		return err
 	})
 	if err != nil {

@@ -59,7 +59,7 @@ func TestSubmitTracedStoresTheTraceparentWithTheIntentItCreates(t *testing.T) {
 	require.True(t, byKey[a.DeliveryKey()].Dispatch)
 	require.Equal(t, traceA, byKey[a.DeliveryKey()].TraceParent, "the relay carries it on the work item")
 	require.Empty(t, byKey[b.DeliveryKey()].TraceParent)
-	all, err := e.l.Unpublished(e.ctx, 10)
+	all, err := e.l.Unpublished(e.ctx, 10, 0)
 	require.NoError(t, err)
 	require.Len(t, all, 3)
 	for _, u := range all {

@@ -38,7 +38,8 @@ type Config struct {
 	// Batch is how many messages one fetch asks for; their valid intents go to the ledger in
 	// one Submit. Default 100.
 	Batch int
-	// MaxWait bounds how long a fetch waits for a full batch. Default 1 s.
+	// MaxWait bounds how long an idle fetch waits for the first message; a fetch never waits
+	// for a batch to fill. Default 1 s.
 	MaxWait time.Duration
 	// NakDelay is how long JetStream waits before redelivering a message the ledger could not
 	// take. Default 5 s.

@@ -339,3 +339,36 @@ func TestAnEnvelopeOnAnotherAccountsSubjectIsRefused(t *testing.T) {
 		require.Contains(t, r.Detail, c.subject, "%s: and the one it came on", c.name)
 	}
 }
+
+// A fetch takes what has arrived and never waits for its batch to fill: an intent published
+// under a light load is stored at once, not after Batch-1 more or MaxWait. The ingester here
+// would wait an hour for a full batch; the test's deadline is 20 seconds.
+func TestABatchIsWhatHasArrivedNotAFullOne(t *testing.T) {
+	t.Parallel()
+	w := worldtest.New(t)
+	w.Exec(`INSERT INTO accounts (account_id, platform) VALUES ('acct-1', 'sim')`)
+	in, err := ingest.New(w.Ctx, w.JS, w.Ledger, ingest.Config{Batch: 100, MaxWait: time.Hour})
+	require.NoError(t, err)
+	e := &env{World: w, in: in}
+	ctx, cancel := context.WithTimeout(w.Ctx, 20*time.Second)
+	defer cancel()
+
+	for _, text := range []string{"one", "two", "three"} {
+		e.publish("acct-1", post(text), nil)
+	}
+	s, err := in.Batch(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, s.Created, "the three that were waiting, in one batch")
+
+	// Idle, the fetch waits for the first to arrive and takes it with whatever else is there.
+	published := make(chan error, 1)
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		_, err := w.JS.Publish(ctx, events.IntentSubject("acct-1"), []byte(post("four")))
+		published <- err
+	}()
+	s, err = in.Batch(ctx)
+	require.NoError(t, err)
+	require.NoError(t, <-published)
+	require.Equal(t, 1, s.Created)
+}

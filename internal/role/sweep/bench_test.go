@@ -256,7 +256,7 @@ func (f *benchFixture) bench(b *testing.B, work bool) {
 	defer pool.Close()
 	l, err := ledger.New(pool, ledger.Config{Actor: "bench-sweeper"})
 	require.NoError(b, err)
-	s, err := sweep.New(l, relay.New(l, f.js, relay.Config{}), f.js, sweep.Config{})
+	s, err := sweep.New(l, relay.New(l, f.js, relay.Config{Settle: -1}), f.js, sweep.Config{})
 	require.NoError(b, err)
 	// A sweeper runs pass after pass: the first one opens connections and warms caches.
 	_, err = s.Pass(f.ctx)

@@ -35,7 +35,7 @@ func (e *env) sweeper(name string, cfg sweep.Config) *sweep.Sweeper {
 	e.T.Helper()
 	l, err := ledger.New(e.DB.AppPool(e.T), ledger.Config{Actor: name})
 	require.NoError(e.T, err)
-	s, err := sweep.New(l, relay.New(l, e.JS, relay.Config{}), e.JS, cfg)
+	s, err := sweep.New(l, relay.New(l, e.JS, relay.Config{Settle: -1}), e.JS, cfg)
 	require.NoError(e.T, err)
 	return s
 }

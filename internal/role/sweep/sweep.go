@@ -190,7 +190,7 @@ func (s *Sweeper) Pass(ctx context.Context) (Report, error) {
 		errs = append(errs, fmt.Errorf("park unreconciled intents: %w", err))
 	}
 	if !s.cfg.NoDrain {
-		n, err := s.relay.Drain(ctx)
+		n, err := s.relay.DrainSettled(ctx)
 		r.Drained = n
 		if err != nil {
 			errs = append(errs, fmt.Errorf("drain the outbox: %w", err))

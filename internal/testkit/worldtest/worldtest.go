@@ -48,7 +48,7 @@ func New(t testing.TB) *World {
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
 	require.NoError(t, streams.Ensure(ctx, nc, js, streams.Config{}))
-	return &World{T: t, Ctx: ctx, DB: db, Ledger: l, JS: js, Relay: relay.New(l, js, relay.Config{}), NATSURL: srv.URL}
+	return &World{T: t, Ctx: ctx, DB: db, Ledger: l, JS: js, Relay: newRelay(l, js), NATSURL: srv.URL}
 }
 
 // Simulator serves the platform simulator until the test ends and returns it with its URL.
@@ -170,4 +170,10 @@ func (w *World) Run(run func(ctx context.Context) error) (stop func()) {
 	}
 	w.T.Cleanup(stop)
 	return stop
+}
+
+// newRelay is the world's relay. Its slow path takes every row at once (Settle -1): a test
+// writes through the ledger itself, and no writer publishes what it wrote.
+func newRelay(l *ledger.Ledger, js jetstream.JetStream) *relay.Relay {
+	return relay.New(l, js, relay.Config{Settle: -1})
 }

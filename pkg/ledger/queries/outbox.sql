@@ -1,5 +1,6 @@
 -- name: OutboxPending :many
--- The oldest transitions not yet published, with what their events carry.
+-- The oldest transitions not yet published, with what their events carry, of those in the
+-- outbox for settled_ms or longer by the database's clock (0: all of them).
 SELECT o.delivery_key, o.seq, o.dispatch, x.account_id,
        x.from_state, x.to_state, x.reason, x.attempt_token, x.epoch, x.generation, x.actor, x.at, x.traceparent
 FROM outbox o
@@ -10,6 +11,7 @@ CROSS JOIN LATERAL (
     WHERE h.delivery_key = o.delivery_key AND h.seq = o.seq AND i.delivery_key = o.delivery_key
     OFFSET 0
 ) x
+WHERE o.created_at <= now() - sqlc.arg(settled_ms)::BIGINT * '1 millisecond'::INTERVAL
 ORDER BY o.created_at, o.delivery_key, o.seq
 LIMIT @max_rows::INT;
 

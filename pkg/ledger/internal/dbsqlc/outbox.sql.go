@@ -85,9 +85,15 @@ CROSS JOIN LATERAL (
     WHERE h.delivery_key = o.delivery_key AND h.seq = o.seq AND i.delivery_key = o.delivery_key
     OFFSET 0
 ) x
+WHERE o.created_at <= now() - $1::BIGINT * '1 millisecond'::INTERVAL
 ORDER BY o.created_at, o.delivery_key, o.seq
-LIMIT $1::INT
+LIMIT $2::INT
 `
+
+type OutboxPendingParams struct {
+	SettledMs int64
+	MaxRows   int32
+}
 
 type OutboxPendingRow struct {
 	DeliveryKey  []byte
@@ -105,9 +111,10 @@ type OutboxPendingRow struct {
 	Traceparent  pgtype.Text
 }
 
-// The oldest transitions not yet published, with what their events carry.
-func (q *Queries) OutboxPending(ctx context.Context, maxRows int32) ([]OutboxPendingRow, error) {
-	rows, err := q.db.Query(ctx, outboxPending, maxRows)
+// The oldest transitions not yet published, with what their events carry, of those in the
+// outbox for settled_ms or longer by the database's clock (0: all of them).
+func (q *Queries) OutboxPending(ctx context.Context, arg OutboxPendingParams) ([]OutboxPendingRow, error) {
+	rows, err := q.db.Query(ctx, outboxPending, arg.SettledMs, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
