@@ -70,6 +70,7 @@ type options struct {
 	latencies []time.Duration
 	duration  time.Duration
 	adapter   string
+	preload   int
 
 	cpuProfile string
 }
@@ -149,6 +150,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	rates := fs.String("rates", "200,1000", "steady: publish rates, intents per second, comma-separated")
 	latencies := fs.String("latencies", "0,50ms", "steady: platform latencies, comma-separated")
 	fs.DurationVar(&o.duration, "duration", 60*time.Second, "steady: how long each rate is published")
+	fs.IntVar(&o.preload, "preload", 100000, "steady: published intents written into the ledger before the run and analyzed, as a ledger that has been running holds (0: a new, empty ledger, whose first cached plans fit empty tables where autovacuum is off)")
 	fs.StringVar(&o.adapter, "adapter", "webhook", "steady: the account's adapter: webhook (one read-back per object) or sim (read-backs grouped)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: go run . [flags]   (in bench/peer)\n\nThe same job through atmost and through River (-mode peer), or atmost at fixed publish rates (-mode steady).\n\nFlags:")

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/atmost/atmost/internal/testkit/benchtest"
 )
 
 // steadyResult is one rate at one platform latency.
@@ -22,8 +24,8 @@ type steadyResult struct {
 }
 
 func runSteady(ctx context.Context, o options, out io.Writer, logs io.Writer) error {
-	fmt.Fprintf(out, "steady: atmost (ingest, dispatcher, sweeper, reconciler), %s adapter, ledger at %s, each rate published for %s (open loop)\n",
-		o.adapter, o.isolation, o.duration)
+	fmt.Fprintf(out, "steady: atmost (ingest, dispatcher, sweeper, reconciler), %s adapter, ledger at %s preloaded with %s published intents, each rate published for %s (open loop)\n",
+		o.adapter, o.isolation, thousands(float64(o.preload)), o.duration)
 	before, err := commitCeiling(ctx, o.adminURL)
 	if err != nil {
 		return fmt.Errorf("commit ceiling: %w", err)
@@ -63,6 +65,9 @@ func steadyRun(ctx context.Context, o options, rate float64, latency time.Durati
 		return steadyResult{}, err
 	}
 	defer s.close()
+	if err := benchtest.Preload(ctx, s.pool, account, o.preload); err != nil {
+		return steadyResult{}, err
+	}
 	n := max(1, int(rate*o.duration.Seconds()))
 	intents := make([]intent, n)
 	index := make(map[[32]byte]int, n)
@@ -106,7 +111,7 @@ func steadyRun(ctx context.Context, o options, rate float64, latency time.Durati
 	r.goCPU, r.pgCPU = cpuSpent(before, after)
 
 	rows, err := s.pool.Query(ctx, `SELECT DISTINCT ON (delivery_key, to_state) delivery_key, to_state, at FROM history
-		WHERE to_state IN ('pending', 'authorized', 'published') ORDER BY delivery_key, to_state, seq`)
+		WHERE to_state IN ('pending', 'authorized', 'published') AND actor <> 'preload' ORDER BY delivery_key, to_state, seq`)
 	if err != nil {
 		return steadyResult{}, err
 	}

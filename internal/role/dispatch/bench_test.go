@@ -121,7 +121,7 @@ func benchEndToEnd(b *testing.B, latency time.Duration, dispatchers int) {
 		require.NoError(b, err)
 	}
 	if b.N >= 100 { // the testing package's first, one-intent run only finds the code path
-		preload(b, ctx, db.Pool, *benchPreload)
+		require.NoError(b, benchtest.Preload(ctx, db.Pool, "acct-1", *benchPreload))
 	}
 	srv := natstest.New(b)
 	nc := srv.Connect(b)
@@ -591,54 +591,3 @@ func walPosition(b *testing.B, ctx context.Context, pool *pgxpool.Pool) int64 {
 	return pos
 }
 
-// preload writes n published intents of acct-1 straight into the ledger's tables, with the
-// rows their way there left (four history rows, an attempt, its evidence, a text claim), then
-// vacuums and analyzes every table and checkpoints: the ledger of a deployment that has been
-// running, whose planner statistics describe tables of this size and whose autovacuum has
-// caught up. A brand-new ledger's tables grow from nothing during the run, faster than
-// autovacuum analyzes them, which measures a moment no deployment stays in for long.
-func preload(b *testing.B, ctx context.Context, pool *pgxpool.Pool, n int) {
-	b.Helper()
-	if n == 0 {
-		return
-	}
-	// One connection throughout: the preload table is temporary, seen only by the session
-	// that made it.
-	conn, err := pool.Acquire(ctx)
-	require.NoError(b, err)
-	defer conn.Release()
-	for _, q := range []string{
-		`CREATE TEMP TABLE preload AS
-		 SELECT g, sha256(convert_to('preload ' || g, 'UTF8')) AS k,
-		        substring(sha256(convert_to('preload attempt ' || g, 'UTF8')) FROM 1 FOR 16) AS tok,
-		        sha256(convert_to('preload text ' || g, 'UTF8')) AS th,
-		        nextval('attempt_generation') AS gen,
-		        now() - (($1::INT - g) * INTERVAL '10 milliseconds') - INTERVAL '1 hour' AS at
-		 FROM generate_series(1, $1::INT) g`,
-		`INSERT INTO intents (delivery_key, account_id, action, request, text_hash, state, reason, transition_seq,
-		                     attempts_authorized, attempt_token, epoch, generation, object_id, created_at, updated_at)
-		 SELECT k, 'acct-1', 'post', '{"text":"preload ' || g || '"}', th, 'published', 'published', 4,
-		        1, tok, 1, gen, 'obj-preload-' || g, at, at FROM preload`,
-		`INSERT INTO history (delivery_key, seq, from_state, to_state, reason, attempt_token, epoch, generation, actor, at)
-		 SELECT k, s.seq, s.f, s.t, s.r, CASE WHEN s.seq > 1 THEN tok END, CASE WHEN s.seq > 1 THEN 1 END,
-		        CASE WHEN s.seq > 1 THEN gen END, 'preload', at
-		 FROM preload CROSS JOIN (VALUES (1, NULL, 'pending', 'submitted'), (2, 'pending', 'pending', 'claimed'),
-		      (3, 'pending', 'authorized', 'authorized'), (4, 'authorized', 'published', 'published')) AS s(seq, f, t, r)`,
-		`INSERT INTO attempts (attempt_token, delivery_key, account_id, action, request_hash, credential_version, epoch, generation, created_at)
-		 SELECT tok, k, 'acct-1', 'post', th, 1, 1, gen, at FROM preload`,
-		`INSERT INTO attempt_evidence (attempt_token, delivery_key, epoch, generation, outcome, reason, object_id, fenced, recorded_at)
-		 SELECT tok, k, 1, gen, 'success', 'published', 'obj-preload-' || g, false, at FROM preload`,
-		`INSERT INTO text_claims (account_id, text_hash, delivery_key, last_at) SELECT 'acct-1', th, k, at FROM preload`,
-		`DROP TABLE preload`,
-		`VACUUM (ANALYZE)`,
-		`CHECKPOINT`,
-	} {
-		var err error
-		if strings.Contains(q, "$1") {
-			_, err = conn.Exec(ctx, q, n)
-		} else {
-			_, err = conn.Exec(ctx, q)
-		}
-		require.NoError(b, err, q)
-	}
-}
