@@ -590,4 +590,3 @@ func walPosition(b *testing.B, ctx context.Context, pool *pgxpool.Pool) int64 {
 	require.NoError(b, pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::BIGINT`).Scan(&pos))
 	return pos
 }
-
