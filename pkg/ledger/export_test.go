@@ -12,7 +12,9 @@ import (
 func SetClock(l *Ledger, now func() *time.Time) { l.now = now }
 
 // SetCommit replaces how l commits a transaction, so a test can inject a failure at COMMIT.
-func SetCommit(l *Ledger, commit func(ctx context.Context, tx pgx.Tx) error) { l.commit = commit }
+func SetCommit(l *Ledger, commit func(ctx context.Context, tx pgx.Tx) error) {
+	l.commit, l.commitReplaced = commit, true
+}
 
 // SetBrowseWindow makes l's Browse examine at most n intents a page.
 func SetBrowseWindow(l *Ledger, n int) { l.browseWindow = n }

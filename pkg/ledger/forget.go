@@ -100,7 +100,7 @@ func (l *Ledger) FlushForgotten(ctx context.Context) error {
 	}
 	p := forgetParams(taken)
 	var rows []dbsqlc.OutboxDeleteRow
-	err := l.inReadCommitted(ctx, "outbox", func(q *dbsqlc.Queries) (err error) {
+	err := l.inReadCommittedPipelined(ctx, "outbox", l.outboxPlans(ctx), func(q *dbsqlc.Queries) (err error) {
 		rows, err = q.OutboxDelete(ctx, p)
 		return err
 	})
@@ -111,28 +111,40 @@ func (l *Ledger) FlushForgotten(ctx context.Context) error {
 	return tellForgotten(taken, rows)
 }
 
-// inTxForgetting is inTx for the hot writers: the same transaction first removes the rows
-// ForgetLater queued, so that their removal rides on a commit made anyway. A transaction that
-// does not commit queues them again.
+// inTxForgetting is inTx for the hot writers, whose operations are one statement each: the
+// same transaction first removes the rows ForgetLater queued, so that their removal rides on a
+// commit made anyway, and both statements go to the server with BEGIN (inTxPipelined). A
+// transaction that does not commit queues them again.
 func (l *Ledger) inTxForgetting(ctx context.Context, what string, fn func(q *dbsqlc.Queries) error) error {
 	taken := l.takeForgotten()
 	if len(taken) == 0 {
-		return l.inTx(ctx, what, fn)
+		return l.inTxPipelined(ctx, what, nil, fn)
 	}
-	p := forgetParams(taken)
 	var rows []dbsqlc.OutboxDeleteRow
-	err := l.inTx(ctx, what, func(q *dbsqlc.Queries) (err error) {
-		if rows, err = q.OutboxDelete(ctx, p); err != nil {
-			return fmt.Errorf("clear outbox: %w", err)
-		}
-		return fn(q)
-	})
+	err := l.inTxPipelined(ctx, what, append(append(l.outboxPlans(ctx), outboxDeleteAhead(forgetParams(taken), &rows)), l.outboxPlansDone(ctx)...), fn)
 	if err != nil {
 		l.requeueForgotten(taken, true)
 		return err
 	}
 	_ = tellForgotten(taken, rows)
 	return nil
+}
+
+// outboxDeleteAhead is OutboxDelete as a statement ahead of another: the rows it removed go
+// to *removed (anew on every try).
+func outboxDeleteAhead(p dbsqlc.OutboxDeleteParams, removed *[]dbsqlc.OutboxDeleteRow) ahead {
+	sql, args := recorded(func(q *dbsqlc.Queries) error { _, err := q.OutboxDelete(context.Background(), p); return err })
+	return ahead{sql: sql, args: args, rows: func(rows pgx.Rows) error {
+		*removed = (*removed)[:0]
+		for rows.Next() {
+			var r dbsqlc.OutboxDeleteRow
+			if err := rows.Scan(&r.DeliveryKey, &r.Seq); err != nil {
+				return fmt.Errorf("clear outbox: %w", err)
+			}
+			*removed = append(*removed, r)
+		}
+		return nil
+	}}
 }
 
 func (l *Ledger) takeForgotten() []forgotten {

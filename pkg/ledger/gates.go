@@ -54,7 +54,7 @@ func (g Gate) Refusal() Reason {
 // configured is absent from the map.
 func (l *Ledger) Gates(ctx context.Context, accounts []string) (map[string]Gate, error) {
 	var rows []dbsqlc.DispatchGatesRow
-	err := l.inTx(ctx, "gates", func(q *dbsqlc.Queries) (err error) {
+	err := l.readOne(ctx, "gates", func(q *dbsqlc.Queries) (err error) {
 		rows, err = q.DispatchGates(ctx, dbsqlc.DispatchGatesParams{Now: l.clock(), AccountIds: accounts})
 		return err
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -88,8 +89,15 @@ type Ledger struct {
 	retries atomic.Uint64
 	forget  forgetting
 
-	// commit ends a transaction; tests replace it to inject failures at COMMIT.
-	commit func(ctx context.Context, tx pgx.Tx) error
+	// commit ends a transaction; tests replace it to inject failures at COMMIT (and
+	// commitReplaced then says so: such a ledger pipelines nothing, see sender).
+	commit         func(ctx context.Context, tx pgx.Tx) error
+	commitReplaced bool
+	// dialect is whether the database is PostgreSQL, once asked (isPostgres).
+	dialect struct {
+		sync.Mutex
+		known, postgres bool
+	}
 	// now overrides the database clock where a test must stand exactly on an edge; nil
 	// (always, outside tests) means the database's now().
 	now func() *time.Time
@@ -136,14 +144,6 @@ func (l *Ledger) inTx(ctx context.Context, what string, fn func(q *dbsqlc.Querie
 	return l.inTxWith(ctx, what, pgx.TxOptions{IsoLevel: l.cfg.Isolation}, fn)
 }
 
-// inReadCommitted is inTx at READ COMMITTED whatever the ledger's isolation: for the outbox's
-// bookkeeping, which guards nothing. The outbox is a small table whose rows come and go; a
-// SERIALIZABLE read or delete of it may be planned as a sequential scan, which takes a
-// predicate lock on the whole table and so conflicts with every writer appending to it.
-func (l *Ledger) inReadCommitted(ctx context.Context, what string, fn func(q *dbsqlc.Queries) error) error {
-	return l.inTxWith(ctx, what, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, fn)
-}
-
 // snapshot runs fn, a read of several statements, on one consistent snapshot that nothing
 // else can make fail: REPEATABLE READ, READ ONLY. A SERIALIZABLE read may be chosen as the
 // victim of conflicts among the writers (or of PostgreSQL's summary of old predicate locks
@@ -153,9 +153,15 @@ func (l *Ledger) snapshot(ctx context.Context, what string, fn func(q *dbsqlc.Qu
 }
 
 func (l *Ledger) inTxWith(ctx context.Context, what string, opts pgx.TxOptions, fn func(q *dbsqlc.Queries) error) error {
+	return l.retrying(ctx, what, func() error { return l.tryTx(ctx, opts, fn) })
+}
+
+// retrying runs try, one try of a whole transaction, again after a serialization failure or
+// deadlock (see inTx).
+func (l *Ledger) retrying(ctx context.Context, what string, try func() error) error {
 	backoff := l.cfg.RetryBackoff
 	for restart := 0; ; restart++ {
-		err := l.tryTx(ctx, opts, fn)
+		err := try()
 		if err == nil || !restartable(err) {
 			return err
 		}
@@ -223,11 +229,25 @@ func keySet(rows [][]byte) (map[identity.DeliveryKey]bool, error) {
 // dispatchers' transitions; correctness rests on the guarded change that follows, never on
 // what the scan saw.
 func (l *Ledger) scan(ctx context.Context, what string, fn func(q *dbsqlc.Queries) error) error {
+	return l.scanAfter(ctx, what, nil, fn)
+}
+
+// scanAfter is scan with the statements before run first, in the same transaction.
+func (l *Ledger) scanAfter(ctx context.Context, what string, before []ahead, fn func(q *dbsqlc.Queries) error) error {
 	tx, err := l.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return fmt.Errorf("%s: begin transaction: %w", what, err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	for _, a := range before {
+		rows, err := tx.Query(ctx, a.sql, a.args...)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if err := a.read(rows); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+	}
 	if err := fn(dbsqlc.New(tx)); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}

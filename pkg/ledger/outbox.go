@@ -22,10 +22,10 @@ type Unpublished struct {
 
 // Unpublished returns up to max transitions from the outbox, oldest first, of those that have
 // been there for settled or longer by the database's clock (0: every one). It reads at READ
-// COMMITTED (see inReadCommitted): every transition committed before the call is seen.
+// COMMITTED (see inReadCommittedPipelined): every transition committed before the call is seen.
 func (l *Ledger) Unpublished(ctx context.Context, max int, settled time.Duration) ([]Unpublished, error) {
 	var rows []dbsqlc.OutboxPendingRow
-	err := l.scan(ctx, "read outbox", func(q *dbsqlc.Queries) (err error) {
+	err := l.scanOne(ctx, "read outbox", l.outboxPlans(ctx), func(q *dbsqlc.Queries) (err error) {
 		rows, err = q.OutboxPending(ctx, dbsqlc.OutboxPendingParams{SettledMs: settled.Milliseconds(), MaxRows: int32(max)})
 		return err
 	})
@@ -57,7 +57,7 @@ func (l *Ledger) Published(ctx context.Context, done []Unpublished) ([]Unpublish
 	}
 	p := forgetParams([]forgotten{{rows: done}})
 	var rows []dbsqlc.OutboxDeleteRow
-	err := l.inReadCommitted(ctx, "outbox", func(q *dbsqlc.Queries) (err error) {
+	err := l.inReadCommittedPipelined(ctx, "outbox", l.outboxPlans(ctx), func(q *dbsqlc.Queries) (err error) {
 		rows, err = q.OutboxDelete(ctx, p)
 		return err
 	})
@@ -111,10 +111,10 @@ func (l *Ledger) OutboxLag(ctx context.Context) (rows int64, oldest time.Duratio
 // order: what a writer publishes right after its own commit.
 func (l *Ledger) UnpublishedFor(ctx context.Context, keys []identity.DeliveryKey) ([]Unpublished, error) {
 	raw := rawKeys(keys)
-	// READ COMMITTED (see inReadCommitted): every transition committed before the call is
+	// READ COMMITTED (see inReadCommittedPipelined): every transition committed before the call is
 	// seen, which is all the witness needs.
 	var rows []dbsqlc.OutboxPendingForRow
-	err := l.scan(ctx, fmt.Sprintf("read outbox of %d intents", len(keys)), func(q *dbsqlc.Queries) (err error) {
+	err := l.scanOne(ctx, fmt.Sprintf("read outbox of %d intents", len(keys)), l.outboxPlans(ctx), func(q *dbsqlc.Queries) (err error) {
 		rows, err = q.OutboxPendingFor(ctx, raw)
 		return err
 	})
@@ -136,7 +136,7 @@ func (l *Ledger) WitnessFor(ctx context.Context, claims []Claim) ([]Unpublished,
 		p.AttemptTokens = append(p.AttemptTokens, c.Token.Bytes())
 	}
 	var rows []dbsqlc.OutboxWitnessForRow
-	err := l.scan(ctx, fmt.Sprintf("read the witness of %d authorizations", len(claims)), func(q *dbsqlc.Queries) (err error) {
+	err := l.scanOne(ctx, fmt.Sprintf("read the witness of %d authorizations", len(claims)), l.outboxPlans(ctx), func(q *dbsqlc.Queries) (err error) {
 		rows, err = q.OutboxWitnessFor(ctx, p)
 		return err
 	})

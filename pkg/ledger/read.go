@@ -214,7 +214,7 @@ func intentFromRow(r dbsqlc.Intent) (Intent, error) {
 // a batch of work before it opens attempts. A key without an intent is absent from the map.
 func (l *Ledger) GetMany(ctx context.Context, keys []identity.DeliveryKey) (map[identity.DeliveryKey]Intent, error) {
 	var rows []dbsqlc.Intent
-	err := l.inTx(ctx, "get", func(q *dbsqlc.Queries) (err error) {
+	err := l.readOne(ctx, "get", func(q *dbsqlc.Queries) (err error) {
 		rows, err = q.IntentsGetMany(ctx, rawKeys(keys))
 		return err
 	})

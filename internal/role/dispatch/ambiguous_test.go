@@ -153,6 +153,29 @@ func (d *ambiguousDB) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, 
 	return &ambiguousTx{Tx: tx, db: d}, nil
 }
 
+// SendBatch is the ledger's pipelined transaction (BEGIN and its statement in one batch), its
+// COMMIT faulted as BeginTx's are.
+func (d *ambiguousDB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	br := d.DB.(interface {
+		SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
+	}).SendBatch(ctx, b)
+	if br.Tx() == nil {
+		return br
+	}
+	tx := &ambiguousTx{Tx: br.Tx(), db: d}
+	for _, q := range b.QueuedQueries {
+		tx.note(q.SQL)
+	}
+	return ambiguousBatch{BatchResults: br, tx: tx}
+}
+
+type ambiguousBatch struct {
+	pgx.BatchResults
+	tx pgx.Tx
+}
+
+func (b ambiguousBatch) Tx() pgx.Tx { return b.tx }
+
 type ambiguousTx struct {
 	pgx.Tx
 	db        *ambiguousDB

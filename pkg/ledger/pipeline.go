@@ -1,0 +1,377 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
+)
+
+// The hot operations are transactions of one statement (a write may carry the outbox's
+// delayed delete ahead of it: ForgetLater). Run one message at a time, each costs a round trip
+// per message, BEGIN, the delete, the statement, COMMIT, and each round trip costs both
+// processes system calls and a wake-up: under a steady load, whose batches are small, most of
+// the CPU an intent cost. Pipelined, BEGIN and the statements go to the server together.
+// A write's COMMIT still follows on its own, through l.commit, after its rows were read (what
+// a test injects at COMMIT applies unchanged); a read's COMMIT goes with the rest, since a
+// read-only transaction commits nothing.
+
+// batchSender is a DB that also sends a batch of statements in one round trip: a
+// *pgxpool.Pool. A DB that is not one (a test's wrapper) gets one message at a time.
+type batchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// ahead is a statement sent before the one fn runs, in the same transaction, with what to do
+// with its rows.
+type ahead struct {
+	sql  string
+	args []any
+	rows func(pgx.Rows) error
+}
+
+// read hands rows to a.rows (a statement without rows has none) and closes them.
+func (a ahead) read(rows pgx.Rows) error {
+	var err error
+	if a.rows != nil {
+		err = a.rows(rows)
+	}
+	rows.Close()
+	if err == nil {
+		err = rows.Err()
+	}
+	return err
+}
+
+// The outbox's statements are planned for the outbox as it is at each call (customPlans ahead
+// of them, cachedPlans after, for the statement that follows in the same transaction). The
+// outbox is a queue: every transition inserts a row and deletes it moments later, so the
+// table is nearly empty whenever it is analyzed, and the plan PostgreSQL caches for a
+// prepared statement after its first five runs reads it whole (a sequential scan, the
+// cheapest way through a page or two). Between two vacuums its heap grows with the rows
+// deleted meanwhile, thousands a second, and every read and delete of it read them all: at
+// 1,000 intents a second on a ledger whose autovacuum had not run, 1.1 ms per read of 17 rows.
+// Planned with the table's size of the moment, they go through its primary key. The plans are
+// small: planning them each time costs less than one such scan. Without JIT compilation: the
+// estimate of a bloated outbox's rows puts a read above jit_above_cost, and compiling it took
+// 5 to 25 ms a call. Only on PostgreSQL (CockroachDB has neither setting, nor the problem: its
+// deletes leave no heap to scan).
+var (
+	customPlans = ahead{sql: "SET LOCAL plan_cache_mode = force_custom_plan"}
+	noJIT       = ahead{sql: "SET LOCAL jit = off"}
+	cachedPlans = ahead{sql: "SET LOCAL plan_cache_mode TO DEFAULT"}
+)
+
+// outboxPlans are the statements ahead of an outbox statement that plan it as it is now (on
+// PostgreSQL; nothing elsewhere).
+func (l *Ledger) outboxPlans(ctx context.Context) []ahead {
+	if !l.isPostgres(ctx) {
+		return nil
+	}
+	return []ahead{customPlans, noJIT}
+}
+
+// outboxPlansDone is what follows an outbox statement that another statement follows in the
+// same transaction: the plans cached again.
+func (l *Ledger) outboxPlansDone(ctx context.Context) []ahead {
+	if !l.isPostgres(ctx) {
+		return nil
+	}
+	return []ahead{cachedPlans}
+}
+
+// isPostgres reports whether the ledger's database is PostgreSQL rather than CockroachDB,
+// asked once (until an answer comes: a database that cannot be reached is asked again).
+func (l *Ledger) isPostgres(ctx context.Context) bool {
+	l.dialect.Lock()
+	defer l.dialect.Unlock()
+	if l.dialect.known {
+		return l.dialect.postgres
+	}
+	crdb, answered := false, false
+	version := ahead{sql: "SELECT version() LIKE 'CockroachDB%'", rows: func(rows pgx.Rows) error {
+		if rows.Next() {
+			answered = true
+			return rows.Scan(&crdb)
+		}
+		return nil
+	}}
+	if err := l.scanAfter(ctx, "server", []ahead{version}, func(*dbsqlc.Queries) error { return nil }); err != nil || !answered {
+		return false
+	}
+	l.dialect.known, l.dialect.postgres = true, !crdb
+	return l.dialect.postgres
+}
+
+// errSecondStatement is what a pipelined transaction answers a second statement with: it is
+// for operations of one statement only.
+var errSecondStatement = errors.New("ledger: a pipelined transaction runs one statement")
+
+// pipelined is the connection fn runs its one statement on: the statement is sent with BEGIN
+// (and the statements ahead of it, and COMMIT where commitToo) in one batch.
+type pipelined struct {
+	db        batchSender
+	opts      pgx.TxOptions
+	before    []ahead
+	commitToo bool
+	results   pgx.BatchResults
+	tx        pgx.Tx
+	closed    bool
+}
+
+// send sends the batch with sql as its statement and reads the results before it: BEGIN's
+// and those of the statements ahead.
+func (p *pipelined) send(ctx context.Context, sql string, args []any) error {
+	if p.results != nil {
+		return errSecondStatement
+	}
+	b := &pgx.Batch{}
+	b.BeginTx(p.opts)
+	for _, a := range p.before {
+		b.Queue(a.sql, a.args...)
+	}
+	b.Queue(sql, args...)
+	if p.commitToo {
+		b.Queue("COMMIT")
+	}
+	p.results = p.db.SendBatch(ctx, b)
+	p.tx = p.results.Tx()
+	if _, err := p.results.Exec(); err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	for _, a := range p.before {
+		rows, err := p.results.Query()
+		if err != nil {
+			return err
+		}
+		if err := a.read(rows); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// close ends the batch (reading COMMIT's answer where it carried one) and returns its first
+// error. Once: the rows' Close calls it, and so does the transaction's end.
+func (p *pipelined) close() error {
+	if p.closed || p.results == nil {
+		return nil
+	}
+	p.closed = true
+	var err error
+	if p.commitToo {
+		_, err = p.results.Exec()
+	}
+	if cerr := p.results.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (p *pipelined) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if err := p.send(ctx, sql, args); err != nil {
+		return nil, err
+	}
+	rows, err := p.results.Query()
+	if err != nil {
+		return nil, err
+	}
+	return &pipelinedRows{Rows: rows, p: p}, nil
+}
+
+func (p *pipelined) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	rows, err := p.Query(ctx, sql, args...)
+	if err != nil {
+		return errRow{err}
+	}
+	return pipelinedRow{rows}
+}
+
+func (p *pipelined) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if err := p.send(ctx, sql, args); err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return p.results.Exec()
+}
+
+// pipelinedRows are the statement's rows; closing them ends the batch, so that the
+// transaction's connection may be used again.
+type pipelinedRows struct {
+	pgx.Rows
+	p   *pipelined
+	err error
+}
+
+func (r *pipelinedRows) Close() {
+	r.Rows.Close()
+	if err := r.p.close(); err != nil && r.err == nil {
+		r.err = err
+	}
+}
+
+func (r *pipelinedRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return err
+	}
+	return r.err
+}
+
+// pipelinedRow is QueryRow's row over pipelined rows, as pgx's own.
+type pipelinedRow struct{ rows pgx.Rows }
+
+func (r pipelinedRow) Scan(dest ...any) error {
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	r.rows.Close()
+	return r.rows.Err()
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// tryPipelined is tryTx for an fn of one statement, sent with BEGIN and the statements ahead
+// in one batch; its COMMIT follows through l.commit. A read (commitToo) sends COMMIT with
+// them.
+func (l *Ledger) tryPipelined(ctx context.Context, db batchSender, opts pgx.TxOptions, before []ahead, commitToo bool, fn func(q *dbsqlc.Queries) error) error {
+	p := &pipelined{db: db, opts: opts, before: before, commitToo: commitToo}
+	defer func() {
+		_ = p.close()
+		if p.tx != nil {
+			// Releases the connection: a no-op rollback once committed.
+			_ = p.tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	err := fn(dbsqlc.New(p))
+	if cerr := p.close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case err != nil:
+		return err
+	case p.results == nil:
+		return nil // fn sent nothing: nothing began
+	case commitToo:
+		return nil
+	}
+	return l.commit(ctx, p.tx)
+}
+
+// sender is the ledger's DB as a batchSender, when it is one and nothing replaced how the
+// ledger commits (a test injecting a failure at COMMIT gets one message at a time, as before).
+func (l *Ledger) sender() (batchSender, bool) {
+	if l.commitReplaced {
+		return nil, false
+	}
+	s, ok := l.db.(batchSender)
+	return s, ok
+}
+
+// inTxPipelined is inTx for an operation of one statement: pipelined where the DB can, with
+// the statements ahead of it (their rows read before fn runs; each try reads them again).
+func (l *Ledger) inTxPipelined(ctx context.Context, what string, before []ahead, fn func(q *dbsqlc.Queries) error) error {
+	return l.pipelinedWith(ctx, what, pgx.TxOptions{IsoLevel: l.cfg.Isolation}, before, fn)
+}
+
+// inReadCommittedPipelined is inTxPipelined at READ COMMITTED whatever the ledger's isolation:
+// for the outbox's bookkeeping, which guards nothing. The outbox is a small table whose rows
+// come and go; a SERIALIZABLE read or delete of it may be planned as a sequential scan, which
+// takes a predicate lock on the whole table and so conflicts with every writer appending to it.
+func (l *Ledger) inReadCommittedPipelined(ctx context.Context, what string, before []ahead, fn func(q *dbsqlc.Queries) error) error {
+	return l.pipelinedWith(ctx, what, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, before, fn)
+}
+
+func (l *Ledger) pipelinedWith(ctx context.Context, what string, opts pgx.TxOptions, before []ahead, fn func(q *dbsqlc.Queries) error) error {
+	if s, ok := l.sender(); ok {
+		return l.retrying(ctx, what, func() error { return l.tryPipelined(ctx, s, opts, before, false, fn) })
+	}
+	return l.retrying(ctx, what, func() error {
+		tx, err := l.db.BeginTx(ctx, opts)
+		if err != nil {
+			return fmt.Errorf("begin transaction: %w", err)
+		}
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+		for _, a := range before {
+			rows, err := tx.Query(ctx, a.sql, a.args...)
+			if err != nil {
+				return err
+			}
+			if err := a.read(rows); err != nil {
+				return err
+			}
+		}
+		if err := fn(dbsqlc.New(tx)); err != nil {
+			return err
+		}
+		return l.commit(ctx, tx)
+	})
+}
+
+// scanOne is scan for a read of one statement: BEGIN, the statements ahead, the statement and
+// COMMIT in one round trip where the DB can.
+func (l *Ledger) scanOne(ctx context.Context, what string, before []ahead, fn func(q *dbsqlc.Queries) error) error {
+	s, ok := l.sender()
+	if !ok {
+		return l.scanAfter(ctx, what, before, fn)
+	}
+	if err := l.tryPipelined(ctx, s, pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadOnly}, before, true, fn); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// readOne is inTx for a read of one statement at the ledger's isolation: BEGIN, the statement
+// and COMMIT in one round trip where the DB can, restarted as inTx restarts.
+func (l *Ledger) readOne(ctx context.Context, what string, fn func(q *dbsqlc.Queries) error) error {
+	s, ok := l.sender()
+	if !ok {
+		return l.inTx(ctx, what, fn)
+	}
+	opts := pgx.TxOptions{IsoLevel: l.cfg.Isolation}
+	return l.retrying(ctx, what, func() error { return l.tryPipelined(ctx, s, opts, nil, true, fn) })
+}
+
+// recorded is the statement and arguments fn sends, without sending them: what the generated
+// code of a query sends, for a batch.
+func recorded(fn func(q *dbsqlc.Queries) error) (string, []any) {
+	var r recorder
+	_ = fn(dbsqlc.New(&r))
+	return r.sql, r.args
+}
+
+// recorder is a connection that keeps the one statement it is given and refuses it.
+type recorder struct {
+	sql  string
+	args []any
+}
+
+var errRecorded = errors.New("ledger: recorded, not sent")
+
+func (r *recorder) keep(sql string, args []any) { r.sql, r.args = sql, args }
+
+func (r *recorder) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	r.keep(sql, args)
+	return pgconn.CommandTag{}, errRecorded
+}
+
+func (r *recorder) Query(_ context.Context, sql string, args ...any) (pgx.Rows, error) {
+	r.keep(sql, args)
+	return nil, errRecorded
+}
+
+func (r *recorder) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
+	r.keep(sql, args)
+	return errRow{errRecorded}
+}
