@@ -157,3 +157,50 @@ func TestARefusedPipelinedStatementLeavesTheConnectionUsable(t *testing.T) {
 	}
 	require.EqualValues(t, 1, pool.Stat().NewConnsCount(), "the one connection served every operation")
 }
+
+// The outbox is a queue: nearly empty whenever a plan is made, and between two vacuums its
+// heap holds every row deleted since. Its reads go through its primary key all the same,
+// planned for the table as it is at each call, never by a plan cached while it was empty that
+// reads the whole heap. (autovacuum is off where the tests run, so nothing vacuums it here.)
+func TestTheOutboxIsReadByItsKeyWhateverItHeldWhenItsPlansWereMade(t *testing.T) {
+	t.Parallel()
+	e := newEnvAt(t, pgx.ReadCommitted)
+	// One connection of the owner's, whose statistics this test flushes and reads itself.
+	cfg, err := pgxpool.ParseConfig(e.db.URL)
+	require.NoError(t, err)
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	l, err := ledger.New(pool, ledger.Config{Actor: "test", Isolation: pgx.ReadCommitted})
+	require.NoError(t, err)
+	seqScans := func() int64 {
+		t.Helper()
+		_, err := pool.Exec(e.ctx, `SELECT pg_stat_force_next_flush()`)
+		require.NoError(t, err)
+		var n int64
+		require.NoError(t, pool.QueryRow(e.ctx, `SELECT seq_scan FROM pg_stat_user_tables WHERE relname = 'outbox'`).Scan(&n))
+		return n
+	}
+	// Analyzed empty, as autovacuum finds it; then ten reads while it holds one row:
+	// PostgreSQL caches a prepared statement's plan after five.
+	e.exec(`ANALYZE outbox`)
+	key := e.submit("read by key")
+	for range 10 {
+		rows, err := l.UnpublishedFor(e.ctx, []identity.DeliveryKey{key})
+		require.NoError(t, err)
+		require.Len(t, rows, 1)
+	}
+	// Then 20,000 rows come and go, as a few seconds of a busy pipeline's do.
+	e.exec(`INSERT INTO outbox (delivery_key, seq, dispatch)
+		SELECT sha256(convert_to('churn ' || g, 'UTF8')), 1, false FROM generate_series(1, 20000) g`)
+	e.exec(`DELETE FROM outbox WHERE delivery_key <> $1`, key.Bytes())
+
+	before := seqScans()
+	for range 5 {
+		rows, err := l.UnpublishedFor(e.ctx, []identity.DeliveryKey{key})
+		require.NoError(t, err)
+		require.Len(t, rows, 1)
+	}
+	require.Equal(t, before, seqScans(), "no read scanned the outbox's heap")
+}
