@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -93,7 +95,15 @@ func startAtmost(ctx context.Context, o options, cfg platformsim.Config, adapter
 			return nil, err
 		}
 	}
-	env := map[string]string{"ATMOST_LEDGER_ISOLATION": o.isolation}
+	// The roles' settings: the benchmark's own ATMOST_* environment (ATMOST_INGEST_LINGER=20ms,
+	// say), and the ledger's isolation of -isolation.
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "ATMOST_") && k != "ATMOST_TEST_DATABASE_URL" {
+			env[k] = v
+		}
+	}
+	env["ATMOST_LEDGER_ISOLATION"] = o.isolation
 	s.stack, err = dev.Start(ctx, dev.Options{DatabaseURL: s.db.url, HTTPAddrs: addrs, Logs: logs,
 		Env: func(name string) (string, bool) { v, ok := env[name]; return v, ok }})
 	if err != nil {

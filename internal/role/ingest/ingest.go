@@ -31,6 +31,9 @@ import (
 	"github.com/atmost/atmost/pkg/tracecontext"
 )
 
+// DefaultLinger is Config.Linger's default.
+const DefaultLinger = 10 * time.Millisecond
+
 // Config tunes an Ingester. The zero value of every field means its default.
 type Config struct {
 	// Durable is the name of the pull consumer on ATMOST_INTENTS. Default "ingest".
@@ -41,6 +44,10 @@ type Config struct {
 	// MaxWait bounds how long an idle fetch waits for the first message; a fetch never waits
 	// for a batch to fill. Default 1 s.
 	MaxWait time.Duration
+	// Linger is how long a fetch that has less than a batch waits for more after its first
+	// message: the latency a light load pays so that its batches hold more than one intent.
+	// Default DefaultLinger; negative means none.
+	Linger time.Duration
 	// NakDelay is how long JetStream waits before redelivering a message the ledger could not
 	// take. Default 5 s.
 	NakDelay time.Duration
@@ -66,6 +73,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxWait == 0 {
 		c.MaxWait = time.Second
+	}
+	switch {
+	case c.Linger == 0:
+		c.Linger = DefaultLinger
+	case c.Linger < 0:
+		c.Linger = 0
 	}
 	if c.NakDelay == 0 {
 		c.NakDelay = 5 * time.Second
@@ -161,7 +174,7 @@ func (in *Ingester) Batch(ctx context.Context) (Stats, error) {
 func (in *Ingester) BatchKeys(ctx context.Context) (Stats, []identity.DeliveryKey, error) {
 	var stats Stats
 	var keys []identity.DeliveryKey
-	fetched, err := in.pull.fetch(ctx, in.cfg.Batch, in.cfg.MaxWait)
+	fetched, err := in.pull.fetch(ctx, in.cfg.Batch, in.cfg.MaxWait, in.cfg.Linger)
 	if err != nil && len(fetched) == 0 {
 		return stats, keys, fmt.Errorf("ingest: fetch: %w", err)
 	}

@@ -347,7 +347,7 @@ func TestABatchIsWhatHasArrivedNotAFullOne(t *testing.T) {
 	t.Parallel()
 	w := worldtest.New(t)
 	w.Exec(`INSERT INTO accounts (account_id, platform) VALUES ('acct-1', 'sim')`)
-	in, err := ingest.New(w.Ctx, w.JS, w.Ledger, ingest.Config{Batch: 100, MaxWait: time.Hour})
+	in, err := ingest.New(w.Ctx, w.JS, w.Ledger, ingest.Config{Batch: 100, MaxWait: time.Hour, Linger: -1})
 	require.NoError(t, err)
 	e := &env{World: w, in: in}
 	ctx, cancel := context.WithTimeout(w.Ctx, 20*time.Second)
@@ -371,4 +371,36 @@ func TestABatchIsWhatHasArrivedNotAFullOne(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, <-published)
 	require.Equal(t, 1, s.Created)
+}
+
+// A fetch with less than a batch waits Linger after its first message for more: under a light
+// load the intents that arrive close together share a batch, and so the ledger's statements.
+// Without a linger the first goes alone. (The second is published 50 ms after the first; the
+// linger here is a second.)
+func TestAFetchLingersForTheIntentsRightBehindItsFirst(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		linger time.Duration
+		first  int
+	}{{time.Second, 2}, {-1, 1}} {
+		w := worldtest.New(t)
+		w.Exec(`INSERT INTO accounts (account_id, platform) VALUES ('acct-1', 'sim')`)
+		in, err := ingest.New(w.Ctx, w.JS, w.Ledger, ingest.Config{Batch: 100, MaxWait: time.Hour, Linger: tc.linger})
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(w.Ctx, 20*time.Second)
+		defer cancel()
+		published := make(chan error, 2)
+		go func() {
+			for _, text := range []string{"first", "right behind"} {
+				_, err := w.JS.Publish(ctx, events.IntentSubject("acct-1"), []byte(post(text)))
+				published <- err
+				time.Sleep(50 * time.Millisecond)
+			}
+		}()
+		s, err := in.Batch(ctx)
+		require.NoError(t, err)
+		require.Equal(t, tc.first, s.Created, "linger %s", tc.linger)
+		require.NoError(t, <-published)
+		require.NoError(t, <-published)
+	}
 }

@@ -51,21 +51,39 @@ type pullRequest struct {
 // noWaitAnswer bounds the wait for the server's answer to a request that asks it not to wait.
 const noWaitAnswer = 5 * time.Second
 
-// fetch returns up to batch messages as soon as there are any: what is waiting at once, or,
-// when nothing is, the first to arrive within wait together with whatever else is waiting by
-// then. It never waits for a batch to fill: under a steady load a full batch would hold the
-// first intent until batch-1 more arrived (half a second at 200 intents/s and batches of 100),
-// while under a burst the batch fills by itself, because everything that arrived during the
-// previous batch's commit is waiting. Nothing (and no error) means wait passed idle.
-func (p *puller) fetch(ctx context.Context, batch int, wait time.Duration) ([]*nats.Msg, error) {
+// fetch returns up to batch messages: what is waiting at once, or, when nothing is, the first
+// to arrive within wait; then, when that is less than a batch, whatever else arrived within
+// linger after it. It never waits for a batch to fill: under a steady load a full batch would
+// hold the first intent until batch-1 more arrived (half a second at 200 intents/s and batches
+// of 100), while under a burst the batch fills by itself, because everything that arrived
+// during the previous batch's commit is waiting. The linger is what a light load pays for
+// batches of more than one: each batch costs the ledger its statements whatever its size.
+// Nothing (and no error) means wait passed idle.
+func (p *puller) fetch(ctx context.Context, batch int, wait, linger time.Duration) ([]*nats.Msg, error) {
 	out, err := p.request(ctx, pullRequest{Batch: batch, NoWait: true}, noWaitAnswer)
-	if err != nil || len(out) > 0 {
+	if err != nil {
 		return out, err
 	}
-	if out, err = p.request(ctx, pullRequest{Batch: 1, Expires: wait}, wait+time.Second); err != nil || len(out) == 0 || batch == 1 {
-		return out, err
+	if len(out) == 0 {
+		if out, err = p.request(ctx, pullRequest{Batch: 1, Expires: wait}, wait+time.Second); err != nil || len(out) == 0 {
+			return out, err
+		}
+	} else if linger == 0 {
+		return out, nil // everything that was waiting
 	}
-	more, err := p.request(ctx, pullRequest{Batch: batch - 1, NoWait: true}, noWaitAnswer)
+	if len(out) >= batch {
+		return out, nil
+	}
+	if linger > 0 {
+		t := time.NewTimer(linger)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return out, nil // what it has is taken; the caller stops after it
+		case <-t.C:
+		}
+	}
+	more, err := p.request(ctx, pullRequest{Batch: batch - len(out), NoWait: true}, noWaitAnswer)
 	return append(out, more...), err
 }
 

@@ -21,6 +21,7 @@ import (
 type RoleConfig struct {
 	role.Common
 	Batch         int           // ATMOST_INGEST_BATCH
+	Linger        time.Duration // ATMOST_INGEST_LINGER
 	MaxDeliveries int           // ATMOST_INGEST_MAX_DELIVERIES
 	RelayInterval time.Duration // ATMOST_RELAY_INTERVAL
 	Status        bool          // ATMOST_INGEST_STATUS
@@ -30,6 +31,8 @@ func (c RoleConfig) validate() error {
 	switch {
 	case c.Batch < 1 || c.Batch > 10000:
 		return fmt.Errorf("batch %d: must be between 1 and 10000", c.Batch)
+	case c.Linger < 0 || c.Linger > time.Second:
+		return fmt.Errorf("linger %s: must be between 0 and 1s", c.Linger)
 	case c.MaxDeliveries < 1:
 		return fmt.Errorf("max deliveries %d: must be at least 1", c.MaxDeliveries)
 	case c.RelayInterval < 10*time.Millisecond:
@@ -57,6 +60,7 @@ func parseRoleConfig(args []string, getenv func(string) (string, bool), stderr i
 	cfg.Common.Register(fs, env, "127.0.0.1:9101")
 	def := Config{}.withDefaults()
 	fs.IntVar(&cfg.Batch, "batch", env.Int("ATMOST_INGEST_BATCH", def.Batch), "at most this many messages per fetch (a fetch takes what has arrived, never waiting for a full batch); their intents go to the ledger in one transaction (env ATMOST_INGEST_BATCH)")
+	fs.DurationVar(&cfg.Linger, "linger", env.Duration("ATMOST_INGEST_LINGER", def.Linger), "how long a fetch with less than a batch waits for more after its first message, so that a light load's batches hold more than one intent; 0 for none (env ATMOST_INGEST_LINGER)")
 	fs.IntVar(&cfg.MaxDeliveries, "max-deliveries", env.Int("ATMOST_INGEST_MAX_DELIVERIES", def.MaxDeliveries), "the delivery on which a message the database refused every time is recorded as unstorable and acknowledged (env ATMOST_INGEST_MAX_DELIVERIES)")
 	fs.DurationVar(&cfg.RelayInterval, "relay-interval", env.Duration("ATMOST_RELAY_INTERVAL", relay.DefaultInterval), "how often the relay drains the outbox (env ATMOST_RELAY_INTERVAL)")
 	fs.BoolVar(&cfg.Status, "status", env.Bool("ATMOST_INGEST_STATUS", true), "serve the outcome service "+client.StatusService+" on "+client.StatusSubjects+", which answers producers' Status and Await from the ledger; --status=false leaves it to other instances (env ATMOST_INGEST_STATUS)")
@@ -92,7 +96,11 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 	// while the meta group or the stream elects a leader.
 	var in *Ingester
 	if err := role.Retry(ctx, log, "create the ingest consumer", func() (err error) {
-		in, err = New(ctx, deps.JS, deps.Ledger, Config{Batch: cfg.Batch, MaxDeliveries: cfg.MaxDeliveries, Logger: log, Tracer: deps.Tracer})
+		linger := cfg.Linger
+		if linger == 0 {
+			linger = -1 // none: Config's zero is its default
+		}
+		in, err = New(ctx, deps.JS, deps.Ledger, Config{Batch: cfg.Batch, Linger: linger, MaxDeliveries: cfg.MaxDeliveries, Logger: log, Tracer: deps.Tracer})
 		return err
 	}); err != nil {
 		return err
@@ -112,7 +120,7 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	log.Info("ingest running", zap.String("http", addr.String()), zap.Int("batch", cfg.Batch), zap.Int("max_deliveries", cfg.MaxDeliveries), zap.String("isolation", cfg.Isolation), zap.Bool("status", cfg.Status))
+	log.Info("ingest running", zap.String("http", addr.String()), zap.Int("batch", cfg.Batch), zap.Duration("linger", cfg.Linger), zap.Int("max_deliveries", cfg.MaxDeliveries), zap.String("isolation", cfg.Isolation), zap.Bool("status", cfg.Status))
 
 	relayDone := make(chan struct{})
 	go func() {
