@@ -121,6 +121,7 @@ type pipelined struct {
 	results   pgx.BatchResults
 	tx        pgx.Tx
 	closed    bool
+	closeErr  error
 }
 
 // send sends the batch with sql as its statement and reads the results before it: BEGIN's
@@ -156,20 +157,20 @@ func (p *pipelined) send(ctx context.Context, sql string, args []any) error {
 }
 
 // close ends the batch (reading COMMIT's answer where it carried one) and returns its first
-// error. Once: the rows' Close calls it, and so does the transaction's end.
+// error, the same on every call: the rows' Close calls it first (after the generated code has
+// read their Err), and the transaction's end again, which must see a COMMIT that failed.
 func (p *pipelined) close() error {
 	if p.closed || p.results == nil {
-		return nil
+		return p.closeErr
 	}
 	p.closed = true
-	var err error
 	if p.commitToo {
-		_, err = p.results.Exec()
+		_, p.closeErr = p.results.Exec()
 	}
-	if cerr := p.results.Close(); err == nil {
-		err = cerr
+	if err := p.results.Close(); p.closeErr == nil {
+		p.closeErr = err
 	}
-	return err
+	return p.closeErr
 }
 
 func (p *pipelined) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
