@@ -69,7 +69,8 @@ type Service struct {
 	svc      micro.Service
 	ledger   Ledger
 	cfg      Config
-	work     chan micro.Request
+	nc       *nats.Conn
+	work     chan asked
 	quit     chan struct{}
 	wg       sync.WaitGroup
 	requests *prometheus.CounterVec
@@ -82,7 +83,7 @@ func Start(nc *nats.Conn, l Ledger, cfg Config) (*Service, error) {
 	if cfg.Concurrency < 1 || cfg.Timeout < 0 {
 		return nil, fmt.Errorf("outcome: concurrency %d and timeout %s out of range", cfg.Concurrency, cfg.Timeout)
 	}
-	s := &Service{ledger: l, cfg: cfg, work: make(chan micro.Request), quit: make(chan struct{}),
+	s := &Service{nc: nc, ledger: l, cfg: cfg, work: make(chan asked), quit: make(chan struct{}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "atmost_status_requests_total",
 			Help: "Requests to the outcome service, by answer: found, rejected (ingest refused the message), not_found, bad_request, unavailable."}, []string{"answer"})}
 	for _, a := range []string{"found", "rejected", "not_found", "bad_request", "unavailable"} {
@@ -131,13 +132,24 @@ func (s *Service) Stop() {
 	})
 }
 
+// asked is a request as a worker answers it: what it asked, and where the answer goes. The
+// worker answers on the connection itself, never through the micro.Request: micro reads the
+// request's error once the handler returns (for its statistics), while a worker may still be
+// writing it, a data race. micro's statistics therefore count hand-offs, not answers;
+// atmost_status_requests_total counts the answers.
+type asked struct {
+	subject, reply string
+	data           []byte
+}
+
 // hand gives a request to a free worker. Stop drains the subscription after it returns, so a
 // request may still come: it is told to ask again.
 func (s *Service) hand(r micro.Request) {
+	a := asked{subject: r.Subject(), reply: r.Reply(), data: bytes.Clone(r.Data())}
 	select {
-	case s.work <- r:
+	case s.work <- a:
 	case <-s.quit:
-		s.fail(r, "unavailable", client.CodeUnavailable, "the service is stopping; ask again")
+		s.fail(a, "unavailable", client.CodeUnavailable, "the service is stopping; ask again")
 	}
 }
 
@@ -154,15 +166,15 @@ func (s *Service) worker() {
 }
 
 // answer reads the intent of one request and replies with its outcome or an error code.
-func (s *Service) answer(r micro.Request) {
-	token := strings.TrimPrefix(r.Subject(), "atmost.status.")
+func (s *Service) answer(r asked) {
+	token := strings.TrimPrefix(r.subject, "atmost.status.")
 	account, err := identity.ParseAccountToken(token)
 	if err != nil {
 		s.fail(r, "bad_request", client.CodeBadRequest, err.Error())
 		return
 	}
 	var req client.StatusRequest
-	dec := json.NewDecoder(bytes.NewReader(r.Data()))
+	dec := json.NewDecoder(bytes.NewReader(r.data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil || dec.More() || req.Key.IsZero() {
 		s.fail(r, "bad_request", client.CodeBadRequest, `the body must be {"delivery_key":"dk1:<64 hex>"}`)
@@ -210,15 +222,22 @@ func (s *Service) rejected(ctx context.Context, account string, req client.Statu
 	return &client.Rejection{Reason: identity.Reason(stored.Reason), Detail: stored.Detail}, nil
 }
 
-func (s *Service) respond(r micro.Request, out client.Outcome) {
-	if err := r.RespondJSON(out); err != nil {
+func (s *Service) respond(r asked, out client.Outcome) {
+	data, err := json.Marshal(out)
+	if err == nil {
+		err = s.nc.Publish(r.reply, data)
+	}
+	if err != nil {
 		s.cfg.Logger.Debug("the outcome service could not answer", zap.Error(err))
 	}
 }
 
-func (s *Service) fail(r micro.Request, answer, code, description string) {
+// fail answers with a service error, as micro's Request.Error does: its description and code
+// in the headers micro.ErrorHeader and micro.ErrorCodeHeader.
+func (s *Service) fail(r asked, answer, code, description string) {
 	s.requests.WithLabelValues(answer).Inc()
-	if err := r.Error(code, description, nil); err != nil {
+	msg := &nats.Msg{Subject: r.reply, Header: nats.Header{micro.ErrorHeader: []string{description}, micro.ErrorCodeHeader: []string{code}}}
+	if err := s.nc.PublishMsg(msg); err != nil {
 		s.cfg.Logger.Debug("the outcome service could not answer", zap.Error(err))
 	}
 }
