@@ -127,6 +127,9 @@ func (s *Service) Collectors() []prometheus.Collector { return []prometheus.Coll
 func (s *Service) Stop() {
 	s.stop.Do(func() {
 		_ = s.svc.Stop()
+		// The subscription's removal reaches the server before Stop returns: a request made
+		// after Stop finds no responder rather than this instance's "ask again".
+		_ = s.nc.FlushTimeout(5 * time.Second)
 		close(s.quit)
 		s.wg.Wait()
 	})
