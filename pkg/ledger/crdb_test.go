@@ -199,6 +199,7 @@ var cockroachLeftOut = map[string]string{
 
 	// The pipelining of pgx (the same on every server) and PostgreSQL's own plan cache.
 	"TestTheHotOperationsAreOneRoundTripAndAWritesCommitOneMore":    "counts the client's round trips, which do not depend on the server",
+	"TestAPipelinedReadWhoseCommitFailsFails":                       "a fault injected into the client's batch, which does not depend on the server",
 	"TestARefusedPipelinedStatementLeavesTheConnectionUsable":       "a NOT VALID check constraint added and dropped under the test, PostgreSQL's semantics",
 	"TestTheOutboxIsReadByItsKeyWhateverItHeldWhenItsPlansWereMade": "PostgreSQL's plan cache and pg_stat_user_tables; on CockroachDB the outbox's statements are planned as any other (isPostgres)",
 

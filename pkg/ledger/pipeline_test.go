@@ -2,11 +2,13 @@ package ledger_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -203,4 +205,51 @@ func TestTheOutboxIsReadByItsKeyWhateverItHeldWhenItsPlansWereMade(t *testing.T)
 		require.Len(t, rows, 1)
 	}
 	require.Equal(t, before, seqScans(), "no read scanned the outbox's heap")
+}
+
+// commitFails is a pool whose pipelined reads have their COMMIT fail: the batch's last
+// result, read after the statement's rows.
+type commitFails struct {
+	*pgxpool.Pool
+	err error
+}
+
+func (c commitFails) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	br := c.Pool.SendBatch(ctx, b)
+	last := b.QueuedQueries[len(b.QueuedQueries)-1].SQL
+	if last != "COMMIT" {
+		return br
+	}
+	return &failingCommit{BatchResults: br, execs: 0, commitAt: 2, err: c.err}
+}
+
+// failingCommit answers its commitAt-th Exec (BEGIN is the first) with err.
+type failingCommit struct {
+	pgx.BatchResults
+	execs, commitAt int
+	err             error
+}
+
+func (f *failingCommit) Exec() (pgconn.CommandTag, error) {
+	f.execs++
+	tag, err := f.BatchResults.Exec()
+	if f.execs == f.commitAt {
+		return tag, f.err
+	}
+	return tag, err
+}
+
+// A pipelined read's COMMIT is read after its rows, when the generated code has returned them
+// already: its failure still fails the read.
+func TestAPipelinedReadWhoseCommitFailsFails(t *testing.T) {
+	t.Parallel()
+	e := newEnvAt(t, pgx.ReadCommitted)
+	key := e.submit("read")
+	injected := errors.New("injected: the COMMIT failed")
+	l, err := ledger.New(commitFails{Pool: e.app, err: injected}, ledger.Config{Actor: "test", Isolation: pgx.ReadCommitted})
+	require.NoError(t, err)
+	_, err = l.GetMany(e.ctx, []identity.DeliveryKey{key})
+	require.ErrorIs(t, err, injected)
+	_, err = l.UnpublishedFor(e.ctx, []identity.DeliveryKey{key})
+	require.ErrorIs(t, err, injected)
 }
