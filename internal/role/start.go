@@ -49,6 +49,7 @@ func Start(ctx context.Context, name string, c Common, relayCfg relay.Config, lo
 		return nil, err
 	}
 	d := &Deps{Pool: pool}
+	WarnWithoutAutovacuum(ctx, pool, log)
 	if d.Tracer, err = tracing.NewProvider(ctx, name, c.Traces, log); err != nil {
 		d.Close()
 		return nil, err
