@@ -12,13 +12,13 @@ import (
 )
 
 // The hot operations are transactions of one statement (a write may carry the outbox's
-// delayed delete ahead of it: ForgetLater). Run one message at a time, each costs a round trip
-// per message, BEGIN, the delete, the statement, COMMIT, and each round trip costs both
+// delayed delete ahead of it: ForgetLater). Sent one message at a time they cost a round trip
+// per message (BEGIN, the delete, the statement, COMMIT), and every round trip costs both
 // processes system calls and a wake-up: under a steady load, whose batches are small, most of
-// the CPU an intent cost. Pipelined, BEGIN and the statements go to the server together.
-// A write's COMMIT still follows on its own, through l.commit, after its rows were read (what
-// a test injects at COMMIT applies unchanged); a read's COMMIT goes with the rest, since a
-// read-only transaction commits nothing.
+// what an intent cost. Pipelined, BEGIN and the statements go to the server together. A
+// write's COMMIT still follows on its own, through l.commit, after its rows were read (what a
+// test injects at COMMIT applies unchanged); a read's COMMIT goes with the rest, since a read
+// wrote nothing to lose (its COMMIT's answer is still read, and its failure fails the read).
 
 // batchSender is a DB that also sends a batch of statements in one round trip: a
 // *pgxpool.Pool. A DB that is not one (a test's wrapper) gets one message at a time.
