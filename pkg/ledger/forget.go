@@ -121,7 +121,7 @@ func (l *Ledger) inTxForgetting(ctx context.Context, what string, fn func(q *dbs
 		return l.inTxPipelined(ctx, what, nil, fn)
 	}
 	var rows []dbsqlc.OutboxDeleteRow
-	err := l.inTxPipelined(ctx, what, append(append(l.outboxPlans(ctx), outboxDeleteAhead(forgetParams(taken), &rows)), l.outboxPlansDone(ctx)...), fn)
+	err := l.inTxPipelined(ctx, what, l.outboxAhead(ctx, outboxDeleteAhead(forgetParams(taken), &rows)), fn)
 	if err != nil {
 		l.requeueForgotten(taken, true)
 		return err

@@ -239,14 +239,8 @@ func (l *Ledger) scanAfter(ctx context.Context, what string, before []ahead, fn 
 		return fmt.Errorf("%s: begin transaction: %w", what, err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	for _, a := range before {
-		rows, err := tx.Query(ctx, a.sql, a.args...)
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		if err := a.read(rows); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
+	if err := runAhead(ctx, tx, before); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	if err := fn(dbsqlc.New(tx)); err != nil {
 		return fmt.Errorf("%s: %w", what, err)

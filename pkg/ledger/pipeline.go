@@ -34,6 +34,21 @@ type ahead struct {
 	rows func(pgx.Rows) error
 }
 
+// runAhead runs the statements before on tx, one message each: the transactions that cannot
+// be pipelined.
+func runAhead(ctx context.Context, tx pgx.Tx, before []ahead) error {
+	for _, a := range before {
+		rows, err := tx.Query(ctx, a.sql, a.args...)
+		if err != nil {
+			return err
+		}
+		if err := a.read(rows); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // read hands rows to a.rows (a statement without rows has none) and closes them.
 func (a ahead) read(rows pgx.Rows) error {
 	var err error
@@ -75,13 +90,14 @@ func (l *Ledger) outboxPlans(ctx context.Context) []ahead {
 	return []ahead{customPlans, noJIT}
 }
 
-// outboxPlansDone is what follows an outbox statement that another statement follows in the
-// same transaction: the plans cached again.
-func (l *Ledger) outboxPlansDone(ctx context.Context) []ahead {
-	if !l.isPostgres(ctx) {
-		return nil
+// outboxAhead is an outbox statement sent ahead of another in the same transaction, planned
+// as outboxPlans has it, with the plans cached again for the statement that follows.
+func (l *Ledger) outboxAhead(ctx context.Context, a ahead) []ahead {
+	plans := l.outboxPlans(ctx)
+	if plans == nil {
+		return []ahead{a}
 	}
-	return []ahead{cachedPlans}
+	return append(plans, a, cachedPlans)
 }
 
 // isPostgres reports whether the ledger's database is PostgreSQL rather than CockroachDB,
@@ -110,6 +126,9 @@ func (l *Ledger) isPostgres(ctx context.Context) bool {
 // errSecondStatement is what a pipelined transaction answers a second statement with: it is
 // for operations of one statement only.
 var errSecondStatement = errors.New("ledger: a pipelined transaction runs one statement")
+
+// errPipelinedRow is what a pipelined transaction answers QueryRow with.
+var errPipelinedRow = errors.New("ledger: a pipelined transaction runs a statement of many rows (:many), not QueryRow")
 
 // pipelined is the connection fn runs its one statement on: the statement is sent with BEGIN
 // (and the statements ahead of it, and COMMIT where commitToo) in one batch.
@@ -184,12 +203,10 @@ func (p *pipelined) Query(ctx context.Context, sql string, args ...any) (pgx.Row
 	return &pipelinedRows{Rows: rows, p: p}, nil
 }
 
-func (p *pipelined) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	rows, err := p.Query(ctx, sql, args...)
-	if err != nil {
-		return errRow{err}
-	}
-	return pipelinedRow{rows}
+// QueryRow is refused: the pipelined operations are :many statements, and a :one one would
+// leave its batch open (nothing closes a pgx.Row).
+func (p *pipelined) QueryRow(context.Context, string, ...any) pgx.Row {
+	return errRow{errPipelinedRow}
 }
 
 func (p *pipelined) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
@@ -219,24 +236,6 @@ func (r *pipelinedRows) Err() error {
 		return err
 	}
 	return r.err
-}
-
-// pipelinedRow is QueryRow's row over pipelined rows, as pgx's own.
-type pipelinedRow struct{ rows pgx.Rows }
-
-func (r pipelinedRow) Scan(dest ...any) error {
-	defer r.rows.Close()
-	if !r.rows.Next() {
-		if err := r.rows.Err(); err != nil {
-			return err
-		}
-		return pgx.ErrNoRows
-	}
-	if err := r.rows.Scan(dest...); err != nil {
-		return err
-	}
-	r.rows.Close()
-	return r.rows.Err()
 }
 
 type errRow struct{ err error }
@@ -304,14 +303,8 @@ func (l *Ledger) pipelinedWith(ctx context.Context, what string, opts pgx.TxOpti
 			return fmt.Errorf("begin transaction: %w", err)
 		}
 		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-		for _, a := range before {
-			rows, err := tx.Query(ctx, a.sql, a.args...)
-			if err != nil {
-				return err
-			}
-			if err := a.read(rows); err != nil {
-				return err
-			}
+		if err := runAhead(ctx, tx, before); err != nil {
+			return err
 		}
 		if err := fn(dbsqlc.New(tx)); err != nil {
 			return err
