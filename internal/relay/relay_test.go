@@ -313,3 +313,21 @@ func TestTheSlowPathLeavesAWritersRowsToItUntilTheySettle(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 4, n)
 }
+
+// The loop (Run) is the slow path: twenty rounds leave rows younger than Settle where they are.
+func TestTheLoopTakesOnlySettledRows(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.lifecycle(t, 1)
+	r := relay.New(e.l, e.js, relay.Config{Settle: time.Hour, Interval: 10 * time.Millisecond})
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	time.Sleep(200 * time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+	var left int
+	require.NoError(t, e.db.Pool.QueryRow(e.ctx, `SELECT count(*) FROM outbox`).Scan(&left))
+	require.Equal(t, 4, left, "the writer's rows are the writer's")
+	require.Zero(t, r.Published())
+}
