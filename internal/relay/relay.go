@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -172,6 +173,41 @@ func (r *Relay) PublishFor(ctx context.Context, keys []identity.DeliveryKey) err
 	return err
 }
 
+// PublishWritten is PublishFor for a writer whose writes named what they left in the outbox
+// (the hot writes' ledger.Outboxed), so that only the intents whose rows they could not all
+// name are read back: it publishes them all and returns nil only when JetStream acknowledged
+// every one, which witnesses, as PublishFor's nil does, that JetStream holds every transition
+// of these intents committed before their writes.
+func (r *Relay) PublishWritten(ctx context.Context, w ledger.Written) error {
+	_, err := r.publishWritten(ctx, w)
+	return err
+}
+
+func (r *Relay) publishWritten(ctx context.Context, w ledger.Written) ([]acked, error) {
+	rows := w.Rows
+	if len(w.Unread) > 0 {
+		more, err := r.outbox.UnpublishedFor(ctx, w.Unread)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(slices.Clip(rows), more...)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	return r.round(ctx, rows, r.cfg.RemoveLater)
+}
+
+// AfterWrite is AfterCommit for a writer whose writes named what they left in the outbox
+// (PublishWritten).
+func (r *Relay) AfterWrite(ctx context.Context, w ledger.Written) error {
+	err := r.PublishWritten(ctx, w)
+	if err != nil {
+		r.log.Warn("publishing transitions after their commit failed; the outbox keeps them for the relay loop", zap.Int("transitions", len(w.Rows)), zap.Int("intents read back", len(w.Unread)), zap.Error(err))
+	}
+	return err
+}
+
 // AfterCommit is how every writer publishes the transitions its own commit just made: at once,
 // not a relay interval later. A failure leaves them in the outbox, where Run (the slow path)
 // publishes them, so it is logged and returned for the writer to count, never a reason to undo
@@ -205,6 +241,40 @@ func (r *Relay) Witness(ctx context.Context, claims []ledger.Claim) (map[identit
 	if err != nil {
 		return nil, err
 	}
+	return witnessSeqs(acks, claims), nil
+}
+
+// WitnessWritten is Witness for the dispatcher, whose Authorize named what it left in the
+// outbox of the claims' intents (ledger.AuthorizationResult's Outbox), each claim's authorized
+// transition among it: it publishes them and returns, by key, the stream sequence JetStream
+// named in its acknowledgement of each claim's authorized event, once every one is
+// acknowledged.
+// The intents whose rows Authorize could not name are read as Witness reads them (WitnessFor),
+// their authorized transitions also when a relay round already removed them.
+func (r *Relay) WitnessWritten(ctx context.Context, w ledger.Written, claims []ledger.Claim) (map[identity.DeliveryKey]uint64, error) {
+	rows := w.Rows
+	if len(w.Unread) > 0 {
+		var unread []ledger.Claim
+		for _, c := range claims {
+			if slices.Contains(w.Unread, c.Key) {
+				unread = append(unread, c)
+			}
+		}
+		more, err := r.outbox.WitnessFor(ctx, unread)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(slices.Clip(rows), more...)
+	}
+	acks, err := r.round(ctx, rows, r.cfg.RemoveLater)
+	if err != nil {
+		return nil, err
+	}
+	return witnessSeqs(acks, claims), nil
+}
+
+// witnessSeqs are the stream sequences of the claims' authorized events among acks, by key.
+func witnessSeqs(acks []acked, claims []ledger.Claim) map[identity.DeliveryKey]uint64 {
 	tokens := make(map[identity.DeliveryKey]identity.AttemptToken, len(claims))
 	for _, c := range claims {
 		tokens[c.Key] = c.Token
@@ -216,7 +286,7 @@ func (r *Relay) Witness(ctx context.Context, claims []ledger.Claim) (map[identit
 			seqs[u.Key] = a.ack.Sequence
 		}
 	}
-	return seqs, nil
+	return seqs
 }
 
 // acked is a row whose every message JetStream acknowledged, with the acknowledgement of its

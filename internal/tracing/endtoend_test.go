@@ -57,8 +57,8 @@ func newPipeline(t *testing.T, plan platformsim.Plan, ingestTP, dispatchTP, reco
 	require.NoError(t, err)
 	w.Run(func(ctx context.Context) error {
 		for ctx.Err() == nil {
-			if _, keys, err := in.BatchKeys(ctx); err == nil && len(keys) > 0 {
-				_ = irel.AfterCommit(ctx, keys)
+			if _, keys, err := in.BatchWritten(ctx); err == nil && !keys.Empty() {
+				_ = irel.AfterWrite(ctx, keys)
 			}
 		}
 		return nil

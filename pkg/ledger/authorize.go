@@ -43,6 +43,9 @@ var failedReasons = func() []string {
 type AuthorizationResult struct {
 	Authorization Authorization
 	Err           error
+	// Outbox is what the authorization left in the outbox of the intent, for its writer to
+	// publish: an authorized transition among it is the witness.
+	Outbox Outboxed
 }
 
 // Authorize is the before-byte checkpoint, to be called immediately before the first byte.
@@ -88,7 +91,8 @@ func (l *Ledger) AuthorizeMany(ctx context.Context, claims []Claim, inFlight tim
 		p.RequestHashes = append(p.RequestHashes, c.RequestHash[:])
 	}
 	var rows []dbsqlc.IntentsAuthorizeRow
-	err = l.inTxForgetting(ctx, string(OpAuthorize), func(q *dbsqlc.Queries) (err error) {
+	var before earlier
+	err = l.inTxForgetting(ctx, string(OpAuthorize), l.earlierBehind(ctx, p.DeliveryKeys, &before), func(q *dbsqlc.Queries) (err error) {
 		rows, err = q.IntentsAuthorize(ctx, p)
 		return err
 	})
@@ -101,7 +105,13 @@ func (l *Ledger) AuthorizeMany(ctx context.Context, claims []Claim, inFlight tim
 		if err != nil {
 			return nil, fmt.Errorf("authorize: %w", err)
 		}
+		own, err := addOutboxed(nil, outboxed{row.DeliveryKey, false, row.OutSeq, row.OutDispatch, row.OutAccount,
+			row.OutFrom, row.OutTo, row.OutReason, row.OutToken, row.OutEpoch, row.OutGeneration, row.OutActor, row.OutAt, row.OutTraceparent})
+		if err != nil {
+			return nil, fmt.Errorf("authorize: %w", err)
+		}
 		out[i] = authorizationFrom(claims[i], row)
+		out[i].Outbox = before.outboxed(claims[i].Key, own)
 	}
 	return out, nil
 }

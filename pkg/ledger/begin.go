@@ -38,6 +38,9 @@ type BeginRequest struct {
 type BeginResult struct {
 	Claim Claim
 	Err   error
+	// Outbox is what Begin left in the outbox of the intent (the claim or the park, a stale
+	// claim's abandonment before either), for its writer to publish.
+	Outbox Outboxed
 }
 
 // Begin opens one attempt on a pending intent and returns its claim. It is the only creator
@@ -75,7 +78,8 @@ func (l *Ledger) BeginMany(ctx context.Context, reqs []BeginRequest, lease time.
 		p.RequestHashes = append(p.RequestHashes, r.RequestHash[:])
 	}
 	var rows []dbsqlc.IntentsBeginRow
-	err = l.inTxForgetting(ctx, string(OpBegin), func(q *dbsqlc.Queries) (err error) {
+	var before earlier
+	err = l.inTxForgetting(ctx, string(OpBegin), l.earlierBehind(ctx, p.DeliveryKeys, &before), func(q *dbsqlc.Queries) (err error) {
 		rows, err = q.IntentsBegin(ctx, p)
 		return err
 	})
@@ -83,10 +87,18 @@ func (l *Ledger) BeginMany(ctx context.Context, reqs []BeginRequest, lease time.
 		return nil, fmt.Errorf("begin %d intents: %w", len(reqs), err)
 	}
 	out := make([]BeginResult, len(reqs))
+	own := make([][]Unpublished, len(reqs))
 	for _, row := range rows {
 		i, err := index.of(row.DeliveryKey)
 		if err != nil {
 			return nil, fmt.Errorf("begin: %w", err)
+		}
+		if own[i], err = addOutboxed(own[i], outboxed{row.DeliveryKey, row.Older, row.OutSeq, row.OutDispatch, row.OutAccount,
+			row.OutFrom, row.OutTo, row.OutReason, row.OutToken, row.OutEpoch, row.OutGeneration, row.OutActor, row.OutAt, row.OutTraceparent}); err != nil {
+			return nil, fmt.Errorf("begin: %w", err)
+		}
+		if row.Older {
+			continue
 		}
 		prior := State(row.PriorState.String)
 		switch {
@@ -111,6 +123,9 @@ func (l *Ledger) BeginMany(ctx context.Context, reqs []BeginRequest, lease time.
 				LeaseExpiresAt:    *row.LeaseExpiresAt,
 			}
 		}
+	}
+	for i := range out {
+		out[i].Outbox = before.outboxed(reqs[i].Key, own[i])
 	}
 	return out, nil
 }

@@ -91,6 +91,9 @@ type Report struct {
 type CompletionResult struct {
 	Completion Completion
 	Err        error
+	// Outbox is what the completion left in the outbox of the intent, for its writer to
+	// publish.
+	Outbox Outboxed
 }
 
 // Complete records the outcome of an authorized attempt: a confirmed success publishes, a
@@ -139,7 +142,8 @@ func (l *Ledger) CompleteMany(ctx context.Context, reports []Report) ([]Completi
 	}
 	p.Actor = l.cfg.Actor
 	var rows []dbsqlc.IntentsCompleteRow
-	err = l.inTxForgetting(ctx, string(OpComplete), func(q *dbsqlc.Queries) (err error) {
+	var before earlier
+	err = l.inTxForgetting(ctx, string(OpComplete), l.earlierBehind(ctx, p.DeliveryKeys, &before), func(q *dbsqlc.Queries) (err error) {
 		rows, err = q.IntentsComplete(ctx, p)
 		return err
 	})
@@ -152,6 +156,12 @@ func (l *Ledger) CompleteMany(ctx context.Context, reports []Report) ([]Completi
 		if err != nil {
 			return nil, fmt.Errorf("complete: %w", err)
 		}
+		own, err := addOutboxed(nil, outboxed{row.DeliveryKey, false, row.OutSeq, row.OutDispatch, row.OutAccount,
+			row.OutFrom, row.OutTo, row.OutReason, row.OutToken, row.OutEpoch, row.OutGeneration, row.OutActor, row.OutAt, row.OutTraceparent})
+		if err != nil {
+			return nil, fmt.Errorf("complete: %w", err)
+		}
+		out[i].Outbox = before.outboxed(reports[i].Claim.Key, own)
 		switch {
 		case !row.PriorState.Valid:
 			out[i].Err = refused(OpComplete, ErrNotFound, "")

@@ -34,6 +34,7 @@ var cockroachSuite = []func(*testing.T){
 	TestSubmitCreatesOnceAndReportsDuplicates,
 	TestSubmitTracedStoresTheTraceparentWithTheIntentItCreates,
 	TestTheWitnessCarriesTheIntentsTraceparent,
+	TestAWriteNamesWhatItLeftInTheOutbox,
 	TestPublishedPathWritesOneAttemptAndAHistoryRowPerTransition,
 	TestSuccessWithoutReadBackIsIndeterminate,
 	TestProvenNotSentFailsAndReleasesTheText,

@@ -1,9 +1,14 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
@@ -144,4 +149,129 @@ func (l *Ledger) WitnessFor(ctx context.Context, claims []Claim) ([]Unpublished,
 		return nil, err
 	}
 	return unpublishedRows(rows, func(r dbsqlc.OutboxWitnessForRow) dbsqlc.OutboxPendingRow { return dbsqlc.OutboxPendingRow(r) }, "read the witness")
+}
+
+// Outboxed is what a hot write (Submit, BeginMany, AuthorizeMany, CompleteMany) left in the
+// outbox of one intent, for its writer to publish right after the commit without reading the
+// outbox back (relay.Relay.PublishWritten).
+type Outboxed struct {
+	// Rows are the intent's transitions in the outbox once the write committed, in sequence
+	// order: the ones the write made, and, where Complete, the ones an earlier transaction
+	// left unpublished (its ingester's or dispatcher's publication not yet removed, or failed).
+	Rows []Unpublished
+	// Complete says Rows are all of them. At READ COMMITTED the write's transaction reads the
+	// earlier ones behind its statement (OutboxEarlierFor, no round trip of its own); at
+	// SERIALIZABLE that read would conflict with every writer appending to the outbox, so Rows
+	// are the write's own and the writer reads the rest after the commit (UnpublishedFor).
+	Complete bool
+}
+
+// Written gathers what the writes of a batch left in the outbox, for its writer to publish.
+type Written struct {
+	// Rows are the transitions the writes named.
+	Rows []Unpublished
+	// Unread are the intents whose outbox rows the writes could not all name (Outboxed not
+	// Complete): the writer reads them (UnpublishedFor) and publishes them instead.
+	Unread []identity.DeliveryKey
+}
+
+// Add adds what one write left of the intent key.
+func (w *Written) Add(key identity.DeliveryKey, o Outboxed) {
+	if !o.Complete {
+		w.Unread = append(w.Unread, key)
+		return
+	}
+	w.Rows = append(w.Rows, o.Rows...)
+}
+
+// Empty reports whether there is nothing to publish.
+func (w Written) Empty() bool { return len(w.Rows) == 0 && len(w.Unread) == 0 }
+
+// earlier is what a hot write reads behind its statement of what the outbox held of its
+// intents before its transaction (OutboxEarlierFor), by intent; nil at SERIALIZABLE, where it
+// is not read (Outboxed.Complete).
+type earlier struct {
+	rows map[identity.DeliveryKey][]Unpublished
+	read bool
+}
+
+// earlierBehind is the read of earlier rows behind a hot write's statement, planned as the
+// outbox's statements are (outboxPlans), at READ COMMITTED only; e.rows gets its rows anew on
+// every try.
+func (l *Ledger) earlierBehind(ctx context.Context, keys [][]byte, e *earlier) []ahead {
+	if l.cfg.Isolation != pgx.ReadCommitted {
+		return nil
+	}
+	e.read = true
+	sql, args := recorded(func(q *dbsqlc.Queries) error { _, err := q.OutboxEarlierFor(context.Background(), keys); return err })
+	return append(l.outboxPlans(ctx), ahead{sql: sql, args: args, rows: func(rows pgx.Rows) error {
+		e.rows = map[identity.DeliveryKey][]Unpublished{}
+		for rows.Next() {
+			var r dbsqlc.OutboxPendingRow
+			if err := rows.Scan(&r.DeliveryKey, &r.Seq, &r.Dispatch, &r.AccountID, &r.FromState, &r.ToState, &r.Reason,
+				&r.AttemptToken, &r.Epoch, &r.Generation, &r.Actor, &r.At, &r.Traceparent); err != nil {
+				return fmt.Errorf("read outbox: %w", err)
+			}
+			u, err := unpublishedFromRow(r)
+			if err != nil {
+				return fmt.Errorf("read outbox: %w", err)
+			}
+			e.rows[u.Key] = append(e.rows[u.Key], u)
+		}
+		return nil
+	}})
+}
+
+// outboxed is what the write left of the intent key: the earlier rows and its own.
+func (e *earlier) outboxed(key identity.DeliveryKey, own []Unpublished) Outboxed {
+	rows := own
+	if before := e.rows[key]; len(before) > 0 {
+		rows = append(append(make([]Unpublished, 0, len(before)+len(own)), before...), own...)
+		slices.SortFunc(rows, func(a, b Unpublished) int { return cmp.Compare(a.Seq, b.Seq) })
+	}
+	return Outboxed{Rows: rows, Complete: e.read}
+}
+
+// outboxed is the part of a hot write's row that names the transition it wrote, as its event
+// carries it (the statements' out_* columns; seq NULL where it wrote none). Begin names a
+// stale claim's abandonment, written before its claim, in a row of its own (older).
+type outboxed struct {
+	key         []byte
+	older       bool
+	seq         pgtype.Int8
+	dispatch    bool
+	account     pgtype.Text
+	from        string // "" for none
+	to, reason  pgtype.Text
+	token       []byte
+	epoch, gen  pgtype.Int8
+	actor       string
+	at          time.Time
+	traceparent pgtype.Text
+}
+
+// unpublished is the transition o names, if it names one.
+func (o outboxed) unpublished() (Unpublished, bool, error) {
+	if !o.seq.Valid {
+		return Unpublished{}, false, nil
+	}
+	u, err := unpublishedFromRow(dbsqlc.OutboxPendingRow{
+		DeliveryKey: o.key, Seq: o.seq.Int64, Dispatch: o.dispatch, AccountID: o.account.String,
+		FromState: pgtype.Text{String: o.from, Valid: o.from != ""}, ToState: o.to.String, Reason: o.reason.String,
+		AttemptToken: o.token, Epoch: o.epoch, Generation: o.gen, Actor: o.actor, At: o.at, Traceparent: o.traceparent,
+	})
+	return u, err == nil, err
+}
+
+// addOutboxed appends the transition o names, if any, to rows, keeping them in sequence order.
+func addOutboxed(rows []Unpublished, o outboxed) ([]Unpublished, error) {
+	u, ok, err := o.unpublished()
+	if err != nil || !ok {
+		return rows, err
+	}
+	rows = append(rows, u)
+	for i := len(rows) - 1; i > 0 && rows[i].Seq < rows[i-1].Seq; i-- {
+		rows[i], rows[i-1] = rows[i-1], rows[i]
+	}
+	return rows, nil
 }

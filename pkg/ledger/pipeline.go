@@ -12,7 +12,8 @@ import (
 )
 
 // The hot operations are transactions of one statement (a write may carry the outbox's
-// delayed delete ahead of it: ForgetLater). Sent one message at a time they cost a round trip
+// delayed delete ahead of it, ForgetLater, and at READ COMMITTED the read of what the outbox
+// held before it behind it, writtenLater). Sent one message at a time they cost a round trip
 // per message (BEGIN, the delete, the statement, COMMIT), and every round trip costs both
 // processes system calls and a wake-up: under a steady load, whose batches are small, most of
 // what an intent cost. Pipelined, BEGIN and the statements go to the server together. A
@@ -26,16 +27,16 @@ type batchSender interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-// ahead is a statement sent before the one fn runs, in the same transaction, with what to do
-// with its rows.
+// ahead is a statement sent before the one fn runs (or, in after, behind it), in the same
+// transaction, with what to do with its rows.
 type ahead struct {
 	sql  string
 	args []any
 	rows func(pgx.Rows) error
 }
 
-// runAhead runs the statements before on tx, one message each: the transactions that cannot
-// be pipelined.
+// runAhead runs the statements before (or after) on tx, one message each: the transactions
+// that cannot be pipelined.
 func runAhead(ctx context.Context, tx pgx.Tx, before []ahead) error {
 	for _, a := range before {
 		rows, err := tx.Query(ctx, a.sql, a.args...)
@@ -131,11 +132,12 @@ var errSecondStatement = errors.New("ledger: a pipelined transaction runs one st
 var errPipelinedRow = errors.New("ledger: a pipelined transaction runs a statement of many rows (:many), not QueryRow")
 
 // pipelined is the connection fn runs its one statement on: the statement is sent with BEGIN
-// (and the statements ahead of it, and COMMIT where commitToo) in one batch.
+// (and the statements ahead of it and behind it, and COMMIT where commitToo) in one batch.
 type pipelined struct {
 	db        batchSender
 	opts      pgx.TxOptions
 	before    []ahead
+	after     []ahead
 	commitToo bool
 	results   pgx.BatchResults
 	tx        pgx.Tx
@@ -155,6 +157,9 @@ func (p *pipelined) send(ctx context.Context, sql string, args []any) error {
 		b.Queue(a.sql, a.args...)
 	}
 	b.Queue(sql, args...)
+	for _, a := range p.after {
+		b.Queue(a.sql, a.args...)
+	}
 	if p.commitToo {
 		b.Queue("COMMIT")
 	}
@@ -175,15 +180,26 @@ func (p *pipelined) send(ctx context.Context, sql string, args []any) error {
 	return nil
 }
 
-// close ends the batch (reading COMMIT's answer where it carried one) and returns its first
-// error, the same on every call: the rows' Close calls it first (after the generated code has
-// read their Err), and the transaction's end again, which must see a COMMIT that failed.
+// close ends the batch (reading the answers of the statements behind fn's, and COMMIT's where
+// it carried one) and returns its first error, the same on every call: the rows' Close calls
+// it first (after the generated code has read their Err), and the transaction's end again,
+// which must see a COMMIT that failed.
 func (p *pipelined) close() error {
 	if p.closed || p.results == nil {
 		return p.closeErr
 	}
 	p.closed = true
-	if p.commitToo {
+	for _, a := range p.after {
+		rows, err := p.results.Query()
+		if err == nil {
+			err = a.read(rows)
+		}
+		if err != nil {
+			p.closeErr = err
+			break
+		}
+	}
+	if p.commitToo && p.closeErr == nil {
 		_, p.closeErr = p.results.Exec()
 	}
 	if err := p.results.Close(); p.closeErr == nil {
@@ -243,10 +259,10 @@ type errRow struct{ err error }
 func (r errRow) Scan(...any) error { return r.err }
 
 // tryPipelined is tryTx for an fn of one statement, sent with BEGIN and the statements ahead
-// in one batch; its COMMIT follows through l.commit. A read (commitToo) sends COMMIT with
-// them.
-func (l *Ledger) tryPipelined(ctx context.Context, db batchSender, opts pgx.TxOptions, before []ahead, commitToo bool, fn func(q *dbsqlc.Queries) error) error {
-	p := &pipelined{db: db, opts: opts, before: before, commitToo: commitToo}
+// and behind in one batch; its COMMIT follows through l.commit. A read (commitToo) sends
+// COMMIT with them.
+func (l *Ledger) tryPipelined(ctx context.Context, db batchSender, opts pgx.TxOptions, before, after []ahead, commitToo bool, fn func(q *dbsqlc.Queries) error) error {
+	p := &pipelined{db: db, opts: opts, before: before, after: after, commitToo: commitToo}
 	defer func() {
 		_ = p.close()
 		if p.tx != nil {
@@ -280,9 +296,10 @@ func (l *Ledger) sender() (batchSender, bool) {
 }
 
 // inTxPipelined is inTx for an operation of one statement: pipelined where the DB can, with
-// the statements ahead of it (their rows read before fn runs; each try reads them again).
-func (l *Ledger) inTxPipelined(ctx context.Context, what string, before []ahead, fn func(q *dbsqlc.Queries) error) error {
-	return l.pipelinedWith(ctx, what, pgx.TxOptions{IsoLevel: l.cfg.Isolation}, before, fn)
+// the statements ahead of it (their rows read before fn runs; each try reads them again) and
+// behind it (read after fn's, before the commit).
+func (l *Ledger) inTxPipelined(ctx context.Context, what string, before, after []ahead, fn func(q *dbsqlc.Queries) error) error {
+	return l.pipelinedWith(ctx, what, pgx.TxOptions{IsoLevel: l.cfg.Isolation}, before, after, fn)
 }
 
 // inReadCommittedPipelined is inTxPipelined at READ COMMITTED whatever the ledger's isolation:
@@ -290,12 +307,12 @@ func (l *Ledger) inTxPipelined(ctx context.Context, what string, before []ahead,
 // come and go; a SERIALIZABLE read or delete of it may be planned as a sequential scan, which
 // takes a predicate lock on the whole table and so conflicts with every writer appending to it.
 func (l *Ledger) inReadCommittedPipelined(ctx context.Context, what string, before []ahead, fn func(q *dbsqlc.Queries) error) error {
-	return l.pipelinedWith(ctx, what, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, before, fn)
+	return l.pipelinedWith(ctx, what, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, before, nil, fn)
 }
 
-func (l *Ledger) pipelinedWith(ctx context.Context, what string, opts pgx.TxOptions, before []ahead, fn func(q *dbsqlc.Queries) error) error {
+func (l *Ledger) pipelinedWith(ctx context.Context, what string, opts pgx.TxOptions, before, after []ahead, fn func(q *dbsqlc.Queries) error) error {
 	if s, ok := l.sender(); ok {
-		return l.retrying(ctx, what, func() error { return l.tryPipelined(ctx, s, opts, before, false, fn) })
+		return l.retrying(ctx, what, func() error { return l.tryPipelined(ctx, s, opts, before, after, false, fn) })
 	}
 	return l.retrying(ctx, what, func() error {
 		tx, err := l.db.BeginTx(ctx, opts)
@@ -309,6 +326,9 @@ func (l *Ledger) pipelinedWith(ctx context.Context, what string, opts pgx.TxOpti
 		if err := fn(dbsqlc.New(tx)); err != nil {
 			return err
 		}
+		if err := runAhead(ctx, tx, after); err != nil {
+			return err
+		}
 		return l.commit(ctx, tx)
 	})
 }
@@ -320,7 +340,7 @@ func (l *Ledger) scanOne(ctx context.Context, what string, before []ahead, fn fu
 	if !ok {
 		return l.scanAfter(ctx, what, before, fn)
 	}
-	if err := l.tryPipelined(ctx, s, pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadOnly}, before, true, fn); err != nil {
+	if err := l.tryPipelined(ctx, s, pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadOnly}, before, nil, true, fn); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
@@ -334,7 +354,7 @@ func (l *Ledger) readOne(ctx context.Context, what string, fn func(q *dbsqlc.Que
 		return l.inTx(ctx, what, fn)
 	}
 	opts := pgx.TxOptions{IsoLevel: l.cfg.Isolation}
-	return l.retrying(ctx, what, func() error { return l.tryPipelined(ctx, s, opts, nil, true, fn) })
+	return l.retrying(ctx, what, func() error { return l.tryPipelined(ctx, s, opts, nil, nil, true, fn) })
 }
 
 // recorded is the statement and arguments fn sends, without sending them: what the generated

@@ -219,7 +219,7 @@ func (l *Ledger) ReplayRejects(ctx context.Context, items []ReplayItem, opts Rep
 			if err != nil {
 				return err
 			}
-			if submitted, err = batch.answer(rows); err != nil {
+			if submitted, err = batch.answer(rows, nil); err != nil {
 				return err
 			}
 		}

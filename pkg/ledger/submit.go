@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
 )
@@ -34,6 +36,11 @@ func UnknownAccountRefusal(account string) *identity.RejectError {
 type SubmitResult struct {
 	Key     identity.DeliveryKey
 	Outcome SubmitOutcome
+	// Outbox is what the outbox holds of the intent once Submit committed, for its writer to
+	// publish: a created intent's pending transition, or what is left unpublished of a stored
+	// one (a redelivery after its ingester died before publishing). A second occurrence of an
+	// intent in the batch has none.
+	Outbox Outboxed
 }
 
 // Submit stores a batch of parsed intents in one transaction and reports, in input order, which
@@ -57,14 +64,15 @@ func (l *Ledger) SubmitTraced(ctx context.Context, intents []identity.Envelope, 
 		return b.results, nil
 	}
 	var rows []dbsqlc.IntentSubmitRow
-	err := l.inTxForgetting(ctx, string(OpSubmit), func(q *dbsqlc.Queries) (err error) {
+	var before earlier
+	err := l.inTxForgetting(ctx, string(OpSubmit), l.earlierBehind(ctx, b.params.DeliveryKeys, &before), func(q *dbsqlc.Queries) (err error) {
 		rows, err = q.IntentSubmit(ctx, b.params)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("submit %d intents: %w", len(b.first), err)
 	}
-	return b.answer(rows)
+	return b.answer(rows, &before)
 }
 
 // submitBatch is one IntentSubmit: its parameters, and how its rows answer the intents given.
@@ -116,8 +124,9 @@ func newSubmitBatch(intents []identity.Envelope, traceparents []string, actor st
 // empty reports whether the batch has nothing for the database.
 func (b *submitBatch) empty() bool { return len(b.first) == 0 }
 
-// answer reads IntentSubmit's rows into the results, in input order.
-func (b *submitBatch) answer(rows []dbsqlc.IntentSubmitRow) ([]SubmitResult, error) {
+// answer reads IntentSubmit's rows into the results, in input order, with what the outbox
+// holds of each intent where before says what it held earlier (nil: no Outbox).
+func (b *submitBatch) answer(rows []dbsqlc.IntentSubmitRow, before *earlier) ([]SubmitResult, error) {
 	if len(rows) != len(b.first) {
 		return nil, fmt.Errorf("submit: %d answers for %d intents", len(rows), len(b.first))
 	}
@@ -131,6 +140,18 @@ func (b *submitBatch) answer(rows []dbsqlc.IntentSubmitRow) ([]SubmitResult, err
 			return nil, fmt.Errorf("submit: answer for %s, which was not submitted", key)
 		}
 		b.results[i].Outcome = SubmitOutcome(row.Outcome)
+		if before == nil {
+			continue
+		}
+		own, err := addOutboxed(nil, outboxed{key: row.DeliveryKey, seq: pgtype.Int8{Int64: row.OutSeq, Valid: row.Outcome == string(Created)},
+			dispatch: row.OutDispatch, account: pgtype.Text{String: row.OutAccount, Valid: true}, from: row.OutFrom,
+			to: pgtype.Text{String: row.OutTo, Valid: true}, reason: pgtype.Text{String: row.OutReason, Valid: true},
+			token: row.OutToken, epoch: row.OutEpoch, gen: row.OutGeneration, actor: row.OutActor, at: row.OutAt,
+			traceparent: pgtype.Text{String: row.OutTraceparent, Valid: row.OutTraceparent != ""}})
+		if err != nil {
+			return nil, fmt.Errorf("submit: %w", err)
+		}
+		b.results[i].Outbox = before.outboxed(key, own)
 	}
 	return b.results, nil
 }

@@ -140,8 +140,8 @@ func benchEndToEnd(b *testing.B, latency time.Duration, dispatchers int) {
 	irel := relay.New(il, js, relay.Config{RemoveLater: true}) // as the ingest role's
 	go func() {
 		for ctx.Err() == nil {
-			if _, keys, err := in.BatchKeys(ctx); err == nil && len(keys) > 0 {
-				_ = irel.PublishFor(ctx, keys)
+			if _, keys, err := in.BatchWritten(ctx); err == nil && !keys.Empty() {
+				_ = irel.PublishWritten(ctx, keys)
 			}
 		}
 	}()

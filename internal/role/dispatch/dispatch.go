@@ -130,6 +130,9 @@ type work struct {
 	// witnessSeq is the stream sequence JetStream named when it acknowledged the attempt's
 	// authorized event; Complete records it with the outcome.
 	witnessSeq uint64
+	// outbox is what the outbox held of the intent once this dispatcher's last write of it
+	// (Begin, Authorize) committed, as the write named it: what the next publication sends.
+	outbox ledger.Outboxed
 	// span is the work item's dispatch span, ctx its context; step is the span of the step
 	// under way, if any (steps are timed only while span records).
 	span trace.Span
@@ -674,7 +677,7 @@ func (d *Dispatcher) begin(ctx context.Context, batch []*work) []*work {
 			// old one. Nothing is sent; the claim expires and the work comes back.
 			d.delay(w, "credential_changed", d.cfg.ClaimLease)
 		case r.Err == nil:
-			w.claim = r.Claim
+			w.claim, w.outbox = r.Claim, r.Outbox
 			endStep(w, "claimed", nil)
 			if w.span.IsRecording() {
 				w.span.SetAttributes(tracing.Attempt.String(r.Claim.Token.String()), tracing.Generation.Int64(r.Claim.Generation))
@@ -767,7 +770,7 @@ func (d *Dispatcher) authorize(ctx context.Context, batch []*work) []*work {
 			case !r.Authorization.Authorized():
 				d.finish(w, "refused_"+string(r.Authorization.Reason))
 			default:
-				w.deadline, w.wallDeadline = deadline, wallDeadline
+				w.deadline, w.wallDeadline, w.outbox = deadline, wallDeadline, r.Outbox
 				endStep(w, "authorized", nil)
 				keep = append(keep, w)
 			}
@@ -784,13 +787,13 @@ func (d *Dispatcher) witnessClaims(ctx context.Context, batch []*work) []*work {
 	if len(batch) == 0 {
 		return nil
 	}
-	keys := make([]identity.DeliveryKey, len(batch))
-	for i, w := range batch {
-		keys[i] = w.intent.Key
+	var written ledger.Written
+	for _, w := range batch {
+		written.Add(w.intent.Key, w.outbox)
 	}
 	wctx, cancel := context.WithTimeout(ctx, d.cfg.ClaimLease/2)
 	defer cancel()
-	if err := d.publishFor(wctx, keys); err != nil {
+	if err := d.retry(wctx, func() error { return d.relay.PublishWritten(wctx, written) }); err != nil {
 		d.log.Warn("JetStream did not acknowledge the claims; the work waits", zap.Int("intents", len(batch)), zap.Error(err))
 		return d.delayAll(batch, "events_unavailable", d.cfg.ClaimLease)
 	}
@@ -853,9 +856,11 @@ func (d *Dispatcher) witness(ctx context.Context, batch []*work) []*work {
 		return nil
 	}
 	claims := make([]ledger.Claim, len(batch))
+	var written ledger.Written
 	earliest := batch[0].deadline
 	for i, w := range batch {
 		claims[i] = w.claim
+		written.Add(w.intent.Key, w.outbox)
 		if w.deadline.Before(earliest) {
 			earliest = w.deadline
 		}
@@ -865,7 +870,7 @@ func (d *Dispatcher) witness(ctx context.Context, batch []*work) []*work {
 	defer cancel()
 	var seqs map[identity.DeliveryKey]uint64
 	err := d.retry(wctx, func() (err error) {
-		seqs, err = d.relay.Witness(wctx, claims)
+		seqs, err = d.relay.WitnessWritten(wctx, written, claims)
 		return err
 	})
 	if err != nil {
@@ -1104,12 +1109,12 @@ func (d *Dispatcher) complete(batch []*work) {
 		return
 	}
 	d.crashPoint("after-complete")
-	keys := make([]identity.DeliveryKey, len(batch))
-	for i, w := range batch {
-		keys[i] = w.intent.Key
+	var written ledger.Written
+	for i, r := range results {
+		written.Add(batch[i].intent.Key, r.Outbox)
 	}
 	pctx, cancel := context.WithTimeout(context.Background(), d.cfg.LedgerTimeout)
-	_ = d.relay.AfterCommit(pctx, keys)
+	_ = d.relay.AfterWrite(pctx, written)
 	cancel()
 	for i, w := range batch {
 		r := results[i]

@@ -162,24 +162,24 @@ type message struct {
 // Batch fetches up to Config.Batch messages and ingests them. It returns what it did; an error
 // means some messages were nak'ed for redelivery because the ledger or JetStream failed.
 func (in *Ingester) Batch(ctx context.Context) (Stats, error) {
-	stats, _, err := in.BatchKeys(ctx)
+	stats, _, err := in.BatchWritten(ctx)
 	return stats, err
 }
 
-// BatchKeys is Batch, and also returns the delivery keys of the batch's stored intents: those
-// it created, and those it found stored already (a redelivery, perhaps of a batch whose
-// ingester died between its commit and its publishing). Their transitions are the caller's to
-// publish right after the commit (relay.PublishFor); other writers' outbox rows are left to
-// their own writers.
-func (in *Ingester) BatchKeys(ctx context.Context) (Stats, []identity.DeliveryKey, error) {
+// BatchWritten is Batch, and also returns what the outbox holds, once the batch's Submit
+// committed, of the batch's stored intents: those it created, and those it found stored
+// already (a redelivery, perhaps of a batch whose ingester died between its commit and its
+// publishing). They are the caller's to publish right after the commit
+// (relay.Relay.PublishWritten); other writers' outbox rows are left to their own writers.
+func (in *Ingester) BatchWritten(ctx context.Context) (Stats, ledger.Written, error) {
 	var stats Stats
-	var keys []identity.DeliveryKey
+	var written ledger.Written
 	fetched, err := in.pull.fetch(ctx, in.cfg.Batch, in.cfg.MaxWait, in.cfg.Linger)
 	if err != nil && len(fetched) == 0 {
-		return stats, keys, fmt.Errorf("ingest: fetch: %w", err)
+		return stats, written, fmt.Errorf("ingest: fetch: %w", err)
 	}
 	if len(fetched) == 0 {
-		return stats, keys, nil
+		return stats, written, nil
 	}
 	batch := make([]*message, len(fetched))
 	for i, msg := range fetched {
@@ -195,11 +195,11 @@ func (in *Ingester) BatchKeys(ctx context.Context) (Stats, []identity.DeliveryKe
 			valid = append(valid, m)
 		}
 	}
-	if err := in.submit(ctx, valid, &stats, &keys); err != nil {
+	if err := in.submit(ctx, valid, &stats, &written); err != nil {
 		in.nak(without(batch, storedIntents(batch)))
 		in.ack(ctx, storedIntents(batch))
 		stats.Retried = len(batch) - len(storedIntents(batch))
-		return stats, keys, fmt.Errorf("ingest: submit: %w", err)
+		return stats, written, fmt.Errorf("ingest: submit: %w", err)
 	}
 
 	crashPoint("after-commit")
@@ -226,7 +226,7 @@ func (in *Ingester) BatchKeys(ctx context.Context) (Stats, []identity.DeliveryKe
 		in.nak(without(batch, storedIntents(batch)))
 		in.ack(ctx, storedIntents(batch))
 		stats.Retried = len(batch) - len(storedIntents(batch))
-		return stats, keys, fmt.Errorf("ingest: store rejects: %w", err)
+		return stats, written, fmt.Errorf("ingest: store rejects: %w", err)
 	}
 	rejected = nil
 	for _, m := range stored(batch) {
@@ -238,7 +238,7 @@ func (in *Ingester) BatchKeys(ctx context.Context) (Stats, []identity.DeliveryKe
 		in.nak(without(batch, storedIntents(batch)))
 		in.ack(ctx, storedIntents(batch))
 		stats.Retried = len(batch) - len(storedIntents(batch))
-		return stats, keys, err
+		return stats, written, err
 	}
 	for _, m := range rejected {
 		if m.reject.Reason == string(identity.ReasonUnstorable) {
@@ -258,14 +258,14 @@ func (in *Ingester) BatchKeys(ctx context.Context) (Stats, []identity.DeliveryKe
 	in.nak(without(batch, done))
 	stats.Retried = len(batch) - len(done)
 	in.ack(ctx, done)
-	return stats, keys, nil
+	return stats, written, nil
 }
 
 // submit stores the intents of ms in one Submit. When the database refuses the batch for its
 // content, each intent is submitted alone, so that only the one it refuses is held back (its
 // refused is set). An error means the ledger is unavailable; the intents it stored before are
 // marked stored.
-func (in *Ingester) submit(ctx context.Context, ms []*message, stats *Stats, keys *[]identity.DeliveryKey) error {
+func (in *Ingester) submit(ctx context.Context, ms []*message, stats *Stats, written *ledger.Written) error {
 	if len(ms) == 0 {
 		return nil
 	}
@@ -279,7 +279,7 @@ func (in *Ingester) submit(ctx context.Context, ms []*message, stats *Stats, key
 	case err == nil:
 	case ledger.Permanent(err) && len(ms) > 1:
 		for _, m := range ms {
-			if err := in.submit(ctx, []*message{m}, stats, keys); err != nil {
+			if err := in.submit(ctx, []*message{m}, stats, written); err != nil {
 				return err
 			}
 		}
@@ -295,11 +295,11 @@ func (in *Ingester) submit(ctx context.Context, ms []*message, stats *Stats, key
 		switch r.Outcome {
 		case ledger.Created:
 			stats.Created++
-			*keys = append(*keys, r.Key)
+			written.Add(r.Key, r.Outbox)
 			m.stored, m.outcome = true, string(ledger.Created)
 		case ledger.Duplicate:
 			stats.Duplicates++
-			*keys = append(*keys, r.Key)
+			written.Add(r.Key, r.Outbox)
 			m.stored, m.outcome = true, string(ledger.Duplicate)
 		case ledger.UnknownAccount:
 			refusal := ledger.UnknownAccountRefusal(m.envelope.Account)

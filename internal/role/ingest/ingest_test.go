@@ -254,10 +254,10 @@ func TestPublishedTwiceWithAndWithoutMsgIDIsOneIntent(t *testing.T) {
 	require.Equal(t, 1, e.Count(`SELECT count(*) FROM intents`))
 }
 
-// A batch names the keys of its stored intents, created or found stored, for its caller to
-// publish their transitions: a redelivery of a batch whose ingester died before publishing
-// must still get them out at once.
-func TestABatchNamesTheKeysItCreatedAndFoundStored(t *testing.T) {
+// A batch names what the outbox holds of its stored intents, created or found stored, for its
+// caller to publish: a redelivery of a batch whose ingester died before publishing must still
+// get them out at once, and a redelivery of one that published names nothing.
+func TestABatchNamesTheOutboxRowsOfWhatItCreatedAndFoundStored(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.publish("acct-1", post("first"), nil)
@@ -267,10 +267,18 @@ func TestABatchNamesTheKeysItCreatedAndFoundStored(t *testing.T) {
 	names := func() map[identity.DeliveryKey]bool {
 		got := map[identity.DeliveryKey]bool{}
 		for range 50 {
-			s, keys, err := e.in.BatchKeys(e.Ctx)
+			s, rows, err := e.in.BatchWritten(e.Ctx)
 			require.NoError(t, err)
-			for _, k := range keys {
-				got[k] = true
+			for _, u := range rows.Rows {
+				require.Equal(t, ledger.Pending, u.To)
+				require.True(t, u.Dispatch, "a submitted transition asks for dispatch")
+				got[u.Key] = true
+			}
+			// At SERIALIZABLE the publisher reads these intents' rows back.
+			unread, err := e.Ledger.UnpublishedFor(e.Ctx, rows.Unread)
+			require.NoError(t, err)
+			for _, u := range unread {
+				got[u.Key] = true
 			}
 			if s == (ingest.Stats{}) {
 				return got
@@ -281,7 +289,11 @@ func TestABatchNamesTheKeysItCreatedAndFoundStored(t *testing.T) {
 	}
 	require.Equal(t, want, names(), "the created ones; never a rejected message's")
 	e.publish("acct-1", post("second"), nil) // redelivered, or published again
-	require.Equal(t, map[identity.DeliveryKey]bool{keyOf(t, "second"): true}, names(), "a duplicate's key too")
+	require.Equal(t, map[identity.DeliveryKey]bool{keyOf(t, "second"): true}, names(), "a duplicate's unpublished transition too")
+	_, err := e.Relay.Drain(e.Ctx)
+	require.NoError(t, err)
+	e.publish("acct-1", post("second"), nil)
+	require.Empty(t, names(), "a duplicate whose transitions were published")
 }
 
 func keyOf(t *testing.T, text string) identity.DeliveryKey {

@@ -131,9 +131,9 @@ func TestAProducerCanActOnlyForItsOwnAccounts(t *testing.T) {
 	rel := relay.New(l, rjs, relay.Config{})
 	var total ingest.Stats
 	for range 20 {
-		s, keys, err := in.BatchKeys(ctx)
+		s, keys, err := in.BatchWritten(ctx)
 		require.NoError(t, err)
-		require.NoError(t, rel.PublishFor(ctx, keys))
+		require.NoError(t, rel.PublishWritten(ctx, keys))
 		if s == (ingest.Stats{}) {
 			break
 		}

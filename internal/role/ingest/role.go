@@ -129,17 +129,17 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 	}()
 	for ctx.Err() == nil {
 		// The batch in hand is finished even when ctx ends meanwhile (SIGTERM).
-		stats, keys, err := in.BatchKeys(context.WithoutCancel(ctx))
+		stats, written, err := in.BatchWritten(context.WithoutCancel(ctx))
 		metrics.intents.WithLabelValues("created").Add(float64(stats.Created))
 		metrics.intents.WithLabelValues("duplicate").Add(float64(stats.Duplicates))
 		metrics.intents.WithLabelValues("rejected").Add(float64(stats.Rejected))
 		metrics.intents.WithLabelValues("unstorable").Add(float64(stats.Unstorable))
-		if len(keys) > 0 {
+		if !written.Empty() {
 			// The fast path: publish the transitions of this batch's intents right after the
 			// commit, even when the batch failed afterwards (its rejects). Only theirs: the rows
 			// other writers (dispatchers, sweepers) committed meanwhile are theirs to publish,
 			// and the slow path catches whatever a writer missed.
-			_ = rel.AfterCommit(context.WithoutCancel(ctx), keys)
+			_ = rel.AfterWrite(context.WithoutCancel(ctx), written)
 		}
 		if err != nil {
 			metrics.batches.WithLabelValues("retried").Inc()

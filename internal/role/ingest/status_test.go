@@ -101,10 +101,10 @@ func TestAProducerKeptToItsAccountUsesTheClient(t *testing.T) {
 	require.NoError(t, err)
 	r, err := c.Publish(ctx, client.Intent{Account: "acct-a", Action: "post", Request: map[string]any{"text": "mine"}})
 	require.NoError(t, err)
-	s, keys, err := in.BatchKeys(ctx)
+	s, keys, err := in.BatchWritten(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, s.Created)
-	require.NoError(t, relay.New(l, rjs, relay.Config{}).PublishFor(ctx, keys))
+	require.NoError(t, relay.New(l, rjs, relay.Config{}).PublishWritten(ctx, keys))
 
 	o, err := c.Await(ctx, "acct-a", r.Key, client.Seq(r.Seq), client.Until(func(o client.Outcome) bool { return o.State != "" }))
 	require.NoError(t, err)

@@ -15,7 +15,9 @@
 -- detail names the holder and when the window ends. One row per input key;
 -- outcome: authorized | a refusal reason | invalid_transition | lease_lost | fenced |
 -- request_mismatch | NULL (no such intent). @now is NULL except in tests that
--- must stand exactly on an edge; the clock is otherwise the database's.
+-- must stand exactly on an edge; the clock is otherwise the database's. Each row also names
+-- the transition it wrote, as its event carries it (out_*, seq NULL for none: see outboxed,
+-- pkg/ledger/outbox.go).
 WITH clock AS (
     SELECT coalesce(sqlc.narg(now)::TIMESTAMPTZ, now()) AS now
 ),
@@ -257,7 +259,7 @@ changed AS (
       AND i.generation = v.claim_generation
       AND i.epoch = v.current_epoch
       AND (i.lease_expires_at > (SELECT clock.now FROM clock)) IS TRUE
-    RETURNING i.delivery_key, i.account_id, i.text_hash, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.lease_expires_at, i.transition_seq
+    RETURNING i.delivery_key, i.account_id, i.text_hash, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.lease_expires_at, i.transition_seq, i.traceparent
 ),
 hist AS (
     -- A duplicate_text refusal says which intent holds the text ("holder", a delivery key) and
@@ -283,7 +285,11 @@ SELECT input.delivery_key::BYTEA AS delivery_key,
        v.outcome AS outcome,
        v.state AS prior_state,
        c.state AS new_state,
-       c.lease_expires_at AS lease_expires_at
+       c.lease_expires_at AS lease_expires_at,
+       c.transition_seq AS out_seq, false AS out_dispatch, c.account_id AS out_account,
+       'pending'::TEXT AS out_from, c.state AS out_to, c.reason AS out_reason,
+       c.attempt_token AS out_token, c.epoch AS out_epoch, c.generation AS out_generation,
+       @actor::TEXT AS out_actor, now()::TIMESTAMPTZ AS out_at, c.traceparent AS out_traceparent
 FROM input
 LEFT JOIN verdict v ON v.delivery_key = input.delivery_key
 LEFT JOIN changed c ON c.delivery_key = input.delivery_key;

@@ -5,7 +5,10 @@
 -- history 'abandoned'). When the attempt cap is already reached it parks the intent
 -- (attempts_exhausted) instead. Rows are reached by primary key and locked in key order, so
 -- concurrent batches never deadlock. One row per input key; outcome: claim | exhausted |
--- claimed (a live claim exists) | invalid_transition | NULL (no such intent).
+-- claimed (a live claim exists) | invalid_transition | NULL (no such intent). Each row also
+-- names the transition it wrote, as its event carries it (out_*, seq NULL for none: see
+-- outboxed, pkg/ledger/outbox.go); a stale claim's abandonment, written first, comes as one
+-- more row (older true).
 WITH input AS (
     SELECT unnest(@delivery_keys::BYTEA[]) AS delivery_key,
            unnest(@attempt_tokens::BYTEA[]) AS attempt_token,
@@ -69,7 +72,7 @@ changed AS (
     RETURNING i.delivery_key, i.state, i.attempt_token, i.epoch, i.generation, i.lease_expires_at, i.transition_seq,
               i.account_id, i.action, v.request_hash, v.credential_version,
               v.stale_claim, v.attempt_token AS prior_token, v.epoch AS prior_epoch, v.generation AS prior_generation,
-              v.transition_seq AS prior_seq
+              v.transition_seq AS prior_seq, i.reason, i.traceparent
 ),
 new_attempt AS (
     INSERT INTO attempts (attempt_token, delivery_key, account_id, action, request_hash, credential_version, epoch, generation)
@@ -111,7 +114,19 @@ SELECT input.delivery_key::BYTEA AS delivery_key,
        c.epoch AS epoch,
        c.generation AS generation,
        c.lease_expires_at AS lease_expires_at,
-       EXISTS (SELECT 1 FROM new_attempt n WHERE n.attempt_token = c.attempt_token) AS attempt_written
+       EXISTS (SELECT 1 FROM new_attempt n WHERE n.attempt_token = c.attempt_token) AS attempt_written,
+       false AS older,
+       c.transition_seq AS out_seq, false AS out_dispatch, c.account_id AS out_account,
+       'pending'::TEXT AS out_from, c.state AS out_to, c.reason AS out_reason,
+       c.attempt_token AS out_token, c.epoch AS out_epoch, c.generation AS out_generation,
+       @actor::TEXT AS out_actor, now()::TIMESTAMPTZ AS out_at, c.traceparent AS out_traceparent
 FROM input
 LEFT JOIN verdict v ON v.delivery_key = input.delivery_key
-LEFT JOIN changed c ON c.delivery_key = input.delivery_key;
+LEFT JOIN changed c ON c.delivery_key = input.delivery_key
+UNION ALL
+-- The abandoned transition a stale claim's closing wrote first.
+SELECT c.delivery_key, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, false, true,
+       c.prior_seq + 1, false, c.account_id, 'pending', 'pending', 'abandoned', c.prior_token, c.prior_epoch, c.prior_generation,
+       @actor::TEXT, now()::TIMESTAMPTZ, c.traceparent
+FROM changed c
+WHERE c.stale_claim;

@@ -10,7 +10,8 @@
 -- restored ledger's proof of where its replay of ATMOST_EVENTS starts. One row per input key;
 -- prior_state is NULL where no intent has that key. evidence_written is counted once per key
 -- and joined: a count per output row would rescan the whole evidence CTE for every report, a
--- cost that grows with the square of the batch.
+-- cost that grows with the square of the batch. Each row also names the transition it wrote,
+-- as its event carries it (out_*, seq NULL for none: see outboxed, pkg/ledger/outbox.go).
 WITH batch AS (
     SELECT unnest(@delivery_keys::BYTEA[]) AS delivery_key,
            unnest(@attempt_tokens::BYTEA[]) AS attempt_token,
@@ -55,7 +56,7 @@ changed AS (
       -- protocol): its outcome is evidence only.
       AND i.epoch = (SELECT max(e.epoch) FROM epochs e)
       AND n.to_state IN ('published', 'failed', 'indeterminate')
-    RETURNING i.delivery_key, i.account_id, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq, i.text_hash
+    RETURNING i.delivery_key, i.account_id, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq, i.text_hash, i.traceparent
 ),
 evidence AS (
     INSERT INTO attempt_evidence (attempt_token, delivery_key, epoch, generation, outcome, reason, object_id, fenced, detail, witness_seq)
@@ -88,7 +89,11 @@ outbox_rows AS (
 SELECT n.delivery_key::BYTEA AS delivery_key,
        cur.state AS prior_state,
        c.state AS new_state,
-       coalesce(w.written, 0)::BIGINT AS evidence_written
+       coalesce(w.written, 0)::BIGINT AS evidence_written,
+       c.transition_seq AS out_seq, false AS out_dispatch, c.account_id AS out_account,
+       'authorized'::TEXT AS out_from, c.state AS out_to, c.reason AS out_reason,
+       c.attempt_token AS out_token, c.epoch AS out_epoch, c.generation AS out_generation,
+       @actor::TEXT AS out_actor, now()::TIMESTAMPTZ AS out_at, c.traceparent AS out_traceparent
 FROM input n
 LEFT JOIN cur ON cur.delivery_key = n.delivery_key
 LEFT JOIN changed c ON c.delivery_key = n.delivery_key

@@ -79,3 +79,23 @@ FROM c
 JOIN history h ON h.delivery_key = c.delivery_key AND h.to_state = 'authorized' AND h.attempt_token = c.attempt_token
 JOIN intents i ON i.delivery_key = h.delivery_key
 ORDER BY delivery_key, seq;
+
+-- name: OutboxEarlierFor :many
+-- The transitions of the given intents not yet published that an earlier transaction wrote:
+-- sent in a hot write's transaction right after its statement, it completes what that
+-- statement named of its own rows (their created_at is now(), the transaction's start) with
+-- what the outbox held before, so that the writer publishes all of them without reading the
+-- outbox again after its commit.
+SELECT o.delivery_key, o.seq, o.dispatch, x.account_id,
+       x.from_state, x.to_state, x.reason, x.attempt_token, x.epoch, x.generation, x.actor, x.at, x.traceparent
+FROM outbox o
+CROSS JOIN LATERAL (
+    -- OFFSET 0 keeps this a per-row index lookup: joined flat, the planner seq-scans history.
+    SELECT i.account_id, h.from_state, h.to_state, h.reason, h.attempt_token, h.epoch, h.generation, h.actor, h.at, i.traceparent
+    FROM history h JOIN intents i ON i.delivery_key = h.delivery_key
+    WHERE h.delivery_key = o.delivery_key AND h.seq = o.seq AND i.delivery_key = o.delivery_key
+    OFFSET 0
+) x
+WHERE o.delivery_key = ANY(@delivery_keys::BYTEA[])
+  AND o.created_at < now()
+ORDER BY o.delivery_key, o.seq;

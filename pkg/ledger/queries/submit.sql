@@ -4,7 +4,9 @@
 -- Returns one row per distinct input key: created, duplicate (the delivery key exists, or a ledger
 -- restore blocked it: restore_blocks) or unknown_account.
 -- A created intent's source version becomes the source's stored head. A traceparent ('' for
--- none) is stored only with the intent it creates: a duplicate keeps the first one's.
+-- none) is stored only with the intent it creates: a duplicate keeps the first one's. Each row
+-- also names the transition it wrote, as its event carries it (out_*, for a created intent:
+-- see outboxed, pkg/ledger/outbox.go).
 WITH batch AS (
     -- Several set-returning functions in one SELECT list advance together, row by row.
     SELECT unnest(@delivery_keys::BYTEA[]) AS delivery_key,
@@ -78,7 +80,11 @@ heads AS (
 SELECT input.delivery_key::BYTEA AS delivery_key,
        (CASE WHEN o.delivery_key IS NOT NULL THEN 'created'
              WHEN k.delivery_key IS NULL THEN 'unknown_account'
-             ELSE 'duplicate' END)::TEXT AS outcome
+             ELSE 'duplicate' END)::TEXT AS outcome,
+       1::BIGINT AS out_seq, true AS out_dispatch, input.account_id::TEXT AS out_account,
+       ''::TEXT AS out_from, 'pending'::TEXT AS out_to, 'submitted'::TEXT AS out_reason,
+       NULL::BYTEA AS out_token, NULL::BIGINT AS out_epoch, NULL::BIGINT AS out_generation,
+       @actor::TEXT AS out_actor, now()::TIMESTAMPTZ AS out_at, coalesce(input.traceparent, '')::TEXT AS out_traceparent
 FROM input
 LEFT JOIN known k ON k.delivery_key = input.delivery_key
 LEFT JOIN outbox_rows o ON o.delivery_key = input.delivery_key;

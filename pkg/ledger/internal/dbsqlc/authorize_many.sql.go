@@ -14,21 +14,21 @@ import (
 
 const intentsAuthorize = `-- name: IntentsAuthorize :many
 WITH clock AS (
-    SELECT coalesce($1::TIMESTAMPTZ, now()) AS now
+    SELECT coalesce($2::TIMESTAMPTZ, now()) AS now
 ),
 input AS (
-    SELECT unnest($2::BYTEA[]) AS delivery_key,
-           unnest($3::BYTEA[]) AS claim_token,
-           unnest($4::BIGINT[]) AS claim_epoch,
-           unnest($5::BIGINT[]) AS claim_generation,
-           unnest($6::BYTEA[]) AS claim_request_hash
+    SELECT unnest($3::BYTEA[]) AS delivery_key,
+           unnest($4::BYTEA[]) AS claim_token,
+           unnest($5::BIGINT[]) AS claim_epoch,
+           unnest($6::BIGINT[]) AS claim_generation,
+           unnest($7::BYTEA[]) AS claim_request_hash
 ),
 cur AS (
     SELECT i.delivery_key, i.account_id, i.state, i.attempt_token, i.epoch, i.generation,
            i.lease_expires_at, i.attempts_authorized, i.transition_seq, i.text_hash,
            i.source_id, i.source_version, i.created_at, i.batch_ord
     FROM intents i
-    WHERE i.delivery_key = ANY($2::BYTEA[])
+    WHERE i.delivery_key = ANY($3::BYTEA[])
     ORDER BY i.delivery_key
     FOR UPDATE
 ),
@@ -85,7 +85,7 @@ gates AS (
                 WHEN f.disabled THEN 'account_disabled'
                 WHEN f.revoked THEN 'credential_revoked'
                 WHEN f.attempt_credential_version <> f.account_credential_version THEN 'credential_rotating'
-                WHEN f.contract_version <> '' AND f.contract_version <> $7::TEXT THEN 'contract_changed'
+                WHEN f.contract_version <> '' AND f.contract_version <> $8::TEXT THEN 'contract_changed'
                 WHEN f.source_id IS NOT NULL AND f.head_version IS DISTINCT FROM f.source_version THEN 'superseded_source'
                 WHEN f.attempts_authorized >= f.attempt_cap THEN 'attempts_exhausted'
             END)::TEXT AS refusal
@@ -163,7 +163,7 @@ text_earlier AS (
             LEFT JOIN source_heads oh ON oh.source_id = o.source_id
             WHERE o.account_id = t.account_id AND o.text_hash = t.text_hash
               AND o.state IN ('pending', 'failed')
-              AND (o.state = 'pending' OR o.reason = ANY($8::TEXT[]) OR o.reason = ANY(t.retryable_reasons))
+              AND (o.state = 'pending' OR o.reason = ANY($9::TEXT[]) OR o.reason = ANY(t.retryable_reasons))
               AND o.attempts_authorized < t.attempt_cap
               AND (o.source_id IS NULL OR oh.head_version = o.source_version)
               AND (o.created_at, o.batch_ord, o.delivery_key) < (t.created_at, t.batch_ord, t.delivery_key)
@@ -233,11 +233,11 @@ changed AS (
     UPDATE intents i SET
         state = (CASE
                      WHEN v.outcome = 'authorized' THEN 'authorized'
-                     WHEN v.outcome = ANY($9::TEXT[]) THEN 'failed'
+                     WHEN v.outcome = ANY($10::TEXT[]) THEN 'failed'
                      ELSE 'parked'
                  END),
         reason = v.outcome,
-        lease_expires_at = (CASE WHEN v.outcome = 'authorized' THEN (SELECT clock.now FROM clock) + $10::BIGINT * INTERVAL '1 millisecond' END),
+        lease_expires_at = (CASE WHEN v.outcome = 'authorized' THEN (SELECT clock.now FROM clock) + $11::BIGINT * INTERVAL '1 millisecond' END),
         attempts_authorized = i.attempts_authorized + (CASE WHEN v.outcome = 'authorized' THEN 1 ELSE 0 END),
         transition_seq = i.transition_seq + 1,
         updated_at = (SELECT clock.now FROM clock)
@@ -254,7 +254,7 @@ changed AS (
       AND i.generation = v.claim_generation
       AND i.epoch = v.current_epoch
       AND (i.lease_expires_at > (SELECT clock.now FROM clock)) IS TRUE
-    RETURNING i.delivery_key, i.account_id, i.text_hash, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.lease_expires_at, i.transition_seq
+    RETURNING i.delivery_key, i.account_id, i.text_hash, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.lease_expires_at, i.transition_seq, i.traceparent
 ),
 hist AS (
     -- A duplicate_text refusal says which intent holds the text ("holder", a delivery key) and
@@ -262,7 +262,7 @@ hist AS (
     -- authorization, which starts it; "window_seconds" long): Transition.TextHold reads it. A
     -- subquery under the CASE, not a join: only a refusal reads text_held.
     INSERT INTO history (delivery_key, seq, from_state, to_state, reason, attempt_token, epoch, generation, actor, detail)
-    SELECT c.delivery_key, c.transition_seq, 'pending', c.state, c.reason, c.attempt_token, c.epoch, c.generation, $11::TEXT,
+    SELECT c.delivery_key, c.transition_seq, 'pending', c.state, c.reason, c.attempt_token, c.epoch, c.generation, $1::TEXT,
            (CASE WHEN c.reason = 'duplicate_text' THEN
                 coalesce((SELECT jsonb_build_object('holder', 'dk1:' || encode(th.holder, 'hex'), 'window_ends_at', th.window_ends_at,
                                                     'window_seconds', th.text_window_seconds)
@@ -280,13 +280,18 @@ SELECT input.delivery_key::BYTEA AS delivery_key,
        v.outcome AS outcome,
        v.state AS prior_state,
        c.state AS new_state,
-       c.lease_expires_at AS lease_expires_at
+       c.lease_expires_at AS lease_expires_at,
+       c.transition_seq AS out_seq, false AS out_dispatch, c.account_id AS out_account,
+       'pending'::TEXT AS out_from, c.state AS out_to, c.reason AS out_reason,
+       c.attempt_token AS out_token, c.epoch AS out_epoch, c.generation AS out_generation,
+       $1::TEXT AS out_actor, now()::TIMESTAMPTZ AS out_at, c.traceparent AS out_traceparent
 FROM input
 LEFT JOIN verdict v ON v.delivery_key = input.delivery_key
 LEFT JOIN changed c ON c.delivery_key = input.delivery_key
 `
 
 type IntentsAuthorizeParams struct {
+	Actor           string
 	Now             *time.Time
 	DeliveryKeys    [][]byte
 	AttemptTokens   [][]byte
@@ -297,7 +302,6 @@ type IntentsAuthorizeParams struct {
 	AlwaysRetried   []string
 	FailedReasons   []string
 	InFlightMs      int64
-	Actor           string
 }
 
 type IntentsAuthorizeRow struct {
@@ -306,6 +310,18 @@ type IntentsAuthorizeRow struct {
 	PriorState     pgtype.Text
 	NewState       pgtype.Text
 	LeaseExpiresAt *time.Time
+	OutSeq         pgtype.Int8
+	OutDispatch    bool
+	OutAccount     pgtype.Text
+	OutFrom        string
+	OutTo          pgtype.Text
+	OutReason      pgtype.Text
+	OutToken       []byte
+	OutEpoch       pgtype.Int8
+	OutGeneration  pgtype.Int8
+	OutActor       string
+	OutAt          time.Time
+	OutTraceparent pgtype.Text
 }
 
 // The before-byte checkpoint, for a batch of claims. The fence first: the intent is pending and claimed by this
@@ -324,9 +340,12 @@ type IntentsAuthorizeRow struct {
 // detail names the holder and when the window ends. One row per input key;
 // outcome: authorized | a refusal reason | invalid_transition | lease_lost | fenced |
 // request_mismatch | NULL (no such intent). @now is NULL except in tests that
-// must stand exactly on an edge; the clock is otherwise the database's.
+// must stand exactly on an edge; the clock is otherwise the database's. Each row also names
+// the transition it wrote, as its event carries it (out_*, seq NULL for none: see outboxed,
+// pkg/ledger/outbox.go).
 func (q *Queries) IntentsAuthorize(ctx context.Context, arg IntentsAuthorizeParams) ([]IntentsAuthorizeRow, error) {
 	rows, err := q.db.Query(ctx, intentsAuthorize,
+		arg.Actor,
 		arg.Now,
 		arg.DeliveryKeys,
 		arg.AttemptTokens,
@@ -337,7 +356,6 @@ func (q *Queries) IntentsAuthorize(ctx context.Context, arg IntentsAuthorizePara
 		arg.AlwaysRetried,
 		arg.FailedReasons,
 		arg.InFlightMs,
-		arg.Actor,
 	)
 	if err != nil {
 		return nil, err
@@ -352,6 +370,18 @@ func (q *Queries) IntentsAuthorize(ctx context.Context, arg IntentsAuthorizePara
 			&i.PriorState,
 			&i.NewState,
 			&i.LeaseExpiresAt,
+			&i.OutSeq,
+			&i.OutDispatch,
+			&i.OutAccount,
+			&i.OutFrom,
+			&i.OutTo,
+			&i.OutReason,
+			&i.OutToken,
+			&i.OutEpoch,
+			&i.OutGeneration,
+			&i.OutActor,
+			&i.OutAt,
+			&i.OutTraceparent,
 		); err != nil {
 			return nil, err
 		}

@@ -76,7 +76,7 @@ changed AS (
     RETURNING i.delivery_key, i.state, i.attempt_token, i.epoch, i.generation, i.lease_expires_at, i.transition_seq,
               i.account_id, i.action, v.request_hash, v.credential_version,
               v.stale_claim, v.attempt_token AS prior_token, v.epoch AS prior_epoch, v.generation AS prior_generation,
-              v.transition_seq AS prior_seq
+              v.transition_seq AS prior_seq, i.reason, i.traceparent
 ),
 new_attempt AS (
     INSERT INTO attempts (attempt_token, delivery_key, account_id, action, request_hash, credential_version, epoch, generation)
@@ -118,10 +118,21 @@ SELECT input.delivery_key::BYTEA AS delivery_key,
        c.epoch AS epoch,
        c.generation AS generation,
        c.lease_expires_at AS lease_expires_at,
-       EXISTS (SELECT 1 FROM new_attempt n WHERE n.attempt_token = c.attempt_token) AS attempt_written
+       EXISTS (SELECT 1 FROM new_attempt n WHERE n.attempt_token = c.attempt_token) AS attempt_written,
+       false AS older,
+       c.transition_seq AS out_seq, false AS out_dispatch, c.account_id AS out_account,
+       'pending'::TEXT AS out_from, c.state AS out_to, c.reason AS out_reason,
+       c.attempt_token AS out_token, c.epoch AS out_epoch, c.generation AS out_generation,
+       $5::TEXT AS out_actor, now()::TIMESTAMPTZ AS out_at, c.traceparent AS out_traceparent
 FROM input
 LEFT JOIN verdict v ON v.delivery_key = input.delivery_key
 LEFT JOIN changed c ON c.delivery_key = input.delivery_key
+UNION ALL
+SELECT c.delivery_key, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, false, true,
+       c.prior_seq + 1, false, c.account_id, 'pending', 'pending', 'abandoned', c.prior_token, c.prior_epoch, c.prior_generation,
+       $5::TEXT, now()::TIMESTAMPTZ, c.traceparent
+FROM changed c
+WHERE c.stale_claim
 `
 
 type IntentsBeginParams struct {
@@ -143,6 +154,19 @@ type IntentsBeginRow struct {
 	Generation        pgtype.Int8
 	LeaseExpiresAt    *time.Time
 	AttemptWritten    bool
+	Older             bool
+	OutSeq            pgtype.Int8
+	OutDispatch       bool
+	OutAccount        pgtype.Text
+	OutFrom           string
+	OutTo             pgtype.Text
+	OutReason         pgtype.Text
+	OutToken          []byte
+	OutEpoch          pgtype.Int8
+	OutGeneration     pgtype.Int8
+	OutActor          string
+	OutAt             time.Time
+	OutTraceparent    pgtype.Text
 }
 
 // Opens ONE attempt on each pending intent of the batch that holds no live claim: a fresh
@@ -151,7 +175,11 @@ type IntentsBeginRow struct {
 // history 'abandoned'). When the attempt cap is already reached it parks the intent
 // (attempts_exhausted) instead. Rows are reached by primary key and locked in key order, so
 // concurrent batches never deadlock. One row per input key; outcome: claim | exhausted |
-// claimed (a live claim exists) | invalid_transition | NULL (no such intent).
+// claimed (a live claim exists) | invalid_transition | NULL (no such intent). Each row also
+// names the transition it wrote, as its event carries it (out_*, seq NULL for none: see
+// outboxed, pkg/ledger/outbox.go); a stale claim's abandonment, written first, comes as one
+// more row (older true).
+// The abandoned transition a stale claim's closing wrote first.
 func (q *Queries) IntentsBegin(ctx context.Context, arg IntentsBeginParams) ([]IntentsBeginRow, error) {
 	rows, err := q.db.Query(ctx, intentsBegin,
 		arg.DeliveryKeys,
@@ -178,6 +206,19 @@ func (q *Queries) IntentsBegin(ctx context.Context, arg IntentsBeginParams) ([]I
 			&i.Generation,
 			&i.LeaseExpiresAt,
 			&i.AttemptWritten,
+			&i.Older,
+			&i.OutSeq,
+			&i.OutDispatch,
+			&i.OutAccount,
+			&i.OutFrom,
+			&i.OutTo,
+			&i.OutReason,
+			&i.OutToken,
+			&i.OutEpoch,
+			&i.OutGeneration,
+			&i.OutActor,
+			&i.OutAt,
+			&i.OutTraceparent,
 		); err != nil {
 			return nil, err
 		}

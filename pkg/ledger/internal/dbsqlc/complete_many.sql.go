@@ -7,22 +7,23 @@ package dbsqlc
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const intentsComplete = `-- name: IntentsComplete :many
 WITH batch AS (
-    SELECT unnest($1::BYTEA[]) AS delivery_key,
-           unnest($2::BYTEA[]) AS attempt_token,
-           unnest($3::BIGINT[]) AS epoch,
-           unnest($4::BIGINT[]) AS generation,
-           unnest($5::TEXT[]) AS to_state,
-           unnest($6::TEXT[]) AS reason,
-           unnest($7::TEXT[]) AS object_id,
-           unnest($8::TEXT[]) AS outcome,
-           unnest($9::TEXT[]) AS detail,
-           unnest($10::BIGINT[]) AS witness_seq
+    SELECT unnest($2::BYTEA[]) AS delivery_key,
+           unnest($3::BYTEA[]) AS attempt_token,
+           unnest($4::BIGINT[]) AS epoch,
+           unnest($5::BIGINT[]) AS generation,
+           unnest($6::TEXT[]) AS to_state,
+           unnest($7::TEXT[]) AS reason,
+           unnest($8::TEXT[]) AS object_id,
+           unnest($9::TEXT[]) AS outcome,
+           unnest($10::TEXT[]) AS detail,
+           unnest($11::BIGINT[]) AS witness_seq
 ),
 input AS (
     SELECT b.delivery_key, b.attempt_token, b.epoch, b.generation, b.to_state, b.reason,
@@ -33,7 +34,7 @@ input AS (
 cur AS (
     SELECT i.delivery_key, i.state
     FROM intents i
-    WHERE i.delivery_key = ANY($1::BYTEA[])
+    WHERE i.delivery_key = ANY($2::BYTEA[])
     ORDER BY i.delivery_key
     FOR UPDATE
 ),
@@ -56,7 +57,7 @@ changed AS (
       -- protocol): its outcome is evidence only.
       AND i.epoch = (SELECT max(e.epoch) FROM epochs e)
       AND n.to_state IN ('published', 'failed', 'indeterminate')
-    RETURNING i.delivery_key, i.account_id, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq, i.text_hash
+    RETURNING i.delivery_key, i.account_id, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq, i.text_hash, i.traceparent
 ),
 evidence AS (
     INSERT INTO attempt_evidence (attempt_token, delivery_key, epoch, generation, outcome, reason, object_id, fenced, detail, witness_seq)
@@ -77,7 +78,7 @@ released AS (
 ),
 hist AS (
     INSERT INTO history (delivery_key, seq, from_state, to_state, reason, attempt_token, epoch, generation, actor, detail)
-    SELECT c.delivery_key, c.transition_seq, 'authorized', c.state, c.reason, c.attempt_token, c.epoch, c.generation, $11::TEXT, n.detail
+    SELECT c.delivery_key, c.transition_seq, 'authorized', c.state, c.reason, c.attempt_token, c.epoch, c.generation, $1::TEXT, n.detail
     FROM changed c JOIN input n ON n.delivery_key = c.delivery_key
     RETURNING delivery_key, seq
 ),
@@ -89,7 +90,11 @@ outbox_rows AS (
 SELECT n.delivery_key::BYTEA AS delivery_key,
        cur.state AS prior_state,
        c.state AS new_state,
-       coalesce(w.written, 0)::BIGINT AS evidence_written
+       coalesce(w.written, 0)::BIGINT AS evidence_written,
+       c.transition_seq AS out_seq, false AS out_dispatch, c.account_id AS out_account,
+       'authorized'::TEXT AS out_from, c.state AS out_to, c.reason AS out_reason,
+       c.attempt_token AS out_token, c.epoch AS out_epoch, c.generation AS out_generation,
+       $1::TEXT AS out_actor, now()::TIMESTAMPTZ AS out_at, c.traceparent AS out_traceparent
 FROM input n
 LEFT JOIN cur ON cur.delivery_key = n.delivery_key
 LEFT JOIN changed c ON c.delivery_key = n.delivery_key
@@ -98,6 +103,7 @@ LEFT JOIN (SELECT e.delivery_key, count(*) AS written FROM evidence e GROUP BY e
 `
 
 type IntentsCompleteParams struct {
+	Actor         string
 	DeliveryKeys  [][]byte
 	AttemptTokens [][]byte
 	Epochs        []int64
@@ -108,7 +114,6 @@ type IntentsCompleteParams struct {
 	Outcomes      []string
 	Details       []string
 	WitnessSeqs   []int64
-	Actor         string
 }
 
 type IntentsCompleteRow struct {
@@ -116,6 +121,18 @@ type IntentsCompleteRow struct {
 	PriorState      pgtype.Text
 	NewState        pgtype.Text
 	EvidenceWritten int64
+	OutSeq          pgtype.Int8
+	OutDispatch     bool
+	OutAccount      pgtype.Text
+	OutFrom         string
+	OutTo           pgtype.Text
+	OutReason       pgtype.Text
+	OutToken        []byte
+	OutEpoch        pgtype.Int8
+	OutGeneration   pgtype.Int8
+	OutActor        string
+	OutAt           time.Time
+	OutTraceparent  pgtype.Text
 }
 
 // Records the transport's outcome of each authorized attempt of the batch. Where the fence
@@ -129,9 +146,11 @@ type IntentsCompleteRow struct {
 // restored ledger's proof of where its replay of ATMOST_EVENTS starts. One row per input key;
 // prior_state is NULL where no intent has that key. evidence_written is counted once per key
 // and joined: a count per output row would rescan the whole evidence CTE for every report, a
-// cost that grows with the square of the batch.
+// cost that grows with the square of the batch. Each row also names the transition it wrote,
+// as its event carries it (out_*, seq NULL for none: see outboxed, pkg/ledger/outbox.go).
 func (q *Queries) IntentsComplete(ctx context.Context, arg IntentsCompleteParams) ([]IntentsCompleteRow, error) {
 	rows, err := q.db.Query(ctx, intentsComplete,
+		arg.Actor,
 		arg.DeliveryKeys,
 		arg.AttemptTokens,
 		arg.Epochs,
@@ -142,7 +161,6 @@ func (q *Queries) IntentsComplete(ctx context.Context, arg IntentsCompleteParams
 		arg.Outcomes,
 		arg.Details,
 		arg.WitnessSeqs,
-		arg.Actor,
 	)
 	if err != nil {
 		return nil, err
@@ -156,6 +174,18 @@ func (q *Queries) IntentsComplete(ctx context.Context, arg IntentsCompleteParams
 			&i.PriorState,
 			&i.NewState,
 			&i.EvidenceWritten,
+			&i.OutSeq,
+			&i.OutDispatch,
+			&i.OutAccount,
+			&i.OutFrom,
+			&i.OutTo,
+			&i.OutReason,
+			&i.OutToken,
+			&i.OutEpoch,
+			&i.OutGeneration,
+			&i.OutActor,
+			&i.OutAt,
+			&i.OutTraceparent,
 		); err != nil {
 			return nil, err
 		}

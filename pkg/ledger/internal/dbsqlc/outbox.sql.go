@@ -55,6 +55,77 @@ func (q *Queries) OutboxDelete(ctx context.Context, arg OutboxDeleteParams) ([]O
 	return items, nil
 }
 
+const outboxEarlierFor = `-- name: OutboxEarlierFor :many
+SELECT o.delivery_key, o.seq, o.dispatch, x.account_id,
+       x.from_state, x.to_state, x.reason, x.attempt_token, x.epoch, x.generation, x.actor, x.at, x.traceparent
+FROM outbox o
+CROSS JOIN LATERAL (
+    -- OFFSET 0 keeps this a per-row index lookup: joined flat, the planner seq-scans history.
+    SELECT i.account_id, h.from_state, h.to_state, h.reason, h.attempt_token, h.epoch, h.generation, h.actor, h.at, i.traceparent
+    FROM history h JOIN intents i ON i.delivery_key = h.delivery_key
+    WHERE h.delivery_key = o.delivery_key AND h.seq = o.seq AND i.delivery_key = o.delivery_key
+    OFFSET 0
+) x
+WHERE o.delivery_key = ANY($1::BYTEA[])
+  AND o.created_at < now()
+ORDER BY o.delivery_key, o.seq
+`
+
+type OutboxEarlierForRow struct {
+	DeliveryKey  []byte
+	Seq          int64
+	Dispatch     bool
+	AccountID    string
+	FromState    pgtype.Text
+	ToState      string
+	Reason       string
+	AttemptToken []byte
+	Epoch        pgtype.Int8
+	Generation   pgtype.Int8
+	Actor        string
+	At           time.Time
+	Traceparent  pgtype.Text
+}
+
+// The transitions of the given intents not yet published that an earlier transaction wrote:
+// sent in a hot write's transaction right after its statement, it completes what that
+// statement named of its own rows (their created_at is now(), the transaction's start) with
+// what the outbox held before, so that the writer publishes all of them without reading the
+// outbox again after its commit.
+func (q *Queries) OutboxEarlierFor(ctx context.Context, deliveryKeys [][]byte) ([]OutboxEarlierForRow, error) {
+	rows, err := q.db.Query(ctx, outboxEarlierFor, deliveryKeys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OutboxEarlierForRow
+	for rows.Next() {
+		var i OutboxEarlierForRow
+		if err := rows.Scan(
+			&i.DeliveryKey,
+			&i.Seq,
+			&i.Dispatch,
+			&i.AccountID,
+			&i.FromState,
+			&i.ToState,
+			&i.Reason,
+			&i.AttemptToken,
+			&i.Epoch,
+			&i.Generation,
+			&i.Actor,
+			&i.At,
+			&i.Traceparent,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const outboxLag = `-- name: OutboxLag :one
 SELECT (SELECT count(*) FROM outbox)::BIGINT AS rows,
        coalesce((SELECT (extract(epoch FROM now() - min(o.created_at)) * 1000)::BIGINT FROM outbox o), 0)::BIGINT AS oldest_ms

@@ -7,22 +7,25 @@ package dbsqlc
 
 import (
 	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const intentSubmit = `-- name: IntentSubmit :many
 WITH batch AS (
     -- Several set-returning functions in one SELECT list advance together, row by row.
-    SELECT unnest($1::BYTEA[]) AS delivery_key,
-           unnest($2::TEXT[]) AS account_id,
-           unnest($3::TEXT[]) AS action,
-           unnest($4::TEXT[]) AS target,
-           unnest($5::TEXT[]) AS request,
-           unnest($6::TEXT[]) AS occurrence,
-           unnest($7::BYTEA[]) AS text_hash,
-           unnest($8::TEXT[]) AS source_id,
-           unnest($9::BYTEA[]) AS source_version,
-           unnest($10::TEXT[]) AS traceparent,
-           generate_subscripts($1::BYTEA[], 1) AS ord
+    SELECT unnest($2::BYTEA[]) AS delivery_key,
+           unnest($3::TEXT[]) AS account_id,
+           unnest($4::TEXT[]) AS action,
+           unnest($5::TEXT[]) AS target,
+           unnest($6::TEXT[]) AS request,
+           unnest($7::TEXT[]) AS occurrence,
+           unnest($8::BYTEA[]) AS text_hash,
+           unnest($9::TEXT[]) AS source_id,
+           unnest($10::BYTEA[]) AS source_version,
+           unnest($11::TEXT[]) AS traceparent,
+           generate_subscripts($2::BYTEA[], 1) AS ord
 ),
 input AS (
     SELECT b.delivery_key, b.account_id, b.action, b.target, b.request, b.occurrence, b.ord,
@@ -49,7 +52,7 @@ created AS (
 ),
 hist AS (
     INSERT INTO history (delivery_key, seq, from_state, to_state, reason, actor)
-    SELECT c.delivery_key, 1, NULL, 'pending', 'submitted', $11::TEXT FROM created c
+    SELECT c.delivery_key, 1, NULL, 'pending', 'submitted', $1::TEXT FROM created c
     RETURNING delivery_key, seq
 ),
 outbox_rows AS (
@@ -83,13 +86,18 @@ heads AS (
 SELECT input.delivery_key::BYTEA AS delivery_key,
        (CASE WHEN o.delivery_key IS NOT NULL THEN 'created'
              WHEN k.delivery_key IS NULL THEN 'unknown_account'
-             ELSE 'duplicate' END)::TEXT AS outcome
+             ELSE 'duplicate' END)::TEXT AS outcome,
+       1::BIGINT AS out_seq, true AS out_dispatch, input.account_id::TEXT AS out_account,
+       ''::TEXT AS out_from, 'pending'::TEXT AS out_to, 'submitted'::TEXT AS out_reason,
+       NULL::BYTEA AS out_token, NULL::BIGINT AS out_epoch, NULL::BIGINT AS out_generation,
+       $1::TEXT AS out_actor, now()::TIMESTAMPTZ AS out_at, coalesce(input.traceparent, '')::TEXT AS out_traceparent
 FROM input
 LEFT JOIN known k ON k.delivery_key = input.delivery_key
 LEFT JOIN outbox_rows o ON o.delivery_key = input.delivery_key
 `
 
 type IntentSubmitParams struct {
+	Actor          string
 	DeliveryKeys   [][]byte
 	AccountIds     []string
 	Actions        []string
@@ -100,12 +108,23 @@ type IntentSubmitParams struct {
 	SourceIds      []string
 	SourceVersions [][]byte
 	Traceparents   []string
-	Actor          string
 }
 
 type IntentSubmitRow struct {
-	DeliveryKey []byte
-	Outcome     string
+	DeliveryKey    []byte
+	Outcome        string
+	OutSeq         int64
+	OutDispatch    bool
+	OutAccount     string
+	OutFrom        string
+	OutTo          string
+	OutReason      string
+	OutToken       []byte
+	OutEpoch       pgtype.Int8
+	OutGeneration  pgtype.Int8
+	OutActor       string
+	OutAt          time.Time
+	OutTraceparent string
 }
 
 // Creates every intent of the batch that does not exist yet, in pending, with its history row
@@ -113,9 +132,12 @@ type IntentSubmitRow struct {
 // Returns one row per distinct input key: created, duplicate (the delivery key exists, or a ledger
 // restore blocked it: restore_blocks) or unknown_account.
 // A created intent's source version becomes the source's stored head. A traceparent (” for
-// none) is stored only with the intent it creates: a duplicate keeps the first one's.
+// none) is stored only with the intent it creates: a duplicate keeps the first one's. Each row
+// also names the transition it wrote, as its event carries it (out_*, for a created intent:
+// see outboxed, pkg/ledger/outbox.go).
 func (q *Queries) IntentSubmit(ctx context.Context, arg IntentSubmitParams) ([]IntentSubmitRow, error) {
 	rows, err := q.db.Query(ctx, intentSubmit,
+		arg.Actor,
 		arg.DeliveryKeys,
 		arg.AccountIds,
 		arg.Actions,
@@ -126,7 +148,6 @@ func (q *Queries) IntentSubmit(ctx context.Context, arg IntentSubmitParams) ([]I
 		arg.SourceIds,
 		arg.SourceVersions,
 		arg.Traceparents,
-		arg.Actor,
 	)
 	if err != nil {
 		return nil, err
@@ -135,7 +156,22 @@ func (q *Queries) IntentSubmit(ctx context.Context, arg IntentSubmitParams) ([]I
 	var items []IntentSubmitRow
 	for rows.Next() {
 		var i IntentSubmitRow
-		if err := rows.Scan(&i.DeliveryKey, &i.Outcome); err != nil {
+		if err := rows.Scan(
+			&i.DeliveryKey,
+			&i.Outcome,
+			&i.OutSeq,
+			&i.OutDispatch,
+			&i.OutAccount,
+			&i.OutFrom,
+			&i.OutTo,
+			&i.OutReason,
+			&i.OutToken,
+			&i.OutEpoch,
+			&i.OutGeneration,
+			&i.OutActor,
+			&i.OutAt,
+			&i.OutTraceparent,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -1,0 +1,113 @@
+package ledger_test
+
+import (
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+// A hot write names what it left in the outbox of each intent, so that its writer publishes
+// without reading the outbox back: at READ COMMITTED all of it (the transitions it wrote, and
+// those an earlier transaction left unpublished, read behind its statement); at SERIALIZABLE
+// its own only, marked incomplete, for the writer to read back. Either way, what the writer
+// ends up publishing is exactly what the outbox holds of the intent after the commit, field
+// for field as the relay's own read gives it, a stale claim's abandonment and a traceparent
+// included.
+func TestAWriteNamesWhatItLeftInTheOutbox(t *testing.T) {
+	t.Parallel()
+	for _, iso := range isolations {
+		t.Run(string(iso), func(t *testing.T) {
+			t.Parallel()
+			e := newEnvAt(t, iso)
+			const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+			// check compares what a write named of key with the outbox after its commit.
+			check := func(step string, key identity.DeliveryKey, o ledger.Outboxed) {
+				t.Helper()
+				want, err := e.l.UnpublishedFor(e.ctx, []identity.DeliveryKey{key})
+				require.NoError(t, err)
+				require.NotEmpty(t, want, step)
+				require.Equal(t, iso == pgx.ReadCommitted, o.Complete, step)
+				var written ledger.Written
+				written.Add(key, o)
+				if !o.Complete {
+					require.Equal(t, []identity.DeliveryKey{key}, written.Unread, step)
+					for _, u := range o.Rows {
+						require.Contains(t, want, u, "%s: its own transitions, named all the same", step)
+					}
+					return
+				}
+				require.Empty(t, written.Unread, step)
+				require.Equal(t, want, written.Rows, step)
+			}
+			publish := func(key identity.DeliveryKey) {
+				t.Helper()
+				rows, err := e.l.UnpublishedFor(e.ctx, []identity.DeliveryKey{key})
+				require.NoError(t, err)
+				_, err = e.l.Published(e.ctx, rows)
+				require.NoError(t, err)
+			}
+
+			a, b := envelope(t, account, "named a"), envelope(t, account, "named b")
+			sub, err := e.l.SubmitTraced(e.ctx, []identity.Envelope{a, b}, []string{traceparent, ""})
+			require.NoError(t, err)
+			check("submit, traced", sub[0].Key, sub[0].Outbox)
+			check("submit", sub[1].Key, sub[1].Outbox)
+			require.Equal(t, traceparent, sub[0].Outbox.Rows[0].TraceParent)
+			require.True(t, sub[0].Outbox.Rows[0].Dispatch)
+
+			// a's submission was published; b's is still in the outbox (its ingester has not
+			// removed it yet, or its publication failed): b's Begin names both.
+			publish(sub[0].Key)
+			again, err := e.l.Submit(e.ctx, []identity.Envelope{b})
+			require.NoError(t, err)
+			require.Equal(t, ledger.Duplicate, again[0].Outcome)
+			check("a duplicate's earlier transition", sub[1].Key, again[0].Outbox)
+			begun, err := e.l.BeginMany(e.ctx, []ledger.BeginRequest{
+				{Key: sub[0].Key, RequestHash: requestHash("named a")},
+				{Key: sub[1].Key, RequestHash: requestHash("named b")},
+			}, lease)
+			require.NoError(t, err)
+			check("begin, own only", sub[0].Key, begun[0].Outbox)
+			check("begin, with an earlier transition", sub[1].Key, begun[1].Outbox)
+			if iso == pgx.ReadCommitted {
+				require.Len(t, begun[1].Outbox.Rows, 2)
+			}
+
+			// A stale claim: Begin closes it (abandoned) and claims again, two transitions.
+			publish(sub[0].Key)
+			e.exec(`UPDATE intents SET lease_expires_at = now() - INTERVAL '1 second' WHERE delivery_key = $1`, sub[0].Key.Bytes())
+			c, err := e.l.BeginMany(e.ctx, []ledger.BeginRequest{{Key: sub[0].Key, RequestHash: requestHash("named a")}}, lease)
+			require.NoError(t, err)
+			require.NoError(t, c[0].Err)
+			check("begin over a stale claim", sub[0].Key, c[0].Outbox)
+			if iso == pgx.ReadCommitted {
+				require.Equal(t, ledger.ReasonAbandoned, c[0].Outbox.Rows[0].Reason)
+			}
+
+			claim := c[0].Claim
+			auth, err := e.l.AuthorizeMany(e.ctx, []ledger.Claim{claim}, inFlight, contract)
+			require.NoError(t, err)
+			require.True(t, auth[0].Authorization.Authorized())
+			check("authorize, with the claim's transitions unpublished", claim.Key, auth[0].Outbox)
+
+			publish(claim.Key)
+			done, err := e.l.CompleteMany(e.ctx, []ledger.Report{{Claim: claim, Outcome: ledger.Outcome{Result: ledger.Sent, ObjectID: "o-a", Confirmed: true}}})
+			require.NoError(t, err)
+			require.NoError(t, done[0].Err)
+			check("complete", claim.Key, done[0].Outbox)
+
+			// A write that changes nothing names nothing of its own.
+			fenced, err := e.l.CompleteMany(e.ctx, []ledger.Report{{Claim: claim, Outcome: ledger.Outcome{Result: ledger.Sent, ObjectID: "o-a", Confirmed: true}}})
+			require.NoError(t, err)
+			require.Error(t, fenced[0].Err)
+			publish(claim.Key)
+			fenced, err = e.l.CompleteMany(e.ctx, []ledger.Report{{Claim: claim, Outcome: ledger.Outcome{Result: ledger.Sent, ObjectID: "o-a", Confirmed: true}}})
+			require.NoError(t, err)
+			require.Empty(t, fenced[0].Outbox.Rows)
+		})
+	}
+}
