@@ -360,10 +360,21 @@ func headers(msgID, traceparent string) nats.Header {
 
 // publish sends the events (and work items) of batch and returns the rows whose every message
 // JetStream acknowledged. A duplicate acknowledgement is success: the message is in the stream.
+//
+// A work item asks the dispatcher pool to take a pending intent. A transition into pending
+// with a later one of the same intent in the batch has left pending already (taken by a
+// dispatcher, most often: Begin finds the submission its ingester has not removed from the
+// outbox yet, and names it with its claim), so its work item is not sent: it would ask for
+// what is done, and cost a publish and its acknowledgement per intent. Its event is sent, as
+// every transition's is.
 func (r *Relay) publish(ctx context.Context, batch []ledger.Unpublished) ([]acked, error) {
 	type pending struct {
 		row     ledger.Unpublished
 		futures []jetstream.PubAckFuture
+	}
+	latest := make(map[identity.DeliveryKey]int64, len(batch))
+	for _, u := range batch {
+		latest[u.Key] = max(latest[u.Key], u.Seq)
 	}
 	sent := make([]pending, 0, len(batch))
 	for _, u := range batch {
@@ -378,7 +389,7 @@ func (r *Relay) publish(ctx context.Context, batch []ledger.Unpublished) ([]acke
 			break // what was sent so far is still awaited below
 		}
 		p.futures = append(p.futures, f)
-		if u.Dispatch {
+		if u.Dispatch && u.Seq == latest[u.Key] {
 			w := events.WorkItem{V: events.Version, DeliveryKey: u.Key, Account: u.Account, Event: e.ID}
 			data, err := json.Marshal(w)
 			if err != nil {

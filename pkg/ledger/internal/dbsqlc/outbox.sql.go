@@ -67,7 +67,7 @@ CROSS JOIN LATERAL (
     OFFSET 0
 ) x
 WHERE o.delivery_key = ANY($1::BYTEA[])
-  AND o.created_at < now()
+  AND (o.created_at < now()) IS TRUE
 ORDER BY o.delivery_key, o.seq
 `
 
@@ -91,7 +91,9 @@ type OutboxEarlierForRow struct {
 // sent in a hot write's transaction right after its statement, it completes what that
 // statement named of its own rows (their created_at is now(), the transaction's start) with
 // what the outbox held before, so that the writer publishes all of them without reading the
-// outbox again after its commit.
+// outbox again after its commit. IS TRUE keeps the age a filter on the rows the keys find:
+// as an index condition, the plan cached while the outbox was empty read every row's entry
+// of outbox_created_at_idx.
 func (q *Queries) OutboxEarlierFor(ctx context.Context, deliveryKeys [][]byte) ([]OutboxEarlierForRow, error) {
 	rows, err := q.db.Query(ctx, outboxEarlierFor, deliveryKeys)
 	if err != nil {
