@@ -13,14 +13,14 @@ import (
 
 // steadyResult is one rate at one platform latency.
 type steadyResult struct {
-	rate                  float64
-	latency               time.Duration
-	n                     int
-	reached               float64 // intents per second from the first publish to the last published
-	stored                summary // to the intent's first row: ingest wrote it
-	authorized, published summary
-	late                  time.Duration // how far the producer fell behind its schedule at worst
-	goCPU, pgCPU          time.Duration
+	rate                           float64
+	latency                        time.Duration
+	n                              int
+	reached                        float64       // intents per second from the first publish to the last published
+	stored                         summary       // to the intent's first row: ingest wrote it
+	claimed, authorized, published summary       // to Begin's, Authorize's and Complete's rows
+	late                           time.Duration // how far the producer fell behind its schedule at worst
+	goCPU, pgCPU                   time.Duration
 }
 
 func runSteady(ctx context.Context, o options, out io.Writer, logs io.Writer) error {
@@ -42,7 +42,7 @@ func runSteady(ctx context.Context, o options, out io.Writer, logs io.Writer) er
 			for _, q := range []struct {
 				name string
 				s    summary
-			}{{"publish to stored    ", r.stored}, {"publish to authorized", r.authorized}, {"publish to published ", r.published}} {
+			}{{"publish to stored    ", r.stored}, {"publish to claimed   ", r.claimed}, {"publish to authorized", r.authorized}, {"publish to published ", r.published}} {
 				fmt.Fprintf(out, "  %s  p50 %s  p99 %s  p99.9 %s  max %s ms\n", q.name, ms(q.s.p50), ms(q.s.p99), ms(q.s.p999), ms(q.s.maxLat))
 			}
 			fmt.Fprintf(out, "  CPU per intent: Go %.3f ms, PostgreSQL %.3f ms (the run's own backends)\n", perIntent(r.goCPU, r.n), perIntent(r.pgCPU, r.n))
@@ -110,12 +110,16 @@ func steadyRun(ctx context.Context, o options, rate float64, latency time.Durati
 	}
 	r.goCPU, r.pgCPU = cpuSpent(before, after)
 
-	rows, err := s.pool.Query(ctx, `SELECT DISTINCT ON (delivery_key, to_state) delivery_key, to_state, at FROM history
-		WHERE to_state IN ('pending', 'authorized', 'published') AND actor <> 'preload' ORDER BY delivery_key, to_state, seq`)
+	// A claim is a transition into pending with reason claimed, the intent's creation the
+	// first into pending.
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT ON (delivery_key, stage) delivery_key, stage, at
+		FROM (SELECT delivery_key, seq, at, CASE WHEN reason = 'claimed' THEN 'claimed' ELSE to_state END AS stage
+		      FROM history WHERE actor <> 'preload') h
+		WHERE stage IN ('pending', 'claimed', 'authorized', 'published') ORDER BY delivery_key, stage, seq`)
 	if err != nil {
 		return steadyResult{}, err
 	}
-	var toStored, toAuthorized, toPublished []time.Duration
+	var toStored, toClaimed, toAuthorized, toPublished []time.Duration
 	var last time.Time
 	var key []byte
 	var state string
@@ -127,8 +131,10 @@ func steadyRun(ctx context.Context, o options, rate float64, latency time.Durati
 		}
 		d := at.Sub(due[i])
 		switch state {
-		case "pending": // the first pending row is the intent's creation
+		case "pending":
 			toStored = append(toStored, d)
+		case "claimed": // the first claim, as the first authorization and the first publication
+			toClaimed = append(toClaimed, d)
 		case "authorized":
 			toAuthorized = append(toAuthorized, d)
 		default:
@@ -145,7 +151,7 @@ func steadyRun(ctx context.Context, o options, rate float64, latency time.Durati
 	if len(toPublished) != n {
 		return steadyResult{}, fmt.Errorf("%d of %d intents published", len(toPublished), n)
 	}
-	r.stored, r.authorized, r.published = summarize(toStored), summarize(toAuthorized), summarize(toPublished)
+	r.stored, r.claimed, r.authorized, r.published = summarize(toStored), summarize(toClaimed), summarize(toAuthorized), summarize(toPublished)
 	r.reached = float64(n) / last.Sub(start).Seconds()
 	return r, nil
 }
