@@ -63,25 +63,32 @@ func (a ahead) read(rows pgx.Rows) error {
 	return err
 }
 
-// The outbox's statements go through its indexes, whatever the outbox held when PostgreSQL
-// planned them (indexedPlans ahead of them, defaultPlans after, for the statement that
-// follows in the same transaction). The outbox is a queue: every transition inserts a row
-// and deletes it moments later, so the table is nearly empty whenever it is analyzed, and a
-// plan made then reads it whole (a sequential scan, the cheapest way through a page or two).
+// The outbox's statements go through its primary key, whatever the outbox held when
+// PostgreSQL planned them (indexedPlans ahead of them, defaultPlans after, for the statement
+// that follows in the same transaction). The outbox is a queue: every transition inserts a
+// row and deletes it moments later, so the table is nearly empty whenever it is analyzed, and
+// a plan made then reads it whole (a sequential scan, the cheapest way through a page or two).
 // Between two vacuums its heap grows with the rows deleted meanwhile, thousands a second, and
 // the plan PostgreSQL caches for a prepared statement after its first five runs read them
 // all: at 1,000 intents a second on a ledger whose autovacuum had not run, 1.1 ms per read of
-// 17 rows. With sequential scans off the plans go through the primary key (or created_at, for
-// the relays' oldest rows) at any size, so the plan cached stays right: planning each call
-// instead, for the table of the moment, cost a fifth of the outbox's statement time at 1,000
-// intents a second (0.17 ms per read behind a write). Without JIT compilation: sequential
-// scans off, and a bloated outbox's row estimate, put a read above jit_above_cost, and
-// compiling it took 5 to 25 ms a call. Only on PostgreSQL (CockroachDB has neither setting,
-// nor the problem: its deletes leave no heap to scan).
+// 17 rows. With sequential scans off the plans use an index at any size, so the plan cached
+// stays right: planning each call instead, for the table of the moment, cost a fifth of the
+// outbox's statement time at 1,000 intents a second (0.17 ms per read behind a write). With
+// bitmap scans off too, the index is walked in key order, and a delete locks its rows in that
+// order, as every batch does: two removals of the same rows (ingest's and a dispatcher's of a
+// submission both published) wait for each other and never deadlock. A bitmap scan, which
+// PostgreSQL plans for a delete on an outbox of many rows, takes them in the heap's order, and
+// a removal planned so deadlocked with one planned on a nearly empty outbox (PostgreSQL broke
+// each cycle after deadlock_timeout, a second). Without JIT compilation: sequential scans off,
+// and a bloated outbox's row estimate, put a read above jit_above_cost, and compiling it took
+// 5 to 25 ms a call. Only on PostgreSQL (CockroachDB has none of these settings, nor the
+// problems: its deletes leave no heap to scan, and its locks are not taken in a scan's order).
 var (
-	indexedPlans = ahead{sql: "SET LOCAL enable_seqscan = off"}
-	noJIT        = ahead{sql: "SET LOCAL jit = off"}
-	defaultPlans = ahead{sql: "SET LOCAL enable_seqscan TO DEFAULT"}
+	indexedPlans   = ahead{sql: "SET LOCAL enable_seqscan = off"}
+	inKeyOrder     = ahead{sql: "SET LOCAL enable_bitmapscan = off"}
+	noJIT          = ahead{sql: "SET LOCAL jit = off"}
+	defaultPlans   = ahead{sql: "SET LOCAL enable_seqscan TO DEFAULT"}
+	defaultBitmaps = ahead{sql: "SET LOCAL enable_bitmapscan TO DEFAULT"}
 )
 
 // outboxPlans are the statements ahead of an outbox statement that plan it through the
@@ -90,7 +97,7 @@ func (l *Ledger) outboxPlans(ctx context.Context) []ahead {
 	if !l.isPostgres(ctx) {
 		return nil
 	}
-	return []ahead{indexedPlans, noJIT}
+	return []ahead{indexedPlans, inKeyOrder, noJIT}
 }
 
 // outboxAhead is an outbox statement sent ahead of another in the same transaction, planned
@@ -100,7 +107,7 @@ func (l *Ledger) outboxAhead(ctx context.Context, a ahead) []ahead {
 	if plans == nil {
 		return []ahead{a}
 	}
-	return append(plans, a, defaultPlans)
+	return append(plans, a, defaultPlans, defaultBitmaps)
 }
 
 // isPostgres reports whether the ledger's database is PostgreSQL rather than CockroachDB,
