@@ -52,14 +52,11 @@ func newEnvTB(t testing.TB) *env {
 // one of them (the creation) into pending.
 func (e *env) lifecycle(t *testing.T, n int) {
 	t.Helper()
-	var envs []identity.Envelope
-	for i := 0; i < n; i++ {
-		req, _ := json.Marshal(map[string]string{"text": fmt.Sprintf("relay %d", i)})
-		env, err := identity.NewEnvelope("acct.1", "post", "", req, "", nil)
-		require.NoError(t, err)
-		envs = append(envs, env)
+	texts := make([]string, n)
+	for i := range texts {
+		texts[i] = fmt.Sprintf("relay %d", i)
 	}
-	res, err := e.l.Submit(e.ctx, envs)
+	res, err := e.l.Submit(e.ctx, envelopes(t, texts...))
 	require.NoError(t, err)
 	for _, r := range res {
 		c, err := e.l.Begin(e.ctx, r.Key, sha256.Sum256([]byte("x")), time.Minute)
@@ -69,6 +66,19 @@ func (e *env) lifecycle(t *testing.T, n int) {
 		_, err = e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.Sent, ObjectID: "o", Confirmed: true})
 		require.NoError(t, err)
 	}
+}
+
+// envelopes are posts of acct.1, one per text.
+func envelopes(t testing.TB, texts ...string) []identity.Envelope {
+	t.Helper()
+	envs := make([]identity.Envelope, len(texts))
+	for i, text := range texts {
+		req, err := json.Marshal(map[string]string{"text": text})
+		require.NoError(t, err)
+		envs[i], err = identity.NewEnvelope("acct.1", "post", "", req, "", nil)
+		require.NoError(t, err)
+	}
+	return envs
 }
 
 // streamIDs reads every message of stream and counts each Nats-Msg-Id.
@@ -134,14 +144,7 @@ func TestEveryHistoryRowReachesTheStreamOnce(t *testing.T) {
 func TestATransitionIntoPendingPublishedWithALaterOneGetsNoWorkItem(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	var envs []identity.Envelope
-	for _, text := range []string{"taken", "waiting"} {
-		req, _ := json.Marshal(map[string]string{"text": text})
-		env, err := identity.NewEnvelope("acct.1", "post", "", req, "", nil)
-		require.NoError(t, err)
-		envs = append(envs, env)
-	}
-	res, err := e.l.Submit(e.ctx, envs)
+	res, err := e.l.Submit(e.ctx, envelopes(t, "taken", "waiting"))
 	require.NoError(t, err)
 	taken, waiting := res[0].Key, res[1].Key
 	_, err = e.l.Begin(e.ctx, taken, sha256.Sum256([]byte("x")), time.Minute)
@@ -177,10 +180,8 @@ func TestARelayCrashBetweenPublishAndDeleteDuplicatesNothing(t *testing.T) {
 	e := newEnv(t)
 	e.lifecycle(t, 5)
 	// And one intent still pending, whose work item goes out with each round.
-	req, _ := json.Marshal(map[string]string{"text": "still pending"})
-	pending, err := identity.NewEnvelope("acct.1", "post", "", req, "", nil)
-	require.NoError(t, err)
-	_, err = e.l.Submit(e.ctx, []identity.Envelope{pending})
+	pending := envelopes(t, "still pending")[0]
+	_, err := e.l.Submit(e.ctx, []identity.Envelope{pending})
 	require.NoError(t, err)
 	_, err = relay.New(&forgetful{Ledger: e.l, fails: 1}, e.js, relay.Config{}).Drain(e.ctx)
 	require.Error(t, err)
@@ -310,10 +311,7 @@ func TestARelayThatRemovesLaterCountsWhatTheNextWriteRemoves(t *testing.T) {
 		return n
 	}
 
-	req, _ := json.Marshal(map[string]string{"text": "the next write"})
-	next, err := identity.NewEnvelope("acct.1", "post", "", req, "", nil)
-	require.NoError(t, err)
-	_, err = l.Submit(e.ctx, []identity.Envelope{next})
+	_, err = l.Submit(e.ctx, envelopes(t, "the next write"))
 	require.NoError(t, err)
 	// The next write took them, or (on a slow machine) the flush within ledger.ForgetDelay did.
 	require.Eventually(t, func() bool { return outbox() == 1 && r.Published() == 4 }, 10*time.Second, 10*time.Millisecond,

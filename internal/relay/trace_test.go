@@ -18,13 +18,7 @@ func TestTheWorkItemAndTheEventsCarryTheStoredTraceparent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	var envs []identity.Envelope
-	for _, text := range []string{"traced", "untraced"} {
-		req, _ := json.Marshal(map[string]string{"text": text})
-		env, err := identity.NewEnvelope("acct.1", "post", "", req, "", nil)
-		require.NoError(t, err)
-		envs = append(envs, env)
-	}
+	envs := envelopes(t, "traced", "untraced")
 	_, err := e.l.SubmitTraced(e.ctx, envs, []string{traceparent, ""})
 	require.NoError(t, err)
 	_, err = relay.New(e.l, e.js, relay.Config{}).Drain(e.ctx)
