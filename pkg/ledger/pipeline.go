@@ -64,8 +64,8 @@ func (a ahead) read(rows pgx.Rows) error {
 }
 
 // The outbox's statements go through its primary key, whatever the outbox held when
-// PostgreSQL planned them (indexedPlans ahead of them, defaultPlans after, for the statement
-// that follows in the same transaction). The outbox is a queue: every transition inserts a
+// PostgreSQL planned them (outboxPlans ahead of them; defaultPlans and defaultBitmaps after,
+// for a statement that follows in the same transaction). The outbox is a queue: every transition inserts a
 // row and deletes it moments later, so the table is nearly empty whenever it is analyzed, and
 // a plan made then reads it whole (a sequential scan, the cheapest way through a page or two).
 // Between two vacuums its heap grows with the rows deleted meanwhile, thousands a second, and
