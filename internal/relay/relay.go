@@ -148,7 +148,7 @@ func (r *Relay) drain(ctx context.Context, settled time.Duration) (int, error) {
 		if err != nil || len(batch) == 0 {
 			return total, err
 		}
-		acks, err := r.round(ctx, batch, false)
+		acks, err := r.round(ctx, batch, false, false)
 		total += len(acks)
 		if err != nil {
 			return total, err
@@ -169,7 +169,7 @@ func (r *Relay) PublishFor(ctx context.Context, keys []identity.DeliveryKey) err
 	if err != nil || len(rows) == 0 {
 		return err
 	}
-	_, err = r.round(ctx, rows, r.cfg.RemoveLater)
+	_, err = r.round(ctx, rows, r.cfg.RemoveLater, true)
 	return err
 }
 
@@ -190,12 +190,12 @@ func (r *Relay) publishWritten(ctx context.Context, w ledger.Written) ([]acked, 
 		if err != nil {
 			return nil, err
 		}
-		rows = append(slices.Clip(rows), more...)
+		rows = append(slices.Clip(rows), w.Unacknowledged(more)...)
 	}
 	if len(rows) == 0 {
 		return nil, nil
 	}
-	return r.round(ctx, rows, r.cfg.RemoveLater)
+	return r.round(ctx, rows, r.cfg.RemoveLater, true)
 }
 
 // AfterWrite is AfterCommit for a writer whose writes named what they left in the outbox
@@ -237,7 +237,7 @@ func (r *Relay) Witness(ctx context.Context, claims []ledger.Claim) (map[identit
 	if err != nil {
 		return nil, err
 	}
-	acks, err := r.round(ctx, rows, r.cfg.RemoveLater)
+	acks, err := r.round(ctx, rows, r.cfg.RemoveLater, true)
 	if err != nil {
 		return nil, err
 	}
@@ -264,9 +264,9 @@ func (r *Relay) WitnessWritten(ctx context.Context, w ledger.Written, claims []l
 		if err != nil {
 			return nil, err
 		}
-		rows = append(slices.Clip(rows), more...)
+		rows = append(slices.Clip(rows), w.Unacknowledged(more)...)
 	}
-	acks, err := r.round(ctx, rows, r.cfg.RemoveLater)
+	acks, err := r.round(ctx, rows, r.cfg.RemoveLater, true)
 	if err != nil {
 		return nil, err
 	}
@@ -301,9 +301,10 @@ type acked struct {
 // and counts those the removal took: a row that two rounds publish at once (this relay's
 // writer path and its loop, or two processes) is counted once, by the round whose delete took
 // it. A delete whose commit succeeded but whose answer was lost counts nothing: the counters
-// may fall short, never over. It returns the acknowledged rows.
-func (r *Relay) round(ctx context.Context, rows []ledger.Unpublished, later bool) ([]acked, error) {
-	acks, err := r.publish(ctx, rows)
+// may fall short, never over. It returns the acknowledged rows. Whole says rows hold every
+// transition the outbox held of their intents (publish).
+func (r *Relay) round(ctx context.Context, rows []ledger.Unpublished, later, whole bool) ([]acked, error) {
+	acks, err := r.publish(ctx, rows, whole)
 	done := make([]ledger.Unpublished, len(acks))
 	for i, a := range acks {
 		done[i] = a.row
@@ -363,14 +364,24 @@ func headers(msgID, traceparent string) nats.Header {
 //
 // A work item asks the dispatcher pool to take a pending intent. A transition into pending
 // with a later one of the same intent in the batch has left pending already (taken by a
-// dispatcher, most often: Begin finds the submission its ingester has not removed from the
-// outbox yet, and names it with its claim), so its work item is not sent: it would ask for
+// dispatcher: Begin finds a submission still in the outbox, whose work item did not follow
+// its event, and names it with its claim), so its work item is not sent: it would ask for
 // what is done, and cost a publish and its acknowledgement per intent. Its event is sent, as
 // every transition's is.
-func (r *Relay) publish(ctx context.Context, batch []ledger.Unpublished) ([]acked, error) {
+//
+// Where whole (batch holds every transition the outbox held of its intents, as a writer's
+// publication reads them), a work item goes out only once JetStream acknowledged every event
+// of its intent in the batch, and says so (events.WorkItem.Follows): the dispatcher that takes
+// it publishes none of them again. A round of the slow path takes a batch of the oldest rows,
+// which may end inside an intent's, and sends its work items with the events, promising
+// nothing.
+func (r *Relay) publish(ctx context.Context, batch []ledger.Unpublished, whole bool) ([]acked, error) {
 	type pending struct {
-		row     ledger.Unpublished
-		futures []jetstream.PubAckFuture
+		row   ledger.Unpublished
+		event jetstream.PubAckFuture
+		ack   *jetstream.PubAck // the event's, once acknowledged
+		work  *nats.Msg         // its work item, until it is sent (whole)
+		sent  jetstream.PubAckFuture
 	}
 	latest := make(map[identity.DeliveryKey]int64, len(batch))
 	for _, u := range batch {
@@ -384,22 +395,22 @@ func (r *Relay) publish(ctx context.Context, batch []ledger.Unpublished) ([]acke
 			return nil, fmt.Errorf("event %s: %w", e.ID, err)
 		}
 		p := pending{row: u}
-		f, err := r.js.PublishMsgAsync(&nats.Msg{Subject: e.Subject(), Data: payload, Header: headers(string(e.ID), u.TraceParent)})
-		if err != nil {
+		if p.event, err = r.js.PublishMsgAsync(&nats.Msg{Subject: e.Subject(), Data: payload, Header: headers(string(e.ID), u.TraceParent)}); err != nil {
 			break // what was sent so far is still awaited below
 		}
-		p.futures = append(p.futures, f)
 		if u.Dispatch && u.Seq == latest[u.Key] {
-			w := events.WorkItem{V: events.Version, DeliveryKey: u.Key, Account: u.Account, Event: e.ID}
+			w := events.WorkItem{V: events.Version, DeliveryKey: u.Key, Account: u.Account, Event: e.ID, Follows: whole}
 			data, err := json.Marshal(w)
 			if err != nil {
 				return nil, err
 			}
-			f, err := r.js.PublishMsgAsync(&nats.Msg{Subject: w.Subject(), Data: data, Header: headers(w.MsgID(), u.TraceParent)})
-			if err != nil {
-				break
+			p.work = &nats.Msg{Subject: w.Subject(), Data: data, Header: headers(w.MsgID(), u.TraceParent)}
+			if !whole {
+				if p.sent, err = r.js.PublishMsgAsync(p.work); err != nil {
+					break
+				}
+				p.work = nil
 			}
-			p.futures = append(p.futures, f)
 		}
 		sent = append(sent, p)
 	}
@@ -407,26 +418,65 @@ func (r *Relay) publish(ctx context.Context, batch []ledger.Unpublished) ([]acke
 	defer timeout.Stop()
 	var out []acked
 	var failures []error
-	for _, p := range sent {
-		ok := true
-		a := acked{row: p.row}
-		for i, f := range p.futures {
-			select {
-			case ack := <-f.Ok():
-				if i == 0 {
-					a.ack = ack // the event's
-				}
-			case err := <-f.Err():
-				ok = false
-				failures = append(failures, err)
-			case <-timeout.C:
-				return out, fmt.Errorf("relay: acknowledgements did not arrive within %s", r.cfg.AckTimeout)
-			case <-ctx.Done():
-				return out, ctx.Err()
-			}
+	await := func(f jetstream.PubAckFuture) (*jetstream.PubAck, error) {
+		select {
+		case ack := <-f.Ok():
+			return ack, nil
+		case err := <-f.Err():
+			failures = append(failures, err)
+			return nil, nil
+		case <-timeout.C:
+			return nil, fmt.Errorf("relay: acknowledgements did not arrive within %s", r.cfg.AckTimeout)
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
-		if ok {
-			out = append(out, a)
+	}
+	// The events; where whole, an intent's work item goes out as soon as JetStream answered
+	// for every event of its intent in the batch and acknowledged them all, so that the work
+	// items follow the events one by one rather than the whole batch's. Then the work items'
+	// acknowledgements.
+	unanswered := make(map[identity.DeliveryKey]int, len(sent))
+	workOf := map[identity.DeliveryKey]*pending{}
+	for i := range sent {
+		unanswered[sent[i].row.Key]++
+		if sent[i].work != nil {
+			workOf[sent[i].row.Key] = &sent[i]
+		}
+	}
+	failed := map[identity.DeliveryKey]bool{}
+	sending := true
+	for i := range sent {
+		p := &sent[i]
+		ack, err := await(p.event)
+		if err != nil {
+			return out, err
+		}
+		p.ack = ack
+		if ack == nil {
+			failed[p.row.Key] = true
+		} else if p.work == nil && p.sent == nil {
+			out = append(out, acked{row: p.row, ack: ack})
+		}
+		key := p.row.Key
+		if unanswered[key]--; unanswered[key] > 0 || failed[key] || workOf[key] == nil || !sending {
+			continue
+		}
+		w := workOf[key]
+		if w.sent, err = r.js.PublishMsgAsync(w.work); err != nil {
+			failures = append(failures, err)
+			sending = false // the rest of the work items wait for the slow path
+		}
+	}
+	for _, p := range sent {
+		if p.sent == nil {
+			continue
+		}
+		ack, err := await(p.sent)
+		if err != nil {
+			return out, err
+		}
+		if ack != nil && p.ack != nil {
+			out = append(out, acked{row: p.row, ack: p.ack})
 		}
 	}
 	if len(out) < len(batch) {

@@ -377,3 +377,70 @@ func TestTheLoopTakesOnlySettledRows(t *testing.T) {
 	require.Equal(t, 4, left, "the writer's rows are the writer's")
 	require.Zero(t, r.Published())
 }
+
+// workItems reads every work item of ATMOST_DISPATCH, by intent.
+func (e *env) workItems(t *testing.T) map[identity.DeliveryKey]events.WorkItem {
+	t.Helper()
+	s, err := e.js.Stream(e.ctx, events.DispatchStream)
+	require.NoError(t, err)
+	info, err := s.Info(e.ctx)
+	require.NoError(t, err)
+	out := map[identity.DeliveryKey]events.WorkItem{}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := s.GetMsg(e.ctx, seq)
+		require.NoError(t, err)
+		w, err := events.UnmarshalWorkItem(m.Data)
+		require.NoError(t, err)
+		_, twice := out[w.DeliveryKey]
+		require.False(t, twice, "one work item for %s", w.DeliveryKey)
+		out[w.DeliveryKey] = w
+	}
+	return out
+}
+
+// A writer's publication (every row the outbox holds of its intents) sends an intent's work
+// item only once JetStream acknowledged the intent's events, and says so (Follows), so that
+// the dispatcher taking it publishes none of them again: an intent whose event JetStream
+// refused gets no work item, and its row stays for the slow path. The slow path's round, which
+// may end inside an intent's rows, sends its work items with the events, promising nothing.
+func TestAWritersWorkItemFollowsTheEventsOfItsIntent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	res, err := e.l.Submit(e.ctx, envelopes(t, "stored", "refused"))
+	require.NoError(t, err)
+	keys := []identity.DeliveryKey{res[0].Key, res[1].Key}
+	if keys[1].String() < keys[0].String() {
+		keys[0], keys[1] = keys[1], keys[0] // published in key order: the first is stored
+	}
+	stored, refused := keys[0], keys[1]
+	limit := func(msgs int64) {
+		s, err := e.js.Stream(e.ctx, events.EventsStream)
+		require.NoError(t, err)
+		info, err := s.Info(e.ctx)
+		require.NoError(t, err)
+		cfg := info.Config
+		cfg.MaxMsgs, cfg.Discard = msgs, jetstream.DiscardNew
+		_, err = e.js.UpdateStream(e.ctx, cfg)
+		require.NoError(t, err)
+	}
+	limit(1) // ATMOST_EVENTS takes one event and refuses the next
+	r := relay.New(e.l, e.js, relay.Config{})
+	require.Error(t, r.PublishFor(e.ctx, keys), "one event was refused")
+	require.Equal(t, map[identity.DeliveryKey]events.WorkItem{
+		stored: {V: events.Version, DeliveryKey: stored, Account: "acct.1", Event: events.NewID(stored, 1), Follows: true},
+	}, e.workItems(t), "a work item for the intent whose event is in the stream only, saying it follows it")
+	left, err := e.l.Unpublished(e.ctx, 10, 0)
+	require.NoError(t, err)
+	require.Len(t, left, 1)
+	require.Equal(t, refused, left[0].Key, "the refused intent's row stays in the outbox")
+
+	limit(-1)
+	n, err := r.Drain(e.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	work := e.workItems(t)
+	require.Len(t, work, 2)
+	require.False(t, work[refused].Follows, "the slow path's work item promises nothing")
+	require.Equal(t, int64(0), work[refused].Acknowledged())
+	require.Equal(t, int64(1), work[stored].Acknowledged())
+}

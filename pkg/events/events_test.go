@@ -161,6 +161,25 @@ func TestWorkItemsBelongToTheirIntent(t *testing.T) {
 	require.Error(t, err)
 }
 
+// A work item vouches for its intent's events up to its own only when it says it follows
+// them; the field is left out otherwise, so an older dispatcher reads either alike.
+func TestAWorkItemAcknowledgesTheEventsItFollowsOnly(t *testing.T) {
+	k := key(t, "work")
+	w := events.WorkItem{V: 1, DeliveryKey: k, Account: "acct-1", Event: events.NewID(k, 3)}
+	require.Zero(t, w.Acknowledged())
+	payload, err := json.Marshal(w)
+	require.NoError(t, err)
+	require.NotContains(t, string(payload), "follows")
+
+	w.Follows = true
+	require.Equal(t, int64(3), w.Acknowledged())
+	payload, err = json.Marshal(w)
+	require.NoError(t, err)
+	back, err := events.UnmarshalWorkItem(payload)
+	require.NoError(t, err)
+	require.Equal(t, w, back)
+}
+
 func compileSchema(t *testing.T) *jsonschema.Schema {
 	t.Helper()
 	f, err := os.Open("event.schema.json")

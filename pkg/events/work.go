@@ -16,6 +16,25 @@ type WorkItem struct {
 	DeliveryKey identity.DeliveryKey `json:"delivery_key"`
 	Account     string               `json:"account"`
 	Event       ID                   `json:"event"`
+	// Follows says the work item was published only after JetStream acknowledged Event and
+	// every earlier event of its intent: the dispatcher that takes it finds them in the stream
+	// already and leaves what the outbox still holds of them to the writer that published
+	// them, rather than publishing them again. A work item without it (the sweeper's, the
+	// slow path's) promises nothing of the kind.
+	Follows bool `json:"follows,omitempty"`
+}
+
+// Acknowledged is the sequence up to which the events of the work item's intent were in the
+// stream before it was published: Event's sequence where Follows, 0 otherwise.
+func (w WorkItem) Acknowledged() int64 {
+	if !w.Follows {
+		return 0
+	}
+	_, seq, err := ParseID(string(w.Event))
+	if err != nil {
+		return 0
+	}
+	return seq
 }
 
 // MsgID is the Nats-Msg-Id the work item is published with.

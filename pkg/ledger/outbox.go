@@ -173,15 +173,51 @@ type Written struct {
 	// Unread are the intents whose outbox rows the writes could not all name (Outboxed not
 	// Complete): the writer reads them (UnpublishedFor) and publishes them instead.
 	Unread []identity.DeliveryKey
+	// Acknowledged are, by intent, the sequence up to which JetStream had acknowledged its
+	// transitions before the writer took it up (AddAfter): what the outbox still holds of them
+	// is their own publisher's to remove, and is neither published again nor removed here.
+	Acknowledged map[identity.DeliveryKey]int64
 }
 
 // Add adds what one write left of the intent key.
-func (w *Written) Add(key identity.DeliveryKey, o Outboxed) {
+func (w *Written) Add(key identity.DeliveryKey, o Outboxed) { w.AddAfter(key, o, 0) }
+
+// AddAfter is Add for an intent whose transitions up to sequence acked JetStream had
+// acknowledged before its writer took it up (the dispatcher's work item followed them,
+// events.WorkItem.Follows): they are left out, here and from what is read back of Unread. A
+// submission its ingester published is then published and removed once, by its ingester,
+// instead of a second time by the dispatcher too, whose removal waited for the ingester's.
+func (w *Written) AddAfter(key identity.DeliveryKey, o Outboxed, acked int64) {
+	if acked > 0 {
+		if w.Acknowledged == nil {
+			w.Acknowledged = map[identity.DeliveryKey]int64{}
+		}
+		w.Acknowledged[key] = acked
+	}
 	if !o.Complete {
 		w.Unread = append(w.Unread, key)
 		return
 	}
-	w.Rows = append(w.Rows, o.Rows...)
+	for _, u := range o.Rows {
+		if u.Seq > acked {
+			w.Rows = append(w.Rows, u)
+		}
+	}
+}
+
+// Unacknowledged is rows without those Acknowledged names: what a writer publishes of rows
+// it read back.
+func (w Written) Unacknowledged(rows []Unpublished) []Unpublished {
+	if len(w.Acknowledged) == 0 {
+		return rows
+	}
+	out := rows[:0:0]
+	for _, u := range rows {
+		if u.Seq > w.Acknowledged[u.Key] {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // Empty reports whether there is nothing to publish.

@@ -263,6 +263,13 @@ func (d *Dispatcher) take(ctx context.Context, msgs <-chan jetstream.Msg) []jets
 	return batch
 }
 
+// addOutbox adds to written what the outbox held of w's intent once this dispatcher's write of
+// it committed, but the transitions its work item followed (events.WorkItem.Follows), which
+// are in the stream already and their publisher's to remove.
+func (w *work) addOutbox(written *ledger.Written, o ledger.Outboxed) {
+	written.AddAfter(w.intent.Key, o, w.item.Acknowledged())
+}
+
 // release ends a work item's hold on its slot, and its spans with result: what became of it.
 func (d *Dispatcher) release(w *work, result string) {
 	if w.stop != nil {
@@ -799,7 +806,7 @@ func (d *Dispatcher) witnessClaims(ctx context.Context, batch []*work) []*work {
 	}
 	var written ledger.Written
 	for _, w := range batch {
-		written.Add(w.intent.Key, w.outbox)
+		w.addOutbox(&written, w.outbox)
 	}
 	wctx, cancel := context.WithTimeout(ctx, d.cfg.ClaimLease/2)
 	defer cancel()
@@ -870,7 +877,7 @@ func (d *Dispatcher) witness(ctx context.Context, batch []*work) []*work {
 	earliest := batch[0].deadline
 	for i, w := range batch {
 		claims[i] = w.claim
-		written.Add(w.intent.Key, w.outbox)
+		w.addOutbox(&written, w.outbox)
 		if w.deadline.Before(earliest) {
 			earliest = w.deadline
 		}
@@ -1121,7 +1128,7 @@ func (d *Dispatcher) complete(batch []*work) {
 	d.crashPoint("after-complete")
 	var written ledger.Written
 	for i, r := range results {
-		written.Add(batch[i].intent.Key, r.Outbox)
+		batch[i].addOutbox(&written, r.Outbox)
 	}
 	pctx, cancel := context.WithTimeout(context.Background(), d.cfg.LedgerTimeout)
 	_ = d.relay.AfterWrite(pctx, written)

@@ -1,0 +1,58 @@
+package dispatch_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/internal/relay"
+	"github.com/atmost/atmost/internal/tools/platformsim"
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+// keeping publishes and never removes what it published from the outbox: an ingester whose
+// next write, which removes its rows, has not come yet.
+type keeping struct{ *ledger.Ledger }
+
+func (keeping) Published(context.Context, []ledger.Unpublished) ([]ledger.Unpublished, error) {
+	return nil, nil
+}
+
+func (keeping) ForgetLater(context.Context, []ledger.Unpublished, func([]ledger.Unpublished)) error {
+	return nil
+}
+
+// A work item that follows its intent's events (a writer's publication sent it once JetStream
+// acknowledged them) leaves them to their publisher: the dispatcher publishes and removes its
+// own transitions only, and the submission's row stays in the outbox for the ingester that
+// published it, instead of being published a second time and removed by two processes, each
+// removal waiting for the other's. A work item that promises nothing (the slow path's, the
+// sweeper's) has the dispatcher publish and remove what the outbox holds of its intent.
+func TestTheDispatcherLeavesWhatAWorkItemFollowsToItsPublisher(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, platformsim.Config{})
+	var envs []identity.Envelope
+	for _, text := range []string{"followed", "unpromised"} {
+		env, err := identity.ParseEnvelope([]byte(fmt.Sprintf(`{"v":1,"account":"acct-1","action":"post","request":{"text":%q}}`, text)))
+		require.NoError(t, err)
+		envs = append(envs, env)
+	}
+	res, err := e.Ledger.Submit(e.Ctx, envs)
+	require.NoError(t, err)
+	followed, unpromised := res[0].Key, res[1].Key
+	require.NoError(t, relay.New(keeping{e.Ledger}, e.JS, relay.Config{}).PublishFor(e.Ctx, []identity.DeliveryKey{followed}))
+	e.republishWork(unpromised, "sweep") // a sweeper's: its submission's event is not in the stream yet
+
+	e.run(e.config())
+	intents := e.settle([]identity.DeliveryKey{followed, unpromised}, 20*time.Second)
+	require.Equal(t, map[ledger.State]int{ledger.Published: 2}, states(intents))
+	left, err := e.Ledger.Unpublished(e.Ctx, 10, 0)
+	require.NoError(t, err)
+	require.Len(t, left, 1, "the followed submission only: the dispatcher removed the rest")
+	require.Equal(t, followed, left[0].Key)
+	require.Equal(t, int64(1), left[0].Seq)
+}
