@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/atmost/atmost/pkg/identity"
@@ -60,12 +61,62 @@ func (e Event) Validate() error {
 	return nil
 }
 
-// Marshal returns the event's JSON payload, refusing an event that does not validate.
+// Marshal returns the event's JSON payload, refusing an event that does not validate. The
+// payload is what encoding/json writes for Event (TestMarshalWritesWhatEncodingJSONWrites),
+// appended field by field: every transition is encoded at each publication, and encoding it
+// by reflection was a twentieth of the pipeline's Go CPU.
 func (e Event) Marshal() ([]byte, error) {
 	if err := e.Validate(); err != nil {
 		return nil, err
 	}
-	return json.Marshal(e)
+	at, err := e.At.MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	b := make([]byte, 0, 400+len(e.Account)+len(e.Actor))
+	b = append(b, `{"v":`...)
+	b = strconv.AppendInt(b, int64(e.V), 10)
+	b = appendField(b, "id", string(e.ID))
+	b = appendField(b, "delivery_key", e.DeliveryKey.String())
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendInt(b, e.Seq, 10)
+	b = appendField(b, "account", e.Account)
+	b = appendField(b, "from", e.From)
+	b = appendField(b, "to", e.To)
+	b = appendField(b, "reason", e.Reason)
+	if e.Attempt != nil {
+		b = appendField(b, "attempt", e.Attempt.String())
+	}
+	if e.Epoch != 0 {
+		b = append(b, `,"epoch":`...)
+		b = strconv.AppendInt(b, e.Epoch, 10)
+	}
+	if e.Generation != 0 {
+		b = append(b, `,"generation":`...)
+		b = strconv.AppendInt(b, e.Generation, 10)
+	}
+	b = appendField(b, "actor", e.Actor)
+	b = append(b, `,"at":`...)
+	b = append(b, at...)
+	return append(b, '}'), nil
+}
+
+// appendField appends ,"name":value with value quoted as encoding/json quotes a string: as it
+// is when it is printable ASCII that needs no escape (what atmost's own fields are), by
+// encoding/json itself otherwise (an account, an actor of any text).
+func appendField(b []byte, name, value string) []byte {
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, '"', ':')
+	for i := 0; i < len(value); i++ {
+		if c := value[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			quoted, _ := json.Marshal(value) // a string always encodes
+			return append(b, quoted...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, value...)
+	return append(b, '"')
 }
 
 // Unmarshal parses and validates an event payload. Unknown fields are refused: a consumer of

@@ -2,6 +2,7 @@ package events_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -193,4 +194,89 @@ func compileSchema(t *testing.T) *jsonschema.Schema {
 	schema, err := c.Compile("event.schema.json")
 	require.NoError(t, err)
 	return schema
+}
+
+// Marshal appends an event's fields by hand; what it writes must be byte for byte what
+// encoding/json writes for the struct, which consumers and the schema were written against:
+// every optional field present and absent, accounts and actors that need escaping (quotes,
+// control characters, HTML's <>&, U+2028, invalid UTF-8, any script), times of any precision
+// and zone.
+func TestMarshalWritesWhatEncodingJSONWrites(t *testing.T) {
+	k := key(t, "marshal")
+	token, err := identity.NewAttemptToken()
+	require.NoError(t, err)
+	texts := []string{"acct-1", "acct.with dots*", `quote"d`, `back\slash`, "tab\there", "line\nbreak", "nul\x00",
+		"<script>&</script>", "sep\u2028par\u2029", "invalid \xff\xfe utf-8", "ünïcödé 账户 🚀", "del\x7f", " "}
+	zone := time.FixedZone("odd", -(3*3600 + 30*60))
+	times := []time.Time{
+		time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC),
+		time.Date(2026, 11, 29, 12, 0, 0, 123456000, time.UTC),
+		time.Date(2026, 11, 29, 12, 0, 0, 1, zone),
+		time.Now(), // with a monotonic reading
+	}
+	n := 0
+	for i, account := range texts {
+		for j, actor := range texts {
+			for seq := int64(1); seq <= 3; seq++ {
+				e := events.Event{V: events.Version, ID: events.NewID(k, seq), DeliveryKey: k, Seq: seq, Account: account,
+					To: "pending", Reason: "submitted", Actor: actor, At: times[(i+j+int(seq))%len(times)]}
+				if seq > 1 {
+					e.From, e.To, e.Reason = "pending", "authorized", "authorized"
+				}
+				if seq == 3 {
+					e.Attempt, e.Epoch, e.Generation = &token, 1, int64(i*100+j)
+				}
+				if seq == 2 && i%2 == 0 {
+					e.Attempt = &token // an attempt without an epoch or a generation
+				}
+				want, err := json.Marshal(e)
+				require.NoError(t, err)
+				got, err := e.Marshal()
+				require.NoError(t, err)
+				require.Equal(t, string(want), string(got))
+				n++
+			}
+		}
+	}
+	require.Equal(t, len(texts)*len(texts)*3, n)
+}
+
+func TestNewIDIsTheKeysHexAndTheSequence(t *testing.T) {
+	k := key(t, "id")
+	for _, seq := range []int64{1, 9, 10, 1 << 40} {
+		require.Equal(t, events.ID(fmt.Sprintf("ev1:%x:%d", k.Bytes(), seq)), events.NewID(k, seq))
+	}
+}
+
+// go test -run '^$' -bench Marshal ./pkg/events/: an event as Marshal writes it, and as
+// encoding/json did.
+func BenchmarkMarshal(b *testing.B) {
+	req, err := json.Marshal(map[string]string{"text": "bench"})
+	require.NoError(b, err)
+	env, err := identity.NewEnvelope("acct-1", "post", "", req, "", nil)
+	require.NoError(b, err)
+	k := env.DeliveryKey()
+	token, err := identity.NewAttemptToken()
+	require.NoError(b, err)
+	e := events.Event{V: 1, ID: events.NewID(k, 3), DeliveryKey: k, Seq: 3, Account: "acct-1", From: "pending", To: "authorized",
+		Reason: "authorized", Attempt: &token, Epoch: 1, Generation: 7, Actor: "dispatcher", At: time.Now()}
+	b.Run("by-hand", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := e.Marshal(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := e.Validate(); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := json.Marshal(e); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -20,7 +21,11 @@ var ErrMalformedID = errors.New("events: malformed event id")
 
 // NewID returns the id of transition seq (1 = creation) of the intent with key.
 func NewID(key identity.DeliveryKey, seq int64) ID {
-	return ID(fmt.Sprintf("%s%x:%d", idPrefix, key.Bytes(), seq))
+	b := make([]byte, 0, len(idPrefix)+64+1+20)
+	b = append(b, idPrefix...)
+	b = hex.AppendEncode(b, key.Bytes())
+	b = append(b, ':')
+	return ID(strconv.AppendInt(b, seq, 10))
 }
 
 // ParseID splits an event id into its delivery key and sequence number.
