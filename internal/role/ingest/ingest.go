@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -197,7 +196,7 @@ func (in *Ingester) BatchWritten(ctx context.Context) (Stats, ledger.Written, er
 	}
 	if err := in.submit(ctx, valid, &stats, &written); err != nil {
 		in.nak(without(batch, storedIntents(batch)))
-		in.ack(ctx, storedIntents(batch))
+		in.ack(storedIntents(batch))
 		stats.Retried = len(batch) - len(storedIntents(batch))
 		return stats, written, fmt.Errorf("ingest: submit: %w", err)
 	}
@@ -224,7 +223,7 @@ func (in *Ingester) BatchWritten(ctx context.Context) (Stats, ledger.Written, er
 	}
 	if err != nil {
 		in.nak(without(batch, storedIntents(batch)))
-		in.ack(ctx, storedIntents(batch))
+		in.ack(storedIntents(batch))
 		stats.Retried = len(batch) - len(storedIntents(batch))
 		return stats, written, fmt.Errorf("ingest: store rejects: %w", err)
 	}
@@ -236,7 +235,7 @@ func (in *Ingester) BatchWritten(ctx context.Context) (Stats, ledger.Written, er
 	}
 	if err := in.publishRejects(ctx, rejected); err != nil {
 		in.nak(without(batch, storedIntents(batch)))
-		in.ack(ctx, storedIntents(batch))
+		in.ack(storedIntents(batch))
 		stats.Retried = len(batch) - len(storedIntents(batch))
 		return stats, written, err
 	}
@@ -257,7 +256,7 @@ func (in *Ingester) BatchWritten(ctx context.Context) (Stats, ledger.Written, er
 	}
 	in.nak(without(batch, done))
 	stats.Retried = len(batch) - len(done)
-	in.ack(ctx, done)
+	in.ack(done)
 	return stats, written, nil
 }
 
@@ -548,30 +547,18 @@ func rejectPayload(m *message) ([]byte, error) {
 	return r.Marshal()
 }
 
-// ack acknowledges a committed batch. Each acknowledgement waits for the server's
-// confirmation; the confirmations of a batch are awaited together (up to ackers at once), not
-// one round trip after another.
-func (in *Ingester) ack(ctx context.Context, ms []*message) {
-	const ackers = 32
-	var wg sync.WaitGroup
-	next := make(chan *message)
-	for range min(ackers, len(ms)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for m := range next {
-				if err := in.pull.ack(ctx, m.msg); err != nil {
-					// The commit stands; a redelivery is a duplicate, which the ledger absorbs.
-					in.log.Debug("ack not confirmed", zap.Uint64("seq", m.seq), zap.Error(err))
-				}
-			}
-		}()
-	}
+// ack acknowledges a committed batch, without waiting for the server to confirm it (as the
+// dispatcher and the reconciler acknowledge): an acknowledgement lost on its way only has the
+// message delivered again, which the ledger answers as a duplicate (Stats.Duplicates) and
+// ingest acknowledges then. Waiting cost every batch a round trip before its publication, and
+// JetStream a reply per message.
+func (in *Ingester) ack(ms []*message) {
 	for _, m := range ms {
-		next <- m
+		if err := in.pull.ack(m.msg); err != nil {
+			// The commit stands; a redelivery is a duplicate, which the ledger absorbs.
+			in.log.Debug("ack not sent", zap.Uint64("seq", m.seq), zap.Error(err))
+		}
 	}
-	close(next)
-	wg.Wait()
 }
 
 func (in *Ingester) nak(ms []*message) {

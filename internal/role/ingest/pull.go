@@ -28,9 +28,6 @@ type puller struct {
 // ackPrefix begins the reply subject of every JetStream delivery, with or without a domain.
 const ackPrefix = "$JS.ACK."
 
-// ackTimeout bounds the wait for the server's confirmation of one acknowledgement.
-const ackTimeout = 5 * time.Second
-
 func newPuller(js jetstream.JetStream, stream, durable string) *puller {
 	api := "$JS.API"
 	switch opts := js.Options(); {
@@ -130,13 +127,8 @@ func (p *puller) request(ctx context.Context, r pullRequest, answer time.Duratio
 	return out, nil
 }
 
-// ack acknowledges a delivery and waits for the server to confirm it.
-func (p *puller) ack(ctx context.Context, msg *nats.Msg) error {
-	ctx, cancel := context.WithTimeout(ctx, ackTimeout)
-	defer cancel()
-	_, err := p.nc.RequestWithContext(ctx, msg.Reply, []byte("+ACK"))
-	return err
-}
+// ack acknowledges a delivery.
+func (p *puller) ack(msg *nats.Msg) error { return p.nc.Publish(msg.Reply, []byte("+ACK")) }
 
 // nak asks the server to deliver the message again after delay.
 func (p *puller) nak(msg *nats.Msg, delay time.Duration) error {
