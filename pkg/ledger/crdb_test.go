@@ -199,8 +199,8 @@ var cockroachLeftOut = map[string]string{
 	"TestTheCockroachLaneNamesEveryLedgerTest": "reads this package's source, no database",
 
 	// The pipelining of pgx (the same on every server) and PostgreSQL's own plan cache.
-	"TestTheHotOperationsAreOneRoundTripAndAWritesCommitOneMore":    "counts the client's round trips, which do not depend on the server",
-	"TestAPipelinedReadWhoseCommitFailsFails":                       "a fault injected into the client's batch, which does not depend on the server",
+	"TestTheHotOperationsAreOneRoundTripEach":                       "counts the client's round trips, which do not depend on the server",
+	"TestAPipelinedTransactionWhoseCommitFailsFails":                "a fault injected into the client's batch, which does not depend on the server",
 	"TestARefusedPipelinedStatementLeavesTheConnectionUsable":       "a NOT VALID check constraint added and dropped under the test, PostgreSQL's semantics",
 	"TestTheOutboxIsReadByItsKeyWhateverItHeldWhenItsPlansWereMade": "PostgreSQL's plan cache and pg_stat_user_tables; on CockroachDB the outbox's statements are planned as any other (isPostgres)",
 	"TestARemovalOfOutboxRowsLocksThemInKeyOrder":                   "PostgreSQL's plans of a bitmap scan and pg_stat_activity; on CockroachDB the outbox's statements are planned as any other (isPostgres)",

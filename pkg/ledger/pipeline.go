@@ -13,13 +13,17 @@ import (
 
 // The hot operations are transactions of one statement (a write may carry the outbox's
 // delayed delete ahead of it, ForgetLater, and at READ COMMITTED the read of what the outbox
-// held before it behind it, writtenLater). Sent one message at a time they cost a round trip
+// held before it behind it, earlierBehind). Sent one message at a time they cost a round trip
 // per message (BEGIN, the delete, the statement, COMMIT), and every round trip costs both
 // processes system calls and a wake-up: under a steady load, whose batches are small, most of
-// what an intent cost. Pipelined, BEGIN and the statements go to the server together. A
-// write's COMMIT still follows on its own, through l.commit, after its rows were read (what a
-// test injects at COMMIT applies unchanged); a read's COMMIT goes with the rest, since a read
-// wrote nothing to lose (its COMMIT's answer is still read, and its failure fails the read).
+// what an intent cost. Pipelined, BEGIN, the statements and COMMIT go to the server together,
+// one round trip. A write's COMMIT used to follow on its own, after its rows were read; but
+// nothing a write's rows say makes it roll back (every guard is in the statement, and the
+// callers read the rows after the transaction), and a COMMIT's answer can always be lost, so
+// every caller already treats a failed write as one that may have committed. COMMIT's answer
+// is read after the rows, and its failure (or a transaction that ended rolled back) fails the
+// operation. A test that injects failures at COMMIT (l.commit replaced) has every message
+// sent on its own, as before.
 
 // batchSender is a DB that also sends a batch of statements in one round trip: a
 // *pgxpool.Pool. A DB that is not one (a test's wrapper) gets one message at a time.
@@ -141,13 +145,12 @@ var errSecondStatement = errors.New("ledger: a pipelined transaction runs one st
 var errPipelinedRow = errors.New("ledger: a pipelined transaction runs a statement of many rows (:many), not QueryRow")
 
 // pipelined is the connection fn runs its one statement on: the statement is sent with BEGIN
-// (and the statements ahead of it and behind it, and COMMIT where commitToo) in one batch.
+// (and the statements ahead of it and behind it, and COMMIT) in one batch.
 type pipelined struct {
 	db        batchSender
 	opts      pgx.TxOptions
 	before    []ahead
 	after     []ahead
-	commitToo bool
 	results   pgx.BatchResults
 	tx        pgx.Tx
 	closed    bool
@@ -169,9 +172,7 @@ func (p *pipelined) send(ctx context.Context, sql string, args []any) error {
 	for _, a := range p.after {
 		b.Queue(a.sql, a.args...)
 	}
-	if p.commitToo {
-		b.Queue("COMMIT")
-	}
+	b.Queue("COMMIT")
 	p.results = p.db.SendBatch(ctx, b)
 	p.tx = p.results.Tx()
 	if _, err := p.results.Exec(); err != nil {
@@ -208,8 +209,11 @@ func (p *pipelined) close() error {
 			break
 		}
 	}
-	if p.commitToo && p.closeErr == nil {
-		_, p.closeErr = p.results.Exec()
+	if p.closeErr == nil {
+		var tag pgconn.CommandTag
+		if tag, p.closeErr = p.results.Exec(); p.closeErr == nil && tag.String() != "COMMIT" {
+			p.closeErr = pgx.ErrTxCommitRollback // the transaction had failed: nothing committed
+		}
 	}
 	if err := p.results.Close(); p.closeErr == nil {
 		p.closeErr = err
@@ -267,11 +271,10 @@ type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
 
-// tryPipelined is tryTx for an fn of one statement, sent with BEGIN and the statements ahead
-// and behind in one batch; its COMMIT follows through l.commit. A read (commitToo) sends
-// COMMIT with them.
-func (l *Ledger) tryPipelined(ctx context.Context, db batchSender, opts pgx.TxOptions, before, after []ahead, commitToo bool, fn func(q *dbsqlc.Queries) error) error {
-	p := &pipelined{db: db, opts: opts, before: before, after: after, commitToo: commitToo}
+// tryPipelined is tryTx for an fn of one statement, sent with BEGIN, the statements ahead and
+// behind, and COMMIT in one batch.
+func (l *Ledger) tryPipelined(ctx context.Context, db batchSender, opts pgx.TxOptions, before, after []ahead, fn func(q *dbsqlc.Queries) error) error {
+	p := &pipelined{db: db, opts: opts, before: before, after: after}
 	defer func() {
 		_ = p.close()
 		if p.tx != nil {
@@ -283,15 +286,7 @@ func (l *Ledger) tryPipelined(ctx context.Context, db batchSender, opts pgx.TxOp
 	if cerr := p.close(); err == nil {
 		err = cerr
 	}
-	switch {
-	case err != nil:
-		return err
-	case p.results == nil:
-		return nil // fn sent nothing: nothing began
-	case commitToo:
-		return nil
-	}
-	return l.commit(ctx, p.tx)
+	return err
 }
 
 // sender is the ledger's DB as a batchSender, when it is one and nothing replaced how the
@@ -321,7 +316,7 @@ func (l *Ledger) inReadCommittedPipelined(ctx context.Context, what string, befo
 
 func (l *Ledger) pipelinedWith(ctx context.Context, what string, opts pgx.TxOptions, before, after []ahead, fn func(q *dbsqlc.Queries) error) error {
 	if s, ok := l.sender(); ok {
-		return l.retrying(ctx, what, func() error { return l.tryPipelined(ctx, s, opts, before, after, false, fn) })
+		return l.retrying(ctx, what, func() error { return l.tryPipelined(ctx, s, opts, before, after, fn) })
 	}
 	return l.retrying(ctx, what, func() error {
 		tx, err := l.db.BeginTx(ctx, opts)
@@ -349,7 +344,7 @@ func (l *Ledger) scanOne(ctx context.Context, what string, before []ahead, fn fu
 	if !ok {
 		return l.scanAfter(ctx, what, before, fn)
 	}
-	if err := l.tryPipelined(ctx, s, pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadOnly}, before, nil, true, fn); err != nil {
+	if err := l.tryPipelined(ctx, s, pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadOnly}, before, nil, fn); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
@@ -363,7 +358,7 @@ func (l *Ledger) readOne(ctx context.Context, what string, fn func(q *dbsqlc.Que
 		return l.inTx(ctx, what, fn)
 	}
 	opts := pgx.TxOptions{IsoLevel: l.cfg.Isolation}
-	return l.retrying(ctx, what, func() error { return l.tryPipelined(ctx, s, opts, nil, nil, true, fn) })
+	return l.retrying(ctx, what, func() error { return l.tryPipelined(ctx, s, opts, nil, nil, fn) })
 }
 
 // recorded is the statement and arguments fn sends, without sending them: what the generated

@@ -69,10 +69,10 @@ func (e *env) tracedLedger(t *testing.T) (*ledger.Ledger, *pgxpool.Pool, *trips)
 }
 
 // Each hot operation of the pipeline is one statement, and goes to the server with its BEGIN
-// (and the outbox's delayed delete) in one batch: a read is that one round trip, COMMIT
-// included; a write has its COMMIT follow. Sent a message at a time, the same operations took
-// three (a read) and three or four (a write) round trips.
-func TestTheHotOperationsAreOneRoundTripAndAWritesCommitOneMore(t *testing.T) {
+// (and the outbox's delayed delete) and its COMMIT in one batch: one round trip, a read or a
+// write. Sent a message at a time, the same operations took three (a read) and three or four
+// (a write) round trips; with a write's COMMIT sent after its rows were read, a write took two.
+func TestTheHotOperationsAreOneRoundTripEach(t *testing.T) {
 	t.Parallel()
 	for _, iso := range isolations {
 		t.Run(string(iso), func(t *testing.T) {
@@ -121,17 +121,13 @@ func TestTheHotOperationsAreOneRoundTripAndAWritesCommitOneMore(t *testing.T) {
 			lifecycle("warm up") // prepares every statement on the one connection
 			got := lifecycle("measured")
 			want := map[string]trip{"get": {0, 1}, "gates": {0, 1}, "outbox": {0, 1}, "witness": {0, 1}}
-			if iso == pgx.ReadCommitted {
-				for _, op := range []string{"submit", "begin", "authorize", "complete"} {
-					want[op] = trip{1, 1} // the batch, then COMMIT
-				}
-			} else {
+			for _, op := range []string{"submit", "begin", "authorize", "complete"} {
+				want[op] = trip{0, 1} // BEGIN, the statements and COMMIT
+			}
+			if iso == pgx.Serializable {
 				// At SERIALIZABLE ForgetLater deletes at once, in a transaction of its own: one
-				// more batch and COMMIT before Authorize's.
-				for _, op := range []string{"submit", "begin", "complete"} {
-					want[op] = trip{1, 1}
-				}
-				want["authorize"] = trip{2, 2}
+				// more batch before Authorize's.
+				want["authorize"] = trip{0, 2}
 			}
 			require.Equal(t, want, got)
 		})
@@ -252,7 +248,9 @@ func (c commitFails) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResul
 	return &failingCommit{BatchResults: br, execs: 0, commitAt: 2, err: c.err}
 }
 
-// failingCommit answers its commitAt-th Exec (BEGIN is the first) with err.
+// failingCommit answers its commitAt-th Exec (BEGIN is the first) with err, or, where err is
+// nil, with the command tag ROLLBACK, as the server answers the COMMIT of a transaction that
+// had failed.
 type failingCommit struct {
 	pgx.BatchResults
 	execs, commitAt int
@@ -262,15 +260,18 @@ type failingCommit struct {
 func (f *failingCommit) Exec() (pgconn.CommandTag, error) {
 	f.execs++
 	tag, err := f.BatchResults.Exec()
-	if f.execs == f.commitAt {
-		return tag, f.err
+	switch {
+	case f.execs != f.commitAt:
+		return tag, err
+	case f.err == nil:
+		return pgconn.NewCommandTag("ROLLBACK"), err
 	}
-	return tag, err
+	return tag, f.err
 }
 
-// A pipelined read's COMMIT is read after its rows, when the generated code has returned them
-// already: its failure still fails the read.
-func TestAPipelinedReadWhoseCommitFailsFails(t *testing.T) {
+// A pipelined transaction's COMMIT is read after its rows, when the generated code has
+// returned them already: its failure still fails the operation, a read or a write.
+func TestAPipelinedTransactionWhoseCommitFailsFails(t *testing.T) {
 	t.Parallel()
 	e := newEnvAt(t, pgx.ReadCommitted)
 	key := e.submit("read")
@@ -281,4 +282,14 @@ func TestAPipelinedReadWhoseCommitFailsFails(t *testing.T) {
 	require.ErrorIs(t, err, injected)
 	_, err = l.UnpublishedFor(e.ctx, []identity.DeliveryKey{key})
 	require.ErrorIs(t, err, injected)
+	_, err = l.Submit(e.ctx, []identity.Envelope{envelope(t, account, "written")})
+	require.ErrorIs(t, err, injected)
+	_, err = l.Begin(e.ctx, key, requestHash("read"), lease)
+	require.ErrorIs(t, err, injected)
+
+	// A COMMIT answered ROLLBACK ended a transaction that had failed: nothing committed.
+	l, err = ledger.New(commitFails{Pool: e.app}, ledger.Config{Actor: "test", Isolation: pgx.ReadCommitted})
+	require.NoError(t, err)
+	_, err = l.Submit(e.ctx, []identity.Envelope{envelope(t, account, "rolled back")})
+	require.ErrorIs(t, err, pgx.ErrTxCommitRollback)
 }
