@@ -444,3 +444,25 @@ func TestAWritersWorkItemFollowsTheEventsOfItsIntent(t *testing.T) {
 	require.Equal(t, int64(0), work[refused].Acknowledged())
 	require.Equal(t, int64(1), work[stored].Acknowledged())
 }
+
+// An intent twice in one ingest batch: its second copy's rows are read back as well, so the
+// publication holds its transition twice. It is sent once, its work item once, and the
+// publication is acknowledged whole.
+func TestATransitionTwiceInAPublicationIsSentOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	res, err := e.l.Submit(e.ctx, envelopes(t, "twice"))
+	require.NoError(t, err)
+	// The first copy's rows, as its write named them at READ COMMITTED; the second copy's
+	// intent, to be read back.
+	rows, err := e.l.UnpublishedFor(e.ctx, []identity.DeliveryKey{res[0].Key})
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	w := ledger.Written{Rows: rows, Unread: []identity.DeliveryKey{res[0].Key}}
+	r := relay.New(e.l, e.js, relay.Config{})
+	require.NoError(t, r.PublishWritten(e.ctx, w))
+	require.Len(t, e.workItems(t), 1)
+	left, err := e.l.Unpublished(e.ctx, 10, 0)
+	require.NoError(t, err)
+	require.Empty(t, left)
+}

@@ -25,6 +25,8 @@ type Claim struct {
 	CredentialVersion int64
 	// LeaseExpiresAt is the deadline of the pre-authorization lease, on the database's clock.
 	LeaseExpiresAt time.Time
+	// Acknowledged is BeginRequest.Acknowledged, carried to Authorize and Complete.
+	Acknowledged int64
 }
 
 // BeginRequest asks for one attempt on one intent.
@@ -32,6 +34,12 @@ type BeginRequest struct {
 	Key identity.DeliveryKey
 	// RequestHash is the hash of the exact wire request the attempt will send.
 	RequestHash [32]byte
+	// Acknowledged is the sequence up to which JetStream acknowledged the intent's transitions
+	// before the caller took it up (the dispatcher's work item followed them,
+	// events.WorkItem.Follows); 0 for none. The outbox reads behind Begin, Authorize and
+	// Complete leave those rows out of what the writes name (Outboxed): their publisher
+	// removes them.
+	Acknowledged int64
 }
 
 // BeginResult is the answer to one BeginRequest: a Claim, or Err, a *RefusedError.
@@ -79,7 +87,7 @@ func (l *Ledger) BeginMany(ctx context.Context, reqs []BeginRequest, lease time.
 	}
 	var rows []dbsqlc.IntentsBeginRow
 	var before earlier
-	err = l.inTxForgetting(ctx, string(OpBegin), l.earlierBehind(ctx, p.DeliveryKeys, &before), func(q *dbsqlc.Queries) (err error) {
+	err = l.inTxForgetting(ctx, string(OpBegin), l.earlierBehind(ctx, p.DeliveryKeys, func(i int) int64 { return reqs[i].Acknowledged }, &before), func(q *dbsqlc.Queries) (err error) {
 		rows, err = q.IntentsBegin(ctx, p)
 		return err
 	})
@@ -121,6 +129,7 @@ func (l *Ledger) BeginMany(ctx context.Context, reqs []BeginRequest, lease time.
 				RequestHash:       reqs[i].RequestHash,
 				CredentialVersion: row.CredentialVersion.Int64,
 				LeaseExpiresAt:    *row.LeaseExpiresAt,
+				Acknowledged:      reqs[i].Acknowledged,
 			}
 		}
 	}

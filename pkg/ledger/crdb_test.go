@@ -35,6 +35,7 @@ var cockroachSuite = []func(*testing.T){
 	TestSubmitTracedStoresTheTraceparentWithTheIntentItCreates,
 	TestTheWitnessCarriesTheIntentsTraceparent,
 	TestAWriteNamesWhatItLeftInTheOutbox,
+	TestAWriteLeavesOutWhatWasAcknowledgedBeforeIt,
 	TestPublishedPathWritesOneAttemptAndAHistoryRowPerTransition,
 	TestSuccessWithoutReadBackIsIndeterminate,
 	TestProvenNotSentFailsAndReleasesTheText,

@@ -233,13 +233,28 @@ type earlier struct {
 
 // earlierBehind is the read of earlier rows behind a hot write's statement, planned as the
 // outbox's statements are (outboxPlans), at READ COMMITTED only; e.rows gets its rows anew on
-// every try.
-func (l *Ledger) earlierBehind(ctx context.Context, keys [][]byte, e *earlier) []ahead {
+// every try. acked(i), where not nil, is the sequence up to which JetStream acknowledged the
+// transitions of keys[i] before the write (Claim.Acknowledged): those are not read.
+func (l *Ledger) earlierBehind(ctx context.Context, keys [][]byte, acked func(i int) int64, e *earlier) []ahead {
 	if l.cfg.Isolation != pgx.ReadCommitted {
 		return nil
 	}
 	e.read = true
-	sql, args := recorded(func(q *dbsqlc.Queries) error { _, err := q.OutboxEarlierFor(context.Background(), keys); return err })
+	p := dbsqlc.OutboxEarlierForParams{DeliveryKeys: make([][]byte, 0, len(keys)), AfterSeqs: make([]int64, 0, len(keys))}
+	at := make(map[string]int, len(keys))
+	for i, k := range keys {
+		var after int64
+		if acked != nil {
+			after = acked(i)
+		}
+		if j, twice := at[string(k)]; twice { // a key a batch holds twice is read once, all of it
+			p.AfterSeqs[j] = min(p.AfterSeqs[j], after)
+			continue
+		}
+		at[string(k)] = len(p.DeliveryKeys)
+		p.DeliveryKeys, p.AfterSeqs = append(p.DeliveryKeys, k), append(p.AfterSeqs, after)
+	}
+	sql, args := recorded(func(q *dbsqlc.Queries) error { _, err := q.OutboxEarlierFor(context.Background(), p); return err })
 	return append(l.outboxPlans(ctx), ahead{sql: sql, args: args, rows: func(rows pgx.Rows) error {
 		e.rows = map[identity.DeliveryKey][]Unpublished{}
 		for rows.Next() {

@@ -111,3 +111,47 @@ func TestAWriteNamesWhatItLeftInTheOutbox(t *testing.T) {
 		})
 	}
 }
+
+// The transitions of an intent that JetStream acknowledged before its writer took it up (its
+// work item followed them: BeginRequest.Acknowledged, carried on the claim to Authorize and
+// Complete) are left out of what the writes name, though the outbox still holds them for
+// their publisher to remove; an intent taken up without it has them named, as before.
+func TestAWriteLeavesOutWhatWasAcknowledgedBeforeIt(t *testing.T) {
+	t.Parallel()
+	e := newEnvAt(t, pgx.ReadCommitted)
+	sub, err := e.l.Submit(e.ctx, []identity.Envelope{envelope(t, account, "followed"), envelope(t, account, "unpromised")})
+	require.NoError(t, err)
+	followed, unpromised := sub[0].Key, sub[1].Key
+	seqs := func(o ledger.Outboxed) []int64 {
+		require.True(t, o.Complete)
+		var out []int64
+		for _, u := range o.Rows {
+			out = append(out, u.Seq)
+		}
+		return out
+	}
+	begun, err := e.l.BeginMany(e.ctx, []ledger.BeginRequest{
+		{Key: followed, RequestHash: requestHash("followed"), Acknowledged: 1},
+		{Key: unpromised, RequestHash: requestHash("unpromised")},
+	}, lease)
+	require.NoError(t, err)
+	require.Equal(t, []int64{2}, seqs(begun[0].Outbox), "the claim only: the submission was acknowledged")
+	require.Equal(t, []int64{1, 2}, seqs(begun[1].Outbox), "the submission still in the outbox, and the claim")
+	require.Equal(t, int64(1), begun[0].Claim.Acknowledged)
+
+	auth, err := e.l.AuthorizeMany(e.ctx, []ledger.Claim{begun[0].Claim, begun[1].Claim}, inFlight, contract)
+	require.NoError(t, err)
+	require.Equal(t, []int64{2, 3}, seqs(auth[0].Outbox))
+	require.Equal(t, []int64{1, 2, 3}, seqs(auth[1].Outbox))
+	done, err := e.l.CompleteMany(e.ctx, []ledger.Report{
+		{Claim: begun[0].Claim, Outcome: ledger.Outcome{Result: ledger.Sent, ObjectID: "o-f", Confirmed: true}},
+		{Claim: begun[1].Claim, Outcome: ledger.Outcome{Result: ledger.Sent, ObjectID: "o-u", Confirmed: true}},
+	})
+	require.NoError(t, err)
+	require.Equal(t, []int64{2, 3, 4}, seqs(done[0].Outbox))
+	require.Equal(t, []int64{1, 2, 3, 4}, seqs(done[1].Outbox))
+
+	left, err := e.l.UnpublishedFor(e.ctx, []identity.DeliveryKey{followed})
+	require.NoError(t, err)
+	require.Len(t, left, 4, "the outbox still holds the acknowledged submission, for its publisher")
+}

@@ -147,14 +147,14 @@ var errPipelinedRow = errors.New("ledger: a pipelined transaction runs a stateme
 // pipelined is the connection fn runs its one statement on: the statement is sent with BEGIN
 // (and the statements ahead of it and behind it, and COMMIT) in one batch.
 type pipelined struct {
-	db        batchSender
-	opts      pgx.TxOptions
-	before    []ahead
-	after     []ahead
-	results   pgx.BatchResults
-	tx        pgx.Tx
-	closed    bool
-	closeErr  error
+	db       batchSender
+	opts     pgx.TxOptions
+	before   []ahead
+	after    []ahead
+	results  pgx.BatchResults
+	tx       pgx.Tx
+	closed   bool
+	closeErr error
 }
 
 // send sends the batch with sql as its statement and reads the results before it: BEGIN's

@@ -102,26 +102,18 @@ func TestAnAmbiguousCompleteIsRecordedAgainAndFenced(t *testing.T) {
 	require.Equal(t, 1, e.Count(`SELECT count(*) FROM history WHERE delivery_key = $1 AND to_state = 'published'`, key.Bytes()))
 }
 
-// commitFault is what an injected COMMIT does: the transaction's own COMMIT, and then an
-// answer, given how many COMMITs of that statement came before.
-type commitFault func(ctx context.Context, tx pgx.Tx, before int) error
+// commitFault is what an injected COMMIT does, given how many COMMITs of that statement came
+// before: whether the transaction commits, and whether its answer is the ambiguous result.
+type commitFault func(before int) (commits, ambiguous bool)
 
 // statementCompletionUnknown is CockroachDB's ambiguous result.
 var statementCompletionUnknown = &pgconn.PgError{Code: "40003", Message: "result is ambiguous (injected)"}
 
 // committedOnce commits, and the first time reports the ambiguous result instead of success.
-func committedOnce(ctx context.Context, tx pgx.Tx, before int) error {
-	if err := tx.Commit(ctx); err != nil || before > 0 {
-		return err
-	}
-	return statementCompletionUnknown
-}
+func committedOnce(before int) (bool, bool) { return true, before == 0 }
 
 // rolledBack never commits, and reports the ambiguous result.
-func rolledBack(ctx context.Context, tx pgx.Tx, _ int) error {
-	_ = tx.Rollback(ctx)
-	return statementCompletionUnknown
-}
+func rolledBack(int) (bool, bool) { return false, true }
 
 // ambiguousDB is the dispatcher's connection to the ledger, with the COMMIT of every
 // transaction that ran one of the named statements (sqlc names each: "-- name: X") replaced by
@@ -153,28 +145,55 @@ func (d *ambiguousDB) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, 
 	return &ambiguousTx{Tx: tx, db: d}, nil
 }
 
-// SendBatch is the ledger's pipelined transaction (BEGIN and its statement in one batch), its
-// COMMIT faulted as BeginTx's are.
+// SendBatch is the ledger's pipelined transaction (BEGIN, its statements and COMMIT in one
+// batch), its COMMIT faulted as BeginTx's are: one that must not commit is sent as ROLLBACK,
+// and the answer read for it is the fault's.
 func (d *ambiguousDB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	br := d.DB.(interface {
+	sender := d.DB.(interface {
 		SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
-	}).SendBatch(ctx, b)
-	if br.Tx() == nil {
-		return br
-	}
-	tx := &ambiguousTx{Tx: br.Tx(), db: d}
+	})
+	tx := &ambiguousTx{db: d}
 	for _, q := range b.QueuedQueries {
 		tx.note(q.SQL)
 	}
-	return ambiguousBatch{BatchResults: br, tx: tx}
+	last := len(b.QueuedQueries) - 1
+	if tx.statement == "" || last < 0 || b.QueuedQueries[last].SQL != "COMMIT" {
+		return sender.SendBatch(ctx, b)
+	}
+	commits, ambiguous := tx.fault()
+	if !commits {
+		b.QueuedQueries[last].SQL = "ROLLBACK"
+	}
+	br := sender.SendBatch(ctx, b)
+	return &ambiguousBatch{BatchResults: br, commitAt: last + 1, ambiguous: ambiguous}
 }
 
+// ambiguousBatch answers its COMMIT (the commitAt-th result; BEGIN is the first) with the
+// ambiguous result where its fault says so.
 type ambiguousBatch struct {
 	pgx.BatchResults
-	tx pgx.Tx
+	read, commitAt int
+	ambiguous      bool
 }
 
-func (b ambiguousBatch) Tx() pgx.Tx { return b.tx }
+func (b *ambiguousBatch) Exec() (pgconn.CommandTag, error) {
+	b.read++
+	tag, err := b.BatchResults.Exec()
+	if b.read == b.commitAt && err == nil && b.ambiguous {
+		return tag, statementCompletionUnknown
+	}
+	return tag, err
+}
+
+func (b *ambiguousBatch) Query() (pgx.Rows, error) {
+	b.read++
+	return b.BatchResults.Query()
+}
+
+func (b *ambiguousBatch) QueryRow() pgx.Row {
+	b.read++
+	return b.BatchResults.QueryRow()
+}
 
 type ambiguousTx struct {
 	pgx.Tx
@@ -212,11 +231,26 @@ func (t *ambiguousTx) Commit(ctx context.Context) error {
 	if t.statement == "" {
 		return t.Tx.Commit(ctx)
 	}
+	commits, ambiguous := t.fault()
+	var err error
+	if commits {
+		err = t.Tx.Commit(ctx)
+	} else {
+		_ = t.Tx.Rollback(ctx)
+	}
+	if err == nil && ambiguous {
+		err = statementCompletionUnknown
+	}
+	return err
+}
+
+// fault is what the fault of t's statement does to this COMMIT of it, counted.
+func (t *ambiguousTx) fault() (commits, ambiguous bool) {
 	t.db.mu.Lock()
 	before := t.db.count[t.statement]
 	t.db.count[t.statement]++
 	t.db.mu.Unlock()
-	return t.db.faults[t.statement](ctx, t.Tx, before)
+	return t.db.faults[t.statement](before)
 }
 
 // runOn starts a dispatcher whose ledger runs on db, until the test ends.

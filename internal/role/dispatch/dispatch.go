@@ -264,11 +264,17 @@ func (d *Dispatcher) take(ctx context.Context, msgs <-chan jetstream.Msg) []jets
 }
 
 // addOutbox adds to written what the outbox held of w's intent once this dispatcher's write of
-// it committed, but the transitions its work item followed (events.WorkItem.Follows), which
-// are in the stream already and their publisher's to remove.
+// it committed, but the transitions its work item followed, which are in the stream already
+// and their publisher's to remove.
 func (w *work) addOutbox(written *ledger.Written, o ledger.Outboxed) {
-	written.AddAfter(w.intent.Key, o, w.item.Acknowledged())
+	written.AddAfter(w.intent.Key, o, w.acknowledged())
 }
+
+// acknowledged is the sequence up to which w's work item says JetStream holds its intent's
+// events (events.WorkItem.Follows), never past the intent's latest transition as the
+// dispatcher read it: a work item that claimed more (a bug, or a message published on the
+// dispatch subjects by someone else) would have the dispatcher's own transitions left out.
+func (w *work) acknowledged() int64 { return min(w.item.Acknowledged(), w.intent.Seq) }
 
 // release ends a work item's hold on its slot, and its spans with result: what became of it.
 func (d *Dispatcher) release(w *work, result string) {
@@ -674,7 +680,7 @@ func (d *Dispatcher) begin(ctx context.Context, batch []*work) []*work {
 	}
 	reqs := make([]ledger.BeginRequest, len(batch))
 	for i, w := range batch {
-		reqs[i] = ledger.BeginRequest{Key: w.intent.Key, RequestHash: w.prepared.Hash}
+		reqs[i] = ledger.BeginRequest{Key: w.intent.Key, RequestHash: w.prepared.Hash, Acknowledged: w.acknowledged()}
 	}
 	d.startSteps(batch, tracing.SpanBegin)
 	lctx, cancel := context.WithTimeout(ctx, d.cfg.LedgerTimeout)

@@ -2,14 +2,18 @@ package dispatch_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/internal/relay"
 	"github.com/atmost/atmost/internal/tools/platformsim"
+	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
 )
@@ -54,5 +58,32 @@ func TestTheDispatcherLeavesWhatAWorkItemFollowsToItsPublisher(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, left, 1, "the followed submission only: the dispatcher removed the rest")
 	require.Equal(t, followed, left[0].Key)
+	require.Equal(t, int64(1), left[0].Seq)
+}
+
+// A work item that says it follows more than its intent holds (a bug, or a message someone
+// else published on the dispatch subjects) vouches for nothing past the intent's latest
+// transition: the dispatcher still publishes its own claim, authorization and outcome, and
+// the intent is published.
+func TestAWorkItemVouchesForNothingPastItsIntent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, platformsim.Config{})
+	env, err := identity.ParseEnvelope([]byte(`{"v":1,"account":"acct-1","action":"post","request":{"text":"overclaimed"}}`))
+	require.NoError(t, err)
+	res, err := e.Ledger.Submit(e.Ctx, []identity.Envelope{env})
+	require.NoError(t, err)
+	key := res[0].Key
+	w := events.WorkItem{V: events.Version, DeliveryKey: key, Account: "acct-1", Event: events.NewID(key, 99), Follows: true}
+	data, err := json.Marshal(w)
+	require.NoError(t, err)
+	_, err = e.JS.PublishMsg(e.Ctx, &nats.Msg{Subject: w.Subject(), Data: data, Header: nats.Header{jetstream.MsgIDHeader: []string{w.MsgID()}}})
+	require.NoError(t, err)
+
+	e.run(e.config())
+	intents := e.settle([]identity.DeliveryKey{key}, 20*time.Second)
+	require.Equal(t, ledger.Published, intents[key].State)
+	left, err := e.Ledger.Unpublished(e.Ctx, 10, 0)
+	require.NoError(t, err)
+	require.Len(t, left, 1, "the dispatcher published and removed its own transitions")
 	require.Equal(t, int64(1), left[0].Seq)
 }

@@ -85,9 +85,11 @@ ORDER BY delivery_key, seq;
 -- sent in a hot write's transaction right after its statement, it completes what that
 -- statement named of its own rows (their created_at is now(), the transaction's start) with
 -- what the outbox held before, so that the writer publishes all of them without reading the
--- outbox again after its commit. IS TRUE keeps the age a filter on the rows the keys find:
--- as an index condition, the plan cached while the outbox was empty read every row's entry
--- of outbox_created_at_idx.
+-- outbox again after its commit. An intent's rows up to its entry of after_seqs (aligned with
+-- delivery_keys; 0: none) are left out: JetStream acknowledged them before the writer took
+-- the intent up (its work item followed them). IS TRUE keeps the age and the sequence
+-- filters on the rows the keys find: as an index condition, the plan cached while the outbox
+-- was empty read every row's entry of outbox_created_at_idx.
 SELECT o.delivery_key, o.seq, o.dispatch, x.account_id,
        x.from_state, x.to_state, x.reason, x.attempt_token, x.epoch, x.generation, x.actor, x.at, x.traceparent
 FROM outbox o
@@ -100,4 +102,5 @@ CROSS JOIN LATERAL (
 ) x
 WHERE o.delivery_key = ANY(@delivery_keys::BYTEA[])
   AND (o.created_at < now()) IS TRUE
+  AND (o.seq > (@after_seqs::BIGINT[])[array_position(@delivery_keys::BYTEA[], o.delivery_key)]) IS TRUE
 ORDER BY o.delivery_key, o.seq;

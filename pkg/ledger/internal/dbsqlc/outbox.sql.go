@@ -68,8 +68,14 @@ CROSS JOIN LATERAL (
 ) x
 WHERE o.delivery_key = ANY($1::BYTEA[])
   AND (o.created_at < now()) IS TRUE
+  AND (o.seq > ($2::BIGINT[])[array_position($1::BYTEA[], o.delivery_key)]) IS TRUE
 ORDER BY o.delivery_key, o.seq
 `
+
+type OutboxEarlierForParams struct {
+	DeliveryKeys [][]byte
+	AfterSeqs    []int64
+}
 
 type OutboxEarlierForRow struct {
 	DeliveryKey  []byte
@@ -91,11 +97,13 @@ type OutboxEarlierForRow struct {
 // sent in a hot write's transaction right after its statement, it completes what that
 // statement named of its own rows (their created_at is now(), the transaction's start) with
 // what the outbox held before, so that the writer publishes all of them without reading the
-// outbox again after its commit. IS TRUE keeps the age a filter on the rows the keys find:
-// as an index condition, the plan cached while the outbox was empty read every row's entry
-// of outbox_created_at_idx.
-func (q *Queries) OutboxEarlierFor(ctx context.Context, deliveryKeys [][]byte) ([]OutboxEarlierForRow, error) {
-	rows, err := q.db.Query(ctx, outboxEarlierFor, deliveryKeys)
+// outbox again after its commit. An intent's rows up to its entry of after_seqs (aligned with
+// delivery_keys; 0: none) are left out: JetStream acknowledged them before the writer took
+// the intent up (its work item followed them). IS TRUE keeps the age and the sequence
+// filters on the rows the keys find: as an index condition, the plan cached while the outbox
+// was empty read every row's entry of outbox_created_at_idx.
+func (q *Queries) OutboxEarlierFor(ctx context.Context, arg OutboxEarlierForParams) ([]OutboxEarlierForRow, error) {
+	rows, err := q.db.Query(ctx, outboxEarlierFor, arg.DeliveryKeys, arg.AfterSeqs)
 	if err != nil {
 		return nil, err
 	}
