@@ -223,8 +223,8 @@ func (w Written) Unacknowledged(rows []Unpublished) []Unpublished {
 // Empty reports whether there is nothing to publish.
 func (w Written) Empty() bool { return len(w.Rows) == 0 && len(w.Unread) == 0 }
 
-// earlier is what a hot write reads behind its statement of what the outbox held of its
-// intents before its transaction (OutboxEarlierFor), by intent; nil at SERIALIZABLE, where it
+// earlier is what a hot write reads behind its statement of what the outbox holds of its
+// intents, its own rows among them (OutboxEarlierFor), by intent; nil at SERIALIZABLE, where it
 // is not read (Outboxed.Complete).
 type earlier struct {
 	rows map[identity.DeliveryKey][]Unpublished
@@ -273,12 +273,14 @@ func (l *Ledger) earlierBehind(ctx context.Context, keys [][]byte, acked func(i 
 	}})
 }
 
-// outboxed is what the write left of the intent key: the earlier rows and its own.
+// outboxed is what the write left of the intent key: the earlier rows and its own, each
+// sequence once (the read behind the statement sees the statement's own rows too).
 func (e *earlier) outboxed(key identity.DeliveryKey, own []Unpublished) Outboxed {
 	rows := own
 	if before := e.rows[key]; len(before) > 0 {
-		rows = append(append(make([]Unpublished, 0, len(before)+len(own)), before...), own...)
-		slices.SortFunc(rows, func(a, b Unpublished) int { return cmp.Compare(a.Seq, b.Seq) })
+		rows = append(append(make([]Unpublished, 0, len(before)+len(own)), own...), before...)
+		slices.SortStableFunc(rows, func(a, b Unpublished) int { return cmp.Compare(a.Seq, b.Seq) })
+		rows = slices.CompactFunc(rows, func(a, b Unpublished) bool { return a.Seq == b.Seq })
 	}
 	return Outboxed{Rows: rows, Complete: e.read}
 }

@@ -1,7 +1,9 @@
 package ledger_test
 
 import (
+	"bytes"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -154,4 +156,65 @@ func TestAWriteLeavesOutWhatWasAcknowledgedBeforeIt(t *testing.T) {
 	left, err := e.l.UnpublishedFor(e.ctx, []identity.DeliveryKey{followed})
 	require.NoError(t, err)
 	require.Len(t, left, 4, "the outbox still holds the acknowledged submission, for its publisher")
+}
+
+// A write whose statement waited for another intent's lock can find, on an intent of its
+// batch, a transition that a transaction begun after its own committed meanwhile: younger
+// than the write's now(), but committed before the write's. The write names it, before its
+// own, as a read after the commit would have given it; told apart by age, it was left to the
+// slow path, and the writer published its own claim ahead of the abandonment before it.
+func TestAWriteNamesWhatATransactionBegunAfterItCommittedBeforeIt(t *testing.T) {
+	t.Parallel()
+	e := newEnvAt(t, pgx.ReadCommitted)
+	first, second := e.submit("locked first"), e.submit("abandoned meanwhile")
+	if bytes.Compare(first.Bytes(), second.Bytes()) > 0 {
+		first, second = second, first
+	}
+	// second holds a claim whose lease expired: the sweeper abandons it while the Begin waits.
+	_, err := e.l.Begin(e.ctx, second, requestHash("abandoned meanwhile"), lease)
+	require.NoError(t, err)
+	e.exec(`UPDATE intents SET lease_expires_at = now() - INTERVAL '1 second' WHERE delivery_key = $1`, second.Bytes())
+
+	holder, err := e.pool.Begin(e.ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(e.ctx) }()
+	_, err = holder.Exec(e.ctx, `SELECT 1 FROM intents WHERE delivery_key = $1 FOR UPDATE`, first.Bytes())
+	require.NoError(t, err)
+
+	type begun struct {
+		res []ledger.BeginResult
+		err error
+	}
+	done := make(chan begun, 1)
+	go func() {
+		res, err := e.l.BeginMany(e.ctx, []ledger.BeginRequest{
+			{Key: first, RequestHash: requestHash("locked first")},
+			{Key: second, RequestHash: requestHash("abandoned meanwhile")},
+		}, lease)
+		done <- begun{res, err}
+	}()
+	require.Eventually(t, func() bool {
+		return e.count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1
+	}, 10*time.Second, 5*time.Millisecond, "the Begin waits for the first intent, in key order")
+	expired, err := e.ledgerWith(ledger.Config{Actor: "sweeper"}).ExpireLeases(e.ctx, 10)
+	require.NoError(t, err)
+	require.Equal(t, 1, expired.Abandoned, "the sweeper, begun after the Begin, abandons the stale claim first")
+	require.NoError(t, holder.Commit(e.ctx))
+
+	b := <-done
+	require.NoError(t, b.err)
+	require.NoError(t, b.res[1].Err, "the abandoned intent is free: the Begin claims it")
+	want, err := e.l.UnpublishedFor(e.ctx, []identity.DeliveryKey{second})
+	require.NoError(t, err)
+	var abandoned []ledger.Unpublished
+	for _, u := range want {
+		if u.Reason == ledger.ReasonAbandoned {
+			abandoned = append(abandoned, u)
+		}
+	}
+	require.Len(t, abandoned, 1, "the sweeper's abandonment is in the outbox")
+	require.True(t, b.res[1].Outbox.Complete)
+	var written ledger.Written
+	written.Add(second, b.res[1].Outbox)
+	require.Equal(t, want, written.Rows, "every transition of the intent committed before the Begin's, the abandonment before the claim, each once")
 }

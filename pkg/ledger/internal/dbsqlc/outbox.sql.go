@@ -67,7 +67,6 @@ CROSS JOIN LATERAL (
     OFFSET 0
 ) x
 WHERE o.delivery_key = ANY($1::BYTEA[])
-  AND (o.created_at < now()) IS TRUE
   AND (o.seq > ($2::BIGINT[])[array_position($1::BYTEA[], o.delivery_key)]) IS TRUE
 ORDER BY o.delivery_key, o.seq
 `
@@ -93,15 +92,16 @@ type OutboxEarlierForRow struct {
 	Traceparent  pgtype.Text
 }
 
-// The transitions of the given intents not yet published that an earlier transaction wrote:
-// sent in a hot write's transaction right after its statement, it completes what that
-// statement named of its own rows (their created_at is now(), the transaction's start) with
-// what the outbox held before, so that the writer publishes all of them without reading the
-// outbox again after its commit. An intent's rows up to its entry of after_seqs (aligned with
-// delivery_keys; 0: none) are left out: JetStream acknowledged them before the writer took
-// the intent up (its work item followed them). IS TRUE keeps the age and the sequence
-// filters on the rows the keys find: as an index condition, the plan cached while the outbox
-// was empty read every row's entry of outbox_created_at_idx.
+// The transitions of the given intents not yet published, read in a hot write's transaction
+// right after its statement, so that the writer publishes all of them without reading the
+// outbox again after its commit: what that statement wrote, which it names itself, and what
+// an earlier transaction left (earlier.outboxed keeps each sequence once). Its own rows are
+// not told apart by their age: a transaction that began after the write's and committed
+// before the write's statement locked the intent (it waited on another intent's lock) left
+// rows younger than the write's now(). An intent's rows up to its entry of after_seqs
+// (aligned with delivery_keys; 0: none) are left out: JetStream acknowledged them before the
+// writer took the intent up (its work item followed them). IS TRUE keeps the sequence filter
+// on the rows the keys find.
 func (q *Queries) OutboxEarlierFor(ctx context.Context, arg OutboxEarlierForParams) ([]OutboxEarlierForRow, error) {
 	rows, err := q.db.Query(ctx, outboxEarlierFor, arg.DeliveryKeys, arg.AfterSeqs)
 	if err != nil {
