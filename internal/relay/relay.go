@@ -289,25 +289,6 @@ func witnessSeqs(acks []acked, claims []ledger.Claim) map[identity.DeliveryKey]u
 	return seqs
 }
 
-// distinct is rows without a second copy of a transition (an intent twice in an ingest batch:
-// its second copy's rows are read back as well), which would be sent twice and, in a writer's
-// publication, have its work item wait for an answer the copy never gets.
-func distinct(rows []ledger.Unpublished) []ledger.Unpublished {
-	type id struct {
-		key identity.DeliveryKey
-		seq int64
-	}
-	seen := make(map[id]bool, len(rows))
-	out := rows[:0:0]
-	for _, u := range rows {
-		if !seen[id{u.Key, u.Seq}] {
-			seen[id{u.Key, u.Seq}] = true
-			out = append(out, u)
-		}
-	}
-	return out
-}
-
 // acked is a row whose every message JetStream acknowledged, with the acknowledgement of its
 // event.
 type acked struct {
@@ -402,7 +383,6 @@ func (r *Relay) publish(ctx context.Context, batch []ledger.Unpublished, whole b
 		work  *nats.Msg         // its work item, until it is sent (whole)
 		sent  jetstream.PubAckFuture
 	}
-	batch = distinct(batch)
 	latest := make(map[identity.DeliveryKey]int64, len(batch))
 	unanswered := make(map[identity.DeliveryKey]int, len(batch))
 	for _, u := range batch {

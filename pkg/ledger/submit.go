@@ -39,7 +39,7 @@ type SubmitResult struct {
 	// Outbox is what the outbox holds of the intent once Submit committed, for its writer to
 	// publish: a created intent's pending transition, or what is left unpublished of a stored
 	// one (a redelivery after its ingester died before publishing). A second occurrence of an
-	// intent in the batch has none.
+	// intent in the batch names none, and is Complete: its first occurrence names them all.
 	Outbox Outboxed
 }
 
@@ -152,6 +152,15 @@ func (b *submitBatch) answer(rows []dbsqlc.IntentSubmitRow, before *earlier) ([]
 			return nil, fmt.Errorf("submit: %w", err)
 		}
 		b.results[i].Outbox = before.outboxed(key, own)
+	}
+	if before != nil {
+		for i, r := range b.results {
+			if b.first[r.Key] != i {
+				// A second occurrence: the first names (or leaves unread) everything of the
+				// intent, which its writer would otherwise publish twice.
+				b.results[i].Outbox = Outboxed{Complete: true}
+			}
+		}
 	}
 	return b.results, nil
 }
