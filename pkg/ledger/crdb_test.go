@@ -200,11 +200,12 @@ var cockroachLeftOut = map[string]string{
 	"TestTheCockroachLaneNamesEveryLedgerTest": "reads this package's source, no database",
 
 	// The pipelining of pgx (the same on every server) and PostgreSQL's own plan cache.
-	"TestTheHotOperationsAreOneRoundTripEach":                       "counts the client's round trips, which do not depend on the server",
-	"TestAPipelinedTransactionWhoseCommitFailsFails":                "a fault injected into the client's batch, which does not depend on the server",
-	"TestARefusedPipelinedStatementLeavesTheConnectionUsable":       "a NOT VALID check constraint added and dropped under the test, PostgreSQL's semantics",
-	"TestTheOutboxIsReadByItsKeyWhateverItHeldWhenItsPlansWereMade": "PostgreSQL's plan cache and pg_stat_user_tables; on CockroachDB the outbox's statements are planned as any other (isPostgres)",
-	"TestARemovalOfOutboxRowsLocksThemInKeyOrder":                   "PostgreSQL's plans of a bitmap scan and pg_stat_activity; on CockroachDB the outbox's statements are planned as any other (isPostgres)",
+	"TestTheHotOperationsAreOneRoundTripEach":                           "counts the client's round trips, which do not depend on the server",
+	"TestAPipelinedTransactionWhoseCommitFailsFails":                    "a fault injected into the client's batch, which does not depend on the server",
+	"TestARefusedPipelinedStatementLeavesTheConnectionUsable":           "a NOT VALID check constraint added and dropped under the test, PostgreSQL's semantics",
+	"TestTheOutboxIsReadByItsKeyWhateverItHeldWhenItsPlansWereMade":     "PostgreSQL's plan cache and pg_stat_user_tables; on CockroachDB the outbox's statements are planned as any other (isPostgres)",
+	"TestTheHotPathReadsByKeyWhateverTheLedgerHeldWhenItsPlansWereMade": "PostgreSQL's plan cache and pg_stat_user_tables; on CockroachDB the hot statements are planned as any other (isPostgres)",
+	"TestARemovalOfOutboxRowsLocksThemInKeyOrder":                       "PostgreSQL's plans of a bitmap scan and pg_stat_activity; on CockroachDB the outbox's statements are planned as any other (isPostgres)",
 
 	// No database: the tables in Go and the SQL files as text.
 	"TestEveryDeclaredReasonIsInTheTable":        "no database",

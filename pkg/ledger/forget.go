@@ -114,14 +114,15 @@ func (l *Ledger) FlushForgotten(ctx context.Context) error {
 // inTxForgetting is inTx for the hot writers, whose operations are one statement each: the
 // same transaction first removes the rows ForgetLater queued, so that their removal rides on a
 // commit made anyway, and the statements go to the server with BEGIN and those after fn's
-// (inTxPipelined). A transaction that does not commit queues them again.
+// (inTxPipelined), planned as hotPlans has it. A transaction that does not commit queues them
+// again.
 func (l *Ledger) inTxForgetting(ctx context.Context, what string, after []ahead, fn func(q *dbsqlc.Queries) error) error {
 	taken := l.takeForgotten()
 	if len(taken) == 0 {
-		return l.inTxPipelined(ctx, what, nil, after, fn)
+		return l.inTxPipelined(ctx, what, l.hotPlans(ctx), after, fn)
 	}
 	var rows []dbsqlc.OutboxDeleteRow
-	err := l.inTxPipelined(ctx, what, l.outboxAhead(ctx, outboxDeleteAhead(forgetParams(taken), &rows)), after, fn)
+	err := l.inTxPipelined(ctx, what, l.hotAhead(ctx, outboxDeleteAhead(forgetParams(taken), &rows)), after, fn)
 	if err != nil {
 		l.requeueForgotten(taken, true)
 		return err

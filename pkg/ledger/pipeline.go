@@ -68,30 +68,42 @@ func (a ahead) read(rows pgx.Rows) error {
 }
 
 // The outbox's statements go through its primary key, whatever the outbox held when
-// PostgreSQL planned them (outboxPlans ahead of them; defaultPlans and defaultBitmaps after,
-// for a statement that follows in the same transaction). The outbox is a queue: every transition inserts a
-// row and deletes it moments later, so the table is nearly empty whenever it is analyzed, and
-// a plan made then reads it whole (a sequential scan, the cheapest way through a page or two).
-// Between two vacuums its heap grows with the rows deleted meanwhile, thousands a second, and
-// the plan PostgreSQL caches for a prepared statement after its first five runs read them
-// all: at 1,000 intents a second on a ledger whose autovacuum had not run, 1.1 ms per read of
-// 17 rows. With sequential scans off the plans use an index at any size, so the plan cached
-// stays right: planning each call instead, for the table of the moment, cost a fifth of the
-// outbox's statement time at 1,000 intents a second (0.17 ms per read behind a write). With
-// bitmap scans off too, the index is walked in key order, and a delete locks its rows in that
-// order, as every batch does: two removals of the same rows (ingest's and a dispatcher's of a
-// submission both published) wait for each other and never deadlock. A bitmap scan, which
+// PostgreSQL planned them (outboxPlans ahead of them). The outbox is a queue: every transition
+// inserts a row and deletes it moments later, so the table is nearly empty whenever it is
+// analyzed, and a plan made then reads it whole (a sequential scan, the cheapest way through a
+// page or two). Between two vacuums its heap grows with the rows deleted meanwhile, thousands a
+// second, and the plan PostgreSQL caches for a prepared statement after its first five runs
+// read them all: at 1,000 intents a second on a ledger whose autovacuum had not run, 1.1 ms per
+// read of 17 rows. With sequential scans off the plans use an index at any size, so the plan
+// cached stays right: planning each call instead, for the table of the moment, cost a fifth of
+// the outbox's statement time at 1,000 intents a second (0.17 ms per read behind a write).
+// With bitmap scans off too, the index is walked in key order, and a delete locks its rows in
+// that order, as every batch does: two removals of the same rows (ingest's and a dispatcher's
+// of a submission both published) wait for each other and never deadlock. A bitmap scan, which
 // PostgreSQL plans for a delete on an outbox of many rows, takes them in the heap's order, and
 // a removal planned so deadlocked with one planned on a nearly empty outbox (PostgreSQL broke
 // each cycle after deadlock_timeout, a second). Without JIT compilation: sequential scans off,
 // and a bloated outbox's row estimate, put a read above jit_above_cost, and compiling it took
-// 5 to 25 ms a call. Only on PostgreSQL (CockroachDB has none of these settings, nor the
-// problems: its deletes leave no heap to scan, and its locks are not taken in a scan's order).
+// 5 to 25 ms a call.
+//
+// The hot operations' statements (Submit, GetMany, Gates, Begin, Authorize, Complete) reach
+// their rows by key too, and run with sequential scans off (hotPlans) for the same reason: a
+// ledger's tables grow from nothing, and a plan cached while they were small (a new ledger,
+// before anything analyzed it) read every intent, attempt or account for each batch once they
+// were not. At 1,000 intents a second on a new ledger whose autovacuum never ran, a batch's
+// GetMany of 32 intents took 7 ms and Begin, Authorize and Complete 11 to 13 ms each, and
+// PostgreSQL spent 1.2 ms of CPU per intent; with sequential scans off, 0.6 ms, as on a ledger
+// analyzed at its size, where the plans do not change (docs/performance.md, "Plans that
+// outlive the tables they were made for"). Bitmap scans stay on for them: they lock their rows
+// in key order themselves (ORDER BY ... FOR UPDATE).
+//
+// Only on PostgreSQL (CockroachDB has none of these settings, nor the problems: its deletes
+// leave no heap to scan, its locks are not taken in a scan's order, and it collects its
+// tables' statistics as they grow).
 var (
 	indexedPlans   = ahead{sql: "SET LOCAL enable_seqscan = off"}
 	inKeyOrder     = ahead{sql: "SET LOCAL enable_bitmapscan = off"}
 	noJIT          = ahead{sql: "SET LOCAL jit = off"}
-	defaultPlans   = ahead{sql: "SET LOCAL enable_seqscan TO DEFAULT"}
 	defaultBitmaps = ahead{sql: "SET LOCAL enable_bitmapscan TO DEFAULT"}
 )
 
@@ -104,14 +116,24 @@ func (l *Ledger) outboxPlans(ctx context.Context) []ahead {
 	return []ahead{indexedPlans, inKeyOrder, noJIT}
 }
 
-// outboxAhead is an outbox statement sent ahead of another in the same transaction, planned
-// as outboxPlans has it, with the default planning again for the statement that follows.
-func (l *Ledger) outboxAhead(ctx context.Context, a ahead) []ahead {
-	plans := l.outboxPlans(ctx)
+// hotPlans are the statements ahead of a hot operation's statement that plan it through the
+// tables' indexes (on PostgreSQL; nothing elsewhere).
+func (l *Ledger) hotPlans(ctx context.Context) []ahead {
+	if !l.isPostgres(ctx) {
+		return nil
+	}
+	return []ahead{indexedPlans, noJIT}
+}
+
+// hotAhead is hotPlans with an outbox statement sent ahead of the hot one in the same
+// transaction, planned as outboxPlans has it, bitmap scans on again for the statement that
+// follows.
+func (l *Ledger) hotAhead(ctx context.Context, a ahead) []ahead {
+	plans := l.hotPlans(ctx)
 	if plans == nil {
 		return []ahead{a}
 	}
-	return append(plans, a, defaultPlans, defaultBitmaps)
+	return append(plans, inKeyOrder, a, defaultBitmaps)
 }
 
 // isPostgres reports whether the ledger's database is PostgreSQL rather than CockroachDB,
@@ -350,15 +372,11 @@ func (l *Ledger) scanOne(ctx context.Context, what string, before []ahead, fn fu
 	return nil
 }
 
-// readOne is inTx for a read of one statement at the ledger's isolation: BEGIN, the statement
-// and COMMIT in one round trip where the DB can, restarted as inTx restarts.
+// readOne is inTx for a read of one statement of the hot path (GetMany, Gates) at the
+// ledger's isolation, planned as hotPlans has it: BEGIN, the statement and COMMIT in one round
+// trip where the DB can, restarted as inTx restarts.
 func (l *Ledger) readOne(ctx context.Context, what string, fn func(q *dbsqlc.Queries) error) error {
-	s, ok := l.sender()
-	if !ok {
-		return l.inTx(ctx, what, fn)
-	}
-	opts := pgx.TxOptions{IsoLevel: l.cfg.Isolation}
-	return l.retrying(ctx, what, func() error { return l.tryPipelined(ctx, s, opts, nil, nil, fn) })
+	return l.pipelinedWith(ctx, what, pgx.TxOptions{IsoLevel: l.cfg.Isolation}, l.hotPlans(ctx), nil, fn)
 }
 
 // recorded is the statement and arguments fn sends, without sending them: what the generated

@@ -232,6 +232,89 @@ func TestTheOutboxIsReadByItsKeyWhateverItHeldWhenItsPlansWereMade(t *testing.T)
 	}
 }
 
+// A ledger's tables grow from nothing, and PostgreSQL caches a prepared statement's plan after
+// its first five runs: made while the tables were small, a plan that read them whole stays
+// when they are not (nothing analyzes them in between where autovacuum is off or behind). The
+// hot path's statements (Submit, GetMany, Gates, Begin, Authorize, Complete) reach the
+// intents and their attempts by key all the same once the ledger holds 20,000 of them.
+func TestTheHotPathReadsByKeyWhateverTheLedgerHeldWhenItsPlansWereMade(t *testing.T) {
+	t.Parallel()
+	e := newEnvAt(t, pgx.ReadCommitted)
+	// One connection of the owner's, whose statistics and prepared statements this test reads.
+	cfg, err := pgxpool.ParseConfig(e.db.URL)
+	require.NoError(t, err)
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	l, err := ledger.New(pool, ledger.Config{Actor: "test", Isolation: pgx.ReadCommitted})
+	require.NoError(t, err)
+	seqScans := func() map[string]int64 {
+		t.Helper()
+		_, err := pool.Exec(e.ctx, `SELECT pg_stat_force_next_flush()`)
+		require.NoError(t, err)
+		rows, err := pool.Query(e.ctx, `SELECT relname, seq_scan FROM pg_stat_user_tables WHERE relname IN ('intents', 'attempts')`)
+		require.NoError(t, err)
+		n := map[string]int64{}
+		for rows.Next() {
+			var name string
+			var scans int64
+			require.NoError(t, rows.Scan(&name, &scans))
+			n[name] = scans
+		}
+		require.NoError(t, rows.Err())
+		require.Len(t, n, 2)
+		return n
+	}
+	round := func(text string) {
+		t.Helper()
+		res, err := l.Submit(e.ctx, []identity.Envelope{envelope(t, account, text)})
+		require.NoError(t, err)
+		require.Equal(t, ledger.Created, res[0].Outcome)
+		key := res[0].Key
+		// Each write's rows published and their removal left to the next write (ForgetLater),
+		// as the writers do: the removal ahead of a hot statement leaves it planned as the rest.
+		require.NoError(t, l.ForgetLater(e.ctx, res[0].Outbox.Rows, nil))
+		got, err := l.GetMany(e.ctx, []identity.DeliveryKey{key})
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		_, err = l.Gates(e.ctx, []string{account})
+		require.NoError(t, err)
+		begun, err := l.BeginMany(e.ctx, []ledger.BeginRequest{{Key: key, RequestHash: requestHash(text)}}, lease)
+		require.NoError(t, err)
+		require.NoError(t, begun[0].Err)
+		require.NoError(t, l.ForgetLater(e.ctx, begun[0].Outbox.Rows, nil))
+		auth, err := l.AuthorizeMany(e.ctx, []ledger.Claim{begun[0].Claim}, inFlight, contract)
+		require.NoError(t, err)
+		require.NoError(t, auth[0].Err)
+		require.True(t, auth[0].Authorization.Authorized(), "reason %s", auth[0].Authorization.Reason)
+		require.NoError(t, l.ForgetLater(e.ctx, auth[0].Outbox.Rows, nil))
+		done, err := l.CompleteMany(e.ctx, []ledger.Report{{Claim: begun[0].Claim, Outcome: ledger.Outcome{Result: ledger.Sent, ObjectID: "o-" + text, Confirmed: true}}})
+		require.NoError(t, err)
+		require.NoError(t, done[0].Err)
+	}
+	// Analyzed empty, as a new ledger is; then ten rounds while it holds a few intents.
+	e.exec(`ANALYZE`)
+	for i := range 10 {
+		round(fmt.Sprintf("warm-up %d", i))
+	}
+	// Then the ledger grows to 20,000 published intents with their attempts, unanalyzed.
+	e.exec(`INSERT INTO intents (delivery_key, account_id, action, request, text_hash, state, reason, transition_seq,
+			attempts_authorized, attempt_token, epoch, generation, object_id)
+		SELECT sha256(convert_to('grown ' || g, 'UTF8')), $1, 'post', '{"text":"grown ' || g || '"}',
+			sha256(convert_to('grown text ' || g, 'UTF8')), 'published', 'published', 4,
+			1, substring(sha256(convert_to('grown attempt ' || g, 'UTF8')) FROM 1 FOR 16), 1, nextval('attempt_generation'), 'obj-grown-' || g
+		FROM generate_series(1, 20000) g`, account)
+	e.exec(`INSERT INTO attempts (attempt_token, delivery_key, account_id, action, request_hash, credential_version, epoch, generation)
+		SELECT attempt_token, delivery_key, account_id, action, text_hash, 1, epoch, generation FROM intents WHERE object_id LIKE 'obj-grown-%'`)
+
+	before := seqScans()
+	for i := range 5 {
+		round(fmt.Sprintf("measured %d", i))
+	}
+	require.Equal(t, before, seqScans(), "no statement of the hot path scanned the intents or the attempts")
+}
+
 // commitFails is a pool whose pipelined reads have their COMMIT fail: the batch's last
 // result, read after the statement's rows.
 type commitFails struct {
