@@ -446,32 +446,45 @@ func TestAWritersWorkItemFollowsTheEventsOfItsIntent(t *testing.T) {
 }
 
 // An intent twice in one ingest batch: its writer gathers what Submit named of both copies,
-// and the second names nothing, so the publication holds the transition once. It is sent
-// once, its work item once, and the publication is acknowledged whole (a transition held
-// twice waited for a work item's answer its copy never got, and the publication failed).
+// submitted together (the second names nothing) or one by one, as ingest submits its
+// messages after the database refused their batch (each finds the submission in the outbox,
+// and Written keeps it once). The publication holds the transition once: it is sent once, its
+// work item once, and the publication is acknowledged whole (a transition held twice waited
+// for a work item's answer its copy never got, and the publication failed).
 func TestATransitionTwiceInAPublicationIsSentOnce(t *testing.T) {
 	t.Parallel()
 	for _, iso := range []pgx.TxIsoLevel{pgx.ReadCommitted, pgx.Serializable} {
-		t.Run(string(iso), func(t *testing.T) {
-			t.Parallel()
-			e := newEnv(t)
-			l, err := ledger.New(e.db.AppPool(t), ledger.Config{Actor: "test", Isolation: iso})
-			require.NoError(t, err)
-			twice := envelopes(t, "twice")
-			res, err := l.Submit(e.ctx, append(twice, twice...))
-			require.NoError(t, err)
-			require.Len(t, res, 2)
-			require.Equal(t, res[0].Key, res[1].Key)
-			var w ledger.Written
-			for _, r := range res {
-				w.Add(r.Key, r.Outbox)
-			}
-			r := relay.New(l, e.js, relay.Config{})
-			require.NoError(t, r.PublishWritten(e.ctx, w))
-			require.Len(t, e.workItems(t), 1)
-			left, err := l.Unpublished(e.ctx, 10, 0)
-			require.NoError(t, err)
-			require.Empty(t, left)
-		})
+		for _, together := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/together=%t", iso, together), func(t *testing.T) {
+				t.Parallel()
+				e := newEnv(t)
+				l, err := ledger.New(e.db.AppPool(t), ledger.Config{Actor: "test", Isolation: iso})
+				require.NoError(t, err)
+				twice := envelopes(t, "twice")
+				var res []ledger.SubmitResult
+				if together {
+					res, err = l.Submit(e.ctx, append(twice, twice...))
+					require.NoError(t, err)
+				} else {
+					for range 2 {
+						one, err := l.Submit(e.ctx, twice)
+						require.NoError(t, err)
+						res = append(res, one...)
+					}
+				}
+				require.Len(t, res, 2)
+				require.Equal(t, res[0].Key, res[1].Key)
+				var w ledger.Written
+				for _, r := range res {
+					w.Add(r.Key, r.Outbox)
+				}
+				r := relay.New(l, e.js, relay.Config{})
+				require.NoError(t, r.PublishWritten(e.ctx, w))
+				require.Len(t, e.workItems(t), 1)
+				left, err := l.Unpublished(e.ctx, 10, 0)
+				require.NoError(t, err)
+				require.Empty(t, left)
+			})
+		}
 	}
 }

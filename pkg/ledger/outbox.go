@@ -166,7 +166,8 @@ type Outboxed struct {
 	Complete bool
 }
 
-// Written gathers what the writes of a batch left in the outbox, for its writer to publish.
+// Written gathers what the writes of a batch left in the outbox, for its writer to publish,
+// each transition once.
 type Written struct {
 	// Rows are the transitions the writes named.
 	Rows []Unpublished
@@ -177,6 +178,12 @@ type Written struct {
 	// transitions before the writer took it up (AddAfter): what the outbox still holds of them
 	// is their own publisher's to remove, and is neither published again nor removed here.
 	Acknowledged map[identity.DeliveryKey]int64
+	// named are the transitions among Rows: two writes of one batch can name the same one
+	// (ingest's messages submitted one by one after the database refused their batch, an
+	// intent twice among them, both find its submission still in the outbox), and a
+	// transition held twice in a publication is sent twice and waits for an answer its copy
+	// never gets.
+	named map[outboxRow]bool
 }
 
 // Add adds what one write left of the intent key.
@@ -199,9 +206,14 @@ func (w *Written) AddAfter(key identity.DeliveryKey, o Outboxed, acked int64) {
 		return
 	}
 	for _, u := range o.Rows {
-		if u.Seq > acked {
-			w.Rows = append(w.Rows, u)
+		if u.Seq <= acked || w.named[outboxRow{u.Key, u.Seq}] {
+			continue
 		}
+		if w.named == nil {
+			w.named = map[outboxRow]bool{}
+		}
+		w.named[outboxRow{u.Key, u.Seq}] = true
+		w.Rows = append(w.Rows, u)
 	}
 }
 

@@ -91,9 +91,9 @@ func (a ahead) read(rows pgx.Rows) error {
 // ledger's tables grow from nothing, and a plan cached while they were small (a new ledger,
 // before anything analyzed it) read every intent, attempt or account for each batch once they
 // were not. At 1,000 intents a second on a new ledger whose autovacuum never ran, a batch's
-// GetMany of 32 intents took 7 ms and Begin, Authorize and Complete 11 to 13 ms each, and
-// PostgreSQL spent 1.2 ms of CPU per intent; with sequential scans off, 0.6 ms, as on a ledger
-// analyzed at its size, where the plans do not change (docs/performance.md, "Plans that
+// GetMany of 22-32 intents took 4.7-7.0 ms and Begin, Authorize and Complete 5 to 13 ms each,
+// and PostgreSQL spent 0.97-1.22 ms of CPU per intent; with sequential scans off, 0.67-0.69
+// ms, as on a ledger analyzed at its size, where the plans do not change (docs/performance.md, "Plans that
 // outlive the tables they were made for"). Bitmap scans stay on for them: they lock their rows
 // in key order themselves (ORDER BY ... FOR UPDATE).
 //

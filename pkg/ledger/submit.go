@@ -39,7 +39,8 @@ type SubmitResult struct {
 	// Outbox is what the outbox holds of the intent once Submit committed, for its writer to
 	// publish: a created intent's pending transition, or what is left unpublished of a stored
 	// one (a redelivery after its ingester died before publishing). A second occurrence of an
-	// intent in the batch names none, and is Complete: its first occurrence names them all.
+	// intent in the batch names none, and is Complete: its first occurrence names them (or, at
+	// SERIALIZABLE, leaves its intent to be read back).
 	Outbox Outboxed
 }
 
