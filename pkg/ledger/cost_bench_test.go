@@ -27,8 +27,8 @@ import (
 // (WitnessFor, ForgetLater), CompleteMany and the outcomes' publication. It reports, per
 // intent, the CPU time the connection's PostgreSQL backend spent in each step (from
 // /proc/PID/schedstat, in nanoseconds: CPU, not wall time, so a machine busy with other work
-// changes it far less than it changes a rate) and the statements sent (BEGIN and COMMIT
-// included), each a round trip. Before the measured batches, 2,000 intents go the same way and
+// changes it far less than it changes a rate), the statements sent (BEGIN and COMMIT
+// included) and the round trips they took (a pipelined batch is one). Before the measured batches, 2,000 intents go the same way and
 // the tables are analyzed: the plans are those of a ledger that has been running, not of empty
 // tables (-args -cost-analyze=false: not analyzed, a new ledger on a server whose autovacuum
 // has not come by). Needs a local PostgreSQL (the backend's /proc entry); elsewhere it reports
@@ -38,8 +38,8 @@ func BenchmarkPipelineCost(b *testing.B) {
 	cfg, err := pgxpool.ParseConfig(e.db.AppURL())
 	require.NoError(b, err)
 	cfg.MaxConns, cfg.MinConns = 1, 1
-	var statements atomic.Int64
-	cfg.ConnConfig.Tracer = countingTracer{&statements}
+	var statements, trips atomic.Int64
+	cfg.ConnConfig.Tracer = countingTracer{&statements, &trips}
 	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
 	require.NoError(b, err)
 	b.Cleanup(pool.Close)
@@ -55,14 +55,15 @@ func BenchmarkPipelineCost(b *testing.B) {
 	size := benchBatch
 	steps := []string{"submit", "submit-read", "submit-forget", "get", "gates", "begin", "claims-read", "claims-forget", "authorize", "witness-read", "witness-forget", "complete", "complete-read", "complete-forget"}
 	cpu := make(map[string]time.Duration, len(steps))
-	sent := make(map[string]int64, len(steps))
+	var sent, tripped int64
 	measure := false
 	step := func(name string, fn func()) {
-		s0, c0 := statements.Load(), backendCPU(pid)
+		s0, t0, c0 := statements.Load(), trips.Load(), backendCPU(pid)
 		fn()
 		if measure {
 			cpu[name] += backendCPU(pid) - c0
-			sent[name] += statements.Load() - s0
+			sent += statements.Load() - s0
+			tripped += trips.Load() - t0
 		}
 	}
 	lifecycle := func(n int) {
@@ -148,14 +149,13 @@ func BenchmarkPipelineCost(b *testing.B) {
 	}
 	b.StopTimer()
 	var total time.Duration
-	var totalSent int64
 	for _, s := range steps {
 		total += cpu[s]
-		totalSent += sent[s]
 		b.ReportMetric(float64(cpu[s].Microseconds())/float64(done), s+"-pg-us/intent")
 	}
 	b.ReportMetric(float64(total.Microseconds())/float64(done), "pg-us/intent")
-	b.ReportMetric(float64(totalSent)/float64(done)*float64(size), fmt.Sprintf("statements/%d-intents", size))
+	b.ReportMetric(float64(sent)/float64(done)*float64(size), fmt.Sprintf("statements/%d-intents", size))
+	b.ReportMetric(float64(tripped)/float64(done)*float64(size), fmt.Sprintf("round-trips/%d-intents", size))
 }
 
 // costAnalyze: BenchmarkPipelineCost analyzes the ledger before it measures.
@@ -176,12 +176,26 @@ func backendCPU(pid int) time.Duration {
 	return time.Duration(ns)
 }
 
-// countingTracer counts the statements a connection sends, BEGIN and COMMIT included.
-type countingTracer struct{ n *atomic.Int64 }
+// countingTracer counts the statements a connection sends, BEGIN and COMMIT included, and
+// the round trips: a statement alone is one, a pipelined batch (SendBatch) one for all of its
+// statements, which pgx traces as a batch and not as queries.
+type countingTracer struct{ statements, trips *atomic.Int64 }
 
 func (t countingTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	t.n.Add(1)
+	t.statements.Add(1)
+	t.trips.Add(1)
 	return ctx
 }
 
 func (countingTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (t countingTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	t.trips.Add(1)
+	return ctx
+}
+
+func (t countingTracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {
+	t.statements.Add(1)
+}
+
+func (countingTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
