@@ -92,7 +92,7 @@ func (l *Ledger) AuthorizeMany(ctx context.Context, claims []Claim, inFlight tim
 	}
 	var rows []dbsqlc.IntentsAuthorizeRow
 	var before earlier
-	err = l.inTxForgetting(ctx, string(OpAuthorize), l.earlierBehind(ctx, p.DeliveryKeys, func(i int) int64 { return claims[i].Acknowledged }, &before), func(q *dbsqlc.Queries) (err error) {
+	err = l.inTxForgetting(ctx, string(OpAuthorize), l.earlierBehind(p.DeliveryKeys, func(i int) int64 { return claims[i].Acknowledged }, &before), func(q *dbsqlc.Queries) (err error) {
 		rows, err = q.IntentsAuthorize(ctx, p)
 		return err
 	})

@@ -143,7 +143,7 @@ func (l *Ledger) CompleteMany(ctx context.Context, reports []Report) ([]Completi
 	p.Actor = l.cfg.Actor
 	var rows []dbsqlc.IntentsCompleteRow
 	var before earlier
-	err = l.inTxForgetting(ctx, string(OpComplete), l.earlierBehind(ctx, p.DeliveryKeys, func(i int) int64 { return reports[i].Claim.Acknowledged }, &before), func(q *dbsqlc.Queries) (err error) {
+	err = l.inTxForgetting(ctx, string(OpComplete), l.earlierBehind(p.DeliveryKeys, func(i int) int64 { return reports[i].Claim.Acknowledged }, &before), func(q *dbsqlc.Queries) (err error) {
 		rows, err = q.IntentsComplete(ctx, p)
 		return err
 	})

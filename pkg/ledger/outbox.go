@@ -244,10 +244,10 @@ type earlier struct {
 }
 
 // earlierBehind is the read of earlier rows behind a hot write's statement, planned as the
-// outbox's statements are (outboxPlans), at READ COMMITTED only; e.rows gets its rows anew on
+// hot statement is (hotPlans, ahead of the transaction's), at READ COMMITTED only; e.rows gets its rows anew on
 // every try. acked(i), where not nil, is the sequence up to which JetStream acknowledged the
 // transitions of keys[i] before the write (Claim.Acknowledged): those are not read.
-func (l *Ledger) earlierBehind(ctx context.Context, keys [][]byte, acked func(i int) int64, e *earlier) []ahead {
+func (l *Ledger) earlierBehind(keys [][]byte, acked func(i int) int64, e *earlier) []ahead {
 	if l.cfg.Isolation != pgx.ReadCommitted {
 		return nil
 	}
@@ -267,7 +267,7 @@ func (l *Ledger) earlierBehind(ctx context.Context, keys [][]byte, acked func(i 
 		p.DeliveryKeys, p.AfterSeqs = append(p.DeliveryKeys, k), append(p.AfterSeqs, after)
 	}
 	sql, args := recorded(func(q *dbsqlc.Queries) error { _, err := q.OutboxEarlierFor(context.Background(), p); return err })
-	return append(l.outboxPlans(ctx), ahead{sql: sql, args: args, rows: func(rows pgx.Rows) error {
+	return []ahead{{sql: sql, args: args, rows: func(rows pgx.Rows) error {
 		e.rows = map[identity.DeliveryKey][]Unpublished{}
 		for rows.Next() {
 			var r dbsqlc.OutboxPendingRow
@@ -282,7 +282,7 @@ func (l *Ledger) earlierBehind(ctx context.Context, keys [][]byte, acked func(i 
 			e.rows[u.Key] = append(e.rows[u.Key], u)
 		}
 		return nil
-	}})
+	}}}
 }
 
 // outboxed is what the write left of the intent key: the earlier rows and its own, each

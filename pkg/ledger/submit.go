@@ -66,7 +66,7 @@ func (l *Ledger) SubmitTraced(ctx context.Context, intents []identity.Envelope, 
 	}
 	var rows []dbsqlc.IntentSubmitRow
 	var before earlier
-	err := l.inTxForgetting(ctx, string(OpSubmit), l.earlierBehind(ctx, b.params.DeliveryKeys, nil, &before), func(q *dbsqlc.Queries) (err error) {
+	err := l.inTxForgetting(ctx, string(OpSubmit), l.earlierBehind(b.params.DeliveryKeys, nil, &before), func(q *dbsqlc.Queries) (err error) {
 		rows, err = q.IntentSubmit(ctx, b.params)
 		return err
 	})
