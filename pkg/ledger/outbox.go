@@ -244,9 +244,10 @@ type earlier struct {
 }
 
 // earlierBehind is the read of earlier rows behind a hot write's statement, planned as the
-// hot statement is (hotPlans, ahead of the transaction's), at READ COMMITTED only; e.rows gets its rows anew on
-// every try. acked(i), where not nil, is the sequence up to which JetStream acknowledged the
-// transitions of keys[i] before the write (Claim.Acknowledged): those are not read.
+// hot statement is (hotPlans, ahead of the transaction's), at READ COMMITTED only; e.rows gets
+// its rows anew on every try. acked(i), where not nil, is the sequence up to which JetStream
+// acknowledged the transitions of keys[i] before the write (Claim.Acknowledged): those are not
+// read.
 func (l *Ledger) earlierBehind(keys [][]byte, acked func(i int) int64, e *earlier) []ahead {
 	if l.cfg.Isolation != pgx.ReadCommitted {
 		return nil

@@ -93,9 +93,9 @@ func (a ahead) read(rows pgx.Rows) error {
 // were not. At 1,000 intents a second on a new ledger whose autovacuum never ran, a batch's
 // GetMany of 22-32 intents took 4.7-7.0 ms and Begin, Authorize and Complete 5 to 13 ms each,
 // and PostgreSQL spent 0.97-1.22 ms of CPU per intent; with sequential scans off, 0.67-0.69
-// ms, as on a ledger analyzed at its size, where the plans do not change (docs/performance.md, "Plans that
-// outlive the tables they were made for"). Bitmap scans stay on for them: they lock their rows
-// in key order themselves (ORDER BY ... FOR UPDATE).
+// ms, as on a ledger analyzed at its size, where the plans do not change
+// (docs/performance.md, "Plans that outlive the tables they were made for"). Bitmap scans
+// stay on for them: they lock their rows in key order themselves (ORDER BY ... FOR UPDATE).
 //
 // Only on PostgreSQL (CockroachDB has none of these settings, nor the problems: its deletes
 // leave no heap to scan, its locks are not taken in a scan's order, and it collects its
