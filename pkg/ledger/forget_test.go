@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -111,7 +112,8 @@ func TestForgottenRowsLeaveAtOnceWhenSerializable(t *testing.T) {
 
 // Two removals of the same outbox rows (ingest's and a dispatcher's of a submission both
 // published, a writer's and a relay round's) wait for each other and never deadlock: each
-// locks its rows in key order, whatever the outbox holds when its plan is made. Through the
+// locks its rows in key order, whatever the outbox holds when its plan is made, a removal of
+// its own (Published) as one carried ahead of a hot write (ForgetLater). Through the
 // primary key a delete takes them in key order; on an outbox of many rows PostgreSQL plans a
 // bitmap scan, which takes them in the heap's, and two removals planned the two ways
 // deadlocked (PostgreSQL broke each cycle after deadlock_timeout, a second). Here the heap
@@ -119,46 +121,60 @@ func TestForgottenRowsLeaveAtOnceWhenSerializable(t *testing.T) {
 // the removal waits for it holding nothing else.
 func TestARemovalOfOutboxRowsLocksThemInKeyOrder(t *testing.T) {
 	t.Parallel()
-	e := newEnvAt(t, pgx.ReadCommitted)
-	a, b := envelope(t, account, "removed in key order, a"), envelope(t, account, "removed in key order, b")
-	if bytes.Compare(a.DeliveryKey().Bytes(), b.DeliveryKey().Bytes()) > 0 {
-		a, b = b, a
+	for _, carried := range []bool{false, true} {
+		t.Run(fmt.Sprintf("carried=%t", carried), func(t *testing.T) {
+			t.Parallel()
+			e := newEnvAt(t, pgx.ReadCommitted)
+			ledger.SetForgetDelay(e.l, time.Hour) // the removal waits for the write, never flushed alone
+			a, b := envelope(t, account, "removed in key order, a"), envelope(t, account, "removed in key order, b")
+			if bytes.Compare(a.DeliveryKey().Bytes(), b.DeliveryKey().Bytes()) > 0 {
+				a, b = b, a
+			}
+			for _, env := range []identity.Envelope{b, a} {
+				_, err := e.l.Submit(e.ctx, []identity.Envelope{env})
+				require.NoError(t, err)
+			}
+			rows, err := e.l.UnpublishedFor(e.ctx, []identity.DeliveryKey{a.DeliveryKey(), b.DeliveryKey()})
+			require.NoError(t, err)
+			require.Len(t, rows, 2)
+			// An outbox of many rows, as a busy pipeline's or a stalled relay's, analyzed as such.
+			e.exec(`INSERT INTO outbox (delivery_key, seq, dispatch)
+				SELECT sha256(convert_to('waiting ' || g, 'UTF8')), 1, false FROM generate_series(1, 20000) g`)
+			e.exec(`ANALYZE outbox`)
+
+			holder, err := e.pool.Begin(e.ctx)
+			require.NoError(t, err)
+			defer func() { _ = holder.Rollback(e.ctx) }()
+			_, err = holder.Exec(e.ctx, `SELECT 1 FROM outbox WHERE delivery_key = $1 FOR UPDATE`, a.DeliveryKey().Bytes())
+			require.NoError(t, err)
+
+			removed := make(chan []ledger.Unpublished, 1)
+			go func() {
+				if !carried {
+					gone, err := e.l.Published(e.ctx, rows)
+					assert.NoError(t, err)
+					removed <- gone
+					return
+				}
+				var gone []ledger.Unpublished
+				assert.NoError(t, e.l.ForgetLater(e.ctx, rows, func(r []ledger.Unpublished) { gone = append(gone, r...) }))
+				_, err := e.l.Submit(e.ctx, []identity.Envelope{envelope(t, account, "the write that carries the removal")})
+				assert.NoError(t, err)
+				removed <- gone
+			}()
+			require.Eventually(t, func() bool {
+				return e.count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1
+			}, 10*time.Second, 5*time.Millisecond, "the removal waits for the first row")
+			probe, err := e.pool.Begin(e.ctx)
+			require.NoError(t, err)
+			defer func() { _ = probe.Rollback(e.ctx) }()
+			_, err = probe.Exec(e.ctx, `SELECT 1 FROM outbox WHERE delivery_key = $1 FOR UPDATE NOWAIT`, b.DeliveryKey().Bytes())
+			require.NoError(t, err, "the removal waiting for the first row in key order holds no later one")
+			require.NoError(t, probe.Rollback(e.ctx))
+
+			require.NoError(t, holder.Commit(e.ctx))
+			gone := <-removed
+			require.Len(t, gone, 2, "both rows removed once the first was free")
+		})
 	}
-	for _, env := range []identity.Envelope{b, a} {
-		_, err := e.l.Submit(e.ctx, []identity.Envelope{env})
-		require.NoError(t, err)
-	}
-	rows, err := e.l.UnpublishedFor(e.ctx, []identity.DeliveryKey{a.DeliveryKey(), b.DeliveryKey()})
-	require.NoError(t, err)
-	require.Len(t, rows, 2)
-	// An outbox of many rows, as a busy pipeline's or a stalled relay's, analyzed as such.
-	e.exec(`INSERT INTO outbox (delivery_key, seq, dispatch)
-		SELECT sha256(convert_to('waiting ' || g, 'UTF8')), 1, false FROM generate_series(1, 20000) g`)
-	e.exec(`ANALYZE outbox`)
-
-	holder, err := e.pool.Begin(e.ctx)
-	require.NoError(t, err)
-	defer func() { _ = holder.Rollback(e.ctx) }()
-	_, err = holder.Exec(e.ctx, `SELECT 1 FROM outbox WHERE delivery_key = $1 FOR UPDATE`, a.DeliveryKey().Bytes())
-	require.NoError(t, err)
-
-	removed := make(chan []ledger.Unpublished, 1)
-	go func() {
-		gone, err := e.l.Published(e.ctx, rows)
-		assert.NoError(t, err)
-		removed <- gone
-	}()
-	require.Eventually(t, func() bool {
-		return e.count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1
-	}, 10*time.Second, 5*time.Millisecond, "the removal waits for the first row")
-	probe, err := e.pool.Begin(e.ctx)
-	require.NoError(t, err)
-	defer func() { _ = probe.Rollback(e.ctx) }()
-	_, err = probe.Exec(e.ctx, `SELECT 1 FROM outbox WHERE delivery_key = $1 FOR UPDATE NOWAIT`, b.DeliveryKey().Bytes())
-	require.NoError(t, err, "the removal waiting for the first row in key order holds no later one")
-	require.NoError(t, probe.Rollback(e.ctx))
-
-	require.NoError(t, holder.Commit(e.ctx))
-	gone := <-removed
-	require.Len(t, gone, 2, "both rows removed once the first was free")
 }

@@ -100,14 +100,15 @@ func (a ahead) read(rows pgx.Rows) error {
 // Only on PostgreSQL (CockroachDB has none of these settings, nor the problems: its deletes
 // leave no heap to scan, its locks are not taken in a scan's order, and it collects its
 // tables' statistics as they grow).
+//
+// Each set of settings is one statement (set_config, for the transaction only), because each
+// statement costs the server a parse, a bind and an execution, and they go ahead of every
+// transaction of the pipeline.
 var (
-	indexedPlans   = ahead{sql: "SET LOCAL enable_seqscan = off"}
+	outboxSettings = ahead{sql: "SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true), set_config('jit', 'off', true)"}
+	hotSettings    = ahead{sql: "SELECT set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)"}
 	inKeyOrder     = ahead{sql: "SET LOCAL enable_bitmapscan = off"}
-	noJIT          = ahead{sql: "SET LOCAL jit = off"}
 	defaultBitmaps = ahead{sql: "SET LOCAL enable_bitmapscan TO DEFAULT"}
-	// hotSettings are indexedPlans and noJIT in one statement: it goes ahead of every hot
-	// transaction, and each statement costs the server a parse, a bind and an execution.
-	hotSettings = ahead{sql: "SELECT set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)"}
 )
 
 // outboxPlans are the statements ahead of an outbox statement that plan it through the
@@ -116,7 +117,7 @@ func (l *Ledger) outboxPlans(ctx context.Context) []ahead {
 	if !l.isPostgres(ctx) {
 		return nil
 	}
-	return []ahead{indexedPlans, inKeyOrder, noJIT}
+	return []ahead{outboxSettings}
 }
 
 // hotPlans are the statements ahead of a hot operation's statement that plan it through the
