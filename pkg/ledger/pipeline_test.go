@@ -68,6 +68,22 @@ func (e *env) tracedLedger(t *testing.T) (*ledger.Ledger, *pgxpool.Pool, *trips)
 	return l, pool, counter
 }
 
+// ownerLedger is a ledger on a pool of one connection of the owner's, whose statistics and
+// prepared statements a test reads, and on which it grows the tables: pg_stat_force_next_flush
+// flushes that one backend's counts.
+func (e *env) ownerLedger(t *testing.T) (*ledger.Ledger, *pgxpool.Pool) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(e.db.URL)
+	require.NoError(t, err)
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	l, err := ledger.New(pool, ledger.Config{Actor: "test", Isolation: e.iso})
+	require.NoError(t, err)
+	return l, pool
+}
+
 // Each hot operation of the pipeline is one statement, and goes to the server with its BEGIN
 // (and the outbox's delayed delete) and its COMMIT in one batch: one round trip, a read or a
 // write. Sent a message at a time, the same operations took three (a read) and three or four
@@ -165,15 +181,7 @@ func TestARefusedPipelinedStatementLeavesTheConnectionUsable(t *testing.T) {
 func TestTheOutboxIsReadByItsKeyWhateverItHeldWhenItsPlansWereMade(t *testing.T) {
 	t.Parallel()
 	e := newEnvAt(t, pgx.ReadCommitted)
-	// One connection of the owner's, whose statistics and prepared statements this test reads.
-	cfg, err := pgxpool.ParseConfig(e.db.URL)
-	require.NoError(t, err)
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	l, err := ledger.New(pool, ledger.Config{Actor: "test", Isolation: pgx.ReadCommitted})
-	require.NoError(t, err)
+	l, pool := e.ownerLedger(t)
 	// The scans that read the whole outbox: its heap, or the index of its rows' ages (a read
 	// of some intents' rows that went through it would read every row's entry).
 	wholeScans := func() [2]int64 {
@@ -207,7 +215,7 @@ func TestTheOutboxIsReadByItsKeyWhateverItHeldWhenItsPlansWereMade(t *testing.T)
 	// Then 20,000 rows come and go, as a few seconds of a busy pipeline's do.
 	// On the test's one connection, whose scans are then counted (flushed) before the
 	// measured rounds, as another backend's might not be.
-	_, err = pool.Exec(e.ctx, `INSERT INTO outbox (delivery_key, seq, dispatch)
+	_, err := pool.Exec(e.ctx, `INSERT INTO outbox (delivery_key, seq, dispatch)
 		SELECT sha256(convert_to('churn ' || g, 'UTF8')), 1, false FROM generate_series(1, 20000) g`)
 	require.NoError(t, err)
 	_, err = pool.Exec(e.ctx, `DELETE FROM outbox WHERE delivery_key <> $1`, key.Bytes())
@@ -244,30 +252,15 @@ func TestTheOutboxIsReadByItsKeyWhateverItHeldWhenItsPlansWereMade(t *testing.T)
 func TestTheHotPathReadsByKeyWhateverTheLedgerHeldWhenItsPlansWereMade(t *testing.T) {
 	t.Parallel()
 	e := newEnvAt(t, pgx.ReadCommitted)
-	// One connection of the owner's, whose statistics and prepared statements this test reads.
-	cfg, err := pgxpool.ParseConfig(e.db.URL)
-	require.NoError(t, err)
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	l, err := ledger.New(pool, ledger.Config{Actor: "test", Isolation: pgx.ReadCommitted})
-	require.NoError(t, err)
-	seqScans := func() map[string]int64 {
+	l, pool := e.ownerLedger(t)
+	// The sequential scans of the intents and of the attempts.
+	seqScans := func() [2]int64 {
 		t.Helper()
 		_, err := pool.Exec(e.ctx, `SELECT pg_stat_force_next_flush()`)
 		require.NoError(t, err)
-		rows, err := pool.Query(e.ctx, `SELECT relname, seq_scan FROM pg_stat_user_tables WHERE relname IN ('intents', 'attempts')`)
-		require.NoError(t, err)
-		n := map[string]int64{}
-		for rows.Next() {
-			var name string
-			var scans int64
-			require.NoError(t, rows.Scan(&name, &scans))
-			n[name] = scans
-		}
-		require.NoError(t, rows.Err())
-		require.Len(t, n, 2)
+		var n [2]int64
+		require.NoError(t, pool.QueryRow(e.ctx, `SELECT (SELECT seq_scan FROM pg_stat_user_tables WHERE relname = 'intents'),
+			(SELECT seq_scan FROM pg_stat_user_tables WHERE relname = 'attempts')`).Scan(&n[0], &n[1]))
 		return n
 	}
 	round := func(text string) {
@@ -298,7 +291,7 @@ func TestTheHotPathReadsByKeyWhateverTheLedgerHeldWhenItsPlansWereMade(t *testin
 		require.NoError(t, done[0].Err)
 	}
 	// Analyzed empty, as a new ledger is; then ten rounds while it holds a few intents.
-	_, err = pool.Exec(e.ctx, `ANALYZE`)
+	_, err := pool.Exec(e.ctx, `ANALYZE`)
 	require.NoError(t, err)
 	for i := range 10 {
 		round(fmt.Sprintf("warm-up %d", i))
