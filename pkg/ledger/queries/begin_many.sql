@@ -14,24 +14,25 @@ WITH input AS (
            unnest(@attempt_tokens::BYTEA[]) AS attempt_token,
            unnest(@request_hashes::BYTEA[]) AS request_hash
 ),
+-- Each intent comes with its request, found by key from the input: joined to the input
+-- afterwards, PostgreSQL, estimating both at ten rows, nested the join (128 x 128 comparisons
+-- for a batch of 128, a quarter of the statement's CPU).
 cur AS (
     SELECT i.delivery_key, i.account_id, i.action, i.state, i.attempt_token, i.epoch,
-           i.generation, i.lease_expires_at, i.attempts_authorized, i.transition_seq
-    FROM intents i
-    WHERE i.delivery_key = ANY(@delivery_keys::BYTEA[])
+           i.generation, i.lease_expires_at, i.attempts_authorized, i.transition_seq,
+           input.attempt_token AS new_token, input.request_hash
+    FROM input
+    JOIN intents i ON i.delivery_key = input.delivery_key
     ORDER BY i.delivery_key
-    FOR UPDATE
+    FOR UPDATE OF i
 ),
 facts AS (
     SELECT cur.*,
-           input.attempt_token AS new_token,
-           input.request_hash,
            (SELECT max(e.epoch) FROM epochs e) AS current_epoch,
            a.credential_version,
            coalesce(p.attempt_cap, d.attempt_cap) AS attempt_cap,
            (cur.state = 'pending' AND cur.lease_expires_at IS NOT NULL AND cur.lease_expires_at <= now()) AS stale_claim
     FROM cur
-    JOIN input ON input.delivery_key = cur.delivery_key
     JOIN accounts a ON a.account_id = cur.account_id
     JOIN policies d ON d.scope = ''
     LEFT JOIN policies p ON p.scope = cur.account_id
