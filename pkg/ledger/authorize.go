@@ -93,6 +93,7 @@ func (l *Ledger) AuthorizeMany(ctx context.Context, claims []Claim, inFlight tim
 	var rows []dbsqlc.IntentsAuthorizeRow
 	var before earlier
 	err = l.inTxForgetting(ctx, string(OpAuthorize), l.earlierBehind(p.DeliveryKeys, func(i int) int64 { return claims[i].Acknowledged }, &before), func(q *dbsqlc.Queries) (err error) {
+		p.Writer = before.writer
 		rows, err = q.IntentsAuthorize(ctx, p)
 		return err
 	})

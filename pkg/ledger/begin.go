@@ -88,6 +88,7 @@ func (l *Ledger) BeginMany(ctx context.Context, reqs []BeginRequest, lease time.
 	var rows []dbsqlc.IntentsBeginRow
 	var before earlier
 	err = l.inTxForgetting(ctx, string(OpBegin), l.earlierBehind(p.DeliveryKeys, func(i int) int64 { return reqs[i].Acknowledged }, &before), func(q *dbsqlc.Queries) (err error) {
+		p.Writer = before.writer
 		rows, err = q.IntentsBegin(ctx, p)
 		return err
 	})

@@ -144,6 +144,7 @@ func (l *Ledger) CompleteMany(ctx context.Context, reports []Report) ([]Completi
 	var rows []dbsqlc.IntentsCompleteRow
 	var before earlier
 	err = l.inTxForgetting(ctx, string(OpComplete), l.earlierBehind(p.DeliveryKeys, func(i int) int64 { return reports[i].Claim.Acknowledged }, &before), func(q *dbsqlc.Queries) (err error) {
+		p.Writer = before.writer
 		rows, err = q.IntentsComplete(ctx, p)
 		return err
 	})

@@ -1,10 +1,9 @@
 package ledger
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
+	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -236,24 +235,31 @@ func (w Written) Unacknowledged(rows []Unpublished) []Unpublished {
 func (w Written) Empty() bool { return len(w.Rows) == 0 && len(w.Unread) == 0 }
 
 // earlier is what a hot write reads behind its statement of what the outbox holds of its
-// intents, its own rows among them (OutboxEarlierFor), by intent; nil at SERIALIZABLE, where it
-// is not read (Outboxed.Complete).
+// intents that earlier transactions left (OutboxEarlierFor), by intent; nil at SERIALIZABLE,
+// where it is not read (Outboxed.Complete).
 type earlier struct {
 	rows map[identity.DeliveryKey][]Unpublished
 	read bool
+	// writer marks the outbox rows of the write's own statement (its Writer parameter), which
+	// the read leaves out; 0 where it is not read (the statement's rows then carry none).
+	writer int64
 }
 
 // earlierBehind is the read of earlier rows behind a hot write's statement, planned as the
 // hot statement is (hotPlans, ahead of the transaction's), at READ COMMITTED only; e.rows gets
 // its rows anew on every try. acked(i), where not nil, is the sequence up to which JetStream
 // acknowledged the transitions of keys[i] before the write (Claim.Acknowledged): those are not
-// read.
+// read. The write's statement takes e.writer as its Writer, so that the read leaves out what
+// the statement itself wrote.
 func (l *Ledger) earlierBehind(keys [][]byte, acked func(i int) int64, e *earlier) []ahead {
 	if l.cfg.Isolation != pgx.ReadCommitted {
 		return nil
 	}
 	e.read = true
-	p := dbsqlc.OutboxEarlierForParams{DeliveryKeys: make([][]byte, 0, len(keys)), AfterSeqs: make([]int64, 0, len(keys))}
+	for e.writer == 0 {
+		e.writer = rand.Int64() // unique among the writes of an intent's rows still in the outbox
+	}
+	p := dbsqlc.OutboxEarlierForParams{DeliveryKeys: make([][]byte, 0, len(keys)), AfterSeqs: make([]int64, 0, len(keys)), Writer: e.writer}
 	at := make(map[string]int, len(keys))
 	for i, k := range keys {
 		var after int64
@@ -286,14 +292,13 @@ func (l *Ledger) earlierBehind(keys [][]byte, acked func(i int) int64, e *earlie
 	}}}
 }
 
-// outboxed is what the write left of the intent key: the earlier rows and its own, each
-// sequence once (the read behind the statement sees the statement's own rows too).
+// outboxed is what the write left of the intent key: the earlier rows, then its own. The
+// earlier ones come first in sequence too: they were committed before the write's statement
+// locked the intent and took its next sequence.
 func (e *earlier) outboxed(key identity.DeliveryKey, own []Unpublished) Outboxed {
 	rows := own
 	if before := e.rows[key]; len(before) > 0 {
-		rows = append(append(make([]Unpublished, 0, len(before)+len(own)), own...), before...)
-		slices.SortStableFunc(rows, func(a, b Unpublished) int { return cmp.Compare(a.Seq, b.Seq) })
-		rows = slices.CompactFunc(rows, func(a, b Unpublished) bool { return a.Seq == b.Seq })
+		rows = append(append(make([]Unpublished, 0, len(before)+len(own)), before...), own...)
 	}
 	return Outboxed{Rows: rows, Complete: e.read}
 }

@@ -67,6 +67,7 @@ func (l *Ledger) SubmitTraced(ctx context.Context, intents []identity.Envelope, 
 	var rows []dbsqlc.IntentSubmitRow
 	var before earlier
 	err := l.inTxForgetting(ctx, string(OpSubmit), l.earlierBehind(b.params.DeliveryKeys, nil, &before), func(q *dbsqlc.Queries) (err error) {
+		b.params.Writer = before.writer
 		rows, err = q.IntentSubmit(ctx, b.params)
 		return err
 	})

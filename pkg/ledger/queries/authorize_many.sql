@@ -277,8 +277,8 @@ hist AS (
     RETURNING delivery_key, seq
 ),
 outbox_rows AS (
-    INSERT INTO outbox (delivery_key, seq, dispatch)
-    SELECT h.delivery_key, h.seq, false FROM hist h
+    INSERT INTO outbox (delivery_key, seq, dispatch, writer)
+    SELECT h.delivery_key, h.seq, false, NULLIF(@writer::BIGINT, 0) FROM hist h
     RETURNING seq
 )
 SELECT input.delivery_key::BYTEA AS delivery_key,

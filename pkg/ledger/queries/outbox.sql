@@ -81,16 +81,15 @@ JOIN intents i ON i.delivery_key = h.delivery_key
 ORDER BY delivery_key, seq;
 
 -- name: OutboxEarlierFor :many
--- The transitions of the given intents not yet published, read in a hot write's transaction
--- right after its statement, so that the writer publishes all of them without reading the
--- outbox again after its commit: what that statement wrote, which it names itself, and what
--- an earlier transaction left (earlier.outboxed keeps each sequence once). Its own rows are
--- not told apart by their age: a transaction that began after the write's and committed
--- before the write's statement locked the intent (it waited on another intent's lock) left
--- rows younger than the write's now(). An intent's rows up to its entry of after_seqs
--- (aligned with delivery_keys; 0: none) are left out: JetStream acknowledged them before the
--- writer took the intent up (its work item followed them). IS TRUE keeps the sequence filter
--- on the rows the keys find.
+-- The transitions of the given intents not yet published that an earlier transaction left,
+-- read in a hot write's transaction right after its statement, so that the writer publishes
+-- them and the ones its statement wrote (which it names itself) without reading the outbox
+-- again after its commit. Its own rows are told apart by their writer, not by their age: a
+-- transaction that began after the write's and committed before the write's statement locked
+-- the intent (it waited on another intent's lock) left rows younger than the write's now().
+-- An intent's rows up to its entry of after_seqs (aligned with delivery_keys; 0: none) are
+-- left out: JetStream acknowledged them before the writer took the intent up (its work item
+-- followed them). IS TRUE keeps both filters on the rows the keys find, ahead of the lookups.
 SELECT o.delivery_key, o.seq, o.dispatch, x.account_id,
        x.from_state, x.to_state, x.reason, x.attempt_token, x.epoch, x.generation, x.actor, x.at, x.traceparent
 FROM outbox o
@@ -102,5 +101,6 @@ CROSS JOIN LATERAL (
     OFFSET 0
 ) x
 WHERE o.delivery_key = ANY(@delivery_keys::BYTEA[])
+  AND (o.writer IS DISTINCT FROM @writer::BIGINT) IS TRUE
   AND (o.seq > (@after_seqs::BIGINT[])[array_position(@delivery_keys::BYTEA[], o.delivery_key)]) IS TRUE
 ORDER BY o.delivery_key, o.seq;

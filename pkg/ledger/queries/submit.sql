@@ -50,8 +50,8 @@ hist AS (
     RETURNING delivery_key, seq
 ),
 outbox_rows AS (
-    INSERT INTO outbox (delivery_key, seq, dispatch)
-    SELECT h.delivery_key, h.seq, true FROM hist h
+    INSERT INTO outbox (delivery_key, seq, dispatch, writer)
+    SELECT h.delivery_key, h.seq, true, NULLIF(@writer::BIGINT, 0) FROM hist h
     RETURNING delivery_key
 ),
 heads AS (

@@ -272,8 +272,8 @@ hist AS (
     RETURNING delivery_key, seq
 ),
 outbox_rows AS (
-    INSERT INTO outbox (delivery_key, seq, dispatch)
-    SELECT h.delivery_key, h.seq, false FROM hist h
+    INSERT INTO outbox (delivery_key, seq, dispatch, writer)
+    SELECT h.delivery_key, h.seq, false, NULLIF($12::BIGINT, 0) FROM hist h
     RETURNING seq
 )
 SELECT input.delivery_key::BYTEA AS delivery_key,
@@ -302,6 +302,7 @@ type IntentsAuthorizeParams struct {
 	AlwaysRetried   []string
 	FailedReasons   []string
 	InFlightMs      int64
+	Writer          int64
 }
 
 type IntentsAuthorizeRow struct {
@@ -356,6 +357,7 @@ func (q *Queries) IntentsAuthorize(ctx context.Context, arg IntentsAuthorizePara
 		arg.AlwaysRetried,
 		arg.FailedReasons,
 		arg.InFlightMs,
+		arg.Writer,
 	)
 	if err != nil {
 		return nil, err

@@ -103,8 +103,8 @@ hist AS (
     RETURNING delivery_key, seq
 ),
 outbox_rows AS (
-    INSERT INTO outbox (delivery_key, seq, dispatch)
-    SELECT h.delivery_key, h.seq, false FROM hist h
+    INSERT INTO outbox (delivery_key, seq, dispatch, writer)
+    SELECT h.delivery_key, h.seq, false, NULLIF($6::BIGINT, 0) FROM hist h
     RETURNING seq
 )
 SELECT input.delivery_key::BYTEA AS delivery_key,
@@ -139,6 +139,7 @@ type IntentsBeginParams struct {
 	RequestHashes [][]byte
 	LeaseMs       int64
 	Actor         string
+	Writer        int64
 }
 
 type IntentsBeginRow struct {
@@ -188,6 +189,7 @@ func (q *Queries) IntentsBegin(ctx context.Context, arg IntentsBeginParams) ([]I
 		arg.RequestHashes,
 		arg.LeaseMs,
 		arg.Actor,
+		arg.Writer,
 	)
 	if err != nil {
 		return nil, err

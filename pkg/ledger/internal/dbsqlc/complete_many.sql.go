@@ -83,8 +83,8 @@ hist AS (
     RETURNING delivery_key, seq
 ),
 outbox_rows AS (
-    INSERT INTO outbox (delivery_key, seq, dispatch)
-    SELECT h.delivery_key, h.seq, false FROM hist h
+    INSERT INTO outbox (delivery_key, seq, dispatch, writer)
+    SELECT h.delivery_key, h.seq, false, NULLIF($12::BIGINT, 0) FROM hist h
     RETURNING seq
 )
 SELECT n.delivery_key::BYTEA AS delivery_key,
@@ -114,6 +114,7 @@ type IntentsCompleteParams struct {
 	Outcomes      []string
 	Details       []string
 	WitnessSeqs   []int64
+	Writer        int64
 }
 
 type IntentsCompleteRow struct {
@@ -161,6 +162,7 @@ func (q *Queries) IntentsComplete(ctx context.Context, arg IntentsCompleteParams
 		arg.Outcomes,
 		arg.Details,
 		arg.WitnessSeqs,
+		arg.Writer,
 	)
 	if err != nil {
 		return nil, err

@@ -112,6 +112,7 @@ type Outbox struct {
 	Seq         int64
 	Dispatch    bool
 	CreatedAt   time.Time
+	Writer      pgtype.Int8
 }
 
 type Policy struct {

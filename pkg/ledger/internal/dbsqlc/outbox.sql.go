@@ -67,12 +67,14 @@ CROSS JOIN LATERAL (
     OFFSET 0
 ) x
 WHERE o.delivery_key = ANY($1::BYTEA[])
-  AND (o.seq > ($2::BIGINT[])[array_position($1::BYTEA[], o.delivery_key)]) IS TRUE
+  AND (o.writer IS DISTINCT FROM $2::BIGINT) IS TRUE
+  AND (o.seq > ($3::BIGINT[])[array_position($1::BYTEA[], o.delivery_key)]) IS TRUE
 ORDER BY o.delivery_key, o.seq
 `
 
 type OutboxEarlierForParams struct {
 	DeliveryKeys [][]byte
+	Writer       int64
 	AfterSeqs    []int64
 }
 
@@ -92,18 +94,17 @@ type OutboxEarlierForRow struct {
 	Traceparent  pgtype.Text
 }
 
-// The transitions of the given intents not yet published, read in a hot write's transaction
-// right after its statement, so that the writer publishes all of them without reading the
-// outbox again after its commit: what that statement wrote, which it names itself, and what
-// an earlier transaction left (earlier.outboxed keeps each sequence once). Its own rows are
-// not told apart by their age: a transaction that began after the write's and committed
-// before the write's statement locked the intent (it waited on another intent's lock) left
-// rows younger than the write's now(). An intent's rows up to its entry of after_seqs
-// (aligned with delivery_keys; 0: none) are left out: JetStream acknowledged them before the
-// writer took the intent up (its work item followed them). IS TRUE keeps the sequence filter
-// on the rows the keys find.
+// The transitions of the given intents not yet published that an earlier transaction left,
+// read in a hot write's transaction right after its statement, so that the writer publishes
+// them and the ones its statement wrote (which it names itself) without reading the outbox
+// again after its commit. Its own rows are told apart by their writer, not by their age: a
+// transaction that began after the write's and committed before the write's statement locked
+// the intent (it waited on another intent's lock) left rows younger than the write's now().
+// An intent's rows up to its entry of after_seqs (aligned with delivery_keys; 0: none) are
+// left out: JetStream acknowledged them before the writer took the intent up (its work item
+// followed them). IS TRUE keeps both filters on the rows the keys find, ahead of the lookups.
 func (q *Queries) OutboxEarlierFor(ctx context.Context, arg OutboxEarlierForParams) ([]OutboxEarlierForRow, error) {
-	rows, err := q.db.Query(ctx, outboxEarlierFor, arg.DeliveryKeys, arg.AfterSeqs)
+	rows, err := q.db.Query(ctx, outboxEarlierFor, arg.DeliveryKeys, arg.Writer, arg.AfterSeqs)
 	if err != nil {
 		return nil, err
 	}

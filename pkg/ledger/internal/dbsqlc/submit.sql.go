@@ -56,8 +56,8 @@ hist AS (
     RETURNING delivery_key, seq
 ),
 outbox_rows AS (
-    INSERT INTO outbox (delivery_key, seq, dispatch)
-    SELECT h.delivery_key, h.seq, true FROM hist h
+    INSERT INTO outbox (delivery_key, seq, dispatch, writer)
+    SELECT h.delivery_key, h.seq, true, NULLIF($12::BIGINT, 0) FROM hist h
     RETURNING delivery_key
 ),
 heads AS (
@@ -108,6 +108,7 @@ type IntentSubmitParams struct {
 	SourceIds      []string
 	SourceVersions [][]byte
 	Traceparents   []string
+	Writer         int64
 }
 
 type IntentSubmitRow struct {
@@ -148,6 +149,7 @@ func (q *Queries) IntentSubmit(ctx context.Context, arg IntentSubmitParams) ([]I
 		arg.SourceIds,
 		arg.SourceVersions,
 		arg.Traceparents,
+		arg.Writer,
 	)
 	if err != nil {
 		return nil, err
