@@ -45,7 +45,7 @@ func (e Event) Validate() error {
 	switch {
 	case e.V != Version:
 		return fmt.Errorf("events: version %d, want %d", e.V, Version)
-	case e.ID != NewID(e.DeliveryKey, e.Seq):
+	case !e.ID.derives(e.DeliveryKey, e.Seq):
 		return fmt.Errorf("events: id %q does not derive from the delivery key and seq %d", e.ID, e.Seq)
 	case e.Account == "":
 		return errors.New("events: no account")
@@ -69,23 +69,22 @@ func (e Event) Marshal() ([]byte, error) {
 	if err := e.Validate(); err != nil {
 		return nil, err
 	}
-	at, err := e.At.MarshalJSON()
-	if err != nil {
-		return nil, fmt.Errorf("events: %w", err)
-	}
 	b := make([]byte, 0, 400+len(e.Account)+len(e.Actor))
 	b = append(b, `{"v":`...)
 	b = strconv.AppendInt(b, int64(e.V), 10)
 	b = appendField(b, "id", string(e.ID))
-	b = appendField(b, "delivery_key", e.DeliveryKey.String())
-	b = append(b, `,"seq":`...)
+	b = append(b, `,"delivery_key":"`...)
+	b, _ = e.DeliveryKey.AppendText(b) // hex: nothing to escape
+	b = append(b, `","seq":`...)
 	b = strconv.AppendInt(b, e.Seq, 10)
 	b = appendField(b, "account", e.Account)
 	b = appendField(b, "from", e.From)
 	b = appendField(b, "to", e.To)
 	b = appendField(b, "reason", e.Reason)
 	if e.Attempt != nil {
-		b = appendField(b, "attempt", e.Attempt.String())
+		b = append(b, `,"attempt":"`...)
+		b, _ = e.Attempt.AppendText(b)
+		b = append(b, '"')
 	}
 	if e.Epoch != 0 {
 		b = append(b, `,"epoch":`...)
@@ -96,9 +95,12 @@ func (e Event) Marshal() ([]byte, error) {
 		b = strconv.AppendInt(b, e.Generation, 10)
 	}
 	b = appendField(b, "actor", e.Actor)
-	b = append(b, `,"at":`...)
-	b = append(b, at...)
-	return append(b, '}'), nil
+	b = append(b, `,"at":"`...)
+	b, err := e.At.AppendText(b) // RFC 3339 with sub-second precision, as MarshalJSON writes it
+	if err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	return append(b, '"', '}'), nil
 }
 
 // appendField appends ,"name":value with value quoted as encoding/json quotes a string: as it

@@ -280,3 +280,20 @@ func BenchmarkMarshal(b *testing.B) {
 		}
 	})
 }
+
+func TestValidateRefusesAnIDOfAnotherTransition(t *testing.T) {
+	k, other := key(t, "validate"), key(t, "another")
+	e := events.Event{V: events.Version, ID: events.NewID(k, 2), DeliveryKey: k, Seq: 2, Account: "acct-1",
+		From: "pending", To: "authorized", Reason: "authorized", Actor: "dispatcher", At: time.Now()}
+	require.NoError(t, e.Validate())
+	for name, id := range map[string]events.ID{
+		"another sequence": events.NewID(k, 3), "another intent": events.NewID(other, 2),
+		"a prefix of it": e.ID[:len(e.ID)-1], "more than it": e.ID + "0", "empty": "",
+	} {
+		bad := e
+		bad.ID = id
+		require.Error(t, bad.Validate(), name)
+		_, err := bad.Marshal()
+		require.Error(t, err, name)
+	}
+}

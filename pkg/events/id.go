@@ -1,7 +1,6 @@
 package events
 
 import (
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -21,11 +20,23 @@ var ErrMalformedID = errors.New("events: malformed event id")
 
 // NewID returns the id of transition seq (1 = creation) of the intent with key.
 func NewID(key identity.DeliveryKey, seq int64) ID {
-	b := make([]byte, 0, len(idPrefix)+64+1+20)
-	b = append(b, idPrefix...)
-	b = hex.AppendEncode(b, key.Bytes())
-	b = append(b, ':')
-	return ID(strconv.AppendInt(b, seq, 10))
+	return ID(appendID(make([]byte, 0, idLen), key, seq))
+}
+
+// idLen is the longest id: the prefix, 64 hex digits, a colon and a sequence of 19 digits.
+const idLen = len(idPrefix) + 64 + 1 + 19
+
+// appendID appends the id of transition seq of the intent with key to b.
+func appendID(b []byte, key identity.DeliveryKey, seq int64) []byte {
+	b = key.AppendHex(append(b, idPrefix...))
+	return strconv.AppendInt(append(b, ':'), seq, 10)
+}
+
+// derives reports whether id is the one of transition seq of the intent with key, without an
+// id of its own to compare: every event is checked so before it is encoded.
+func (id ID) derives(key identity.DeliveryKey, seq int64) bool {
+	var buf [idLen]byte
+	return string(appendID(buf[:0], key, seq)) == string(id)
 }
 
 // ParseID splits an event id into its delivery key and sequence number.

@@ -1,8 +1,6 @@
 package events
 
 import (
-	"fmt"
-
 	"github.com/atmost/atmost/pkg/identity"
 )
 
@@ -26,7 +24,7 @@ func IntentSubject(account string) string {
 
 // EventSubject is where the event of a transition into state for account is published.
 func EventSubject(state, account string) string {
-	return fmt.Sprintf("atmost.event.%s.%s", state, identity.AccountToken(account))
+	return "atmost.event." + state + "." + identity.AccountToken(account)
 }
 
 // StateSubjects is the filter of every event of a transition into state, whatever its

@@ -7,10 +7,13 @@ import (
 
 // formatID renders an identity as prefix + lower-case hex.
 func formatID(prefix string, b []byte) string {
-	out := make([]byte, len(prefix)+hex.EncodedLen(len(b)))
-	copy(out, prefix)
-	hex.Encode(out[len(prefix):], b)
-	return string(out)
+	return string(appendID(make([]byte, 0, len(prefix)+hex.EncodedLen(len(b))), prefix, b))
+}
+
+// appendID appends the text form formatID returns to dst: the relay writes every event's keys
+// into its payload, and a string of each would be two allocations per identity and event.
+func appendID(dst []byte, prefix string, b []byte) []byte {
+	return hex.AppendEncode(append(dst, prefix...), b)
 }
 
 // parseID fills dst from prefix + exactly 2*len(dst) lower-case hex digits.

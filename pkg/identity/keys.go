@@ -147,6 +147,15 @@ func (id DeliveryKey) String() string { return formatID(deliveryKeyPrefix, id.su
 // Bytes returns a copy of the raw 32 bytes.
 func (id DeliveryKey) Bytes() []byte { return append([]byte(nil), id.sum[:]...) }
 
+// AppendText appends the text form, as String returns it, to b (encoding.TextAppender). It
+// never fails.
+func (id DeliveryKey) AppendText(b []byte) ([]byte, error) {
+	return appendID(b, deliveryKeyPrefix, id.sum[:]), nil
+}
+
+// AppendHex appends the raw 32 bytes in lower-case hex, without the prefix, to b.
+func (id DeliveryKey) AppendHex(b []byte) []byte { return appendID(b, "", id.sum[:]) }
+
 // IsZero reports whether id is the zero value (all bytes zero), which no hash
 // computation produces in practice and which therefore means "absent".
 func (id DeliveryKey) IsZero() bool { return id == DeliveryKey{} }

@@ -245,3 +245,21 @@ func TestAttemptTokenReportsRandomSourceFailure(t *testing.T) {
 	require.ErrorIs(t, err, ErrRandomSource)
 	require.True(t, tok.IsZero())
 }
+
+func TestAppendTextWritesTheTextForm(t *testing.T) {
+	key, err := DeliveryKeyFromBytes(append([]byte{1, 2, 3, 0xfe, 0xff}, make([]byte, 27)...))
+	require.NoError(t, err)
+	token, err := NewAttemptToken()
+	require.NoError(t, err)
+	for _, c := range []struct {
+		id interface {
+			String() string
+			AppendText([]byte) ([]byte, error)
+		}
+	}{{key}, {token}} {
+		got, err := c.id.AppendText([]byte("before|"))
+		require.NoError(t, err)
+		require.Equal(t, "before|"+c.id.String(), string(got))
+	}
+	require.Equal(t, "x"+strings.TrimPrefix(key.String(), "dk1:"), string(key.AppendHex([]byte("x"))))
+}

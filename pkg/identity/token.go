@@ -56,6 +56,12 @@ func (t AttemptToken) String() string { return formatID(attemptTokenPrefix, t.b[
 // Bytes returns a copy of the raw 16 bytes.
 func (t AttemptToken) Bytes() []byte { return append([]byte(nil), t.b[:]...) }
 
+// AppendText appends the text form, as String returns it, to b (encoding.TextAppender). It
+// never fails.
+func (t AttemptToken) AppendText(b []byte) ([]byte, error) {
+	return appendID(b, attemptTokenPrefix, t.b[:]), nil
+}
+
 // IsZero reports whether t is the zero value, which NewAttemptToken returns
 // only together with an error.
 func (t AttemptToken) IsZero() bool { return t == AttemptToken{} }
