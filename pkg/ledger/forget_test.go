@@ -108,6 +108,13 @@ func TestForgottenRowsLeaveAtOnceWhenSerializable(t *testing.T) {
 	require.NoError(t, e.l.ForgetLater(e.ctx, rows, r.removed))
 	require.Zero(t, e.outboxOf(key))
 	require.Equal(t, rows, r.rows)
+
+	// A writer that counts nothing passes no callback, as at READ COMMITTED.
+	other := e.submit("forget me now, uncounted")
+	rows, err = e.l.UnpublishedFor(e.ctx, []identity.DeliveryKey{other})
+	require.NoError(t, err)
+	require.NoError(t, e.l.ForgetLater(e.ctx, rows, nil))
+	require.Zero(t, e.outboxOf(other))
 }
 
 // Two removals of the same outbox rows (ingest's and a dispatcher's of a submission both
