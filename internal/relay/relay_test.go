@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -487,4 +488,54 @@ func TestATransitionTwiceInAPublicationIsSentOnce(t *testing.T) {
 			})
 		}
 	}
+}
+
+// refusingWork is JetStream whose client refuses to send a work item at once, as it refuses a
+// message it cannot send (its connection closed, too many publications awaiting their
+// acknowledgements); everything else goes to the server.
+type refusingWork struct {
+	jetstream.JetStream
+	tries int
+}
+
+func (r *refusingWork) PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+	if subject, _ := strings.CutSuffix(events.DispatchSubjects, ">"); strings.HasPrefix(m.Subject, subject) {
+		r.tries++
+		return nil, nats.ErrConnectionClosed
+	}
+	return r.JetStream.PublishMsgAsync(m, opts...)
+}
+
+// A work item the client refuses to send stops the publication's work items: the others are
+// not tried (each would be refused the same way), the events are in the stream all the same,
+// and every intent's row stays in the outbox, so the slow path sends the work items later,
+// promising nothing.
+func TestARefusedWorkItemLeavesTheRestToTheSlowPath(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	res, err := e.l.Submit(e.ctx, envelopes(t, "first", "second", "third"))
+	require.NoError(t, err)
+	keys := []identity.DeliveryKey{res[0].Key, res[1].Key, res[2].Key}
+	js := &refusingWork{JetStream: e.js}
+	require.Error(t, relay.New(e.l, js, relay.Config{}).PublishFor(e.ctx, keys))
+	require.Equal(t, 1, js.tries, "the work items after the refused one wait for the slow path")
+	ids := e.streamIDs(t, events.EventsStream)
+	require.Len(t, ids, 3)
+	for _, k := range keys {
+		require.Equal(t, 1, ids[string(events.NewID(k, 1))], "the submission of %s is in the stream", k)
+	}
+	require.Empty(t, e.workItems(t))
+	left, err := e.l.Unpublished(e.ctx, 10, 0)
+	require.NoError(t, err)
+	require.Len(t, left, 3, "no row leaves before its work item is acknowledged")
+
+	n, err := relay.New(e.l, e.js, relay.Config{}).Drain(e.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	work := e.workItems(t)
+	require.Len(t, work, 3)
+	for _, k := range keys {
+		require.False(t, work[k].Follows, "the slow path's work item promises nothing")
+	}
+	require.Equal(t, ids, e.streamIDs(t, events.EventsStream), "the events again, as copies JetStream drops")
 }
