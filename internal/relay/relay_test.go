@@ -539,3 +539,42 @@ func TestARefusedWorkItemLeavesTheRestToTheSlowPath(t *testing.T) {
 	}
 	require.Equal(t, ids, e.streamIDs(t, events.EventsStream), "the events again, as copies JetStream drops")
 }
+
+// An intent's work item waits for JetStream's answer to every event of the intent in the
+// publication, not the first: retried after a failed attempt, an intent has its failure and
+// its return to pending (the transition the work item goes with) in one publication, and
+// when JetStream stores the first and refuses the second, no work item goes out saying it
+// follows events the stream does not hold.
+func TestAWorkItemWaitsForEveryEventOfItsIntent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	res, err := e.l.Submit(e.ctx, envelopes(t, "retried"))
+	require.NoError(t, err)
+	key := res[0].Key
+	c, err := e.l.Begin(e.ctx, key, sha256.Sum256([]byte("x")), time.Minute)
+	require.NoError(t, err)
+	_, err = e.l.Authorize(e.ctx, c, time.Minute, "")
+	require.NoError(t, err)
+	r := relay.New(e.l, e.js, relay.Config{})
+	n, err := r.Drain(e.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, n, "the submission, the claim and the authorization")
+	_, err = e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed})
+	require.NoError(t, err)
+	require.NoError(t, e.l.Retry(e.ctx, key))
+
+	s, err := e.js.Stream(e.ctx, events.EventsStream)
+	require.NoError(t, err)
+	info, err := s.Info(e.ctx)
+	require.NoError(t, err)
+	cfg := info.Config
+	cfg.MaxMsgs, cfg.Discard = int64(info.State.Msgs)+1, jetstream.DiscardNew // the failure, not the retry
+	_, err = e.js.UpdateStream(e.ctx, cfg)
+	require.NoError(t, err)
+	before := e.workItems(t)
+	require.Error(t, r.PublishFor(e.ctx, []identity.DeliveryKey{key}), "the retry's event was refused")
+	ids := e.streamIDs(t, events.EventsStream)
+	require.Equal(t, 1, ids[string(events.NewID(key, 4))], "the failure is in the stream")
+	require.Zero(t, ids[string(events.NewID(key, 5))], "the retry is not")
+	require.Equal(t, before, e.workItems(t), "no work item for the retry")
+}
