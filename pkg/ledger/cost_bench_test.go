@@ -21,10 +21,12 @@ import (
 
 // BenchmarkPipelineCost takes batches of -batch intents (default 100; the dispatcher's batch
 // is 128) through the ledger calls one intent costs in the pipeline, in the order the roles
-// make them, on ONE connection: ingest's Submit and the publication of its transitions
-// (UnpublishedFor, then ForgetLater, as the roles' relays do with RemoveLater), then the
-// dispatcher's GetMany, Gates, BeginMany, the claims' publication, AuthorizeMany, the witness
-// (WitnessFor, ForgetLater), CompleteMany and the outcomes' publication. It reports, per
+// make them, on ONE connection: ingest's Submit and the publication of its transitions, then
+// the dispatcher's GetMany, Gates, BeginMany, the claims' publication, AuthorizeMany, the
+// witness, CompleteMany and the outcomes' publication. A publication is what the roles'
+// relays make of what the writes named (ledger.Written, then ForgetLater, as with RemoveLater):
+// it reads back only the intents the writes could not name all of (UnpublishedFor; the
+// witness WitnessFor), none at READ COMMITTED and all of them at SERIALIZABLE. It reports, per
 // intent, the CPU time the connection's PostgreSQL backend spent in each step (from
 // /proc/PID/schedstat, in nanoseconds: CPU, not wall time, so a machine busy with other work
 // changes it far less than it changes a rate), the statements sent (BEGIN and COMMIT

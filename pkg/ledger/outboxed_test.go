@@ -43,6 +43,7 @@ func TestAWriteNamesWhatItLeftInTheOutbox(t *testing.T) {
 					return
 				}
 				require.Empty(t, written.Unread, step)
+				require.Equal(t, want, o.Rows, "%s: each transition once, in sequence order", step)
 				require.Equal(t, want, written.Rows, step)
 			}
 			publish := func(key identity.DeliveryKey) {
