@@ -257,7 +257,10 @@ func (l *Ledger) earlierBehind(keys [][]byte, acked func(i int) int64, e *earlie
 	}
 	e.read = true
 	for e.writer == 0 {
-		e.writer = rand.Int64() // unique among the writes of an intent's rows still in the outbox
+		// 63 random bits: the rows another write left of the same intents carry another number
+		// in all likelihood; a match would leave them to the slow path, published late and after
+		// the write's own.
+		e.writer = rand.Int64()
 	}
 	p := dbsqlc.OutboxEarlierForParams{DeliveryKeys: make([][]byte, 0, len(keys)), AfterSeqs: make([]int64, 0, len(keys)), Writer: e.writer}
 	at := make(map[string]int, len(keys))
