@@ -45,12 +45,15 @@ func TestAnUnknownOutcomeIsResolvedFromItsEventAlone(t *testing.T) {
 // An intent waiting out its reconcile delay holds no worker and no place in a queue of
 // workers: with one worker, every one of 40 unknown outcomes has had its waiting turn before the
 // first lookup is made, and then all are looked up. (The consumer's pending bound was once
-// four times the workers: four waited, the rest queued behind their delay.)
+// four times the workers: four waited, the rest queued behind their delay.) The delay is far
+// longer than the dispatch before the reconciler starts: an intent whose delay ran out while
+// the others were still being dispatched (as in a CI run under load, with 8 s) is looked up at its
+// first turn, with no waiting turn to count.
 func TestWaitingIntentsHoldNoWorker(t *testing.T) {
 	t.Parallel()
 	const n = 40
 	e := newEnv(t, platformsim.Config{Plan: platformsim.Plan{Seed: 3, Rates: map[platformsim.Fault]float64{platformsim.FaultDropAfterCommit: 1}}})
-	e.Exec(`UPDATE accounts SET settings = jsonb_set(settings, '{reconcile_delay}', '"8s"')`)
+	e.Exec(`UPDATE accounts SET settings = jsonb_set(settings, '{reconcile_delay}', '"20s"')`)
 	keys := e.dispatched(worldtest.Texts("waits without a worker", n)...)
 	r := roletest.Start(t, reconcile.Main, map[string]string{"ATMOST_DATABASE_URL": e.DB.AppURL(), "ATMOST_NATS_URL": e.NATSURL,
 		"ATMOST_RECONCILE_CONCURRENCY": "1", "ATMOST_RECONCILE_SCAN_INTERVAL": "1h", "ATMOST_RECONCILE_SCAN_AFTER": "1h"})
@@ -63,7 +66,7 @@ func TestWaitingIntentsHoldNoWorker(t *testing.T) {
 	backlog, err := e.Ledger.ReconcileBacklog(e.Ctx)
 	require.NoError(t, err)
 	require.Equal(t, int64(n), backlog.Waiting)
-	intents := e.settle(keys, 30*time.Second)
+	intents := e.settle(keys, 45*time.Second)
 	for _, k := range keys {
 		require.Equal(t, ledger.Published, intents[k].State)
 		require.Equal(t, 1, e.sim.Lookups(k.String()))
