@@ -39,10 +39,10 @@ type forgotten struct {
 // one statement more in it, rather than by a transaction of their own: a commit costs the
 // server about as much CPU as the statements of a batch it carries, and the pipeline made one
 // such transaction for every write. Without such a transaction within ForgetDelay, one of
-// their own removes them. removed, where not nil, is called, after the commit, with the rows that removal
-// took (none twice; a removal that failed or whose commit is unknown leaves its rows to the
-// next try, then to the relays, and calls nothing for them, so counters fall short, never
-// over). Until then the rows stay in the outbox, and a relay round that reads them publishes
+// their own removes them. removed, where not nil, is called, after the commit, with the rows
+// that removal took (none twice; a removal that failed or whose commit is unknown leaves its
+// rows to the next try, then to the relays, and calls nothing for them, so counters fall
+// short, never over). Until then the rows stay in the outbox, and a relay round that reads them publishes
 // them again, under the same message ids (JetStream drops the copies; consumers drop events
 // by id). The transitions are on the stream either way: only their bookkeeping waits.
 //
