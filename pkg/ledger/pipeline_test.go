@@ -320,6 +320,103 @@ func TestTheHotPathReadsByKeyWhateverTheLedgerHeldWhenItsPlansWereMade(t *testin
 	require.Equal(t, before, seqScans(), "no statement of the hot path scanned the intents or the attempts")
 }
 
+// Every statement of the hot path and of the outbox runs on the plan its connection made once,
+// at any batch size: left to choose, PostgreSQL plans a statement anew for every call whose
+// arguments, a batch of a few keys, make a plan of their own look cheaper than the generic
+// one (at a batch of one it did so at every call of Gates, GetMany and the read behind each
+// hot write). Batches of one and of several intents, at both isolations, on one connection,
+// whose prepared statements then say how each run was planned.
+func TestTheHotPathIsPlannedOnceAtAnyBatchSize(t *testing.T) {
+	t.Parallel()
+	for _, iso := range isolations {
+		t.Run(string(iso), func(t *testing.T) {
+			t.Parallel()
+			e := newEnvAt(t, iso)
+			l, pool := e.ownerLedger(t)
+			round := func(r, n int) {
+				t.Helper()
+				envs, texts := make([]identity.Envelope, n), make([]string, n)
+				for i := range envs {
+					texts[i] = fmt.Sprintf("round %d intent %d", r, i)
+					envs[i] = envelope(t, account, texts[i])
+				}
+				res, err := l.Submit(e.ctx, envs)
+				require.NoError(t, err)
+				keys := make([]identity.DeliveryKey, n)
+				reqs := make([]ledger.BeginRequest, n)
+				for i, s := range res {
+					require.Equal(t, ledger.Created, s.Outcome)
+					keys[i] = s.Key
+					reqs[i] = ledger.BeginRequest{Key: s.Key, RequestHash: requestHash(texts[i])}
+				}
+				// Published as the relays publish: the outbox read back by key, its rows
+				// removed now (Published) or with the next write (ForgetLater).
+				rows, err := l.UnpublishedFor(e.ctx, keys)
+				require.NoError(t, err)
+				_, err = l.Published(e.ctx, rows)
+				require.NoError(t, err)
+				got, err := l.GetMany(e.ctx, keys)
+				require.NoError(t, err)
+				require.Len(t, got, n)
+				_, err = l.Gates(e.ctx, []string{account})
+				require.NoError(t, err)
+				begun, err := l.BeginMany(e.ctx, reqs, lease)
+				require.NoError(t, err)
+				claims := make([]ledger.Claim, n)
+				for i, b := range begun {
+					require.NoError(t, b.Err)
+					claims[i] = b.Claim
+					require.NoError(t, l.ForgetLater(e.ctx, b.Outbox.Rows, nil))
+				}
+				auth, err := l.AuthorizeMany(e.ctx, claims, inFlight, contract)
+				require.NoError(t, err)
+				reports := make([]ledger.Report, n)
+				for i, a := range auth {
+					require.NoError(t, a.Err)
+					require.True(t, a.Authorization.Authorized(), "reason %s", a.Authorization.Reason)
+					require.NoError(t, l.ForgetLater(e.ctx, a.Outbox.Rows, nil))
+					reports[i] = ledger.Report{Claim: claims[i], Outcome: ledger.Outcome{Result: ledger.Sent, ObjectID: fmt.Sprintf("o-%d-%d", r, i), Confirmed: true}}
+				}
+				_, err = l.WitnessFor(e.ctx, claims)
+				require.NoError(t, err)
+				done, err := l.CompleteMany(e.ctx, reports)
+				require.NoError(t, err)
+				for _, d := range done {
+					require.NoError(t, d.Err)
+				}
+				require.NoError(t, l.FlushForgotten(e.ctx))
+			}
+			// More rounds than the five runs after which PostgreSQL weighs a generic plan.
+			for r := range 8 {
+				round(r, []int{1, 3}[r%2])
+			}
+			rows, err := pool.Query(e.ctx, `SELECT substring(statement FROM '-- name: (\w+)'), generic_plans, custom_plans
+				FROM pg_prepared_statements WHERE statement LIKE '-- name: %'`)
+			require.NoError(t, err)
+			plans := map[string][2]int64{}
+			for rows.Next() {
+				var name string
+				var generic, custom int64
+				require.NoError(t, rows.Scan(&name, &generic, &custom))
+				plans[name] = [2]int64{generic, custom}
+			}
+			require.NoError(t, rows.Err())
+			hot := []string{"IntentSubmit", "IntentsGetMany", "DispatchGates", "IntentsBegin", "IntentsAuthorize", "IntentsComplete",
+				"OutboxPendingFor", "OutboxDelete"}
+			if iso == pgx.ReadCommitted {
+				hot = append(hot, "OutboxEarlierFor")
+			} else {
+				hot = append(hot, "OutboxWitnessFor")
+			}
+			for _, name := range hot {
+				require.Contains(t, plans, name)
+				require.Positive(t, plans[name][0], "%s (generic, custom runs: %v)", name, plans[name])
+				require.Zero(t, plans[name][1], "%s was planned for the arguments of a call (generic, custom runs: %v)", name, plans[name])
+			}
+		})
+	}
+}
+
 // commitFails is a pool whose pipelined reads have their COMMIT fail: the batch's last
 // result, read after the statement's rows.
 type commitFails struct {
