@@ -48,8 +48,9 @@ type Config struct {
 	// pipelines collapsed to 300 intents/s while 2 gave 1,432 (1,737 at READ COMMITTED).
 	// Default 2.
 	Pipelines int
-	// Linger is how long the first work item of a batch waits for others to join it. Default
-	// 2 ms.
+	// Linger is how long the first work item of a batch waits for others to join it, and the
+	// first claimed success of a read-back group and the first outcome of a Complete for the
+	// sends still on their way to them. Default 2 ms.
 	Linger time.Duration
 	// LedgerTimeout bounds each ledger call, so a half-open connection cannot stall the
 	// dispatcher. Default 30 s.

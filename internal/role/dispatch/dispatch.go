@@ -20,6 +20,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -55,7 +56,15 @@ type Dispatcher struct {
 	reports  chan *work     // sends done, waiting for Complete
 	sending  sync.WaitGroup // sends in flight
 	reads    chan *read     // claimed successes, waiting for their read-back
-	tracer   trace.Tracer
+	// underway counts the sends started whose claimed success has not reached the read loop
+	// yet (and will, unless the send ends without one); outstanding, the sends started whose
+	// outcomes the completion loop has not taken yet. Each loop waits, at most the linger, for
+	// what its count says is on its way: a batch's sends, returning moments apart, are then
+	// read back in one request and recorded in one Complete, not the first on its own and the
+	// rest after it.
+	underway    atomic.Int64
+	outstanding atomic.Int64
+	tracer      trace.Tracer
 	// held is why each account's work waits, as last logged (under rate, with reserved): the
 	// gate reads it so that an account held for hours is logged once, not at every redelivery.
 	held map[string]string
@@ -128,6 +137,8 @@ type work struct {
 	stop func()
 	// unsendable is why the adapter cannot render the request (platform.ErrUnsendable).
 	unsendable error
+	// sent: the work's send was started and counted in Dispatcher.outstanding.
+	sent bool
 	// witnessSeq is the stream sequence JetStream named when it acknowledged the attempt's
 	// authorized event; Complete records it with the outcome.
 	witnessSeq uint64
@@ -397,7 +408,10 @@ func (d *Dispatcher) dispatch(stop, ctx context.Context, msgs []jetstream.Msg) {
 		d.notSent(batch, "shutdown", nil)
 		return
 	}
+	d.underway.Add(int64(len(batch)))
+	d.outstanding.Add(int64(len(batch)))
 	for _, w := range batch {
+		w.sent = true
 		d.sending.Add(1)
 		go d.send(w)
 	}
@@ -921,6 +935,7 @@ func (d *Dispatcher) send(w *work) {
 	defer d.sending.Done()
 	d.crashPoint("before-send")
 	if now := time.Now(); !now.Before(w.deadline) || !now.Round(0).Before(w.wallDeadline) {
+		d.underway.Add(-1)
 		w.outcome = d.unsent("deadline", errors.New("the send deadline passed before the first byte"))
 		d.reports <- w
 		return
@@ -951,6 +966,8 @@ func (d *Dispatcher) send(w *work) {
 			w.outcome.Detail = map[string]any{}
 		}
 		w.outcome.Detail["read_back"] = detail
+	} else {
+		d.underway.Add(-1)
 	}
 	d.reports <- w
 }
@@ -982,8 +999,9 @@ const (
 func (d *Dispatcher) readBack(w *work, objectID string) (bool, string) {
 	r := &read{w: w, objectID: objectID, deadline: time.Now().Add(d.cfg.ReadBackTimeout), done: make(chan readVerdict, 1)}
 	if _, ok := w.adapter.(platform.ManyReader); ok {
-		d.reads <- r
+		d.reads <- r // the read loop counts it off underway
 	} else {
+		d.underway.Add(-1)
 		d.readAlone(r, nil)
 	}
 	v := <-r.done
@@ -1001,7 +1019,7 @@ func (d *Dispatcher) readLoop() {
 	slots := make(chan struct{}, readPipelines)
 	for first := range d.reads {
 		slots <- struct{}{} // while every pipeline reads, the next group grows
-		group := waiting(first, d.reads, maxReadGroup)
+		group := gather(first, d.reads, maxReadGroup, &d.underway, d.cfg.Linger, func(*read) { d.underway.Add(-1) })
 		groups.Add(1)
 		go func() {
 			defer groups.Done()
@@ -1106,8 +1124,13 @@ func (d *Dispatcher) readAlone(r *read, first *platform.ReadResult) {
 // completeLoop records outcomes in batches: whatever arrived while the previous batch was
 // being written goes into the next one.
 func (d *Dispatcher) completeLoop() {
+	taken := func(w *work) {
+		if w.sent {
+			d.outstanding.Add(-1)
+		}
+	}
 	for first := range d.reports {
-		d.complete(waiting(first, d.reports, d.cfg.Batch))
+		d.complete(gather(first, d.reports, d.cfg.Batch, &d.outstanding, d.cfg.Linger, taken))
 	}
 }
 
@@ -1206,6 +1229,34 @@ func (d *Dispatcher) delayAll(batch []*work, result string, wait time.Duration) 
 		d.delay(w, result, wait)
 	}
 	return nil
+}
+
+// gather is waiting, and then, while more is on its way (coming counts it; took is called
+// for each item taken, first included, and counts it off), what arrives within linger, up to
+// limit in all.
+func gather[T any](first T, ch <-chan T, limit int, coming *atomic.Int64, linger time.Duration, took func(T)) []T {
+	batch := waiting(first, ch, limit)
+	for _, x := range batch {
+		took(x)
+	}
+	if len(batch) >= limit || coming.Load() <= 0 {
+		return batch
+	}
+	t := time.NewTimer(linger)
+	defer t.Stop()
+	for len(batch) < limit && coming.Load() > 0 {
+		select {
+		case x, ok := <-ch:
+			if !ok {
+				return batch
+			}
+			took(x)
+			batch = append(batch, x)
+		case <-t.C:
+			return batch
+		}
+	}
+	return batch
 }
 
 // waiting returns first and whatever else is already waiting on ch, up to limit in all,

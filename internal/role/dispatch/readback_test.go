@@ -36,6 +36,29 @@ func TestReadBacksAreGroupedAndEachObjectIsConfirmed(t *testing.T) {
 	}
 }
 
+// The sends of a batch return moments apart; the read loop waits for those still under way
+// (at most the linger) instead of reading back the first on its own, and the completion loop
+// waits for the verdicts of a grouped read delivered with the first: one grouped read and one
+// Complete for the batch. One create of eight is held 300 ms by the platform; the linger is
+// longer, so the read waits for it.
+func TestABatchsSendsAreReadBackAndRecordedTogether(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, platformsim.Config{Plan: platformsim.Plan{
+		Script: []platformsim.Fault{platformsim.FaultOK, platformsim.FaultOK, platformsim.FaultDelay},
+		Delay:  300 * time.Millisecond,
+	}})
+	keys := e.Submit("acct-1", worldtest.Texts("together", 8)...)
+	cfg := e.config()
+	cfg.Batch, cfg.Linger = 8, 2*time.Second
+	e.run(cfg)
+	intents := e.settle(keys, 30*time.Second)
+	require.Equal(t, map[ledger.State]int{ledger.Published: 8}, states(intents))
+	require.Equal(t, 1, e.sim.Counts().GroupedReads, "the batch's objects were read back in one request")
+	// A transaction's rows carry its id (xmin): the published transitions were written by one.
+	require.Equal(t, 1, e.Count(`SELECT count(DISTINCT xmin::TEXT) FROM history WHERE to_state = 'published'`),
+		"the batch's outcomes were recorded in one Complete")
+}
+
 // twisted wraps the simulator's adapter: its grouped reads change the text of the objects
 // whose request text starts with "twist", answer "not found" once for those starting with
 // "late", as a platform slow to show a new object would, and answer with another object of
