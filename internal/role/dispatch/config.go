@@ -136,9 +136,10 @@ func (c Config) validate() error {
 	case c.Margin < time.Second:
 		// Above CockroachDB's maximum clock offset (500 ms by default), with room to spare.
 		return fmt.Errorf("dispatch: lease margin %s: must be at least 1s", c.Margin)
-	case c.SendTimeout+c.ReadBackTimeout+c.Margin >= c.InFlightLease:
-		return fmt.Errorf("dispatch: in-flight lease %s must exceed send timeout %s + read-back timeout %s + margin %s, or completions would arrive after the lease expired",
-			c.InFlightLease, c.SendTimeout, c.ReadBackTimeout, c.Margin)
+	case c.SendTimeout+c.ReadBackTimeout+c.Linger+c.Margin >= c.InFlightLease:
+		// The linger: a Complete waits at most that long for the outcomes on their way to it.
+		return fmt.Errorf("dispatch: in-flight lease %s must exceed send timeout %s + read-back timeout %s + linger %s + margin %s, or completions would arrive after the lease expired",
+			c.InFlightLease, c.SendTimeout, c.ReadBackTimeout, c.Linger, c.Margin)
 	case c.AckWait < time.Second:
 		return fmt.Errorf("dispatch: ack wait %s: must be at least 1s", c.AckWait)
 	}

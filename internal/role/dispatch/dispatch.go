@@ -64,7 +64,10 @@ type Dispatcher struct {
 	// rest after it.
 	underway    atomic.Int64
 	outstanding atomic.Int64
-	tracer      trace.Tracer
+	// readsDue wakes the read loop's wait when underway reaches 0 in a send that had no
+	// grouped read-back to hand it (offTheReads).
+	readsDue chan struct{}
+	tracer   trace.Tracer
 	// held is why each account's work waits, as last logged (under rate, with reserved): the
 	// gate reads it so that an account held for hours is logged once, not at every redelivery.
 	held map[string]string
@@ -110,6 +113,7 @@ func New(ctx context.Context, js jetstream.JetStream, l Ledger, rel *relay.Relay
 		held:     map[string]string{},
 		reports:  make(chan *work, cfg.Concurrency),
 		reads:    make(chan *read, cfg.Concurrency),
+		readsDue: make(chan struct{}, 1),
 		tracer:   tracing.Or(cfg.Tracer).Tracer("github.com/atmost/atmost/internal/role/dispatch"),
 	}, nil
 }
@@ -935,7 +939,7 @@ func (d *Dispatcher) send(w *work) {
 	defer d.sending.Done()
 	d.crashPoint("before-send")
 	if now := time.Now(); !now.Before(w.deadline) || !now.Round(0).Before(w.wallDeadline) {
-		d.underway.Add(-1)
+		d.offTheReads()
 		w.outcome = d.unsent("deadline", errors.New("the send deadline passed before the first byte"))
 		d.reports <- w
 		return
@@ -967,9 +971,20 @@ func (d *Dispatcher) send(w *work) {
 		}
 		w.outcome.Detail["read_back"] = detail
 	} else {
-		d.underway.Add(-1)
+		d.offTheReads()
 	}
 	d.reports <- w
+}
+
+// offTheReads counts off underway a send that brings the read loop no read, and wakes the
+// loop's wait if it was the last one on its way.
+func (d *Dispatcher) offTheReads() {
+	if d.underway.Add(-1) == 0 {
+		select {
+		case d.readsDue <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // read is one claimed success waiting for its read-back; the verdict arrives on done.
@@ -1001,7 +1016,7 @@ func (d *Dispatcher) readBack(w *work, objectID string) (bool, string) {
 	if _, ok := w.adapter.(platform.ManyReader); ok {
 		d.reads <- r // the read loop counts it off underway
 	} else {
-		d.underway.Add(-1)
+		d.offTheReads()
 		d.readAlone(r, nil)
 	}
 	v := <-r.done
@@ -1019,7 +1034,7 @@ func (d *Dispatcher) readLoop() {
 	slots := make(chan struct{}, readPipelines)
 	for first := range d.reads {
 		slots <- struct{}{} // while every pipeline reads, the next group grows
-		group := gather(first, d.reads, maxReadGroup, &d.underway, d.cfg.Linger, func(*read) { d.underway.Add(-1) })
+		group := gather(first, d.reads, maxReadGroup, &d.underway, d.readsDue, d.cfg.Linger, func(*read) { d.underway.Add(-1) })
 		groups.Add(1)
 		go func() {
 			defer groups.Done()
@@ -1130,7 +1145,7 @@ func (d *Dispatcher) completeLoop() {
 		}
 	}
 	for first := range d.reports {
-		d.complete(gather(first, d.reports, d.cfg.Batch, &d.outstanding, d.cfg.Linger, taken))
+		d.complete(gather(first, d.reports, d.cfg.Batch, &d.outstanding, nil, d.cfg.Linger, taken))
 	}
 }
 
@@ -1233,8 +1248,8 @@ func (d *Dispatcher) delayAll(batch []*work, result string, wait time.Duration) 
 
 // gather is waiting, and then, while more is on its way (coming counts it; took is called
 // for each item taken, first included, and counts it off), what arrives within linger, up to
-// limit in all.
-func gather[T any](first T, ch <-chan T, limit int, coming *atomic.Int64, linger time.Duration, took func(T)) []T {
+// limit in all. due, if not nil, says coming may have reached 0 without an item arriving.
+func gather[T any](first T, ch <-chan T, limit int, coming *atomic.Int64, due <-chan struct{}, linger time.Duration, took func(T)) []T {
 	batch := waiting(first, ch, limit)
 	for _, x := range batch {
 		took(x)
@@ -1252,6 +1267,7 @@ func gather[T any](first T, ch <-chan T, limit int, coming *atomic.Int64, linger
 			}
 			took(x)
 			batch = append(batch, x)
+		case <-due:
 		case <-t.C:
 			return batch
 		}

@@ -49,7 +49,8 @@ func TestABatchsSendsAreReadBackAndRecordedTogether(t *testing.T) {
 	}})
 	keys := e.Submit("acct-1", worldtest.Texts("together", 8)...)
 	cfg := e.config()
-	cfg.Batch, cfg.Linger = 8, 2*time.Second
+	cfg.Batch, cfg.Linger = 8, time.Second
+	cfg.ReadBackTimeout, cfg.InFlightLease = 3*time.Second, 10*time.Second
 	e.run(cfg)
 	intents := e.settle(keys, 30*time.Second)
 	require.Equal(t, map[ledger.State]int{ledger.Published: 8}, states(intents))

@@ -75,7 +75,7 @@ func parseRoleConfig(args []string, getenv func(string) (string, bool), stderr i
 	fs.IntVar(&cfg.Concurrency, "concurrency", env.Int("ATMOST_DISPATCH_CONCURRENCY", def.Concurrency), "intents worked at once, sends in flight included (env ATMOST_DISPATCH_CONCURRENCY)")
 	fs.IntVar(&cfg.Pipelines, "pipelines", env.Int("ATMOST_DISPATCH_PIPELINES", def.Pipelines), "batches taken through the ledger steps at once; more than 2 conflict under serializable (env ATMOST_DISPATCH_PIPELINES)")
 	fs.DurationVar(&cfg.ClaimLease, "claim-lease", env.Duration("ATMOST_CLAIM_LEASE", def.ClaimLease), "pre-authorization lease taken by Begin (env ATMOST_CLAIM_LEASE)")
-	fs.DurationVar(&cfg.InFlightLease, "inflight-lease", env.Duration("ATMOST_INFLIGHT_LEASE", def.InFlightLease), "lease written by Authorize; must exceed send timeout + read-back timeout + margin (env ATMOST_INFLIGHT_LEASE)")
+	fs.DurationVar(&cfg.InFlightLease, "inflight-lease", env.Duration("ATMOST_INFLIGHT_LEASE", def.InFlightLease), "lease written by Authorize; must exceed send timeout + read-back timeout + margin + the dispatcher's linger (env ATMOST_INFLIGHT_LEASE)")
 	fs.DurationVar(&cfg.SendTimeout, "send-timeout", env.Duration("ATMOST_SEND_TIMEOUT", def.SendTimeout), "bound of one send (env ATMOST_SEND_TIMEOUT)")
 	fs.DurationVar(&cfg.ReadBackTimeout, "readback-timeout", env.Duration("ATMOST_READBACK_TIMEOUT", def.ReadBackTimeout), "bound of the read-back after a claimed success (env ATMOST_READBACK_TIMEOUT)")
 	fs.DurationVar(&cfg.Margin, "lease-margin", env.Duration("ATMOST_LEASE_MARGIN", def.Margin), "the send's context ends this long before the in-flight lease (env ATMOST_LEASE_MARGIN)")

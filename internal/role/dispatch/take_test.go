@@ -39,3 +39,27 @@ func TestABurstOfWorkIsOneBatchWhateverThePipelinesWaitingForIt(t *testing.T) {
 		require.Zero(t, <-batches, "the others stop with nothing once the dispatcher stops")
 	}
 }
+
+// A read-back group waits for the sends still on their way to it, and no longer once the last
+// of them ended without a read to hand it (a failed send, an adapter that reads alone): the
+// wait is woken then, not left to run out its linger (an hour here).
+func TestAReadBackGroupStopsWaitingWhenNothingMoreIsOnItsWay(t *testing.T) {
+	t.Parallel()
+	d := &Dispatcher{cfg: Config{Linger: time.Hour}, reads: make(chan *read, 4), readsDue: make(chan struct{}, 1)}
+	d.underway.Add(3)
+	took := func(*read) { d.underway.Add(-1) }
+	got := make(chan []*read, 1)
+	go func() { got <- gather(&read{}, d.reads, maxReadGroup, &d.underway, d.readsDue, d.cfg.Linger, took) }()
+	// Each step once the group surely waits (a pause, as in the test above).
+	time.Sleep(100 * time.Millisecond)
+	d.reads <- &read{} // the second joins the first
+	time.Sleep(100 * time.Millisecond)
+	d.offTheReads() // the third send failed: nothing more is on its way
+	select {
+	case group := <-got:
+		require.Len(t, group, 2)
+	case <-time.After(time.Minute):
+		t.Fatal("the group waited for a read that was not on its way")
+	}
+	require.Zero(t, d.underway.Load())
+}
