@@ -1001,8 +1001,9 @@ type readVerdict struct {
 	detail    string
 }
 
-// Read-backs are grouped: whatever claimed successes are waiting when a group starts go
-// together, up to maxReadGroup, and readPipelines groups are read at once.
+// Read-backs are grouped: the claimed successes waiting when a group starts, and those of the
+// sends still on their way that arrive within the linger, go together, up to maxReadGroup,
+// and readPipelines groups are read at once.
 const (
 	maxReadGroup  = 100
 	readPipelines = 2
@@ -1026,8 +1027,8 @@ func (d *Dispatcher) readBack(w *work, objectID string) (bool, string) {
 	return v.confirmed, v.detail
 }
 
-// readLoop groups the read-backs waiting when a group starts; it returns when reads is
-// closed and every group it started has its verdicts.
+// readLoop groups the read-backs (gather); it returns when reads is closed and every group it
+// started has its verdicts.
 func (d *Dispatcher) readLoop() {
 	var groups sync.WaitGroup
 	defer groups.Wait()
@@ -1137,7 +1138,8 @@ func (d *Dispatcher) readAlone(r *read, first *platform.ReadResult) {
 }
 
 // completeLoop records outcomes in batches: whatever arrived while the previous batch was
-// being written goes into the next one.
+// being written goes into the next one, with the outcomes still on their way that arrive
+// within the linger (gather).
 func (d *Dispatcher) completeLoop() {
 	taken := func(w *work) {
 		if w.sent {
