@@ -206,6 +206,7 @@ var cockroachLeftOut = map[string]string{
 	"TestTheOutboxIsReadByItsKeyWhateverItHeldWhenItsPlansWereMade":     "PostgreSQL's plan cache and pg_stat_user_tables; on CockroachDB the outbox's statements are planned as any other (isPostgres)",
 	"TestTheHotPathReadsByKeyWhateverTheLedgerHeldWhenItsPlansWereMade": "PostgreSQL's plan cache and pg_stat_user_tables; on CockroachDB the hot statements are planned as any other (isPostgres)",
 	"TestARemovalOfOutboxRowsLocksThemInKeyOrder":                       "PostgreSQL's plans of a bitmap scan and pg_stat_activity; on CockroachDB the outbox's statements are planned as any other (isPostgres)",
+	"TestARejectReplayPlansSubmitAsTheHotPathDoes":                      "PostgreSQL's plan cache (pg_prepared_statements); on CockroachDB the hot statements are planned as any other (isPostgres)",
 	"TestTheHotPathIsPlannedOnceAtAnyBatchSize":                         "PostgreSQL's plan cache (pg_prepared_statements); on CockroachDB the hot statements are planned as any other (isPostgres)",
 
 	// No database: the tables in Go and the SQL files as text.

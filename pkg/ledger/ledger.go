@@ -153,7 +153,17 @@ func (l *Ledger) snapshot(ctx context.Context, what string, fn func(q *dbsqlc.Qu
 }
 
 func (l *Ledger) inTxWith(ctx context.Context, what string, opts pgx.TxOptions, fn func(q *dbsqlc.Queries) error) error {
-	return l.retrying(ctx, what, func() error { return l.tryTx(ctx, opts, fn) })
+	return l.retrying(ctx, what, func() error { return l.tryTx(ctx, opts, nil, fn) })
+}
+
+// inTxAfter is inTx with the statements before run first, in the same transaction: a write
+// of several statements that runs a hot statement (a reject replay's Submit), which must be
+// planned as the hot path plans it. A prepared statement's plan is cached on its connection
+// and the pool shares connections, so a plan made under other settings would be the one the
+// hot path then runs.
+func (l *Ledger) inTxAfter(ctx context.Context, what string, before []ahead, fn func(q *dbsqlc.Queries) error) error {
+	opts := pgx.TxOptions{IsoLevel: l.cfg.Isolation}
+	return l.retrying(ctx, what, func() error { return l.tryTx(ctx, opts, before, fn) })
 }
 
 // retrying runs try, one try of a whole transaction, again after a serialization failure or
@@ -177,7 +187,7 @@ func (l *Ledger) retrying(ctx context.Context, what string, try func() error) er
 	}
 }
 
-func (l *Ledger) tryTx(ctx context.Context, opts pgx.TxOptions, fn func(q *dbsqlc.Queries) error) error {
+func (l *Ledger) tryTx(ctx context.Context, opts pgx.TxOptions, before []ahead, fn func(q *dbsqlc.Queries) error) error {
 	tx, err := l.db.BeginTx(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
@@ -185,6 +195,9 @@ func (l *Ledger) tryTx(ctx context.Context, opts pgx.TxOptions, fn func(q *dbsql
 	// A no-op once committed; after a failure it releases the connection cleanly even when
 	// ctx is already cancelled.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := runAhead(ctx, tx, before); err != nil {
+		return err
+	}
 	if err := fn(dbsqlc.New(tx)); err != nil {
 		return err
 	}

@@ -417,6 +417,31 @@ func TestTheHotPathIsPlannedOnceAtAnyBatchSize(t *testing.T) {
 	}
 }
 
+// A reject replay runs Submit's statement on a connection the hot path shares, and caches its
+// plan there: planned under other settings, the plan a replay made would be the one every
+// Submit on that connection ran after it. Each replay of one reject plans as the hot path does.
+func TestARejectReplayPlansSubmitAsTheHotPathDoes(t *testing.T) {
+	t.Parallel()
+	for _, iso := range isolations {
+		t.Run(string(iso), func(t *testing.T) {
+			t.Parallel()
+			e := newEnvAt(t, iso)
+			l, pool := e.ownerLedger(t)
+			// More replays than the five runs after which PostgreSQL weighs a generic plan.
+			for i := range 7 {
+				c := e.storeReject(account, fmt.Sprintf("replayed %d", i), int64(i+1))
+				res := e.replay(l, ledger.ReplayOptions{Actor: "operator"}, c)
+				require.Equal(t, ledger.ReplayCreated, res[0].Outcome)
+			}
+			var generic, custom int64
+			require.NoError(t, pool.QueryRow(e.ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements
+				WHERE statement LIKE '-- name: IntentSubmit %'`).Scan(&generic, &custom))
+			require.Positive(t, generic)
+			require.Zero(t, custom, "a replay planned Submit for the arguments of its call (generic, custom runs: %d, %d)", generic, custom)
+		})
+	}
+}
+
 // commitFails is a pool whose pipelined reads have their COMMIT fail: the batch's last
 // result, read after the statement's rows.
 type commitFails struct {

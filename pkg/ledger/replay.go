@@ -212,7 +212,7 @@ func (l *Ledger) ReplayRejects(ctx context.Context, items []ReplayItem, opts Rep
 	}
 	batch := newSubmitBatch(envelopes, nil, opts.Actor)
 	var results []ReplayResult
-	err := l.inTx(ctx, "reject replay", func(q *dbsqlc.Queries) error {
+	err := l.inTxAfter(ctx, "reject replay", l.hotPlans(ctx), func(q *dbsqlc.Queries) error {
 		var submitted []SubmitResult
 		if !batch.empty() {
 			rows, err := q.IntentSubmit(ctx, batch.params)
