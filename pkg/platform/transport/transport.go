@@ -169,8 +169,8 @@ func (e Exchange) Connected() bool { return e.Step != StepNone }
 // Do sends one request exactly once and reports how far it got. No byte of it is written
 // after ctx's deadline: the connection's write deadline is set to it as the connection is
 // obtained. header is sent as given, credentials included (the adapter adds them here, never
-// to the prepared request). A request other than GET or HEAD must carry a body (see
-// newRequest); Do refuses one without, at StepNone.
+// to the prepared request), and must not change until Do returns. A request other than GET or
+// HEAD must carry a body (see newRequest); Do refuses one without, at StepNone.
 func (c *Client) Do(ctx context.Context, method, url string, header http.Header, body []byte) Exchange {
 	start := time.Now()
 	var ex Exchange
@@ -241,10 +241,10 @@ func newRequest(ctx context.Context, method, url string, header http.Header, bod
 	if err != nil {
 		return nil, fmt.Errorf("transport: request: %w", err)
 	}
-	for name, values := range header {
-		for _, v := range values {
-			req.Header.Add(name, v)
-		}
+	if header != nil {
+		// Sent as given: net/http's client reads a request's header and never changes it, so
+		// the caller's map is the request's, not copied name by name for every send.
+		req.Header = header
 	}
 	if body != nil {
 		req.GetBody = nil // no replay (the mutation list names this line)
