@@ -21,20 +21,20 @@ const secret = "sk-live-7f3c9e21-NEVER-IN-EVIDENCE"
 
 const secretEnv = "ATMOST_WEBHOOK_TEST_TOKEN"
 
-func deliveryKey(t *testing.T) identity.DeliveryKey {
+func deliveryKey(t testing.TB) identity.DeliveryKey {
 	t.Helper()
 	k, err := identity.ParseDeliveryKey("dk1:" + strings.Repeat("ab", 32))
 	require.NoError(t, err)
 	return k
 }
 
-func request(t *testing.T) platform.Request {
+func request(t testing.TB) platform.Request {
 	return platform.Request{Key: deliveryKey(t), Account: "acct-1", Action: "post", Target: "feed/7",
 		Request: json.RawMessage(`{"text":"hello"}`), Text: "hello"}
 }
 
 // open opens the adapter for acct-1 with settings, and the credential reference ref.
-func open(t *testing.T, settings, ref string) platform.Adapter {
+func open(t testing.TB, settings, ref string) platform.Adapter {
 	t.Helper()
 	ad, err := webhook.Open(platform.Account{ID: "acct-1", Platform: webhook.Name, Settings: json.RawMessage(settings), CredentialRef: ref})
 	require.NoError(t, err)

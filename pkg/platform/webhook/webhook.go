@@ -137,17 +137,16 @@ func (a *adapter) ReadBack(ctx context.Context, r platform.Request, objectID str
 	case ex.Err != nil:
 		return platform.Object{}, fail("reading the body: %w", ex.Err)
 	}
-	doc, err := decodeJSON(ex.Body)
+	v, ok, err := a.cfg.textPointer.lookup(ex.Body)
 	if err != nil {
 		return platform.Object{}, fail("response body: %w", err)
 	}
 	obj := platform.Object{ID: objectID}
-	if v, ok := a.cfg.textPointer.find(doc); ok {
-		text, isString := v.(string)
-		if !isString {
+	if ok {
+		if v[0] != '"' {
 			return platform.Object{}, fail("the value at %s is not a string", a.cfg.textPointer.text)
 		}
-		obj.Text = text
+		obj.Text = stringValue(v)
 	}
 	return obj, nil
 }
