@@ -37,7 +37,10 @@ func parseJSON(data []byte) (jsonValue, error) {
 // parseJSONAt parses a value that will be embedded depth levels deep in a
 // larger document, so that the whole document stays within MaxJSONDepth.
 func parseJSONAt(data []byte, depth int) (jsonValue, error) {
-	p := parser{data: data, depth: depth}
+	// The path is for error messages only; an envelope is a few levels deep, so its first
+	// levels live here rather than in an allocation per level.
+	var path [8]pathElem
+	p := parser{data: data, depth: depth, path: path[:0]}
 	p.skipSpace()
 	v, err := p.value()
 	if err != nil {
@@ -200,6 +203,7 @@ func (p *parser) object() (jsonValue, error) {
 		v.obj = []jsonMember{}
 		return v, nil
 	}
+	v.obj = make([]jsonMember, 0, 4) // an envelope's objects hold a few members: one allocation, not one per doubling
 	for {
 		p.skipSpace()
 		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
