@@ -7,7 +7,6 @@ package relay
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -402,11 +401,7 @@ func (r *Relay) publish(ctx context.Context, batch []ledger.Unpublished, whole b
 		}
 		if u.Dispatch && u.Seq == latest[u.Key] {
 			w := events.WorkItem{V: events.Version, DeliveryKey: u.Key, Account: u.Account, Event: e.ID, Follows: whole}
-			data, err := json.Marshal(w)
-			if err != nil {
-				return nil, err
-			}
-			p.work = &nats.Msg{Subject: w.Subject(), Data: data, Header: headers(w.MsgID(), u.TraceParent)}
+			p.work = &nats.Msg{Subject: w.Subject(), Data: w.Marshal(), Header: headers(w.MsgID(), u.TraceParent)}
 			if !whole {
 				if p.sent, err = r.js.PublishMsgAsync(p.work); err != nil {
 					break

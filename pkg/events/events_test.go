@@ -297,3 +297,19 @@ func TestValidateRefusesAnIDOfAnotherTransition(t *testing.T) {
 		require.Error(t, err, name)
 	}
 }
+
+func TestWorkItemMarshalWritesWhatEncodingJSONWrites(t *testing.T) {
+	k := key(t, "work")
+	for _, account := range []string{"acct-1", "acct.with dots*", `quote"d`, "ünïcödé 账户", "invalid \xff utf-8", "<&>", "nul\x00"} {
+		for _, follows := range []bool{false, true} {
+			w := events.WorkItem{V: events.Version, DeliveryKey: k, Account: account, Event: events.NewID(k, 3), Follows: follows}
+			want, err := json.Marshal(w)
+			require.NoError(t, err)
+			require.Equal(t, string(want), string(w.Marshal()))
+			back, err := events.UnmarshalWorkItem(w.Marshal())
+			require.NoError(t, err)
+			require.Equal(t, w.Follows, back.Follows)
+			require.Equal(t, w.Event, back.Event)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package events
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/atmost/atmost/pkg/identity"
 )
@@ -50,6 +51,23 @@ func (w WorkItem) RepublishMsgID(round int64) string {
 
 // Subject is the subject the work item is published on.
 func (w WorkItem) Subject() string { return DispatchSubject(w.Account) }
+
+// Marshal encodes the work item as encoding/json would, by hand: every pending transition has
+// one, and reflection cost it eight allocations where this takes one.
+func (w WorkItem) Marshal() []byte {
+	b := make([]byte, 0, 200+len(w.Account))
+	b = append(b, `{"v":`...)
+	b = strconv.AppendInt(b, int64(w.V), 10)
+	b = append(b, `,"delivery_key":"`...)
+	b, _ = w.DeliveryKey.AppendText(b) // hex: nothing to escape
+	b = append(b, '"')
+	b = appendField(b, "account", w.Account)
+	b = appendField(b, "event", string(w.Event))
+	if w.Follows {
+		b = append(b, `,"follows":true`...)
+	}
+	return append(b, '}')
+}
 
 // UnmarshalWorkItem parses a work item payload.
 func UnmarshalWorkItem(data []byte) (WorkItem, error) {

@@ -7,7 +7,6 @@ package sweep
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -257,10 +256,7 @@ func (s *Sweeper) republish(ctx context.Context, r *Report) error {
 			continue
 		}
 		w := events.WorkItem{V: events.Version, DeliveryKey: st.Key, Account: st.Account, Event: events.NewID(st.Key, st.Seq)}
-		data, err := json.Marshal(w)
-		if err != nil {
-			return err
-		}
+		data := w.Marshal()
 		header := nats.Header{jetstream.MsgIDHeader: []string{w.RepublishMsgID(round)}}
 		if st.TraceParent != "" {
 			header[tracecontext.Header] = []string{st.TraceParent} // the dispatcher goes on with the intent's trace
