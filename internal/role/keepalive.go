@@ -1,6 +1,7 @@
 package role
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -18,6 +19,11 @@ import (
 // CPU an intent in the end-to-end benchmark) bought nothing. Once stop returns no reminder is
 // sent.
 func KeepAlive(msg jetstream.Msg, interval time.Duration) (stop func()) {
+	if interval <= 0 {
+		// A timer set again at once would send reminders without end; the roles refuse an
+		// AckWait under a second.
+		panic(fmt.Sprintf("role: KeepAlive needs a positive interval, not %s", interval))
+	}
 	var (
 		mu      sync.Mutex
 		stopped bool

@@ -2,6 +2,7 @@ package role_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,7 +58,7 @@ func TestKeepAliveHoldsAMessageBeyondItsAckWait(t *testing.T) {
 	deadline := time.Now().Add(5 * ackWait)
 	var again []string
 	for time.Now().Before(deadline) {
-		if m := next(time.Until(deadline)); m != nil {
+		if m := next(max(time.Until(deadline), time.Millisecond)); m != nil {
 			again = append(again, m.Subject())
 			require.NoError(t, m.Ack())
 		}
@@ -66,4 +67,29 @@ func TestKeepAliveHoldsAMessageBeyondItsAckWait(t *testing.T) {
 	stopHeld()
 	require.NoError(t, held.Ack())
 	require.Nil(t, next(2*ackWait), "an acknowledged message came again")
+}
+
+// reminders is a message that counts its InProgress calls.
+type reminders struct {
+	jetstream.Msg
+	n atomic.Int64
+}
+
+func (r *reminders) InProgress() error { r.n.Add(1); return nil }
+
+// Once stop returns, no reminder is sent, however many were sent before or fire at that
+// moment.
+func TestKeepAliveRemindsUntilStopReturnsAndNeverAfter(t *testing.T) {
+	t.Parallel()
+	for range 20 {
+		m := &reminders{}
+		stop := role.KeepAlive(m, time.Millisecond)
+		require.Eventually(t, func() bool { return m.n.Load() >= 3 }, 5*time.Second, time.Millisecond)
+		stop()
+		after := m.n.Load()
+		time.Sleep(20 * time.Millisecond)
+		require.Equal(t, after, m.n.Load(), "a reminder was sent after stop returned")
+		stop()
+	}
+	require.Panics(t, func() { role.KeepAlive(&reminders{}, 0) })
 }

@@ -291,11 +291,17 @@ func (w *work) addOutbox(written *ledger.Written, o ledger.Outboxed) {
 // dispatch subjects by someone else) would have the dispatcher's own transitions left out.
 func (w *work) acknowledged() int64 { return min(w.item.Acknowledged(), w.intent.Seq) }
 
-// release ends a work item's hold on its slot, and its spans with result: what became of it.
-func (d *Dispatcher) release(w *work, result string) {
+// endKeepAlive stops the work item's reminders to JetStream. Before its Ack or NAK: a reminder
+// that reached the server after a NAK would set the redelivery back to a whole AckWait.
+func (w *work) endKeepAlive() {
 	if w.stop != nil {
 		w.stop()
 	}
+}
+
+// release ends a work item's hold on its slot, and its spans with result: what became of it.
+func (d *Dispatcher) release(w *work, result string) {
+	w.endKeepAlive()
 	d.unreserve(w)
 	endStep(w, result, nil)
 	if w.span != nil {
@@ -364,6 +370,7 @@ func (d *Dispatcher) unreserve(w *work) {
 
 // finish acknowledges a work item whose intent needs nothing more from this message.
 func (d *Dispatcher) finish(w *work, result string) {
+	w.endKeepAlive()
 	if err := w.msg.Ack(); err != nil {
 		d.log.Debug("ack failed; the work item will come back and be ignored", zap.Error(err))
 	}
@@ -373,6 +380,7 @@ func (d *Dispatcher) finish(w *work, result string) {
 
 // delay gives a work item back to JetStream, to be delivered again after wait.
 func (d *Dispatcher) delay(w *work, result string, wait time.Duration) {
+	w.endKeepAlive()
 	if err := w.msg.NakWithDelay(wait); err != nil {
 		d.log.Debug("nak failed; the work item comes back after the ack wait", zap.Error(err))
 	}

@@ -131,6 +131,10 @@ func (c Config) validate() error {
 			return fmt.Errorf("reconcile: %s %s must be positive", name, v)
 		}
 	}
+	if c.AckWait < time.Second {
+		// A lookup is kept alive every third of it (role.KeepAlive), as the dispatcher's sends are.
+		return fmt.Errorf("reconcile: ack wait %s: must be at least 1s", c.AckWait)
+	}
 	return nil
 }
 

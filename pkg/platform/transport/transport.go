@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/textproto"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -223,6 +224,17 @@ func (c *Client) Do(ctx context.Context, method, url string, header http.Header,
 	return ex
 }
 
+// canonical reports whether every name in h is in its canonical form
+// (textproto.CanonicalMIMEHeaderKey), as http.Header's own methods write them.
+func canonical(h http.Header) bool {
+	for name := range h {
+		if textproto.CanonicalMIMEHeaderKey(name) != name {
+			return false
+		}
+	}
+	return true
+}
+
 // newRequest builds a request whose body cannot be replayed: net/http retries a request on a
 // reused connection only when it can rewind the body (GetBody set) and the request looks
 // idempotent, which an Idempotency-Key header makes it. With GetBody cleared no retry is
@@ -241,10 +253,20 @@ func newRequest(ctx context.Context, method, url string, header http.Header, bod
 	if err != nil {
 		return nil, fmt.Errorf("transport: request: %w", err)
 	}
-	if header != nil {
-		// Sent as given: net/http's client reads a request's header and never changes it, so
-		// the caller's map is the request's, not copied name by name for every send.
+	if canonical(header) {
+		// net/http's client reads a request's header and never changes it, so the caller's
+		// map is the request's, not copied name by name for every send.
 		req.Header = header
+	} else {
+		// Copied name by name, each made canonical: net/http leaves out a Host or a
+		// Content-Length of the header, as it writes its own, only under those names, and a
+		// "content-length" sent beside them could make the server read another request out
+		// of the body.
+		for name, values := range header {
+			for _, v := range values {
+				req.Header.Add(name, v)
+			}
+		}
 	}
 	if body != nil {
 		req.GetBody = nil // no replay (the mutation list names this line)
