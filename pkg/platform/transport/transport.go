@@ -253,11 +253,13 @@ func newRequest(ctx context.Context, method, url string, header http.Header, bod
 	if err != nil {
 		return nil, fmt.Errorf("transport: request: %w", err)
 	}
-	if canonical(header) {
+	switch {
+	case header == nil: // the empty header NewRequestWithContext made stays
+	case canonical(header):
 		// net/http's client reads a request's header and never changes it, so the caller's
 		// map is the request's, not copied name by name for every send.
 		req.Header = header
-	} else {
+	default:
 		// Copied name by name, each made canonical: net/http leaves out a Host or a
 		// Content-Length of the header, as it writes its own, only under those names, and a
 		// "content-length" sent beside them could make the server read another request out
