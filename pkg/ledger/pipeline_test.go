@@ -392,28 +392,35 @@ func TestTheHotPathIsPlannedOnceAtAnyBatchSize(t *testing.T) {
 			for r := range 8 {
 				round(r, []int{1, 3}[r%2])
 			}
-			rows, err := pool.Query(e.ctx, `SELECT substring(statement FROM '-- name: (\w+)'), generic_plans, custom_plans
-				FROM pg_prepared_statements WHERE statement LIKE '-- name: %'`)
-			require.NoError(t, err)
-			plans := map[string][2]int64{}
-			for rows.Next() {
-				var name string
-				var generic, custom int64
-				require.NoError(t, rows.Scan(&name, &generic, &custom))
-				plans[name] = [2]int64{generic, custom}
-			}
-			require.NoError(t, rows.Err())
 			hot := []string{"IntentSubmit", "IntentsGetMany", "DispatchGates", "IntentsBegin", "IntentsAuthorize", "IntentsComplete",
 				"OutboxPending", "OutboxPendingFor", "OutboxWitnessFor", "OutboxDelete"}
 			if iso == pgx.ReadCommitted {
 				hot = append(hot, "OutboxEarlierFor")
 			}
-			for _, name := range hot {
-				require.Contains(t, plans, name)
-				require.Positive(t, plans[name][0], "%s (generic, custom runs: %v)", name, plans[name])
-				require.Zero(t, plans[name][1], "%s was planned for the arguments of a call (generic, custom runs: %v)", name, plans[name])
-			}
+			requirePlannedOnce(t, e.ctx, pool, hot...)
 		})
+	}
+}
+
+// requirePlannedOnce fails unless every named statement ran on pool's one connection, on a
+// generic plan each time: never planned for the arguments of a call (pg_prepared_statements).
+func requirePlannedOnce(t *testing.T, ctx context.Context, pool *pgxpool.Pool, names ...string) {
+	t.Helper()
+	rows, err := pool.Query(ctx, `SELECT substring(statement FROM '-- name: (\w+)'), generic_plans, custom_plans
+		FROM pg_prepared_statements WHERE statement LIKE '-- name: %'`)
+	require.NoError(t, err)
+	plans := map[string][2]int64{}
+	for rows.Next() {
+		var name string
+		var generic, custom int64
+		require.NoError(t, rows.Scan(&name, &generic, &custom))
+		plans[name] = [2]int64{generic, custom}
+	}
+	require.NoError(t, rows.Err())
+	for _, name := range names {
+		require.Contains(t, plans, name)
+		require.Positive(t, plans[name][0], "%s (generic, custom runs: %v)", name, plans[name])
+		require.Zero(t, plans[name][1], "%s was planned for the arguments of a call (generic, custom runs: %v)", name, plans[name])
 	}
 }
 
@@ -433,11 +440,7 @@ func TestARejectReplayPlansSubmitAsTheHotPathDoes(t *testing.T) {
 				res := e.replay(l, ledger.ReplayOptions{Actor: "operator"}, c)
 				require.Equal(t, ledger.ReplayCreated, res[0].Outcome)
 			}
-			var generic, custom int64
-			require.NoError(t, pool.QueryRow(e.ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements
-				WHERE statement LIKE '-- name: IntentSubmit %'`).Scan(&generic, &custom))
-			require.Positive(t, generic)
-			require.Zero(t, custom, "a replay planned Submit for the arguments of its call (generic, custom runs: %d, %d)", generic, custom)
+			requirePlannedOnce(t, e.ctx, pool, "IntentSubmit")
 		})
 	}
 }
