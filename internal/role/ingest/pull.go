@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -20,9 +22,21 @@ import (
 // every pull request it makes. Only the server sets a delivery's reply subject, so here a
 // message whose reply is an ack subject is a delivery, whatever its headers say, and anything
 // else is the server's answer to the request.
+//
+// The answers come on one subscription, made at the first fetch and kept: each request names a
+// reply subject of its own under it (<inbox>.<n>). A subscription per request cost a SUB and an
+// UNSUB on the wire, and nats.go gives each synchronous subscription a channel of 65,536
+// messages, a 512 KiB allocation cleared on the spot: three of them per fetch of a light load,
+// 4 % of the whole pipeline's CPU at 50 intents a second.
 type puller struct {
 	nc   *nats.Conn
 	next string // the consumer's MSG.NEXT subject
+
+	// mu makes one fetch at a time: the requests share the subscription.
+	mu    sync.Mutex
+	inbox string // the subscription's subject is inbox + ".*"
+	sub   *nats.Subscription
+	n     uint64 // the last request's number
 }
 
 // ackPrefix begins the reply subject of every JetStream delivery, with or without a domain.
@@ -57,6 +71,8 @@ const noWaitAnswer = 5 * time.Second
 // batches of more than one: each batch costs the ledger its statements whatever its size.
 // Nothing (and no error) means wait passed idle.
 func (p *puller) fetch(ctx context.Context, batch int, wait, linger time.Duration) ([]*nats.Msg, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	out, err := p.request(ctx, pullRequest{Batch: batch, NoWait: true}, noWaitAnswer)
 	if err != nil {
 		return out, err
@@ -84,20 +100,37 @@ func (p *puller) fetch(ctx context.Context, batch int, wait, linger time.Duratio
 	return append(out, more...), err
 }
 
-// request sends one pull request and returns the deliveries that answer it, until the server
-// says it has no more for it (or the request expired) or answer passed.
-func (p *puller) request(ctx context.Context, r pullRequest, answer time.Duration) ([]*nats.Msg, error) {
+// subscribe makes the answers' subscription, or makes it again when the connection lost it
+// for good (closed, or drained).
+func (p *puller) subscribe() error {
+	if p.sub != nil && p.sub.IsValid() {
+		return nil
+	}
 	inbox := p.nc.NewInbox()
-	sub, err := p.nc.SubscribeSync(inbox)
+	sub, err := p.nc.SubscribeSync(inbox + ".*")
 	if err != nil {
+		return err
+	}
+	p.inbox, p.sub = inbox, sub
+	return nil
+}
+
+// request sends one pull request and returns the deliveries that answer it, until the server
+// says it has no more for it (or the request expired) or answer passed. A delivery that
+// answers an earlier request, which stopped waiting before the server was done with it, is
+// taken too: the server holds it as delivered, and left there it would come back only after
+// the consumer's ack wait. An earlier request's status is of no concern to this one.
+func (p *puller) request(ctx context.Context, r pullRequest, answer time.Duration) ([]*nats.Msg, error) {
+	if err := p.subscribe(); err != nil {
 		return nil, err
 	}
-	defer func() { _ = sub.Unsubscribe() }()
 	req, err := json.Marshal(r)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.nc.PublishRequest(p.next, inbox, req); err != nil {
+	p.n++
+	reply := p.inbox + "." + strconv.FormatUint(p.n, 10)
+	if err := p.nc.PublishRequest(p.next, reply, req); err != nil {
 		return nil, err
 	}
 	// The server answers an expired request with 408 at its expiry; answer leaves time for its
@@ -106,7 +139,7 @@ func (p *puller) request(ctx context.Context, r pullRequest, answer time.Duratio
 	defer cancel()
 	var out []*nats.Msg
 	for len(out) < r.Batch {
-		msg, err := sub.NextMsgWithContext(waiting)
+		msg, err := p.sub.NextMsgWithContext(waiting)
 		switch {
 		case err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
 			return out, nil
@@ -115,6 +148,8 @@ func (p *puller) request(ctx context.Context, r pullRequest, answer time.Duratio
 		case strings.HasPrefix(msg.Reply, ackPrefix):
 			out = append(out, msg)
 			continue
+		case msg.Subject != reply:
+			continue // an earlier request's status
 		}
 		switch status := msg.Header.Get("Status"); status {
 		case "404", "408": // nothing (more) to deliver, or the request expired

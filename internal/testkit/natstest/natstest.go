@@ -90,6 +90,18 @@ func (s *Server) Restart(t testing.TB) {
 	}
 }
 
+// SubscriptionsMade is how many subscriptions the server's clients have made since it
+// started (its sublists' inserts, JetStream's own included): for a test that counts what a
+// client asks of the server.
+func (s *Server) SubscriptionsMade(t testing.TB) uint64 {
+	t.Helper()
+	sz, err := s.srv.Subsz(nil)
+	if err != nil {
+		t.Fatalf("natstest: subscriptions: %v", err)
+	}
+	return sz.NumInserts
+}
+
 // Connect opens a client connection to the server, closed when t ends.
 func (s *Server) Connect(t testing.TB, opts ...nats.Option) *nats.Conn {
 	t.Helper()
