@@ -143,6 +143,11 @@ func New(ctx context.Context, js jetstream.JetStream, l Ledger, cfg Config) (*In
 		cfg: cfg, log: cfg.Logger.Named("ingest"), tracer: tracing.Or(cfg.Tracer).Tracer("github.com/atmost/atmost/internal/role/ingest")}, nil
 }
 
+// Close stops the ingester's fetching for good: what the server delivered to it that no
+// batch took yet is given back at once (NAK), for another ingester. The role calls it when it
+// stops.
+func (in *Ingester) Close() error { return in.pull.close() }
+
 // message is one fetched message and what became of it.
 type message struct {
 	msg       *nats.Msg

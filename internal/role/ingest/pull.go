@@ -23,11 +23,15 @@ import (
 // message whose reply is an ack subject is a delivery, whatever its headers say, and anything
 // else is the server's answer to the request.
 //
-// The answers come on one subscription, made at the first fetch and kept: each request names a
-// reply subject of its own under it (<inbox>.<n>). A subscription per request cost a SUB and an
-// UNSUB on the wire, and nats.go gives each synchronous subscription a channel of 65,536
-// messages, a 512 KiB allocation cleared on the spot: three of them per fetch of a light load,
-// 4 % of the whole pipeline's CPU at 50 intents a second.
+// The answers come on one subscription, made at the first fetch and kept until close: each
+// request names a reply subject of its own under it (<inbox>.<n>). A subscription per request
+// cost a SUB and an UNSUB on the wire, and nats.go gives each synchronous subscription a
+// channel of 65,536 messages, a 512 KiB allocation cleared on the spot: three of them per fetch
+// of a light load, 4 % of the whole pipeline's CPU at 50 intents a second. The kept
+// subscription is interest in every request's reply subject, so the server also delivers to a
+// request that stopped waiting (its answer time passed, or deliveries it took for an earlier
+// request filled its batch) until that request expires; such deliveries wait in the
+// subscription for the next fetch, and close gives back what is left there when ingest stops.
 type puller struct {
 	nc   *nats.Conn
 	next string // the consumer's MSG.NEXT subject
@@ -100,10 +104,9 @@ func (p *puller) fetch(ctx context.Context, batch int, wait, linger time.Duratio
 	return append(out, more...), err
 }
 
-// subscribe makes the answers' subscription, or makes it again when the connection lost it
-// for good (closed, or drained).
+// subscribe makes the answers' subscription at the first request.
 func (p *puller) subscribe() error {
-	if p.sub != nil && p.sub.IsValid() {
+	if p.sub != nil {
 		return nil
 	}
 	inbox := p.nc.NewInbox()
@@ -116,10 +119,12 @@ func (p *puller) subscribe() error {
 }
 
 // request sends one pull request and returns the deliveries that answer it, until the server
-// says it has no more for it (or the request expired) or answer passed. A delivery that
-// answers an earlier request, which stopped waiting before the server was done with it, is
-// taken too: the server holds it as delivered, and left there it would come back only after
-// the consumer's ack wait. An earlier request's status is of no concern to this one.
+// says it has no more for it (or the request expired) or answer passed. A delivery comes with
+// its stream subject, not the request's reply subject, so one that answers an earlier request
+// (one that stopped waiting before the server was done with it) is taken too: the server holds
+// it as delivered, and left in the subscription it would come back only after the consumer's
+// ack wait. A status names its request's reply subject; an earlier request's is of no concern
+// to this one.
 func (p *puller) request(ctx context.Context, r pullRequest, answer time.Duration) ([]*nats.Msg, error) {
 	if err := p.subscribe(); err != nil {
 		return nil, err
@@ -161,6 +166,37 @@ func (p *puller) request(ctx context.Context, r pullRequest, answer time.Duratio
 	}
 	return out, nil
 }
+
+// close ends the answers' subscription, so that the server stops delivering to requests that
+// stopped waiting, and asks the server to deliver again at once what the subscription holds
+// undelivered: left there, it would wait out the consumer's ack wait before another ingester
+// got it. The subscription is drained (nats.go flushes the UNSUB and keeps what came before
+// it), not unsubscribed, which would drop what it holds.
+func (p *puller) close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sub == nil {
+		return nil
+	}
+	sub := p.sub
+	p.sub = nil
+	if err := sub.Drain(); err != nil {
+		return err
+	}
+	var err error
+	for {
+		msg, nextErr := sub.NextMsg(closeWait)
+		if nextErr != nil {
+			return err // drained (the subscription is gone), or the connection with it
+		}
+		if strings.HasPrefix(msg.Reply, ackPrefix) {
+			err = errors.Join(err, p.nak(msg, 0))
+		}
+	}
+}
+
+// closeWait bounds close's wait for what the server sent before the UNSUB.
+const closeWait = 2 * time.Second
 
 // ack acknowledges a delivery.
 func (p *puller) ack(msg *nats.Msg) error { return p.nc.Publish(msg.Reply, []byte("+ACK")) }

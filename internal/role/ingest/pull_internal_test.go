@@ -53,29 +53,60 @@ func TestFetchesShareOneSubscription(t *testing.T) {
 	require.Zero(t, srv.SubscriptionsMade(t)-before, "80 requests after the first fetch")
 }
 
-// A request that stopped waiting before the server answered it (its answer time passed) still
-// has the server's interest: its reply subject is under the subscription every request shares.
-// What the server delivers there it holds as delivered, so the next fetch takes it, rather than
-// the consumer's ack wait (a minute here) bringing it back.
+// abandon sends a pull request that stops waiting long before the server is done with it,
+// while nothing is there to fetch: the server holds it, and the kept subscription is interest
+// in its reply subject.
+func abandon(t *testing.T, p *puller) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	msgs, err := p.request(context.Background(), pullRequest{Batch: 1, Expires: 10 * time.Second}, 50*time.Millisecond)
+	require.NoError(t, err)
+	require.Empty(t, msgs, "nothing published yet")
+}
+
+// publishToTheAbandoned publishes one message and waits until the server has delivered it to
+// the abandoned request: it lies in p's subscription, no fetch waiting for it.
+func publishToTheAbandoned(t *testing.T, p *puller, js jetstream.JetStream, data string) {
+	t.Helper()
+	_, err := js.Publish(context.Background(), events.IntentSubject("acct-1"), []byte(data))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		n, _, err := p.sub.Pending()
+		return err == nil && n == 1
+	}, 5*time.Second, time.Millisecond, "the server delivers to the request that stopped waiting")
+}
+
+// What the server delivers to a request that stopped waiting it holds as delivered, so the next
+// fetch takes it, rather than the consumer's ack wait (a minute here) bringing it back.
 func TestADeliveryToAnEarlierRequestIsTakenByTheNextFetch(t *testing.T) {
 	t.Parallel()
 	p, js, _ := newTestPuller(t)
-	ctx := context.Background()
-	p.mu.Lock()
-	msgs, err := p.request(ctx, pullRequest{Batch: 1, Expires: 10 * time.Second}, 50*time.Millisecond)
-	p.mu.Unlock()
+	abandon(t, p)
+	publishToTheAbandoned(t, p, js, "late")
+	msgs, err := p.fetch(context.Background(), 10, 10*time.Millisecond, 0)
 	require.NoError(t, err)
-	require.Empty(t, msgs, "nothing published yet: the request gave up, the server still holds it")
-	_, err = js.Publish(ctx, events.IntentSubject("acct-1"), []byte("late"))
+	require.Len(t, msgs, 1)
+	require.Equal(t, "late", string(msgs[0].Data))
+}
+
+// When ingest stops, what its subscription holds undelivered goes back to the server at once,
+// for another ingester, rather than after the consumer's ack wait (a minute here).
+func TestCloseGivesBackWhatTheSubscriptionHolds(t *testing.T) {
+	t.Parallel()
+	p, js, srv := newTestPuller(t)
+	abandon(t, p)
+	publishToTheAbandoned(t, p, js, "held")
+	require.NoError(t, p.close())
+
+	other, err := jetstream.New(srv.Connect(t))
 	require.NoError(t, err)
-	var got []string
-	require.Eventually(t, func() bool {
-		msgs, err := p.fetch(ctx, 10, 10*time.Millisecond, 0)
-		require.NoError(t, err)
-		for _, m := range msgs {
-			got = append(got, string(m.Data))
-		}
-		return len(got) > 0
-	}, 5*time.Second, 20*time.Millisecond)
-	require.Equal(t, []string{"late"}, got)
+	q := newPuller(other, events.IntentsStream, "ingest")
+	msgs, err := q.fetch(context.Background(), 10, 5*time.Second, 0)
+	require.NoError(t, err)
+	require.Len(t, msgs, 1, "given back, so another ingester takes it well within the ack wait")
+	require.Equal(t, "held", string(msgs[0].Data))
+	require.NoError(t, q.close())
 }

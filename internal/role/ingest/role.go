@@ -151,6 +151,9 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 			metrics.batches.WithLabelValues("ok").Inc()
 		}
 	}
+	if err := in.Close(); err != nil {
+		log.Warn("giving back what the ingester held undelivered failed; it comes back after the ack wait", zap.Error(err))
+	}
 	<-relayDone
 	return nil
 }
