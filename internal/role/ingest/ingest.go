@@ -143,9 +143,9 @@ func New(ctx context.Context, js jetstream.JetStream, l Ledger, cfg Config) (*In
 		cfg: cfg, log: cfg.Logger.Named("ingest"), tracer: tracing.Or(cfg.Tracer).Tracer("github.com/atmost/atmost/internal/role/ingest")}, nil
 }
 
-// Close stops the ingester's fetching for good: what the server delivered to it that no
-// batch took yet is given back at once (NAK), for another ingester. The role calls it when it
-// stops.
+// Close gives back at once (NAK), for another ingester, what the server delivered to this one
+// that no batch took yet, and ends the subscription its fetches are answered on. The role calls
+// it when it stops fetching.
 func (in *Ingester) Close() error { return in.pull.close() }
 
 // message is one fetched message and what became of it.
