@@ -110,3 +110,30 @@ func TestCloseGivesBackWhatTheSubscriptionHolds(t *testing.T) {
 	require.Equal(t, "held", string(msgs[0].Data))
 	require.NoError(t, q.close())
 }
+
+// An earlier request's status (here the 408 of one that expired after it stopped waiting) lies
+// in the subscription every request shares; it ends nothing but that request. Taken for the
+// current request's own, it would end this one's wait for the first message at once.
+func TestAnEarlierRequestsStatusEndsNoOtherRequest(t *testing.T) {
+	t.Parallel()
+	p, js, _ := newTestPuller(t)
+	ctx := context.Background()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	msgs, err := p.request(ctx, pullRequest{Batch: 1, Expires: 100 * time.Millisecond}, 10*time.Millisecond)
+	require.NoError(t, err)
+	require.Empty(t, msgs)
+	require.Eventually(t, func() bool {
+		n, _, err := p.sub.Pending()
+		return err == nil && n == 1
+	}, 5*time.Second, time.Millisecond, "the stopped request's 408 arrives at its expiry")
+
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_, _ = js.Publish(ctx, events.IntentSubject("acct-1"), []byte("after"))
+	}()
+	msgs, err = p.request(ctx, pullRequest{Batch: 1, Expires: 10 * time.Second}, 11*time.Second)
+	require.NoError(t, err)
+	require.Len(t, msgs, 1, "the request waited for its message past the earlier one's status")
+	require.Equal(t, "after", string(msgs[0].Data))
+}
