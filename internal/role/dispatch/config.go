@@ -48,9 +48,10 @@ type Config struct {
 	// pipelines collapsed to 300 intents/s while 2 gave 1,432 (1,737 at READ COMMITTED).
 	// Default 2.
 	Pipelines int
-	// Linger is how long the first work item of a batch waits for others to join it, and the
-	// first claimed success of a read-back group and the first outcome of a Complete for the
-	// sends still on their way to them. Default 2 ms.
+	// Linger is how long the first work item of a batch waits at most for others to join it
+	// (the wait ends sooner, once a burst's items stopped arriving), and the first claimed
+	// success of a read-back group and the first outcome of a Complete for the sends still on
+	// their way to them. Default 2 ms.
 	Linger time.Duration
 	// LedgerTimeout bounds each ledger call, so a half-open connection cannot stall the
 	// dispatcher. Default 30 s.
@@ -66,12 +67,20 @@ type Config struct {
 	// and the spans of its steps; nil means the no-op provider.
 	Tracer trace.TracerProvider
 
+	// gap ends the take of a batch when no work item arrived for this long after the latest:
+	// burstGap, or the linger when that is shorter (tests set it).
+	gap time.Duration
 	// hook is called at each crash point of this dispatcher (tests only).
 	hook func(step string)
 	// pull holds the consumer's pull options (tests only: a short expiry, so that missed
 	// heartbeats show within a test).
 	pull []jetstream.PullMessagesOpt
 }
+
+// burstGap is longer than the work items of one burst (ingest publishes a batch's together)
+// take to arrive one after the other, and shorter than the time between two bursts of a steady
+// load.
+const burstGap = 250 * time.Microsecond
 
 func (c Config) withDefaults() Config {
 	if c.Durable == "" {
@@ -106,6 +115,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Linger == 0 {
 		c.Linger = 2 * time.Millisecond
+	}
+	if c.gap == 0 {
+		c.gap = min(burstGap, c.Linger)
 	}
 	if c.LedgerTimeout == 0 {
 		c.LedgerTimeout = 30 * time.Second

@@ -253,10 +253,14 @@ func (d *Dispatcher) take(ctx context.Context, msgs <-chan jetstream.Msg) []jets
 		<-d.slots
 		return nil
 	}
-	// Whatever else arrives within the linger joins the batch: under load the batch fills at
-	// once, when idle the first item waits at most the linger.
+	// Whatever else arrives joins the batch until the burst is over (nothing more within the
+	// gap after the latest item) or the linger has passed: under load the batch fills at once,
+	// a burst is taken whole, and the first item of a burst waits for its rest, not for the
+	// linger to run out behind it.
 	linger := time.NewTimer(d.cfg.Linger)
 	defer linger.Stop()
+	gap := time.NewTimer(d.cfg.gap)
+	defer gap.Stop()
 	for len(batch) < d.cfg.Batch {
 		select {
 		case d.slots <- struct{}{}:
@@ -270,6 +274,10 @@ func (d *Dispatcher) take(ctx context.Context, msgs <-chan jetstream.Msg) []jets
 				return batch
 			}
 			batch = append(batch, m)
+			gap.Reset(d.cfg.gap)
+		case <-gap.C:
+			<-d.slots
+			return batch
 		case <-linger.C:
 			<-d.slots
 			return batch

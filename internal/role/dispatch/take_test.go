@@ -15,8 +15,8 @@ import (
 func TestABurstOfWorkIsOneBatchWhateverThePipelinesWaitingForIt(t *testing.T) {
 	t.Parallel()
 	const pipelines, burst = 4, 17
-	// A linger the burst surely arrives within, on any machine.
-	d := &Dispatcher{cfg: Config{Batch: 128, Linger: time.Second}, slots: make(chan struct{}, 1000)}
+	// A gap the burst's items surely arrive within, one after the other, on any machine.
+	d := &Dispatcher{cfg: Config{Batch: 128, Linger: time.Second, gap: time.Second}, slots: make(chan struct{}, 1000)}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	msgs := make(chan jetstream.Msg, 2*burst)
@@ -37,6 +37,37 @@ func TestABurstOfWorkIsOneBatchWhateverThePipelinesWaitingForIt(t *testing.T) {
 	cancel()
 	for range pipelines - 2 {
 		require.Zero(t, <-batches, "the others stop with nothing once the dispatcher stops")
+	}
+}
+
+// A batch being taken waits for the rest of its burst, and no longer: once no work item
+// arrived within the gap after the latest, it goes, rather than wait out the linger behind a
+// burst that is over (an hour here). The next work is taken by the next take.
+func TestATakeEndsWhenItsBurstIsOver(t *testing.T) {
+	t.Parallel()
+	const burst = 5
+	d := &Dispatcher{cfg: Config{Batch: 128, Linger: time.Hour, gap: 200 * time.Millisecond}, slots: make(chan struct{}, 1000)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	msgs := make(chan jetstream.Msg, 2*burst)
+	batches := make(chan int, 2)
+	go func() { batches <- len(d.take(ctx, msgs)) }()
+	for range burst {
+		msgs <- nil
+	}
+	select {
+	case n := <-batches:
+		require.Equal(t, burst, n, "the burst is one batch")
+	case <-time.After(time.Minute):
+		t.Fatal("the take waited out its linger behind a burst that was over")
+	}
+	go func() { batches <- len(d.take(ctx, msgs)) }()
+	msgs <- nil
+	select {
+	case n := <-batches:
+		require.Equal(t, 1, n)
+	case <-time.After(time.Minute):
+		t.Fatal("the take waited out its linger behind a burst that was over")
 	}
 }
 

@@ -43,8 +43,10 @@ type Config struct {
 	// MaxWait bounds how long an idle fetch waits for the first message; a fetch never waits
 	// for a batch to fill. Default 1 s.
 	MaxWait time.Duration
-	// Linger is how long a fetch that has less than a batch waits for more after its first
-	// message: the latency a light load pays so that its batches hold more than one intent.
+	// Linger is how long after the previous batch a fetch that has less than a batch waits
+	// for more: a steady load is taken in batches of what arrived over one Linger, which
+	// share the ledger's cost per batch, and no intent waits for its batch much longer than
+	// a Linger. The first intent after a quiet spell longer than a Linger is taken at once.
 	// Default DefaultLinger; negative means none.
 	Linger time.Duration
 	// NakDelay is how long JetStream waits before redelivering a message the ledger could not

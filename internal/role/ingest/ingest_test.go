@@ -379,10 +379,10 @@ func TestABatchIsWhatHasArrivedNotAFullOne(t *testing.T) {
 	require.Equal(t, 1, s.Created)
 }
 
-// A fetch with less than a batch waits Linger after its first message for more: under a light
-// load the intents that arrive close together share a batch, and so the ledger's statements.
-// Without a linger the first goes alone. (The second is published 50 ms after the first; the
-// linger here is a second.)
+// A fetch with less than a batch that comes within Linger of the previous batch waits for more
+// until Linger has passed since that batch: under a steady load the intents that arrive close
+// together share a batch, and so the ledger's statements. Without a linger the first goes
+// alone. (The second is published 50 ms after the first; the linger here is a second.)
 func TestAFetchLingersForTheIntentsRightBehindItsFirst(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -395,18 +395,61 @@ func TestAFetchLingersForTheIntentsRightBehindItsFirst(t *testing.T) {
 		require.NoError(t, err)
 		ctx, cancel := context.WithTimeout(w.Ctx, 20*time.Second)
 		defer cancel()
-		published := make(chan error, 2)
-		go func() {
-			for _, text := range []string{"first", "right behind"} {
-				_, err := w.JS.Publish(ctx, events.IntentSubject("acct-1"), []byte(post(text)))
-				published <- err
-				time.Sleep(50 * time.Millisecond)
-			}
-		}()
+		_, err = w.JS.Publish(ctx, events.IntentSubject("acct-1"), []byte(post("the previous batch")))
+		require.NoError(t, err)
 		s, err := in.Batch(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, s.Created)
+
+		published := publishApart(ctx, w, 50*time.Millisecond, "first", "right behind")
+		s, err = in.Batch(ctx)
 		require.NoError(t, err)
 		require.Equal(t, tc.first, s.Created, "linger %s", tc.linger)
 		require.NoError(t, <-published)
 		require.NoError(t, <-published)
 	}
+}
+
+// The linger counts from the previous batch, not from a batch's first message: after a quiet
+// spell longer than the linger the first intent is taken at once, and whatever arrives right
+// behind it goes in the next batch. (The quiet spell is 400 ms, the linger 300 ms.)
+func TestTheFirstIntentAfterAQuietSpellIsTakenAtOnce(t *testing.T) {
+	t.Parallel()
+	w := worldtest.New(t)
+	w.Exec(`INSERT INTO accounts (account_id, platform) VALUES ('acct-1', 'sim')`)
+	in, err := ingest.New(w.Ctx, w.JS, w.Ledger, ingest.Config{Batch: 100, MaxWait: time.Hour, Linger: 300 * time.Millisecond})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(w.Ctx, 20*time.Second)
+	defer cancel()
+	_, err = w.JS.Publish(ctx, events.IntentSubject("acct-1"), []byte(post("the previous batch")))
+	require.NoError(t, err)
+	s, err := in.Batch(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, s.Created)
+
+	time.Sleep(400 * time.Millisecond)
+	published := publishApart(ctx, w, 50*time.Millisecond, "first", "right behind")
+	s, err = in.Batch(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, s.Created, "the first, taken at once")
+	require.NoError(t, <-published)
+	require.NoError(t, <-published)
+	s, err = in.Batch(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, s.Created, "the one right behind it")
+}
+
+// publishApart publishes a post of each text, pause apart, and sends each publication's error.
+func publishApart(ctx context.Context, w *worldtest.World, pause time.Duration, texts ...string) <-chan error {
+	published := make(chan error, len(texts))
+	go func() {
+		for i, text := range texts {
+			if i > 0 {
+				time.Sleep(pause)
+			}
+			_, err := w.JS.Publish(ctx, events.IntentSubject("acct-1"), []byte(post(text)))
+			published <- err
+		}
+	}()
+	return published
 }

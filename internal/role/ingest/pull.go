@@ -40,7 +40,8 @@ type puller struct {
 	mu    sync.Mutex
 	inbox string // the subscription's subject is inbox + ".*"
 	sub   *nats.Subscription
-	n     uint64 // the last request's number
+	n     uint64    // the last request's number
+	taken time.Time // when the previous fetch returned messages: its linger counts from then
 }
 
 // ackPrefix begins the reply subject of every JetStream delivery, with or without a domain.
@@ -67,32 +68,51 @@ type pullRequest struct {
 const noWaitAnswer = 5 * time.Second
 
 // fetch returns up to batch messages: what is waiting at once, or, when nothing is, the first
-// to arrive within wait; then, when that is less than a batch, whatever else arrived within
-// linger after it. It never waits for a batch to fill: under a steady load a full batch would
+// to arrive within wait and whatever arrived with it; then, when that is less than a batch and
+// the previous batch was taken less than linger ago, whatever else arrives until linger has
+// passed since it. It never waits for a batch to fill: under a steady load a full batch would
 // hold the first intent until batch-1 more arrived (half a second at 200 intents/s and batches
 // of 100), while under a burst the batch fills by itself, because everything that arrived
-// during the previous batch's commit is waiting. The linger is what a light load pays for
-// batches of more than one: each batch costs the ledger its statements whatever its size.
+// during the previous batch's commit is waiting.
+//
+// The linger is counted from the previous batch, not from this one's first message: a steady
+// load is then taken in batches of what arrived over one linger (each batch costs the ledger
+// its statements whatever its size), and no message waits more than about a linger for its
+// batch, whereas a linger after the first message added itself to the time the first had
+// already waited during the previous batch's commit. After a quiet spell of more than a linger
+// the first message is taken at once, as a light load's batches would hold one anyway.
 // Nothing (and no error) means wait passed idle.
 func (p *puller) fetch(ctx context.Context, batch int, wait, linger time.Duration) ([]*nats.Msg, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	out, err := p.take(ctx, batch, wait, linger)
+	if len(out) > 0 {
+		p.taken = time.Now()
+	}
+	return out, err
+}
+
+// take is fetch's work, under mu.
+func (p *puller) take(ctx context.Context, batch int, wait, linger time.Duration) ([]*nats.Msg, error) {
 	out, err := p.request(ctx, pullRequest{Batch: batch, NoWait: true}, noWaitAnswer)
 	if err != nil {
 		return out, err
 	}
-	if len(out) == 0 {
+	idle := len(out) == 0
+	if idle {
 		if out, err = p.request(ctx, pullRequest{Batch: 1, Expires: wait}, wait+time.Second); err != nil || len(out) == 0 {
 			return out, err
 		}
-	} else if linger == 0 {
-		return out, nil // everything that was waiting
 	}
 	if len(out) >= batch {
 		return out, nil
 	}
-	if linger > 0 {
-		t := time.NewTimer(linger)
+	pause := time.Until(p.taken.Add(linger))
+	if pause <= 0 && !idle {
+		return out, nil // everything that was waiting, and the batch's linger is over
+	}
+	if pause > 0 {
+		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -100,6 +120,7 @@ func (p *puller) fetch(ctx context.Context, batch int, wait, linger time.Duratio
 		case <-t.C:
 		}
 	}
+	// After an idle wait, what arrived with the first message (a burst's rest) too.
 	more, err := p.request(ctx, pullRequest{Batch: batch - len(out), NoWait: true}, noWaitAnswer)
 	return append(out, more...), err
 }
