@@ -31,3 +31,10 @@ func WithPullExpiry(cfg Config, expiry time.Duration) Config {
 	cfg.pull = []jetstream.PullMessagesOpt{jetstream.PullExpiry(expiry), jetstream.PullHeartbeat(expiry / 4)}
 	return cfg
 }
+
+// WithTakeGap returns cfg with the take of a batch ending when no work item arrived for gap
+// after the latest, instead of burstGap: a test's burst then surely arrives within it.
+func WithTakeGap(cfg Config, gap time.Duration) Config {
+	cfg.gap = gap
+	return cfg
+}

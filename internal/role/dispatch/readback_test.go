@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/atmost/atmost/internal/role/dispatch"
 	"github.com/atmost/atmost/internal/testkit/worldtest"
 	"github.com/atmost/atmost/internal/tools/platformsim"
 	"github.com/atmost/atmost/pkg/identity"
@@ -50,6 +51,7 @@ func TestABatchsSendsAreReadBackAndRecordedTogether(t *testing.T) {
 	keys := e.Submit("acct-1", worldtest.Texts("together", 8)...)
 	cfg := e.config()
 	cfg.Batch, cfg.Linger = 8, time.Second
+	cfg = dispatch.WithTakeGap(cfg, time.Second) // the eight are one batch however they arrive
 	cfg.ReadBackTimeout, cfg.InFlightLease = 3*time.Second, 10*time.Second
 	e.run(cfg)
 	intents := e.settle(keys, 30*time.Second)

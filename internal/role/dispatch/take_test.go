@@ -71,6 +71,32 @@ func TestATakeEndsWhenItsBurstIsOver(t *testing.T) {
 	}
 }
 
+// A burst whose items arrive one by one, each well within the gap of the one before, is one
+// batch, though it lasts longer than the gap: the gap counts from the latest item, not the
+// first.
+func TestATakeWaitsForABurstArrivingItemByItem(t *testing.T) {
+	t.Parallel()
+	const burst = 5
+	d := &Dispatcher{cfg: Config{Batch: 128, Linger: time.Hour, gap: time.Second}, slots: make(chan struct{}, 1000)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	msgs := make(chan jetstream.Msg, burst)
+	batch := make(chan int, 1)
+	go func() { batch <- len(d.take(ctx, msgs)) }()
+	for i := range burst {
+		if i > 0 {
+			time.Sleep(300 * time.Millisecond) // 1.2 s in all
+		}
+		msgs <- nil
+	}
+	select {
+	case n := <-batch:
+		require.Equal(t, burst, n, "the burst is one batch")
+	case <-time.After(time.Minute):
+		t.Fatal("the take waited out its linger behind a burst that was over")
+	}
+}
+
 // A read-back group waits for the sends still on their way to it, and no longer once the last
 // of them ended without a read to hand it (a failed send, an adapter that reads alone): the
 // wait is woken then, not left to run out its linger (an hour here).

@@ -382,7 +382,7 @@ func TestABatchIsWhatHasArrivedNotAFullOne(t *testing.T) {
 // A fetch with less than a batch that comes within Linger of the previous batch waits for more
 // until Linger has passed since that batch: under a steady load the intents that arrive close
 // together share a batch, and so the ledger's statements. Without a linger the first goes
-// alone. (The second is published 50 ms after the first; the linger here is a second.)
+// alone. (The second is published 300 ms after the first; the linger here is a second.)
 func TestAFetchLingersForTheIntentsRightBehindItsFirst(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -401,7 +401,7 @@ func TestAFetchLingersForTheIntentsRightBehindItsFirst(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 1, s.Created)
 
-		published := publishApart(ctx, w, 50*time.Millisecond, "first", "right behind")
+		published := publishApart(ctx, w, 300*time.Millisecond, "first", "right behind")
 		s, err = in.Batch(ctx)
 		require.NoError(t, err)
 		require.Equal(t, tc.first, s.Created, "linger %s", tc.linger)
@@ -412,12 +412,13 @@ func TestAFetchLingersForTheIntentsRightBehindItsFirst(t *testing.T) {
 
 // The linger counts from the previous batch, not from a batch's first message: after a quiet
 // spell longer than the linger the first intent is taken at once, and whatever arrives right
-// behind it goes in the next batch. (The quiet spell is 400 ms, the linger 300 ms.)
+// behind it goes in the next batch. (The quiet spell is 1.2 s, the linger a second, and the
+// second intent comes 300 ms after the first.)
 func TestTheFirstIntentAfterAQuietSpellIsTakenAtOnce(t *testing.T) {
 	t.Parallel()
 	w := worldtest.New(t)
 	w.Exec(`INSERT INTO accounts (account_id, platform) VALUES ('acct-1', 'sim')`)
-	in, err := ingest.New(w.Ctx, w.JS, w.Ledger, ingest.Config{Batch: 100, MaxWait: time.Hour, Linger: 300 * time.Millisecond})
+	in, err := ingest.New(w.Ctx, w.JS, w.Ledger, ingest.Config{Batch: 100, MaxWait: time.Hour, Linger: time.Second})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(w.Ctx, 20*time.Second)
 	defer cancel()
@@ -427,8 +428,8 @@ func TestTheFirstIntentAfterAQuietSpellIsTakenAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, s.Created)
 
-	time.Sleep(400 * time.Millisecond)
-	published := publishApart(ctx, w, 50*time.Millisecond, "first", "right behind")
+	time.Sleep(1200 * time.Millisecond)
+	published := publishApart(ctx, w, 300*time.Millisecond, "first", "right behind")
 	s, err = in.Batch(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, s.Created, "the first, taken at once")

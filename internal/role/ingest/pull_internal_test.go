@@ -2,9 +2,11 @@ package ingest
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
@@ -43,14 +45,14 @@ func TestFetchesShareOneSubscription(t *testing.T) {
 	for i := range 20 {
 		_, err := js.Publish(ctx, events.IntentSubject("acct-1"), []byte{byte(i)})
 		require.NoError(t, err)
-		msgs, err := p.fetch(ctx, 10, time.Second, time.Millisecond) // a request, and one after the linger
+		msgs, err := p.fetch(ctx, 10, time.Second, time.Millisecond) // what is waiting: one request
 		require.NoError(t, err)
 		require.Len(t, msgs, 1)
 		require.NoError(t, p.ack(msgs[0]))
 		_, err = p.fetch(ctx, 10, 10*time.Millisecond, 0) // idle again
 		require.NoError(t, err)
 	}
-	require.Zero(t, srv.SubscriptionsMade(t)-before, "80 requests after the first fetch")
+	require.Zero(t, srv.SubscriptionsMade(t)-before, "60 requests after the first fetch")
 }
 
 // abandon sends a pull request that stops waiting long before the server is done with it,
@@ -136,4 +138,58 @@ func TestAnEarlierRequestsStatusEndsNoOtherRequest(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, msgs, 1, "the request waited for its message past the earlier one's status")
 	require.Equal(t, "after", string(msgs[0].Data))
+}
+
+// After an idle wait the fetch also takes what arrived with its first message: a burst that
+// lands while ingest waits is one batch, not its first message alone and the rest a linger
+// later. (The burst is one atomic batch, stored at once, before the fetch can ask again.)
+func TestAnIdleFetchTakesTheBurstItsFirstMessageCameWith(t *testing.T) {
+	t.Parallel()
+	p, js, srv := newTestPuller(t)
+	ctx := context.Background()
+	stream, err := js.Stream(ctx, events.IntentsStream)
+	require.NoError(t, err)
+	cfg := stream.CachedInfo().Config
+	cfg.AllowAtomicPublish = true
+	_, err = js.UpdateStream(ctx, cfg)
+	require.NoError(t, err)
+
+	type fetched struct {
+		msgs []*nats.Msg
+		err  error
+	}
+	got := make(chan fetched, 1)
+	go func() {
+		msgs, err := p.fetch(ctx, 10, time.Minute, 10*time.Millisecond)
+		got <- fetched{msgs, err}
+	}()
+	consumer, err := js.Consumer(ctx, events.IntentsStream, "ingest")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		info, err := consumer.Info(ctx)
+		return err == nil && info.NumWaiting == 1
+	}, 5*time.Second, time.Millisecond, "the fetch waits at the server for a first message")
+
+	nc := srv.Connect(t)
+	for i := 1; i <= 3; i++ {
+		m := nats.NewMsg(events.IntentSubject("acct-1"))
+		m.Data = []byte{byte(i)}
+		m.Header.Set("Nats-Batch-Id", "burst")
+		m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i))
+		if i < 3 {
+			require.NoError(t, nc.PublishMsg(m))
+			continue
+		}
+		m.Header.Set("Nats-Batch-Commit", "1")
+		reply, err := nc.RequestMsg(m, 5*time.Second)
+		require.NoError(t, err)
+		require.NotContains(t, string(reply.Data), `"error"`, "the burst is stored")
+	}
+	select {
+	case f := <-got:
+		require.NoError(t, f.err)
+		require.Len(t, f.msgs, 3, "the burst is one batch")
+	case <-time.After(time.Minute):
+		t.Fatal("the fetch took nothing")
+	}
 }
