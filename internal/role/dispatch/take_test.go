@@ -47,28 +47,15 @@ func TestATakeEndsWhenItsBurstIsOver(t *testing.T) {
 	t.Parallel()
 	const burst = 5
 	d := &Dispatcher{cfg: Config{Batch: 128, Linger: time.Hour, gap: 200 * time.Millisecond}, slots: make(chan struct{}, 1000)}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	msgs := make(chan jetstream.Msg, 2*burst)
-	batches := make(chan int, 2)
-	go func() { batches <- len(d.take(ctx, msgs)) }()
+	batch := takeOne(t, d, msgs)
 	for range burst {
 		msgs <- nil
 	}
-	select {
-	case n := <-batches:
-		require.Equal(t, burst, n, "the burst is one batch")
-	case <-time.After(time.Minute):
-		t.Fatal("the take waited out its linger behind a burst that was over")
-	}
-	go func() { batches <- len(d.take(ctx, msgs)) }()
+	require.Equal(t, burst, <-batch, "the burst is one batch")
+	batch = takeOne(t, d, msgs)
 	msgs <- nil
-	select {
-	case n := <-batches:
-		require.Equal(t, 1, n)
-	case <-time.After(time.Minute):
-		t.Fatal("the take waited out its linger behind a burst that was over")
-	}
+	require.Equal(t, 1, <-batch)
 }
 
 // A burst whose items arrive one by one, each well within the gap of the one before, is one
@@ -78,23 +65,36 @@ func TestATakeWaitsForABurstArrivingItemByItem(t *testing.T) {
 	t.Parallel()
 	const burst = 5
 	d := &Dispatcher{cfg: Config{Batch: 128, Linger: time.Hour, gap: time.Second}, slots: make(chan struct{}, 1000)}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	msgs := make(chan jetstream.Msg, burst)
-	batch := make(chan int, 1)
-	go func() { batch <- len(d.take(ctx, msgs)) }()
+	batch := takeOne(t, d, msgs)
 	for i := range burst {
 		if i > 0 {
 			time.Sleep(300 * time.Millisecond) // 1.2 s in all
 		}
 		msgs <- nil
 	}
-	select {
-	case n := <-batch:
-		require.Equal(t, burst, n, "the burst is one batch")
-	case <-time.After(time.Minute):
-		t.Fatal("the take waited out its linger behind a burst that was over")
-	}
+	require.Equal(t, burst, <-batch, "the burst is one batch")
+}
+
+// takeOne takes one batch from msgs with d, and sends its size; the test fails when the take
+// has not ended within a minute, waiting out a linger of an hour behind a burst that was over.
+func takeOne(t *testing.T, d *Dispatcher, msgs chan jetstream.Msg) <-chan int {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	taken := make(chan int, 1)
+	go func() { taken <- len(d.take(ctx, msgs)) }()
+	out := make(chan int, 1)
+	go func() {
+		select {
+		case n := <-taken:
+			out <- n
+		case <-time.After(time.Minute):
+			t.Error("the take waited out its linger behind a burst that was over")
+			out <- -1
+		}
+	}()
+	return out
 }
 
 // A read-back group waits for the sends still on their way to it, and no longer once the last

@@ -389,20 +389,9 @@ func TestAFetchLingersForTheIntentsRightBehindItsFirst(t *testing.T) {
 		linger time.Duration
 		first  int
 	}{{time.Second, 2}, {-1, 1}} {
-		w := worldtest.New(t)
-		w.Exec(`INSERT INTO accounts (account_id, platform) VALUES ('acct-1', 'sim')`)
-		in, err := ingest.New(w.Ctx, w.JS, w.Ledger, ingest.Config{Batch: 100, MaxWait: time.Hour, Linger: tc.linger})
-		require.NoError(t, err)
-		ctx, cancel := context.WithTimeout(w.Ctx, 20*time.Second)
-		defer cancel()
-		_, err = w.JS.Publish(ctx, events.IntentSubject("acct-1"), []byte(post("the previous batch")))
-		require.NoError(t, err)
-		s, err := in.Batch(ctx)
-		require.NoError(t, err)
-		require.Equal(t, 1, s.Created)
-
+		w, in, ctx := afterABatch(t, tc.linger)
 		published := publishApart(ctx, w, 300*time.Millisecond, "first", "right behind")
-		s, err = in.Batch(ctx)
+		s, err := in.Batch(ctx)
 		require.NoError(t, err)
 		require.Equal(t, tc.first, s.Created, "linger %s", tc.linger)
 		require.NoError(t, <-published)
@@ -416,21 +405,10 @@ func TestAFetchLingersForTheIntentsRightBehindItsFirst(t *testing.T) {
 // second intent comes 300 ms after the first.)
 func TestTheFirstIntentAfterAQuietSpellIsTakenAtOnce(t *testing.T) {
 	t.Parallel()
-	w := worldtest.New(t)
-	w.Exec(`INSERT INTO accounts (account_id, platform) VALUES ('acct-1', 'sim')`)
-	in, err := ingest.New(w.Ctx, w.JS, w.Ledger, ingest.Config{Batch: 100, MaxWait: time.Hour, Linger: time.Second})
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(w.Ctx, 20*time.Second)
-	defer cancel()
-	_, err = w.JS.Publish(ctx, events.IntentSubject("acct-1"), []byte(post("the previous batch")))
-	require.NoError(t, err)
-	s, err := in.Batch(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 1, s.Created)
-
+	w, in, ctx := afterABatch(t, time.Second)
 	time.Sleep(1200 * time.Millisecond)
 	published := publishApart(ctx, w, 300*time.Millisecond, "first", "right behind")
-	s, err = in.Batch(ctx)
+	s, err := in.Batch(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, s.Created, "the first, taken at once")
 	require.NoError(t, <-published)
@@ -438,6 +416,24 @@ func TestTheFirstIntentAfterAQuietSpellIsTakenAtOnce(t *testing.T) {
 	s, err = in.Batch(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, s.Created, "the one right behind it")
+}
+
+// afterABatch is an ingester with linger that has just taken a batch (of one intent), and a
+// context that ends the test's wait after 20 seconds.
+func afterABatch(t *testing.T, linger time.Duration) (*worldtest.World, *ingest.Ingester, context.Context) {
+	t.Helper()
+	w := worldtest.New(t)
+	w.Exec(`INSERT INTO accounts (account_id, platform) VALUES ('acct-1', 'sim')`)
+	in, err := ingest.New(w.Ctx, w.JS, w.Ledger, ingest.Config{Batch: 100, MaxWait: time.Hour, Linger: linger})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(w.Ctx, 20*time.Second)
+	t.Cleanup(cancel)
+	_, err = w.JS.Publish(ctx, events.IntentSubject("acct-1"), []byte(post("the previous batch")))
+	require.NoError(t, err)
+	s, err := in.Batch(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, s.Created)
+	return w, in, ctx
 }
 
 // publishApart publishes a post of each text, pause apart, and sends each publication's error.
