@@ -66,7 +66,8 @@ type options struct {
 	seed        int64
 
 	// steady
-	rates     []float64
+	rates     []float64 // steady: 0 stands for half the maximum (half)
+	half      bool      // steady: -rates names half
 	latencies []time.Duration
 	duration  time.Duration
 	adapter   string
@@ -147,7 +148,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.riverConns, "river-conns", 16, "peer: River's connection pool (the atmost roles hold 4 each, 16 in all)")
 	fs.IntVar(&o.riverInsert, "river-insert-batch", 500, "peer: jobs per InsertManyFast of River's producer (atmost's ingest takes batches of 500)")
 	fs.Int64Var(&o.seed, "seed", 1, "peer: seed of the platform's fault draws")
-	rates := fs.String("rates", "200,1000", "steady: publish rates, intents per second, comma-separated")
+	rates := fs.String("rates", "200,1000,half", "steady: publish rates, intents per second, comma-separated; half is half of atmost's maximum, measured first at each platform latency (a burst of -intents, as this program's peer mode runs atmost's side)")
 	latencies := fs.String("latencies", "0,50ms", "steady: platform latencies, comma-separated")
 	fs.DurationVar(&o.duration, "duration", 60*time.Second, "steady: how long each rate is published")
 	fs.IntVar(&o.preload, "preload", 100000, "steady: published intents written into the ledger before the run and analyzed, as a ledger that has been running holds (0: a new, empty ledger, whose first cached plans fit empty tables where autovacuum is off)")
@@ -193,9 +194,17 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		o.sides = append(o.sides, strings.TrimSpace(s))
 	}
 	for _, s := range strings.Split(*rates, ",") {
+		if strings.TrimSpace(s) == halfMaximum {
+			if o.half {
+				return o, fmt.Errorf("-rates: %s given twice", halfMaximum)
+			}
+			o.half = true
+			o.rates = append(o.rates, 0) // its place in the order; runSteady measures it
+			continue
+		}
 		r, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 		if err != nil || r <= 0 {
-			return o, fmt.Errorf("-rates: %q is not a positive rate", s)
+			return o, fmt.Errorf("-rates: %q is neither a positive rate nor %s", s, halfMaximum)
 		}
 		o.rates = append(o.rates, r)
 	}

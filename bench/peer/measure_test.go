@@ -67,7 +67,7 @@ func TestThousands(t *testing.T) {
 
 func TestParseRefusesWhatCannotRun(t *testing.T) {
 	for _, args := range [][]string{
-		{"-mode", "soak"}, {"-sides", "atmost,kafka"}, {"-faults", "1.5"}, {"-rates", "0"},
+		{"-mode", "soak"}, {"-sides", "atmost,kafka"}, {"-faults", "1.5"}, {"-rates", "0"}, {"-rates", "half,200,half"}, {"-rates", "twice"},
 		{"-latencies", "fast"}, {"-isolation", "snapshot"}, {"-river-fetch-cooldown", "0s"}, {"-rounds", "0"}, {"extra"},
 	} {
 		if _, err := parse(args, io.Discard); err == nil {
@@ -83,6 +83,9 @@ func TestParseRefusesWhatCannotRun(t *testing.T) {
 	}
 	if o.intents != 20000 || len(o.sides) != 2 || o.sides[0] != "atmost" {
 		t.Errorf("defaults: %d intents, sides %v", o.intents, o.sides)
+	}
+	if o, err = parse([]string{"-mode", "steady"}, io.Discard); err != nil || !o.half || len(o.rates) != 3 || o.rates[2] != 0 {
+		t.Errorf("default steady rates: %v, half %v (%v)", o.rates, o.half, err)
 	}
 }
 

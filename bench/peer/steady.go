@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,7 +34,22 @@ func runSteady(ctx context.Context, o options, out io.Writer, logs io.Writer) er
 	}
 	fmt.Fprintf(out, "PostgreSQL single-row commit ceiling before: %s commits/s (%d connections, %s)\n", thousands(before), ceilingWorkers, ceilingWindow)
 	for _, latency := range o.latencies {
-		for _, rate := range o.rates {
+		rates := o.rates
+		if o.half {
+			maximum, err := measureMaximum(ctx, o, latency, logs)
+			if err != nil {
+				return fmt.Errorf("atmost's maximum at %s: %w", latency, err)
+			}
+			fmt.Fprintf(out, "atmost's maximum at platform latency %s: %s intents/s (a burst of %s); half of it: %s/s\n",
+				latency, thousands(maximum), thousands(float64(o.intents)), thousands(math.Round(maximum/2)))
+			rates = slices.Clone(o.rates)
+			for i, r := range rates {
+				if r == 0 {
+					rates[i] = math.Round(maximum / 2)
+				}
+			}
+		}
+		for _, rate := range rates {
 			r, err := steadyRun(ctx, o, rate, latency, logs)
 			if err != nil {
 				return fmt.Errorf("rate %v/s at %s: %w", rate, latency, err)
@@ -55,6 +72,27 @@ func runSteady(ctx context.Context, o options, out io.Writer, logs io.Writer) er
 	fmt.Fprintf(out, "PostgreSQL single-row commit ceiling after: %s commits/s\n", thousands(after))
 	fmt.Fprintln(out, "times: from the moment the producer was due to publish to the ledger's history row (its transaction's start, PostgreSQL's now())")
 	return nil
+}
+
+// halfMaximum in -rates is half of atmost's maximum rate.
+const halfMaximum = "half"
+
+// measureMaximum is the rate at which atmost delivers a burst of o.intents at the platform
+// latency latency: the peer mode's atmost side, on a stack of its own.
+func measureMaximum(ctx context.Context, o options, latency time.Duration, logs io.Writer) (float64, error) {
+	intents := make([]intent, o.intents)
+	for i := range intents {
+		var err error
+		if intents[i], err = newIntent("maximum", i); err != nil {
+			return 0, err
+		}
+	}
+	o.latency, o.faults = latency, 0
+	r, err := peerAtmost(ctx, o, intents, logs)
+	if err != nil {
+		return 0, err
+	}
+	return r.rate(o.intents), nil
 }
 
 // steadyRun publishes rate intents a second for o.duration to a fresh stack, each at its due
