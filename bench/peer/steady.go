@@ -23,6 +23,7 @@ type steadyResult struct {
 	claimed, authorized, published summary       // to Begin's, Authorize's and Complete's rows
 	late                           time.Duration // how far the producer fell behind its schedule at worst
 	goCPU, pgCPU                   time.Duration
+	batch                          map[string]float64 // intents a transaction, by stage: pending (Submit), claimed (Begin), authorized, published (Complete)
 }
 
 func runSteady(ctx context.Context, o options, out io.Writer, logs io.Writer) error {
@@ -63,6 +64,7 @@ func runSteady(ctx context.Context, o options, out io.Writer, logs io.Writer) er
 				fmt.Fprintf(out, "  %s  p50 %s  p99 %s  p99.9 %s  max %s ms\n", q.name, ms(q.s.p50), ms(q.s.p99), ms(q.s.p999), ms(q.s.maxLat))
 			}
 			fmt.Fprintf(out, "  CPU per intent: Go %.3f ms, PostgreSQL %.3f ms (the run's own backends)\n", perIntent(r.goCPU, r.n), perIntent(r.pgCPU, r.n))
+			fmt.Fprintf(out, "  intents a batch: Submit %.1f, Begin %.1f, Authorize %.1f, Complete %.1f\n", r.batch["pending"], r.batch["claimed"], r.batch["authorized"], r.batch["published"])
 		}
 	}
 	after, err := commitCeiling(ctx, o.adminURL)
@@ -150,8 +152,10 @@ func steadyRun(ctx context.Context, o options, rate float64, latency time.Durati
 
 	// A claim is a transition into pending with reason claimed, the intent's creation the
 	// first into pending.
-	rows, err := s.pool.Query(ctx, `SELECT DISTINCT ON (delivery_key, stage) delivery_key, stage, at
-		FROM (SELECT delivery_key, seq, at, CASE WHEN reason = 'claimed' THEN 'claimed' ELSE to_state END AS stage
+	// A history row's xmin is the transaction that wrote it: the intents of one stage that
+	// share one were one batch of that stage.
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT ON (delivery_key, stage) delivery_key, stage, at, tx
+		FROM (SELECT delivery_key, seq, at, xmin::TEXT AS tx, CASE WHEN reason = 'claimed' THEN 'claimed' ELSE to_state END AS stage
 		      FROM history WHERE actor <> 'preload') h
 		WHERE stage IN ('pending', 'claimed', 'authorized', 'published') ORDER BY delivery_key, stage, seq`)
 	if err != nil {
@@ -160,13 +164,18 @@ func steadyRun(ctx context.Context, o options, rate float64, latency time.Durati
 	var toStored, toClaimed, toAuthorized, toPublished []time.Duration
 	var last time.Time
 	var key []byte
-	var state string
+	var state, tx string
 	var at time.Time
-	_, err = pgx.ForEachRow(rows, []any{&key, &state, &at}, func() error {
+	txs := map[string]map[string]bool{}
+	_, err = pgx.ForEachRow(rows, []any{&key, &state, &at, &tx}, func() error {
 		i, ok := index[[32]byte(key)]
 		if !ok {
 			return fmt.Errorf("a history row of a key the producer did not publish")
 		}
+		if txs[state] == nil {
+			txs[state] = map[string]bool{}
+		}
+		txs[state][tx] = true
 		d := at.Sub(due[i])
 		switch state {
 		case "pending":
@@ -190,6 +199,12 @@ func steadyRun(ctx context.Context, o options, rate float64, latency time.Durati
 		return steadyResult{}, fmt.Errorf("%d of %d intents published", len(toPublished), n)
 	}
 	r.stored, r.claimed, r.authorized, r.published = summarize(toStored), summarize(toClaimed), summarize(toAuthorized), summarize(toPublished)
+	r.batch = map[string]float64{}
+	for stage, ds := range map[string][]time.Duration{"pending": toStored, "claimed": toClaimed, "authorized": toAuthorized, "published": toPublished} {
+		if len(txs[stage]) > 0 {
+			r.batch[stage] = float64(len(ds)) / float64(len(txs[stage]))
+		}
+	}
 	r.reached = float64(n) / last.Sub(start).Seconds()
 	return r, nil
 }
