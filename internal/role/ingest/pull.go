@@ -120,7 +120,8 @@ func (p *puller) take(ctx context.Context, batch int, wait, linger time.Duration
 		case <-t.C:
 		}
 	}
-	// After an idle wait, what arrived with the first message (a burst's rest) too.
+	// What arrived meanwhile: during the pause, or with the first message after an idle wait
+	// (a burst's rest).
 	more, err := p.request(ctx, pullRequest{Batch: batch - len(out), NoWait: true}, noWaitAnswer)
 	return append(out, more...), err
 }
