@@ -137,7 +137,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (both sides, setup included; -sides atmost for one) to this file")
 	fs.StringVar(&o.logPath, "log", "", "write the atmost roles' JSON logs and River's warnings to this file (default: discarded)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long one side may take before the run fails")
-	fs.IntVar(&o.intents, "intents", 20000, "peer: intents each side delivers")
+	fs.IntVar(&o.intents, "intents", 20000, "peer: intents each side delivers; steady: the burst that measures the maximum of -rates half")
 	fs.Float64Var(&o.faults, "faults", 0, "peer: share of creates the platform commits and then drops the connection of, without an answer (0.05 is 5 %)")
 	fs.DurationVar(&o.latency, "latency", 0, "peer: the platform's latency on every create")
 	sides := fs.String("sides", "atmost,river", "peer: the sides to run, in this order")

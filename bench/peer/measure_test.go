@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"slices"
 	"testing"
 	"time"
 
@@ -84,8 +85,21 @@ func TestParseRefusesWhatCannotRun(t *testing.T) {
 	if o.intents != 20000 || len(o.sides) != 2 || o.sides[0] != "atmost" {
 		t.Errorf("defaults: %d intents, sides %v", o.intents, o.sides)
 	}
-	if o, err = parse([]string{"-mode", "steady"}, io.Discard); err != nil || !o.half || len(o.rates) != 3 || o.rates[2] != 0 {
+	if o, err = parse([]string{"-mode", "steady"}, io.Discard); err != nil || !o.half || !slices.Equal(o.rates, []float64{200, 1000, 0}) {
 		t.Errorf("default steady rates: %v, half %v (%v)", o.rates, o.half, err)
+	}
+	if o, err = parse([]string{"-mode", "steady", "-rates", " half"}, io.Discard); err != nil || !o.half || !slices.Equal(o.rates, []float64{0}) {
+		t.Errorf("-rates ' half': %v, half %v (%v)", o.rates, o.half, err)
+	}
+}
+
+func TestHalfTakesItsPlaceInTheRates(t *testing.T) {
+	rates := []float64{200, 0, 1000}
+	if got := withHalf(rates, 3417); !slices.Equal(got, []float64{200, 1709, 1000}) || rates[1] != 0 {
+		t.Errorf("withHalf(%v, 3417) = %v", rates, got)
+	}
+	if got := withHalf([]float64{0}, 0.5); !slices.Equal(got, []float64{1}) {
+		t.Errorf("half of a maximum under one a second: %v, want at least 1", got)
 	}
 }
 

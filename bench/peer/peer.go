@@ -53,7 +53,7 @@ func runPeer(ctx context.Context, o options, out io.Writer, logs io.Writer) erro
 			var r sideResult
 			switch side {
 			case "atmost":
-				r, err = peerAtmost(ctx, o, intents, logs)
+				r, err = peerAtmost(ctx, o, intents, "webhook", logs)
 			case "river":
 				r, err = peerRiver(ctx, o, intents, logs)
 			}
@@ -92,8 +92,10 @@ func printSide(out io.Writer, n int, r sideResult) {
 		r.counts.Requests, r.counts.Objects, len(r.counts.Created), keys, 100*float64(keys)/float64(n), extra, r.detail)
 }
 
-func peerAtmost(ctx context.Context, o options, intents []intent, logs io.Writer) (sideResult, error) {
-	s, err := startAtmost(ctx, o, platformConfig(o.latency, o.faults, o.seed), "webhook", logs)
+// peerAtmost delivers intents through atmost as a burst, its account on adapter (the peer job's
+// is webhook: one read-back per object, as River's worker reads).
+func peerAtmost(ctx context.Context, o options, intents []intent, adapter string, logs io.Writer) (sideResult, error) {
+	s, err := startAtmost(ctx, o, platformConfig(o.latency, o.faults, o.seed), adapter, logs)
 	if err != nil {
 		return sideResult{}, err
 	}

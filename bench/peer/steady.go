@@ -42,13 +42,8 @@ func runSteady(ctx context.Context, o options, out io.Writer, logs io.Writer) er
 				return fmt.Errorf("atmost's maximum at %s: %w", latency, err)
 			}
 			fmt.Fprintf(out, "atmost's maximum at platform latency %s: %s intents/s (a burst of %s); half of it: %s/s\n",
-				latency, thousands(maximum), thousands(float64(o.intents)), thousands(math.Round(maximum/2)))
-			rates = slices.Clone(o.rates)
-			for i, r := range rates {
-				if r == 0 {
-					rates[i] = math.Round(maximum / 2)
-				}
-			}
+				latency, thousands(maximum), thousands(float64(o.intents)), thousands(half(maximum)))
+			rates = withHalf(o.rates, maximum)
 		}
 		for _, rate := range rates {
 			r, err := steadyRun(ctx, o, rate, latency, logs)
@@ -79,8 +74,23 @@ func runSteady(ctx context.Context, o options, out io.Writer, logs io.Writer) er
 // halfMaximum in -rates is half of atmost's maximum rate.
 const halfMaximum = "half"
 
+// half is half of maximum, a whole rate of at least one intent a second.
+func half(maximum float64) float64 { return max(1, math.Round(maximum/2)) }
+
+// withHalf is rates with half of maximum in the place of half (its 0).
+func withHalf(rates []float64, maximum float64) []float64 {
+	out := slices.Clone(rates)
+	for i, r := range out {
+		if r == 0 {
+			out[i] = half(maximum)
+		}
+	}
+	return out
+}
+
 // measureMaximum is the rate at which atmost delivers a burst of o.intents at the platform
-// latency latency: the peer mode's atmost side, on a stack of its own.
+// latency latency on o.adapter: the peer mode's atmost side, on a stack of its own and a new
+// ledger (the steady runs' is preloaded).
 func measureMaximum(ctx context.Context, o options, latency time.Duration, logs io.Writer) (float64, error) {
 	intents := make([]intent, o.intents)
 	for i := range intents {
@@ -90,7 +100,7 @@ func measureMaximum(ctx context.Context, o options, latency time.Duration, logs 
 		}
 	}
 	o.latency, o.faults = latency, 0
-	r, err := peerAtmost(ctx, o, intents, logs)
+	r, err := peerAtmost(ctx, o, intents, o.adapter, logs)
 	if err != nil {
 		return 0, err
 	}
