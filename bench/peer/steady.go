@@ -24,6 +24,7 @@ type steadyResult struct {
 	late                           time.Duration // how far the producer fell behind its schedule at worst
 	goCPU, pgCPU                   time.Duration
 	batch                          map[string]float64 // intents a transaction, by stage: pending (Submit), claimed (Begin), authorized, published (Complete)
+	wal                            int64              // bytes of WAL the server wrote over the run, all its databases
 }
 
 func runSteady(ctx context.Context, o options, out io.Writer, logs io.Writer) error {
@@ -59,7 +60,8 @@ func runSteady(ctx context.Context, o options, out io.Writer, logs io.Writer) er
 				fmt.Fprintf(out, "  %s  p50 %s  p99 %s  p99.9 %s  max %s ms\n", q.name, ms(q.s.p50), ms(q.s.p99), ms(q.s.p999), ms(q.s.maxLat))
 			}
 			fmt.Fprintf(out, "  CPU per intent: Go %.3f ms, PostgreSQL %.3f ms (the run's own backends)\n", perIntent(r.goCPU, r.n), perIntent(r.pgCPU, r.n))
-			fmt.Fprintf(out, "  intents a batch: Submit %.1f, Begin %.1f, Authorize %.1f, Complete %.1f\n", r.batch["pending"], r.batch["claimed"], r.batch["authorized"], r.batch["published"])
+			fmt.Fprintf(out, "  intents a batch: Submit %.1f, Begin %.1f, Authorize %.1f, Complete %.1f; WAL %.1f kB per intent (the server's, all its databases)\n",
+				r.batch["pending"], r.batch["claimed"], r.batch["authorized"], r.batch["published"], float64(r.wal)/1024/float64(r.n))
 		}
 	}
 	after, err := commitCeiling(ctx, o.adminURL)
@@ -132,6 +134,10 @@ func steadyRun(ctx context.Context, o options, rate float64, latency time.Durati
 	if err != nil {
 		return steadyResult{}, err
 	}
+	var walBefore string
+	if err := s.pool.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::TEXT`).Scan(&walBefore); err != nil {
+		return steadyResult{}, err
+	}
 	r := steadyResult{rate: rate, latency: latency, n: n}
 	start := time.Now()
 	for i, in := range intents {
@@ -159,6 +165,9 @@ func steadyRun(ctx context.Context, o options, rate float64, latency time.Durati
 		return steadyResult{}, err
 	}
 	r.goCPU, r.pgCPU = cpuSpent(before, after)
+	if err := s.pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::BIGINT`, walBefore).Scan(&r.wal); err != nil {
+		return steadyResult{}, err
+	}
 
 	// A claim is a transition into pending with reason claimed, the intent's creation the
 	// first into pending.
