@@ -29,6 +29,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -66,8 +67,7 @@ type options struct {
 	seed        int64
 
 	// steady
-	rates     []float64 // steady: 0 stands for half the maximum (half)
-	half      bool      // steady: -rates names half
+	rates     []float64 // steady: 0 stands for half the maximum (-rates half)
 	latencies []time.Duration
 	duration  time.Duration
 	adapter   string
@@ -195,10 +195,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	for _, s := range strings.Split(*rates, ",") {
 		if strings.TrimSpace(s) == halfMaximum {
-			if o.half {
+			if slices.Contains(o.rates, 0) {
 				return o, fmt.Errorf("-rates: %s given twice", halfMaximum)
 			}
-			o.half = true
 			o.rates = append(o.rates, 0) // its place in the order; runSteady measures it
 			continue
 		}

@@ -85,11 +85,11 @@ func TestParseRefusesWhatCannotRun(t *testing.T) {
 	if o.intents != 20000 || len(o.sides) != 2 || o.sides[0] != "atmost" {
 		t.Errorf("defaults: %d intents, sides %v", o.intents, o.sides)
 	}
-	if o, err = parse([]string{"-mode", "steady"}, io.Discard); err != nil || !o.half || !slices.Equal(o.rates, []float64{200, 1000, 0}) {
-		t.Errorf("default steady rates: %v, half %v (%v)", o.rates, o.half, err)
+	if o, err = parse([]string{"-mode", "steady"}, io.Discard); err != nil || !slices.Equal(o.rates, []float64{200, 1000, 0}) {
+		t.Errorf("default steady rates: %v (%v)", o.rates, err)
 	}
-	if o, err = parse([]string{"-mode", "steady", "-rates", " half"}, io.Discard); err != nil || !o.half || !slices.Equal(o.rates, []float64{0}) {
-		t.Errorf("-rates ' half': %v, half %v (%v)", o.rates, o.half, err)
+	if o, err = parse([]string{"-mode", "steady", "-rates", " half"}, io.Discard); err != nil || !slices.Equal(o.rates, []float64{0}) {
+		t.Errorf("-rates ' half': %v (%v)", o.rates, err)
 	}
 }
 

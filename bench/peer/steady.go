@@ -37,7 +37,7 @@ func runSteady(ctx context.Context, o options, out io.Writer, logs io.Writer) er
 	fmt.Fprintf(out, "PostgreSQL single-row commit ceiling before: %s commits/s (%d connections, %s)\n", thousands(before), ceilingWorkers, ceilingWindow)
 	for _, latency := range o.latencies {
 		rates := o.rates
-		if o.half {
+		if slices.Contains(o.rates, 0) {
 			maximum, err := measureMaximum(ctx, o, latency, logs)
 			if err != nil {
 				return fmt.Errorf("atmost's maximum at %s: %w", latency, err)
