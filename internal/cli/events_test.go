@@ -13,7 +13,6 @@ import (
 
 	"github.com/atmost/atmost/internal/cli"
 	"github.com/atmost/atmost/internal/relay"
-	"github.com/atmost/atmost/internal/streams"
 	"github.com/atmost/atmost/internal/testkit/natstest"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
@@ -24,10 +23,7 @@ import (
 func (s *scene) withNATS() (jetstream.JetStream, *relay.Relay) {
 	s.t.Helper()
 	srv := natstest.New(s.t)
-	nc := srv.Connect(s.t)
-	js, err := jetstream.New(nc)
-	require.NoError(s.t, err)
-	require.NoError(s.t, streams.Ensure(s.ctx, nc, js, streams.Config{}))
+	js := srv.Streams(s.t)
 	s.env["ATMOST_NATS_URL"] = srv.URL
 	return js, relay.New(s.l, js, relay.Config{})
 }

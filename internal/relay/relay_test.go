@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/internal/relay"
-	"github.com/atmost/atmost/internal/streams"
 	"github.com/atmost/atmost/internal/testkit/dbtest"
 	"github.com/atmost/atmost/internal/testkit/natstest"
 	"github.com/atmost/atmost/pkg/events"
@@ -42,10 +41,7 @@ func newEnvTB(t testing.TB) *env {
 	require.NoError(t, err)
 	l, err := ledger.New(db.AppPool(t), ledger.Config{Actor: "test"})
 	require.NoError(t, err)
-	nc := natstest.New(t).Connect(t)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	require.NoError(t, streams.Ensure(ctx, nc, js, streams.Config{}))
+	js := natstest.New(t).Streams(t)
 	return &env{ctx: ctx, db: db, l: l, js: js}
 }
 

@@ -7,10 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/atmost/atmost/internal/streams"
 	"github.com/atmost/atmost/internal/testkit/natstest"
 	"github.com/atmost/atmost/internal/testkit/worldtest"
 	"github.com/atmost/atmost/pkg/client"
@@ -25,10 +23,7 @@ import (
 func BenchmarkPublishAll(b *testing.B) {
 	ctx := context.Background()
 	srv := natstest.New(b)
-	nc := srv.Connect(b)
-	js, err := jetstream.New(nc)
-	require.NoError(b, err)
-	require.NoError(b, streams.Ensure(ctx, nc, js, streams.Config{}))
+	srv.Streams(b)
 	c, err := client.New(srv.Connect(b), client.Config{})
 	require.NoError(b, err)
 	intents := make([]client.Intent, b.N)

@@ -30,7 +30,6 @@ import (
 	"github.com/atmost/atmost/internal/role"
 	"github.com/atmost/atmost/internal/role/dispatch"
 	"github.com/atmost/atmost/internal/role/ingest"
-	"github.com/atmost/atmost/internal/streams"
 	"github.com/atmost/atmost/internal/testkit/benchtest"
 	"github.com/atmost/atmost/internal/testkit/dbtest"
 	"github.com/atmost/atmost/internal/testkit/natstest"
@@ -124,10 +123,7 @@ func benchEndToEnd(b *testing.B, latency time.Duration, dispatchers int) {
 		require.NoError(b, benchtest.Preload(ctx, db.Pool, "acct-1", *benchPreload))
 	}
 	srv := natstest.New(b)
-	nc := srv.Connect(b)
-	js, err := jetstream.New(nc)
-	require.NoError(b, err)
-	require.NoError(b, streams.Ensure(ctx, nc, js, streams.Config{}))
+	js := srv.Streams(b)
 	// The producer has a connection of its own, as producers do: its burst of asynchronous
 	// publishes must not fill the roles' publish window.
 	producer, err := jetstream.New(srv.Connect(b), jetstream.WithPublishAsyncMaxPending(4096))

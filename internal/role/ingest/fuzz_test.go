@@ -10,11 +10,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/internal/role/ingest"
-	"github.com/atmost/atmost/internal/streams"
 	"github.com/atmost/atmost/internal/testkit/dbtest"
 	"github.com/atmost/atmost/internal/testkit/natstest"
 	"github.com/atmost/atmost/pkg/events"
@@ -57,10 +55,7 @@ func FuzzIngest(f *testing.F) {
 	l, err := ledger.New(db.AppPool(f), ledger.Config{Actor: "fuzz"})
 	require.NoError(f, err)
 	srv := natstest.New(f)
-	nc := srv.Connect(f)
-	js, err := jetstream.New(nc)
-	require.NoError(f, err)
-	require.NoError(f, streams.Ensure(ctx, nc, js, streams.Config{}))
+	js := srv.Streams(f)
 	in, err := ingest.New(ctx, js, l, ingest.Config{Batch: 1, MaxWait: 100 * time.Millisecond, NakDelay: time.Millisecond, MaxDeliveries: fuzzMaxDeliveries})
 	require.NoError(f, err)
 	prod := newRawProducer(f, srv.URL)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/atmost/atmost/internal/relay"
 	"github.com/atmost/atmost/internal/role/ingest"
-	"github.com/atmost/atmost/internal/streams"
 	"github.com/atmost/atmost/internal/testkit/dbtest"
 	"github.com/atmost/atmost/internal/testkit/natstest"
 	"github.com/atmost/atmost/pkg/events"
@@ -89,10 +88,7 @@ func TestAProducerCanActOnlyForItsOwnAccounts(t *testing.T) {
 	require.NoError(t, err)
 	l, err := ledger.New(db.AppPool(t), ledger.Config{Actor: "ingest"})
 	require.NoError(t, err)
-	roles := srv.Connect(t, nats.UserInfo("atmost", passwords["ATMOST_NATS_PASSWORD"]))
-	rjs, err := jetstream.New(roles)
-	require.NoError(t, err)
-	require.NoError(t, streams.Ensure(ctx, roles, rjs, streams.Config{}))
+	rjs := srv.Streams(t, nats.UserInfo("atmost", passwords["ATMOST_NATS_PASSWORD"]))
 	in, err := ingest.New(ctx, rjs, l, ingest.Config{MaxWait: 200 * time.Millisecond})
 	require.NoError(t, err)
 

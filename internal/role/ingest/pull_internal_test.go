@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/atmost/atmost/internal/streams"
 	"github.com/atmost/atmost/internal/testkit/natstest"
 	"github.com/atmost/atmost/pkg/events"
 )
@@ -21,11 +20,8 @@ func newTestPuller(t *testing.T) (*puller, jetstream.JetStream, *natstest.Server
 	t.Helper()
 	ctx := context.Background()
 	srv := natstest.New(t)
-	nc := srv.Connect(t)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	require.NoError(t, streams.Ensure(ctx, nc, js, streams.Config{}))
-	_, err = js.CreateOrUpdateConsumer(ctx, events.IntentsStream, jetstream.ConsumerConfig{
+	js := srv.Streams(t)
+	_, err := js.CreateOrUpdateConsumer(ctx, events.IntentsStream, jetstream.ConsumerConfig{
 		Durable: "ingest", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute, FilterSubject: events.IntentSubjects,
 	})
 	require.NoError(t, err)

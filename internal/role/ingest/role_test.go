@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/internal/role/ingest"
-	"github.com/atmost/atmost/internal/streams"
 	"github.com/atmost/atmost/internal/testkit/dbtest"
 	"github.com/atmost/atmost/internal/testkit/natstest"
 	"github.com/atmost/atmost/internal/testkit/roletest"
@@ -97,11 +96,8 @@ func TestIngestRoleWaitsForItsConsumer(t *testing.T) {
 	db := dbtest.New(t)
 	srv := natstest.New(t)
 	ctx := context.Background()
-	nc := srv.Connect(t)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	require.NoError(t, streams.Ensure(ctx, nc, js, streams.Config{}))
-	_, err = js.CreateConsumer(ctx, events.IntentsStream, jetstream.ConsumerConfig{Durable: "ingest", AckPolicy: jetstream.AckNonePolicy})
+	js := srv.Streams(t)
+	_, err := js.CreateConsumer(ctx, events.IntentsStream, jetstream.ConsumerConfig{Durable: "ingest", AckPolicy: jetstream.AckNonePolicy})
 	require.NoError(t, err)
 	r := roletest.Start(t, ingest.Main, map[string]string{"ATMOST_DATABASE_URL": db.AppURL(), "ATMOST_NATS_URL": srv.URL})
 	require.Eventually(t, func() bool { return strings.Contains(r.Stderr(), "create the ingest consumer failed; retrying") }, 20*time.Second, 20*time.Millisecond,

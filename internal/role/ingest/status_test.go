@@ -9,14 +9,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/internal/outcome"
 	"github.com/atmost/atmost/internal/relay"
 	"github.com/atmost/atmost/internal/role/ingest"
-	"github.com/atmost/atmost/internal/streams"
 	"github.com/atmost/atmost/internal/testkit/dbtest"
 	"github.com/atmost/atmost/internal/testkit/natstest"
 	"github.com/atmost/atmost/internal/testkit/roletest"
@@ -80,13 +78,10 @@ func TestAProducerKeptToItsAccountUsesTheClient(t *testing.T) {
 	require.NoError(t, err)
 	l, err := ledger.New(db.AppPool(t), ledger.Config{Actor: "ingest"})
 	require.NoError(t, err)
-	roles := srv.Connect(t, nats.UserInfo("atmost", passwords["ATMOST_NATS_PASSWORD"]))
-	rjs, err := jetstream.New(roles)
-	require.NoError(t, err)
-	require.NoError(t, streams.Ensure(ctx, roles, rjs, streams.Config{}))
+	rjs := srv.Streams(t, nats.UserInfo("atmost", passwords["ATMOST_NATS_PASSWORD"]))
 	in, err := ingest.New(ctx, rjs, l, ingest.Config{MaxWait: 200 * time.Millisecond})
 	require.NoError(t, err)
-	svc, err := outcome.Start(roles, l, outcome.Config{})
+	svc, err := outcome.Start(rjs.Conn(), l, outcome.Config{})
 	require.NoError(t, err)
 	t.Cleanup(svc.Stop)
 

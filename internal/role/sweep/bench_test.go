@@ -17,7 +17,6 @@ import (
 
 	"github.com/atmost/atmost/internal/relay"
 	"github.com/atmost/atmost/internal/role/sweep"
-	"github.com/atmost/atmost/internal/streams"
 	"github.com/atmost/atmost/internal/testkit/dbtest"
 	"github.com/atmost/atmost/internal/testkit/natstest"
 	"github.com/atmost/atmost/pkg/ledger"
@@ -102,10 +101,7 @@ func newBenchFixture(b *testing.B) *benchFixture {
 	ctx := context.Background()
 	db := dbtest.New(b)
 	srv := natstest.New(b)
-	nc := srv.Connect(b)
-	js, err := jetstream.New(nc)
-	require.NoError(b, err)
-	require.NoError(b, streams.Ensure(ctx, nc, js, streams.Config{}))
+	js := srv.Streams(b)
 	f := &benchFixture{ctx: ctx, db: db, js: js}
 	for _, c := range []**pgx.Conn{&f.setup, &f.stats} {
 		conn, err := pgx.Connect(ctx, db.URL)

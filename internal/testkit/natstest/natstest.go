@@ -4,6 +4,7 @@
 package natstest
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"testing"
@@ -11,6 +12,9 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/atmost/atmost/internal/streams"
 )
 
 // Server is an embedded nats-server with JetStream enabled.
@@ -111,4 +115,20 @@ func (s *Server) Connect(t testing.TB, opts ...nats.Option) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// Streams connects to the server (opts as Connect takes them) and ensures atmost's streams on
+// it, as every role does at start-up: what a test that publishes or consumes starts from. The
+// connection is the JetStream's Conn.
+func (s *Server) Streams(t testing.TB, opts ...nats.Option) jetstream.JetStream {
+	t.Helper()
+	nc := s.Connect(t, opts...)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("natstest: jetstream: %v", err)
+	}
+	if err := streams.Ensure(context.Background(), nc, js, streams.Config{}); err != nil {
+		t.Fatalf("natstest: atmost's streams: %v", err)
+	}
+	return js
 }
