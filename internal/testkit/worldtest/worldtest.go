@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/internal/relay"
-	"github.com/atmost/atmost/internal/streams"
 	"github.com/atmost/atmost/internal/testkit/dbtest"
 	"github.com/atmost/atmost/internal/testkit/natstest"
 	"github.com/atmost/atmost/internal/tools/platformsim"
@@ -44,10 +43,7 @@ func New(t testing.TB) *World {
 	l, err := ledger.New(db.AppPool(t), ledger.Config{Actor: "test"})
 	require.NoError(t, err)
 	srv := natstest.New(t)
-	nc := srv.Connect(t)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	require.NoError(t, streams.Ensure(ctx, nc, js, streams.Config{}))
+	js := srv.Streams(t)
 	return &World{T: t, Ctx: ctx, DB: db, Ledger: l, JS: js, Relay: newRelay(l, js), NATSURL: srv.URL}
 }
 
