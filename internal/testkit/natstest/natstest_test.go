@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/internal/testkit/natstest"
+	"github.com/atmost/atmost/pkg/events"
 )
 
 func TestJetStreamKeepsMessagesAcrossRestart(t *testing.T) {
@@ -44,4 +45,16 @@ func TestServersOfParallelTestsAreSeparate(t *testing.T) {
 	t.Parallel()
 	a, b := natstest.New(t), natstest.New(t)
 	require.NotEqual(t, a.URL, b.URL)
+}
+
+// Streams leaves a test where a role's start-up leaves it: every stream of atmost in place.
+func TestStreamsEnsuresAtmostsStreams(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js := natstest.New(t).Streams(t)
+	for _, name := range []string{events.IntentsStream, events.EventsStream, events.DispatchStream, events.RejectsStream} {
+		_, err := js.Stream(ctx, name)
+		require.NoError(t, err, name)
+	}
 }
