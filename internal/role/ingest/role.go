@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/atmost/atmost/internal/outcome"
@@ -39,6 +40,16 @@ func (c RoleConfig) validate() error {
 		return fmt.Errorf("relay interval %s: must be at least 10ms", c.RelayInterval)
 	}
 	return c.Common.Validate()
+}
+
+// ingesterConfig is the Ingester's configuration for this role. The role's --linger 0 means
+// none, where Config's zero Linger is its default: the role says none as Config does.
+func (c RoleConfig) ingesterConfig(log *zap.Logger, tracer trace.TracerProvider) Config {
+	linger := c.Linger
+	if linger == 0 {
+		linger = -1
+	}
+	return Config{Batch: c.Batch, Linger: linger, MaxDeliveries: c.MaxDeliveries, Logger: log, Tracer: tracer}
 }
 
 // Main runs the ingest role: ATMOST_INTENTS into the ledger, and the outbox relay (each batch's
@@ -96,11 +107,7 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 	// while the meta group or the stream elects a leader.
 	var in *Ingester
 	if err := role.Retry(ctx, log, "create the ingest consumer", func() (err error) {
-		linger := cfg.Linger
-		if linger == 0 {
-			linger = -1 // none: Config's zero is its default
-		}
-		in, err = New(ctx, deps.JS, deps.Ledger, Config{Batch: cfg.Batch, Linger: linger, MaxDeliveries: cfg.MaxDeliveries, Logger: log, Tracer: deps.Tracer})
+		in, err = New(ctx, deps.JS, deps.Ledger, cfg.ingesterConfig(log, deps.Tracer))
 		return err
 	}); err != nil {
 		return err
