@@ -43,7 +43,8 @@ func (c RoleConfig) validate() error {
 }
 
 // ingesterConfig is the Ingester's configuration for this role. The role's --linger 0 means
-// none, where Config's zero Linger is its default: the role says none as Config does.
+// none, where Config's zero Linger is its default: the role passes none as Config's negative
+// Linger.
 func (c RoleConfig) ingesterConfig(log *zap.Logger, tracer trace.TracerProvider) Config {
 	linger := c.Linger
 	if linger == 0 {

@@ -19,7 +19,7 @@ func TestTheRolesLingerReachesTheIngester(t *testing.T) {
 	}{
 		{name: "default", want: DefaultLinger},
 		{name: "--linger 0", args: []string{"--linger", "0"}, want: 0},
-		{name: "ATMOST_INGEST_LINGER=0", env: map[string]string{"ATMOST_INGEST_LINGER": "0s"}, want: 0},
+		{name: "ATMOST_INGEST_LINGER=0", env: map[string]string{"ATMOST_INGEST_LINGER": "0"}, want: 0},
 		{name: "--linger 3ms", args: []string{"--linger", "3ms"}, want: 3 * time.Millisecond},
 		{name: "the flag over the environment", args: []string{"--linger", "0"}, env: map[string]string{"ATMOST_INGEST_LINGER": "7ms"}, want: 0},
 	} {
