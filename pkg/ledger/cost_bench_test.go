@@ -37,14 +37,8 @@ import (
 // the statements only.
 func BenchmarkPipelineCost(b *testing.B) {
 	e, _ := benchEnv(b, 1)
-	cfg, err := pgxpool.ParseConfig(e.db.AppURL())
-	require.NoError(b, err)
-	cfg.MaxConns, cfg.MinConns = 1, 1
 	var statements, trips atomic.Int64
-	cfg.ConnConfig.Tracer = countingTracer{&statements, &trips}
-	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
-	require.NoError(b, err)
-	b.Cleanup(pool.Close)
+	pool, pid := oneBackend(b, e, countingTracer{&statements, &trips})
 	iso := pgx.Serializable
 	if benchIsolation == "read-committed" {
 		iso = pgx.ReadCommitted
@@ -54,8 +48,6 @@ func BenchmarkPipelineCost(b *testing.B) {
 	// Every removal rides on the next write, as under load: a removal of its own, made when no
 	// write came within ForgetDelay, would land in whatever step was being measured then.
 	ledger.SetForgetDelay(l, time.Hour)
-	var pid int
-	require.NoError(b, pool.QueryRow(e.ctx, `SELECT pg_backend_pid()`).Scan(&pid))
 
 	size := benchBatch
 	steps := []string{"submit", "submit-read", "submit-forget", "get", "gates", "begin", "claims-read", "claims-forget", "authorize", "witness-read", "witness-forget", "complete", "complete-read", "complete-forget"}
@@ -176,6 +168,23 @@ var costAnalyze = true
 
 func init() {
 	flag.BoolVar(&costAnalyze, "cost-analyze", costAnalyze, "BenchmarkPipelineCost analyzes the ledger after its warm-up (false: a new ledger's plans)")
+}
+
+// oneBackend is a pool of one connection to e's ledger as the application role, traced by
+// tracer when it is not nil, and the process ID of its PostgreSQL backend, whose CPU the cost
+// benchmarks read (backendCPU).
+func oneBackend(b *testing.B, e *env, tracer pgx.QueryTracer) (*pgxpool.Pool, int) {
+	b.Helper()
+	cfg, err := pgxpool.ParseConfig(e.db.AppURL())
+	require.NoError(b, err)
+	cfg.MaxConns, cfg.MinConns = 1, 1
+	cfg.ConnConfig.Tracer = tracer
+	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
+	require.NoError(b, err)
+	b.Cleanup(pool.Close)
+	var pid int
+	require.NoError(b, pool.QueryRow(e.ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+	return pool, pid
 }
 
 // backendCPU is the CPU time process pid has run so far, from /proc/PID/schedstat

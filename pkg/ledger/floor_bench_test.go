@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 )
 
@@ -68,14 +67,7 @@ var floorSteps = []struct{ name, sql string }{
 // BenchmarkPipelineCost (-args -cost-analyze=false: none). Needs a local PostgreSQL.
 func BenchmarkRecordsFloor(b *testing.B) {
 	e, _ := benchEnv(b, 1)
-	cfg, err := pgxpool.ParseConfig(e.db.AppURL())
-	require.NoError(b, err)
-	cfg.MaxConns, cfg.MinConns = 1, 1
-	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
-	require.NoError(b, err)
-	b.Cleanup(pool.Close)
-	var pid int
-	require.NoError(b, pool.QueryRow(e.ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+	pool, pid := oneBackend(b, e, nil)
 	begin := "BEGIN ISOLATION LEVEL SERIALIZABLE"
 	if benchIsolation == "read-committed" {
 		begin = "BEGIN ISOLATION LEVEL READ COMMITTED"
