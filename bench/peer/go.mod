@@ -7,6 +7,7 @@ replace github.com/atmost/atmost => ../..
 
 require (
 	github.com/atmost/atmost v0.0.0-00010101000000-000000000000
+	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/riverqueue/river v0.51.2

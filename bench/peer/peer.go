@@ -19,6 +19,7 @@ type sideResult struct {
 	goCPU, pgCPU time.Duration
 	counts       platformsim.Counts
 	detail       string
+	parts        map[string]float64 // -parts: each part's share of the process's CPU
 }
 
 func (r sideResult) rate(n int) float64 { return float64(n) / r.took.Seconds() }
@@ -90,6 +91,7 @@ func printSide(out io.Writer, n int, r sideResult) {
 		r.name, thousands(float64(n)), r.took.Seconds(), thousands(r.rate(n)), perIntent(r.goCPU, n), perIntent(r.pgCPU, n))
 	fmt.Fprintf(out, "       platform: %d create requests, %d objects for %d keys; duplicates: %d keys with more than one object (%.2f %% of intents), %d objects too many; %s\n",
 		r.counts.Requests, r.counts.Objects, len(r.counts.Created), keys, 100*float64(keys)/float64(n), extra, r.detail)
+	printParts(out, "       ", r.parts, r.goCPU, n)
 }
 
 // peerAtmost delivers intents through atmost as a burst, its account on adapter (the peer job's
@@ -100,6 +102,11 @@ func peerAtmost(ctx context.Context, o options, intents []intent, adapter string
 		return sideResult{}, err
 	}
 	defer s.close()
+	prof, err := startParts(o.parts)
+	if err != nil {
+		return sideResult{}, err
+	}
+	defer prof.abandon()
 	before, err := markCPU(ctx, s.pool, s.db.name)
 	if err != nil {
 		return sideResult{}, err
@@ -123,6 +130,9 @@ func peerAtmost(ctx context.Context, o options, intents []intent, adapter string
 	}
 	r := sideResult{name: "atmost", took: end.Sub(start), counts: s.sim.Counts()}
 	r.goCPU, r.pgCPU = cpuSpent(before, after)
+	if r.parts, err = prof.stop(); err != nil {
+		return sideResult{}, err
+	}
 	states, err := s.states(ctx)
 	if err != nil {
 		return sideResult{}, err
@@ -142,6 +152,11 @@ func peerRiver(ctx context.Context, o options, intents []intent, logs io.Writer)
 		return sideResult{}, err
 	}
 	defer s.close()
+	prof, err := startParts(o.parts)
+	if err != nil {
+		return sideResult{}, err
+	}
+	defer prof.abandon()
 	before, err := markCPU(ctx, s.pool, s.db.name)
 	if err != nil {
 		return sideResult{}, err
@@ -160,6 +175,9 @@ func peerRiver(ctx context.Context, o options, intents []intent, logs io.Writer)
 	}
 	r := sideResult{name: "river", took: end.Sub(start), counts: s.sim.Counts()}
 	r.goCPU, r.pgCPU = cpuSpent(before, after)
+	if r.parts, err = prof.stop(); err != nil {
+		return sideResult{}, err
+	}
 	attempts, err := s.attempts(ctx)
 	if err != nil {
 		return sideResult{}, err

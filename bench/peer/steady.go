@@ -25,6 +25,7 @@ type steadyResult struct {
 	goCPU, pgCPU                   time.Duration
 	batch                          map[string]float64 // intents a transaction, by stage: pending (Submit), claimed (Begin), authorized, published (Complete)
 	wal                            int64              // bytes of WAL the server wrote over the run, all its databases
+	parts                          map[string]float64 // -parts: each part's share of the process's CPU
 }
 
 func runSteady(ctx context.Context, o options, out io.Writer, logs io.Writer) error {
@@ -62,6 +63,7 @@ func runSteady(ctx context.Context, o options, out io.Writer, logs io.Writer) er
 			fmt.Fprintf(out, "  CPU per intent: Go %.3f ms, PostgreSQL %.3f ms (the run's own backends)\n", perIntent(r.goCPU, r.n), perIntent(r.pgCPU, r.n))
 			fmt.Fprintf(out, "  intents a batch: Submit %.1f, Begin %.1f, Authorize %.1f, Complete %.1f; WAL %.1f kB per intent (the server's, all its databases)\n",
 				r.batch["pending"], r.batch["claimed"], r.batch["authorized"], r.batch["published"], float64(r.wal)/1024/float64(r.n))
+			printParts(out, "  ", r.parts, r.goCPU, r.n)
 		}
 	}
 	after, err := commitCeiling(ctx, o.adminURL)
@@ -130,6 +132,11 @@ func steadyRun(ctx context.Context, o options, rate float64, latency time.Durati
 		index[[32]byte(intents[i].key.Bytes())] = i
 	}
 	due := make([]time.Time, n)
+	prof, err := startParts(o.parts)
+	if err != nil {
+		return steadyResult{}, err
+	}
+	defer prof.abandon()
 	before, err := markCPU(ctx, s.pool, s.db.name)
 	if err != nil {
 		return steadyResult{}, err
@@ -165,6 +172,9 @@ func steadyRun(ctx context.Context, o options, rate float64, latency time.Durati
 		return steadyResult{}, err
 	}
 	r.goCPU, r.pgCPU = cpuSpent(before, after)
+	if r.parts, err = prof.stop(); err != nil {
+		return steadyResult{}, err
+	}
 	if err := s.pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::BIGINT`, walBefore).Scan(&r.wal); err != nil {
 		return steadyResult{}, err
 	}
