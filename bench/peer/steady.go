@@ -104,6 +104,7 @@ func measureMaximum(ctx context.Context, o options, latency time.Duration, logs 
 		}
 	}
 	o.latency, o.faults = latency, 0
+	o.parts = false // the burst only finds the rate; its parts would not be printed
 	r, err := peerAtmost(ctx, o, intents, o.adapter, logs)
 	if err != nil {
 		return 0, err
