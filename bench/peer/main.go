@@ -136,7 +136,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.adminURL, "database-url", admin, "a PostgreSQL server and a database to connect to first; each side gets a fresh database there, dropped after (env ATMOST_TEST_DATABASE_URL)")
 	fs.StringVar(&o.isolation, "isolation", "read-committed", "the ledger's isolation: read-committed or serializable")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (both sides, setup included; -sides atmost for one) to this file")
-	fs.BoolVar(&o.parts, "parts", false, "print where this process's CPU went in each run, per intent, by part: "+partNames()+" (not with -cpuprofile)")
+	fs.BoolVar(&o.parts, "parts", false, "print where this process's CPU went in each run, per intent, by part: "+strings.Join(partNames(), ", ")+" (not with -cpuprofile)")
 	fs.StringVar(&o.logPath, "log", "", "write the atmost roles' JSON logs and River's warnings to this file (default: discarded)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long one side may take before the run fails")
 	fs.IntVar(&o.intents, "intents", 20000, "peer: intents each side delivers; steady: the burst that measures the maximum of -rates half")

@@ -46,13 +46,13 @@ var goParts = []part{
 	{name: "the benchmark", member: regexp.MustCompile(benchmarkCode)},
 }
 
-// partNames lists goParts' names in their order, for -parts' help.
-func partNames() string {
+// partNames lists goParts' names in their order, and theRest's last: the order -parts prints.
+func partNames() []string {
 	names := make([]string, 0, len(goParts)+1)
 	for _, p := range goParts {
 		names = append(names, p.name)
 	}
-	return strings.Join(append(names, theRest), ", ")
+	return append(names, theRest)
 }
 
 // theRest names the samples of no part: the runtime's own timers and signals, and the like.
@@ -159,11 +159,11 @@ func printParts(out io.Writer, indent string, shares map[string]float64, goCPU t
 	}
 	each := perIntent(goCPU, n)
 	var b strings.Builder
-	for _, p := range append(goParts, part{name: theRest}) {
+	for _, name := range partNames() {
 		if b.Len() > 0 {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "%s %.3f", p.name, shares[p.name]*each)
+		fmt.Fprintf(&b, "%s %.3f", name, shares[name]*each)
 	}
 	fmt.Fprintf(out, "%sGo CPU per intent by part, ms (a CPU profile of the run): %s\n", indent, b.String())
 }
