@@ -111,6 +111,48 @@ func cpuSpent(before, after cpuMark) (self, postgres time.Duration) {
 	return after.self - before.self, benchtest.BackendsSpent(before.backends, after.backends)
 }
 
+// cpuWindow is the span of one run that its CPU per intent is measured over, and with -parts
+// the span its profile covers: one window, so that the parts always share out the figure the
+// report gives.
+type cpuWindow struct {
+	pool   *pgxpool.Pool
+	dbName string
+	before cpuMark
+	prof   *partsProfile
+}
+
+// openWindow starts a run's window on dbName's backends; parts profiles it too. A run that
+// fails must abandon it (a deferred abandon after close does nothing).
+func openWindow(ctx context.Context, pool *pgxpool.Pool, dbName string, parts bool) (*cpuWindow, error) {
+	prof, err := startParts(parts)
+	if err != nil {
+		return nil, err
+	}
+	w := &cpuWindow{pool: pool, dbName: dbName, prof: prof}
+	if w.before, err = markCPU(ctx, pool, dbName); err != nil {
+		prof.abandon()
+		return nil, err
+	}
+	return w, nil
+}
+
+// close ends the window: the CPU this process and the database's backends spent in it, and
+// with -parts each part's share of the process's (nil without).
+func (w *cpuWindow) close(ctx context.Context) (self, postgres time.Duration, parts map[string]float64, err error) {
+	after, err := markCPU(ctx, w.pool, w.dbName)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	self, postgres = cpuSpent(w.before, after)
+	if parts, err = w.prof.stop(); err != nil {
+		return 0, 0, nil, err
+	}
+	return self, postgres, parts, nil
+}
+
+// abandon ends the window's profile, if it has one and close did not end it.
+func (w *cpuWindow) abandon() { w.prof.abandon() }
+
 // perIntent is d per intent, in milliseconds.
 func perIntent(d time.Duration, n int) float64 {
 	return float64(d) / float64(time.Millisecond) / float64(n)

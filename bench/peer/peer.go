@@ -102,15 +102,11 @@ func peerAtmost(ctx context.Context, o options, intents []intent, adapter string
 		return sideResult{}, err
 	}
 	defer s.close()
-	prof, err := startParts(o.parts)
+	window, err := openWindow(ctx, s.pool, s.db.name, o.parts)
 	if err != nil {
 		return sideResult{}, err
 	}
-	defer prof.abandon()
-	before, err := markCPU(ctx, s.pool, s.db.name)
-	if err != nil {
-		return sideResult{}, err
-	}
+	defer window.abandon()
 	start := time.Now()
 	for _, in := range intents {
 		if err := s.publish(in); err != nil {
@@ -124,13 +120,8 @@ func peerAtmost(ctx context.Context, o options, intents []intent, adapter string
 	if err != nil {
 		return sideResult{}, err
 	}
-	after, err := markCPU(ctx, s.pool, s.db.name)
-	if err != nil {
-		return sideResult{}, err
-	}
 	r := sideResult{name: "atmost", took: end.Sub(start), counts: s.sim.Counts()}
-	r.goCPU, r.pgCPU = cpuSpent(before, after)
-	if r.parts, err = prof.stop(); err != nil {
+	if r.goCPU, r.pgCPU, r.parts, err = window.close(ctx); err != nil {
 		return sideResult{}, err
 	}
 	states, err := s.states(ctx)
@@ -152,15 +143,11 @@ func peerRiver(ctx context.Context, o options, intents []intent, logs io.Writer)
 		return sideResult{}, err
 	}
 	defer s.close()
-	prof, err := startParts(o.parts)
+	window, err := openWindow(ctx, s.pool, s.db.name, o.parts)
 	if err != nil {
 		return sideResult{}, err
 	}
-	defer prof.abandon()
-	before, err := markCPU(ctx, s.pool, s.db.name)
-	if err != nil {
-		return sideResult{}, err
-	}
+	defer window.abandon()
 	start := time.Now()
 	if err := s.insert(ctx, intents, o.riverInsert); err != nil {
 		return sideResult{}, err
@@ -169,13 +156,8 @@ func peerRiver(ctx context.Context, o options, intents []intent, logs io.Writer)
 	if err != nil {
 		return sideResult{}, err
 	}
-	after, err := markCPU(ctx, s.pool, s.db.name)
-	if err != nil {
-		return sideResult{}, err
-	}
 	r := sideResult{name: "river", took: end.Sub(start), counts: s.sim.Counts()}
-	r.goCPU, r.pgCPU = cpuSpent(before, after)
-	if r.parts, err = prof.stop(); err != nil {
+	if r.goCPU, r.pgCPU, r.parts, err = window.close(ctx); err != nil {
 		return sideResult{}, err
 	}
 	attempts, err := s.attempts(ctx)

@@ -133,15 +133,11 @@ func steadyRun(ctx context.Context, o options, rate float64, latency time.Durati
 		index[[32]byte(intents[i].key.Bytes())] = i
 	}
 	due := make([]time.Time, n)
-	prof, err := startParts(o.parts)
+	window, err := openWindow(ctx, s.pool, s.db.name, o.parts)
 	if err != nil {
 		return steadyResult{}, err
 	}
-	defer prof.abandon()
-	before, err := markCPU(ctx, s.pool, s.db.name)
-	if err != nil {
-		return steadyResult{}, err
-	}
+	defer window.abandon()
 	var walBefore string
 	if err := s.pool.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::TEXT`).Scan(&walBefore); err != nil {
 		return steadyResult{}, err
@@ -168,12 +164,7 @@ func steadyRun(ctx context.Context, o options, rate float64, latency time.Durati
 	if _, err := s.settle(ctx, n, o.timeout); err != nil {
 		return steadyResult{}, err
 	}
-	after, err := markCPU(ctx, s.pool, s.db.name)
-	if err != nil {
-		return steadyResult{}, err
-	}
-	r.goCPU, r.pgCPU = cpuSpent(before, after)
-	if r.parts, err = prof.stop(); err != nil {
+	if r.goCPU, r.pgCPU, r.parts, err = window.close(ctx); err != nil {
 		return steadyResult{}, err
 	}
 	if err := s.pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::BIGINT`, walBefore).Scan(&r.wal); err != nil {
