@@ -348,7 +348,7 @@ func TestIntentsShowPrintsEverySection(t *testing.T) {
 	t.Parallel()
 	s := newScene(t)
 	key := s.indeterminate("lost in the network")
-	rec, err := s.l.ClaimReconciliation(s.ctx, key)
+	rec, err := s.l.ClaimReconciliation(s.ctx, key, newClaimToken())
 	require.NoError(t, err)
 	_, err = s.l.ResolveReconciliation(s.ctx, rec, ledger.NotFound, "", map[string]any{"lookup": "by text"})
 	require.NoError(t, err)

@@ -55,7 +55,7 @@ func (h *harness) parkedNotFound(account, text string) identity.DeliveryKey {
 	c := h.authorize(key, text)
 	_, err := h.Ledger.Complete(h.Ctx, c, ledger.Outcome{Result: ledger.Unknown, Reason: ledger.ReasonSendUnknown, Detail: map[string]any{"error": "timeout after 2s"}})
 	require.NoError(h.t, err)
-	r, err := h.Ledger.ClaimReconciliation(h.Ctx, key)
+	r, err := h.Ledger.ClaimReconciliation(h.Ctx, key, newClaimToken())
 	require.NoError(h.t, err)
 	st, err := h.Ledger.ResolveReconciliation(h.Ctx, r, ledger.NotFound, "", map[string]any{"lookup": "no object for the key"})
 	require.NoError(h.t, err)

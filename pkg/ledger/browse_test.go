@@ -109,7 +109,7 @@ func TestInspectIncludesTheReconciliation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	c := e.indeterminate("unknown")
-	rec, err := e.l.ClaimReconciliation(e.ctx, c.Key)
+	rec, err := e.l.ClaimReconciliation(e.ctx, c.Key, newClaimToken())
 	require.NoError(t, err)
 	_, err = e.l.ResolveReconciliation(e.ctx, rec, ledger.NotFound, "", map[string]any{"looked": "by text"})
 	require.NoError(t, err)

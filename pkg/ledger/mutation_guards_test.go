@@ -301,7 +301,7 @@ func TestResolveThatWaitedOnAParkIsRefused(t *testing.T) {
 	t.Parallel()
 	forEachIsolation(t, func(t *testing.T, e *env) {
 		c := e.indeterminate("parked under the reconciler")
-		r, err := e.l.ClaimReconciliation(e.ctx, c.Key)
+		r, err := e.l.ClaimReconciliation(e.ctx, c.Key, newClaimToken())
 		require.NoError(t, err)
 		firstErr, secondErr := e.interleave(1, func(l *ledger.Ledger) error {
 			return l.Park(e.ctx, c.Key, "operator", "mine now")
@@ -440,7 +440,7 @@ func TestOnlyAProvenNotSentReleasesTheText(t *testing.T) {
 
 	for result, want := range map[ledger.LookupResult]ledger.State{ledger.Found: ledger.Published, ledger.NotFound: ledger.Parked} {
 		c := e.indeterminate("reconciled text " + string(result))
-		r, err := e.l.ClaimReconciliation(e.ctx, c.Key)
+		r, err := e.l.ClaimReconciliation(e.ctx, c.Key, newClaimToken())
 		require.NoError(t, err)
 		got, err := e.l.ResolveReconciliation(e.ctx, r, result, "obj-"+string(result), nil)
 		require.NoError(t, err)
@@ -521,7 +521,7 @@ func TestALookupOfAnEarlierAttemptCannotResolveTheIntent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	first := e.indeterminate("unknown twice")
-	r1, err := e.l.ClaimReconciliation(e.ctx, first.Key)
+	r1, err := e.l.ClaimReconciliation(e.ctx, first.Key, newClaimToken())
 	require.NoError(t, err)
 	_, err = e.l.ResolveReconciliation(e.ctx, r1, ledger.NotFound, "", nil)
 	require.NoError(t, err)
@@ -538,7 +538,7 @@ func TestALookupOfAnEarlierAttemptCannotResolveTheIntent(t *testing.T) {
 	_, err = e.l.ResolveReconciliation(e.ctx, r1, ledger.Found, "obj", nil)
 	requireRefused(t, err, ledger.ErrInvalidTransition)
 	require.Equal(t, ledger.Indeterminate, e.state(first.Key))
-	r2, err := e.l.ClaimReconciliation(e.ctx, first.Key)
+	r2, err := e.l.ClaimReconciliation(e.ctx, first.Key, newClaimToken())
 	require.NoError(t, err, "the second attempt still has its own lookup")
 	require.Equal(t, second.Token, r2.Token)
 }
@@ -549,7 +549,7 @@ func TestALookupResolvedAfterTheOperatorParkedIsRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	c := e.indeterminate("parked before the lookup returned")
-	r, err := e.l.ClaimReconciliation(e.ctx, c.Key)
+	r, err := e.l.ClaimReconciliation(e.ctx, c.Key, newClaimToken())
 	require.NoError(t, err)
 	require.NoError(t, e.l.Park(e.ctx, c.Key, "operator", "mine now"))
 	_, err = e.l.ResolveReconciliation(e.ctx, r, ledger.Found, "obj", nil)
@@ -677,11 +677,11 @@ func TestStatementsRefuseTargetStatesOutsideTheirTransitions(t *testing.T) {
 	require.Equal(t, ledger.Parked, e.state(parked), "an operator resolves only to published or failed")
 
 	unknown := e.indeterminate("looked up to pending?")
-	r, err := e.l.ClaimReconciliation(e.ctx, unknown.Key)
+	r, err := e.l.ClaimReconciliation(e.ctx, unknown.Key, newClaimToken())
 	require.NoError(t, err)
 	_, err = q.ReconciliationResolve(e.ctx, dbsqlc.ReconciliationResolveParams{
 		DeliveryKey: unknown.Key.Bytes(), Result: string(ledger.NotFound), Actor: "buggy reconciler", Detail: []byte("{}"),
-		AttemptToken: r.Token.Bytes(), ToState: string(ledger.Pending), Reason: "retried",
+		AttemptToken: r.Token.Bytes(), ToState: string(ledger.Pending), Reason: "retried", ClaimToken: r.Claim[:],
 	})
 	require.NoError(t, err)
 	require.Equal(t, ledger.Indeterminate, e.state(unknown.Key), "a lookup leads only to published, failed or parked")

@@ -76,7 +76,7 @@ func TestRandomOperationsKeepTheInvariants(t *testing.T) {
 						}
 					case op == 8:
 						var r ledger.Reconciliation
-						if r, err = l.ClaimReconciliation(e.ctx, key); err == nil {
+						if r, err = l.ClaimReconciliation(e.ctx, key, newClaimToken()); err == nil {
 							results := []ledger.LookupResult{ledger.Found, ledger.NotFound, ledger.ProvenNotSent}
 							_, err = l.ResolveReconciliation(e.ctx, r, results[rng.IntN(len(results))], "obj", nil)
 						}

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"time"
@@ -40,23 +41,48 @@ var lookupVerdicts = map[LookupResult]struct {
 	Unavailable:   {Parked, ReasonReconcileUnavailable},
 }
 
-// Reconciliation is a claimed lookup: the attempt whose outcome is unknown.
+// Reconciliation is a claimed lookup: the attempt whose outcome is unknown, and the token of
+// the claim that holds its one lookup.
 type Reconciliation struct {
 	Key        identity.DeliveryKey
 	Token      identity.AttemptToken
 	Epoch      int64
 	Generation int64
+	// Claim is the token the claimer minted; only its holder records the lookup's result.
+	Claim ClaimToken
+	// Reclaimed: the claim had committed on an earlier call whose answer was lost, and this
+	// call, with the same token, learnt that it is the caller's own.
+	Reclaimed bool
 }
 
-// ClaimReconciliation claims the one lookup allowed for the attempt that left an intent
-// indeterminate, durably, before the lookup is made. A second claim, by any reconciler or after
-// a crash, is refused with ErrAlreadyClaimed: a claimed lookup that never resolved is for a
-// human (the sweeper parks it), never for a second lookup. Refused with ErrInvalidTransition
-// unless the intent is indeterminate.
-func (l *Ledger) ClaimReconciliation(ctx context.Context, key identity.DeliveryKey) (Reconciliation, error) {
+// ClaimToken names one claim of a lookup. The claimer mints it before it asks, so that after an
+// answer it did not hear (a connection lost during COMMIT) it can ask again with the same token
+// and learn whether the claim that committed is its own, instead of taking its own claim for
+// another reconciler's and leaving the intent to a person.
+type ClaimToken [16]byte
+
+// NewClaimToken returns a random ClaimToken.
+func NewClaimToken() (ClaimToken, error) {
+	var t ClaimToken
+	if _, err := rand.Read(t[:]); err != nil {
+		return t, fmt.Errorf("claim token: %w", err)
+	}
+	return t, nil
+}
+
+// ClaimReconciliation claims, with the caller's token, the one lookup allowed for the attempt
+// that left an intent indeterminate, durably, before the lookup is made. A second claim, by
+// any reconciler or after a crash, is refused with ErrAlreadyClaimed: a claimed lookup that
+// never resolved is for a human (the sweeper parks it), never for a second lookup. The one
+// exception is the caller's own claim: a call with the token of a claim that committed, made
+// because the answer to the first was lost, returns the claim (Reclaimed). A token is for one
+// claim, and is asked again only after an error, never after a claim was returned: the
+// lookup follows a returned claim, once. Refused with ErrInvalidTransition unless the intent
+// is indeterminate.
+func (l *Ledger) ClaimReconciliation(ctx context.Context, key identity.DeliveryKey, token ClaimToken) (Reconciliation, error) {
 	var row dbsqlc.ReconciliationClaimRow
 	err := l.inTx(ctx, string(OpReconcile), func(q *dbsqlc.Queries) (err error) {
-		row, err = q.ReconciliationClaim(ctx, dbsqlc.ReconciliationClaimParams{DeliveryKey: key.Bytes(), Actor: l.cfg.Actor})
+		row, err = q.ReconciliationClaim(ctx, dbsqlc.ReconciliationClaimParams{DeliveryKey: key.Bytes(), Actor: l.cfg.Actor, ClaimToken: token[:]})
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -69,20 +95,22 @@ func (l *Ledger) ClaimReconciliation(ctx context.Context, key identity.DeliveryK
 	if state != Indeterminate {
 		return Reconciliation{}, refused(OpReconcile, ErrInvalidTransition, state)
 	}
-	if !row.Claimed {
+	if !row.Claimed && !row.Reclaimed {
 		return Reconciliation{}, refused(OpReconcile, ErrAlreadyClaimed, state)
 	}
-	token, err := identity.AttemptTokenFromBytes(row.AttemptToken)
+	attempt, err := identity.AttemptTokenFromBytes(row.AttemptToken)
 	if err != nil {
 		return Reconciliation{}, fmt.Errorf("claim reconciliation of %s: %w", key, err)
 	}
-	return Reconciliation{Key: key, Token: token, Epoch: row.Epoch.Int64, Generation: row.Generation.Int64}, nil
+	return Reconciliation{Key: key, Token: attempt, Epoch: row.Epoch.Int64, Generation: row.Generation.Int64, Claim: token, Reclaimed: row.Reclaimed}, nil
 }
 
 // ResolveReconciliation records the result of the claimed lookup and moves the intent on:
-// Found -> published, ProvenNotSent -> failed, NotFound and Unavailable -> parked. It is
-// refused with ErrInvalidTransition when the lookup was not claimed, was already resolved, or
-// the intent has moved on.
+// Found -> published, ProvenNotSent -> failed, NotFound and Unavailable -> parked. Only the
+// holder of r's claim token may. Asked again after an error, when the first write had
+// committed, it returns the state that write left, as the first answer would have. It is
+// refused with ErrInvalidTransition when the lookup was not claimed with r's token, was
+// already resolved by another, or the intent has moved on.
 func (l *Ledger) ResolveReconciliation(ctx context.Context, r Reconciliation, result LookupResult, objectID string, detail map[string]any) (State, error) {
 	verdict, ok := lookupVerdicts[result]
 	if !ok {
@@ -106,6 +134,7 @@ func (l *Ledger) ResolveReconciliation(ctx context.Context, r Reconciliation, re
 			AttemptToken: r.Token.Bytes(),
 			ToState:      string(verdict.state),
 			Reason:       string(verdict.reason),
+			ClaimToken:   r.Claim[:],
 		})
 		return err
 	})
@@ -116,6 +145,9 @@ func (l *Ledger) ResolveReconciliation(ctx context.Context, r Reconciliation, re
 		return "", fmt.Errorf("resolve reconciliation of %s: %w", r.Key, err)
 	}
 	if !row.NewState.Valid {
+		if row.Repeated {
+			return State(row.PriorState), nil
+		}
 		return "", refused(OpReconcile, ErrInvalidTransition, State(row.PriorState))
 	}
 	return State(row.NewState.String), nil

@@ -1,10 +1,13 @@
 package ledger_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/pkg/ledger"
@@ -37,7 +40,7 @@ func TestReconciliationIsClaimedExactlyOnceUnderConcurrentReconcilers(t *testing
 			wg.Go(func() {
 				<-start
 				for _, c := range claims {
-					rec, err := l.ClaimReconciliation(e.ctx, c.Key)
+					rec, err := l.ClaimReconciliation(e.ctx, c.Key, newClaimToken())
 					if err != nil {
 						requireRefused(t, err, ledger.ErrAlreadyClaimed)
 						continue
@@ -58,7 +61,7 @@ func TestReconciliationIsClaimedExactlyOnceUnderConcurrentReconcilers(t *testing
 			require.Equal(t, 1, n, "lookups claimed for %s", key)
 		}
 		// The claimer "crashes" before resolving: every later claim is still refused.
-		_, err := e.l.ClaimReconciliation(e.ctx, claims[0].Key)
+		_, err := e.l.ClaimReconciliation(e.ctx, claims[0].Key, newClaimToken())
 		requireRefused(t, err, ledger.ErrAlreadyClaimed)
 		require.Equal(t, intents, e.count(`SELECT count(*) FROM reconciliations WHERE step = 'claimed'`))
 	})
@@ -74,7 +77,7 @@ func TestReconciliationResultsLeadWhereTheTableSays(t *testing.T) {
 		ledger.Unavailable:   ledger.Parked,
 	} {
 		c := e.indeterminate("reconcile " + string(result))
-		r, err := e.l.ClaimReconciliation(e.ctx, c.Key)
+		r, err := e.l.ClaimReconciliation(e.ctx, c.Key, newClaimToken())
 		require.NoError(t, err)
 		require.Equal(t, c.Token, r.Token, "the lookup is for the attempt whose outcome is unknown")
 		got, err := e.l.ResolveReconciliation(e.ctx, r, result, "obj-"+string(result), nil)
@@ -82,11 +85,116 @@ func TestReconciliationResultsLeadWhereTheTableSays(t *testing.T) {
 		require.Equal(t, want, got, "%s", result)
 		require.Equal(t, want, e.state(c.Key))
 
-		_, err = e.l.ResolveReconciliation(e.ctx, r, ledger.Found, "obj", nil)
+		// Another result for the same claim, or any result from another claim, is refused.
+		other := ledger.Unavailable
+		if result == ledger.Unavailable {
+			other = ledger.NotFound
+		}
+		_, err = e.l.ResolveReconciliation(e.ctx, r, other, "", nil)
+		requireRefused(t, err, ledger.ErrInvalidTransition)
+		stranger := r
+		stranger.Claim = newClaimToken()
+		_, err = e.l.ResolveReconciliation(e.ctx, stranger, result, "obj-"+string(result), nil)
 		requireRefused(t, err, ledger.ErrInvalidTransition)
 	}
 	require.Zero(t, e.count(`SELECT count(*) FROM text_claims WHERE delivery_key IN (SELECT delivery_key FROM intents WHERE state = 'failed')`),
 		"a proven not-sent releases the text")
+}
+
+// A claim whose COMMIT went through but whose answer was lost (the connection cut during
+// COMMIT) is the caller's own: asked again with the same token it is returned, so its lookup is
+// made, once, instead of never. Any other token is still refused, and the ledger holds one claim.
+func TestALostClaimAnswerIsReclaimedWithItsToken(t *testing.T) {
+	t.Parallel()
+	forEachIsolation(t, func(t *testing.T, e *env) {
+		c := e.indeterminate("claimed, and the answer lost")
+		l := e.ledgerWith(ledger.Config{Actor: "reconciler"})
+		lost := errors.New("commit: unexpected EOF (injected after the server committed)")
+		commits := 0
+		ledger.SetCommit(l, func(ctx context.Context, tx pgx.Tx) error {
+			commits++
+			if err := tx.Commit(ctx); err != nil || commits > 1 {
+				return err
+			}
+			return lost
+		})
+		token := newClaimToken()
+		_, err := l.ClaimReconciliation(e.ctx, c.Key, token)
+		require.ErrorIs(t, err, lost)
+		require.Equal(t, 1, e.count(`SELECT count(*) FROM reconciliations WHERE step = 'claimed'`), "the claim committed")
+
+		_, err = l.ClaimReconciliation(e.ctx, c.Key, newClaimToken())
+		requireRefused(t, err, ledger.ErrAlreadyClaimed)
+		r, err := l.ClaimReconciliation(e.ctx, c.Key, token)
+		require.NoError(t, err, "the claim is the caller's own")
+		require.True(t, r.Reclaimed)
+		require.Equal(t, c.Token, r.Token)
+		require.Equal(t, token, r.Claim)
+		require.Equal(t, 1, e.count(`SELECT count(*) FROM reconciliations WHERE step = 'claimed'`), "still one claim")
+
+		got, err := l.ResolveReconciliation(e.ctx, r, ledger.Found, "obj-reclaimed", nil)
+		require.NoError(t, err)
+		require.Equal(t, ledger.Published, got)
+		// Resolved, the claim is no longer anyone's to take again.
+		_, err = l.ClaimReconciliation(e.ctx, c.Key, token)
+		requireRefused(t, err, ledger.ErrInvalidTransition)
+	})
+}
+
+// A first claim is no reclaim, and a reclaim needs the token of the claim that committed.
+func TestAFreshClaimIsNotAReclaim(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.indeterminate("claimed once")
+	r, err := e.l.ClaimReconciliation(e.ctx, c.Key, newClaimToken())
+	require.NoError(t, err)
+	require.False(t, r.Reclaimed)
+}
+
+// The result's write whose answer was lost is asked again with the same claim and result: it
+// answers the state the first write left, with no refusal (which the reconciler would report
+// as a failure to record) and no second transition.
+func TestARepeatedResolveAfterALostAnswerAnswersItsState(t *testing.T) {
+	t.Parallel()
+	forEachIsolation(t, func(t *testing.T, e *env) {
+		c := e.indeterminate("resolved, and the answer lost")
+		l := e.ledgerWith(ledger.Config{Actor: "reconciler"})
+		r, err := l.ClaimReconciliation(e.ctx, c.Key, newClaimToken())
+		require.NoError(t, err)
+		lost := errors.New("commit: connection reset by peer (injected after the server committed)")
+		commits := 0
+		ledger.SetCommit(l, func(ctx context.Context, tx pgx.Tx) error {
+			commits++
+			if err := tx.Commit(ctx); err != nil || commits > 1 {
+				return err
+			}
+			return lost
+		})
+		_, err = l.ResolveReconciliation(e.ctx, r, ledger.NotFound, "", nil)
+		require.ErrorIs(t, err, lost)
+		got, err := l.ResolveReconciliation(e.ctx, r, ledger.NotFound, "", nil)
+		require.NoError(t, err)
+		require.Equal(t, ledger.Parked, got)
+		require.Equal(t, 1, e.count(`SELECT count(*) FROM history WHERE delivery_key = $1 AND from_state = 'indeterminate'`, c.Key.Bytes()))
+	})
+}
+
+// Only the holder of the claim records the lookup's result: the ledger knows the claim by its
+// token, so a write carrying another token is refused and changes nothing.
+func TestOnlyTheClaimsHolderRecordsItsResult(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.indeterminate("one holder")
+	r, err := e.l.ClaimReconciliation(e.ctx, c.Key, newClaimToken())
+	require.NoError(t, err)
+	stranger := r
+	stranger.Claim = newClaimToken()
+	_, err = e.l.ResolveReconciliation(e.ctx, stranger, ledger.Found, "obj-stranger", nil)
+	requireRefused(t, err, ledger.ErrInvalidTransition)
+	require.Equal(t, ledger.Indeterminate, e.state(c.Key))
+	got, err := e.l.ResolveReconciliation(e.ctx, r, ledger.Found, "obj-holder", nil)
+	require.NoError(t, err)
+	require.Equal(t, ledger.Published, got)
 }
 
 func TestResolveWithoutAClaimedLookupIsRefused(t *testing.T) {
@@ -102,7 +210,7 @@ func TestClaimReconciliationOutsideIndeterminateIsRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	c := e.authorized("still in flight")
-	_, err := e.l.ClaimReconciliation(e.ctx, c.Key)
+	_, err := e.l.ClaimReconciliation(e.ctx, c.Key, newClaimToken())
 	requireRefused(t, err, ledger.ErrInvalidTransition)
 	require.Zero(t, e.count(`SELECT count(*) FROM reconciliations`))
 }
@@ -181,7 +289,7 @@ func TestNotSentLookupAgainstReportedSuccessIsParked(t *testing.T) {
 	_, err = e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.Sent, ObjectID: "obj-1", Confirmed: true})
 	requireRefused(t, err, ledger.ErrFenced)
 
-	r, err := e.l.ClaimReconciliation(e.ctx, c.Key)
+	r, err := e.l.ClaimReconciliation(e.ctx, c.Key, newClaimToken())
 	require.NoError(t, err)
 	state, err := e.l.ResolveReconciliation(e.ctx, r, ledger.ProvenNotSent, "", nil)
 	require.NoError(t, err)

@@ -76,7 +76,7 @@ func TestRestoreMovesAnIntentTheStreamShowsAuthorizedToIndeterminate(t *testing.
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM outbox WHERE delivery_key = $1 AND seq = 4 AND NOT dispatch`, key.Bytes()))
 
 	// The reconciler can claim its one lookup, though the restored ledger never saw the attempt.
-	claim, err := e.l.ClaimReconciliation(e.ctx, key)
+	claim, err := e.l.ClaimReconciliation(e.ctx, key, newClaimToken())
 	require.NoError(t, err)
 	require.Equal(t, token, claim.Token)
 }

@@ -192,12 +192,12 @@ func TestParkUnreconciledParksLostLookupsAndForgottenIntentsOnly(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	lost := e.indeterminate("reconciler died after its claim")
-	rec, err := e.l.ClaimReconciliation(e.ctx, lost.Key)
+	rec, err := e.l.ClaimReconciliation(e.ctx, lost.Key, newClaimToken())
 	require.NoError(t, err)
 	e.exec(`UPDATE reconciliations SET at = now() - INTERVAL '1 hour' WHERE delivery_key = $1`, lost.Key.Bytes())
 
 	busy := e.indeterminate("reconciler looking right now")
-	_, err = e.l.ClaimReconciliation(e.ctx, busy.Key)
+	_, err = e.l.ClaimReconciliation(e.ctx, busy.Key, newClaimToken())
 	require.NoError(t, err)
 	e.age(busy.Key, 48*time.Hour)
 
@@ -223,7 +223,7 @@ func TestParkUnreconciledParksLostLookupsAndForgottenIntentsOnly(t *testing.T) {
 	_, err = e.l.ResolveReconciliation(e.ctx, rec, ledger.Found, "late-object", nil)
 	requireRefused(t, err, ledger.ErrInvalidTransition)
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM reconciliations WHERE delivery_key = $1 AND step = 'resolved' AND result = 'unavailable'`, lost.Key.Bytes()))
-	_, err = e.l.ClaimReconciliation(e.ctx, forgotten.Key)
+	_, err = e.l.ClaimReconciliation(e.ctx, forgotten.Key, newClaimToken())
 	requireRefused(t, err, ledger.ErrInvalidTransition)
 
 	again, err := e.l.ParkUnreconciled(e.ctx, 10*time.Minute, 24*time.Hour, 100)
@@ -239,7 +239,7 @@ func TestReconcileCandidatesAndStatusReadTheDatabaseClock(t *testing.T) {
 	young := e.indeterminate("indeterminate just now")
 	claimed := e.indeterminate("claimed already")
 	e.age(claimed.Key, time.Minute)
-	_, err := e.l.ClaimReconciliation(e.ctx, claimed.Key)
+	_, err := e.l.ClaimReconciliation(e.ctx, claimed.Key, newClaimToken())
 	require.NoError(t, err)
 
 	got, err := e.l.ReconcileCandidates(e.ctx, 30*time.Second, ledger.ReconcileCandidate{}, 100)
@@ -281,7 +281,7 @@ func TestSweeperThatWaitedOnAClaimLeavesTheLookupToItsReconciler(t *testing.T) {
 		e.age(c.Key, 48*time.Hour)
 		var parked ledger.Unreconciled
 		claimErr, parkErr := e.interleave(1, func(l *ledger.Ledger) error {
-			_, err := l.ClaimReconciliation(e.ctx, c.Key)
+			_, err := l.ClaimReconciliation(e.ctx, c.Key, newClaimToken())
 			return err
 		}, func() (err error) {
 			parked, err = e.l.ParkUnreconciled(e.ctx, time.Hour, 24*time.Hour, 10)

@@ -81,7 +81,7 @@ func (e *env) apply(op ledger.Operation, s subject) (accepted bool, err error) {
 		return err == nil && len(n.Changed) > 0, err
 	case ledger.OpReconcile:
 		var r ledger.Reconciliation
-		if r, err = e.l.ClaimReconciliation(e.ctx, s.key); err == nil {
+		if r, err = e.l.ClaimReconciliation(e.ctx, s.key, newClaimToken()); err == nil {
 			_, err = e.l.ResolveReconciliation(e.ctx, r, ledger.NotFound, "", nil)
 		}
 	case ledger.OpPark:

@@ -155,6 +155,11 @@ type Reconciler struct {
 	// busy holds the keys being worked in this process, so the scan and an event never work
 	// one intent at once here (across processes the ledger's claim decides).
 	busy     map[identity.DeliveryKey]bool
+	// held are the lookups this process holds whose ledger write it could not confirm: a claim
+	// whose answer was lost, or a lookup made whose result is not recorded yet. A later turn
+	// (the event's redelivery, or the next scan) goes on from there, with the same claim token,
+	// and never looks up twice.
+	held     map[identity.DeliveryKey]*heldLookup
 	accounts map[string]readAccount
 	// unpublished are resolved intents whose transitions wait for the next publishing round.
 	unpublished []identity.DeliveryKey
@@ -170,7 +175,7 @@ type Ledger interface {
 	Inspect(ctx context.Context, key identity.DeliveryKey) (ledger.Record, error)
 	Gates(ctx context.Context, accounts []string) (map[string]ledger.Gate, error)
 	ResolveFromEvidence(ctx context.Context, key identity.DeliveryKey, objectID string) error
-	ClaimReconciliation(ctx context.Context, key identity.DeliveryKey) (ledger.Reconciliation, error)
+	ClaimReconciliation(ctx context.Context, key identity.DeliveryKey, token ledger.ClaimToken) (ledger.Reconciliation, error)
 	ResolveReconciliation(ctx context.Context, r ledger.Reconciliation, result ledger.LookupResult, objectID string, detail map[string]any) (ledger.State, error)
 	ReconcileCandidates(ctx context.Context, minAge time.Duration, after ledger.ReconcileCandidate, max int) ([]ledger.ReconcileCandidate, error)
 }
@@ -195,7 +200,7 @@ func New(ctx context.Context, js jetstream.JetStream, l Ledger, rel *relay.Relay
 	}
 	return &Reconciler{cfg: cfg, ledger: l, relay: rel, consumer: consumer, adapters: adapters.NewCache(cfg.Platforms),
 		log: cfg.Logger.Named("reconcile"), counts: newCounters(), slots: make(chan struct{}, cfg.Concurrency),
-		busy: map[identity.DeliveryKey]bool{}, accounts: map[string]readAccount{},
+		busy: map[identity.DeliveryKey]bool{}, held: map[identity.DeliveryKey]*heldLookup{}, accounts: map[string]readAccount{},
 		tracer: tracing.Or(cfg.Tracer).Tracer("github.com/atmost/atmost/internal/role/reconcile")}, nil
 }
 
@@ -285,6 +290,21 @@ func (r *Reconciler) handle(ctx context.Context, m jetstream.Msg) {
 	_ = m.Ack()
 }
 
+// scanHeld works the lookups this process holds unconfirmed, which no candidate page lists.
+func (r *Reconciler) scanHeld(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, key := range r.heldKeys() {
+		if !r.acquire(ctx) {
+			break
+		}
+		wg.Go(func() {
+			defer r.release()
+			r.Reconcile(context.WithoutCancel(ctx), key)
+		})
+	}
+	wg.Wait()
+}
+
 // scanLoop is the safety net: at start and then every ScanInterval, every indeterminate intent
 // nobody claimed a lookup for within ScanAfter, whatever became of its event, page by page.
 func (r *Reconciler) scanLoop(ctx context.Context) {
@@ -301,6 +321,7 @@ func (r *Reconciler) scanLoop(ctx context.Context) {
 }
 
 func (r *Reconciler) scan(ctx context.Context) {
+	r.scanHeld(ctx)
 	var after ledger.ReconcileCandidate
 	for {
 		page, err := r.ledger.ReconcileCandidates(ctx, r.cfg.ScanAfter, after, r.cfg.ScanBatch)
@@ -368,16 +389,20 @@ func (r *Reconciler) reconcile(ctx context.Context, key identity.DeliveryKey) (v
 	log := r.log.With(zap.Stringer("key", key))
 	status, err := r.ledger.ReconcileStatusOf(ctx, key)
 	if errors.Is(err, ledger.ErrNotFound) {
+		r.forget(key)
 		return done("not_found")
 	}
 	if err != nil {
 		log.Warn("reading the intent failed; trying again later", zap.Error(err))
 		return later("ledger_error", r.cfg.RetryDelay)
 	}
+	h := r.heldOf(key)
 	if status.Intent.State != ledger.Indeterminate {
+		// Resolved, by this process's own write whose answer was lost or by another's.
+		r.forget(key)
 		return done("not_indeterminate")
 	}
-	if status.Claimed {
+	if status.Claimed && h == nil {
 		// Another reconciler holds the one lookup, or held it and died: never a second one.
 		return done("already_claimed")
 	}
@@ -390,58 +415,52 @@ func (r *Reconciler) reconcile(ctx context.Context, key identity.DeliveryKey) (v
 		}
 		span.End()
 	}()
+	if h != nil && h.looked {
+		// The lookup was made on an earlier turn; only its result is left to record.
+		return r.record(ctx, log, key, h)
+	}
 	ad, req, err := r.open(ctx, status.Intent)
-	if err != nil {
+	var lerr ledgerReadError
+	switch {
+	case errors.As(err, &lerr):
+		log.Warn("reading the account's settings from the ledger failed; trying again later", zap.Error(err))
+		return later("ledger_error", r.cfg.RetryDelay)
+	case err != nil:
 		log.Warn("the account's adapter cannot be opened; trying again later", zap.Error(err))
 		return later("adapter_unavailable", r.cfg.RetryDelay)
 	}
 
-	// Evidence first: a fenced-out worker that reported a success it had read back.
-	var evidence []ledger.Evidence
-	if status.ReportedSuccess {
-		rec, err := r.ledger.Inspect(ctx, key)
+	if h == nil {
+		if v, ok := r.fromEvidence(ctx, log, key, status, ad, req); ok {
+			return v
+		}
+		if delay := ad.Capabilities().ReconcileDelay; status.Age < delay {
+			return later("waiting_delay", delay-status.Age)
+		}
+		token, err := ledger.NewClaimToken()
 		if err != nil {
-			log.Warn("reading the evidence failed; trying again later", zap.Error(err))
+			log.Warn("minting a claim token failed; trying again later", zap.Error(err))
 			return later("ledger_error", r.cfg.RetryDelay)
 		}
-		evidence = rec.Evidence
+		h = &heldLookup{token: token}
 	}
-	for _, ev := range evidence {
-		if ev.Result != "success" || ev.Reason != ledger.ReasonPublished || ev.ObjectID == "" {
-			continue
-		}
-		rctx, cancel := context.WithTimeout(ctx, r.cfg.ReadBackTimeout)
-		rctx, read := r.tracer.Start(rctx, tracing.SpanReadBack, trace.WithSpanKind(trace.SpanKindClient))
-		confirmed, why, _ := adapters.ReadBack(rctx, ad, req, ev.ObjectID)
-		endReadBack(read, ev.ObjectID, confirmed, why)
-		cancel()
-		if !confirmed {
-			log.Info("a fenced-out worker's reported object did not read back; it is not used", zap.String("object_id", ev.ObjectID), zap.String("why", why))
-			continue
-		}
-		if err := r.ledger.ResolveFromEvidence(ctx, key, ev.ObjectID); err != nil {
-			if isRefused(err) {
-				return done("moved_on")
-			}
-			log.Warn("resolving from evidence failed; trying again later", zap.Error(err))
-			return later("ledger_error", r.cfg.RetryDelay)
-		}
-		r.publish(ctx, key)
-		return done("evidence_found")
-	}
-
-	if delay := ad.Capabilities().ReconcileDelay; status.Age < delay {
-		return later("waiting_delay", delay-status.Age)
-	}
-	claim, err := r.ledger.ClaimReconciliation(ctx, key)
+	claim, err := r.claim(ctx, log, key, h.token)
 	switch {
 	case errors.Is(err, ledger.ErrAlreadyClaimed):
+		r.forget(key)
 		return done("already_claimed")
 	case isRefused(err):
+		r.forget(key)
 		return done("moved_on")
 	case err != nil:
-		log.Warn("claiming the lookup failed; trying again later", zap.Error(err))
+		// Whether the claim committed is unknown: the token is kept, and a later turn asks
+		// again with it. The lookup waits until the claim is known to be this reconciler's.
+		r.hold(key, h)
+		log.Warn("the lookup's claim is still unconfirmed; its token is kept and a later turn asks again", zap.Error(err))
 		return later("ledger_error", r.cfg.RetryDelay)
+	}
+	if claim.Reclaimed {
+		log.Info("the claim had committed though its answer was lost; the lookup is this reconciler's")
 	}
 	// The claim is committed: from here on the lookup is made at most this once, whatever
 	// happens to this process.
@@ -456,17 +475,128 @@ func (r *Reconciler) reconcile(ctx context.Context, key identity.DeliveryKey) (v
 	cancel()
 	r.counts.lookup(string(lk.Result))
 	r.crashPoint("after-lookup")
-	result, objectID, detail := r.judge(ctx, ad, req, lk)
-	state, err := r.resolve(ctx, claim, result, objectID, detail)
-	if err != nil {
-		// The lookup is spent; its result could not be recorded. The sweeper parks the
-		// intent once the claim is stale: a human decides, never a second lookup.
-		log.Error("recording the lookup's result failed; the sweeper will park the intent", zap.String("result", string(result)), zap.Error(err))
-		return done("resolve_failed")
+	h.claim = claim
+	h.result, h.objectID, h.detail = r.judge(ctx, ad, req, lk)
+	h.looked = true
+	log = log.With(zap.String("lookup", string(lk.Result)))
+	return r.record(ctx, log, key, h)
+}
+
+// heldLookup is one intent's lookup as this process holds it: the claim token it minted, and,
+// once the claim is known to be its own and the lookup made, the claim and the lookup's verdict.
+type heldLookup struct {
+	token    ledger.ClaimToken
+	claim    ledger.Reconciliation
+	looked   bool
+	result   ledger.LookupResult
+	objectID string
+	detail   map[string]any
+}
+
+func (r *Reconciler) heldOf(key identity.DeliveryKey) *heldLookup {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.held[key]
+}
+
+func (r *Reconciler) hold(key identity.DeliveryKey, h *heldLookup) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.held[key] = h
+}
+
+func (r *Reconciler) forget(key identity.DeliveryKey) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.held, key)
+}
+
+// heldKeys are the intents whose lookup this process holds unconfirmed: the scan works them,
+// since the ledger's candidates leave out every claimed lookup.
+func (r *Reconciler) heldKeys() []identity.DeliveryKey {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	keys := make([]identity.DeliveryKey, 0, len(r.held))
+	for k := range r.held {
+		keys = append(keys, k)
 	}
+	return keys
+}
+
+// fromEvidence publishes the intent on a fenced-out worker's reported success, when its object
+// reads back: no lookup is needed then. ok says whether the turn ended here.
+func (r *Reconciler) fromEvidence(ctx context.Context, log *zap.Logger, key identity.DeliveryKey, status ledger.ReconcileStatus, ad platform.Adapter, req platform.Request) (Verdict, bool) {
+	if !status.ReportedSuccess {
+		return Verdict{}, false
+	}
+	rec, err := r.ledger.Inspect(ctx, key)
+	if err != nil {
+		log.Warn("reading the evidence failed; trying again later", zap.Error(err))
+		return later("ledger_error", r.cfg.RetryDelay), true
+	}
+	for _, ev := range rec.Evidence {
+		if ev.Result != "success" || ev.Reason != ledger.ReasonPublished || ev.ObjectID == "" {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, r.cfg.ReadBackTimeout)
+		rctx, read := r.tracer.Start(rctx, tracing.SpanReadBack, trace.WithSpanKind(trace.SpanKindClient))
+		confirmed, why, _ := adapters.ReadBack(rctx, ad, req, ev.ObjectID)
+		endReadBack(read, ev.ObjectID, confirmed, why)
+		cancel()
+		if !confirmed {
+			log.Info("a fenced-out worker's reported object did not read back; it is not used", zap.String("object_id", ev.ObjectID), zap.String("why", why))
+			continue
+		}
+		if err := r.ledger.ResolveFromEvidence(ctx, key, ev.ObjectID); err != nil {
+			if isRefused(err) {
+				return done("moved_on"), true
+			}
+			log.Warn("resolving from evidence failed; trying again later", zap.Error(err))
+			return later("ledger_error", r.cfg.RetryDelay), true
+		}
+		r.publish(ctx, key)
+		return done("evidence_found"), true
+	}
+	return Verdict{}, false
+}
+
+// claim claims the lookup with token, asking again with the same token after an error whose
+// outcome is unknown (the claim may have committed), for up to RetryDelay.
+func (r *Reconciler) claim(ctx context.Context, log *zap.Logger, key identity.DeliveryKey, token ledger.ClaimToken) (ledger.Reconciliation, error) {
+	deadline := time.Now().Add(r.cfg.RetryDelay)
+	pause := 100 * time.Millisecond
+	for {
+		claim, err := r.ledger.ClaimReconciliation(ctx, key, token)
+		if err == nil || isRefused(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			return claim, err
+		}
+		log.Warn("claiming the lookup failed and the commit's outcome is unknown; asking again with the same claim token", zap.Error(err))
+		time.Sleep(pause)
+		pause = min(2*pause, 5*time.Second)
+	}
+}
+
+// record writes the lookup's verdict h holds. A write that cannot be confirmed now stays held,
+// and a later turn writes it again: the lookup itself is never made again.
+func (r *Reconciler) record(ctx context.Context, log *zap.Logger, key identity.DeliveryKey, h *heldLookup) Verdict {
+	state, err := r.resolve(ctx, h.claim, h.result, h.objectID, h.detail)
+	switch {
+	case err == nil:
+	case isRefused(err) || ledger.Permanent(err):
+		// The ledger will not take this claim's result: the sweeper parks the intent once the
+		// claim is stale, and a person decides; never a second lookup.
+		r.forget(key)
+		log.Error("the ledger refused the lookup's result; the sweeper will park the intent for a person", zap.String("result", string(h.result)), zap.Error(err))
+		return done("resolve_failed")
+	default:
+		r.hold(key, h)
+		log.Warn("recording the lookup's result failed; it is kept here and recorded on a later turn (the lookup is not made again)", zap.String("result", string(h.result)), zap.Error(err))
+		return later("ledger_error", r.cfg.RetryDelay)
+	}
+	r.forget(key)
 	r.publish(ctx, key)
-	log.Info("reconciled", zap.String("lookup", string(lk.Result)), zap.String("result", string(result)), zap.String("state", string(state)))
-	return done("resolved_" + string(result))
+	log.Info("reconciled", zap.String("result", string(h.result)), zap.String("state", string(state)))
+	return done("resolved_" + string(h.result))
 }
 
 // judge turns the lookup's answer into the ledger's verdict. A found object must read back
@@ -534,7 +664,7 @@ func (r *Reconciler) resolve(ctx context.Context, claim ledger.Reconciliation, r
 		if err == nil || isRefused(err) || ledger.Permanent(err) || time.Now().After(deadline) {
 			return state, err
 		}
-		r.log.Warn("recording the lookup's result failed; retrying the write (not the lookup)", zap.Error(err))
+		r.log.Warn("recording the lookup's result failed and the commit's outcome is unknown; writing it again (not the lookup)", zap.Stringer("key", claim.Key), zap.Error(err))
 		time.Sleep(pause)
 		pause = min(2*pause, 5*time.Second)
 	}
@@ -570,7 +700,7 @@ func (r *Reconciler) adapterOf(ctx context.Context, account string) (platform.Ad
 	if !ok || time.Since(c.at) > accountTTL {
 		gates, err := r.ledger.Gates(ctx, []string{account})
 		if err != nil {
-			return nil, err
+			return nil, ledgerReadError{err}
 		}
 		g, ok := gates[account]
 		if !ok {
@@ -617,6 +747,13 @@ func (r *Reconciler) publish(ctx context.Context, key identity.DeliveryKey) {
 	}
 	_ = r.relay.AfterCommit(ctx, keys)
 }
+
+// ledgerReadError is a failed read of the ledger on the way to an account's adapter: the
+// database's trouble, which no change of the account's configuration would fix.
+type ledgerReadError struct{ err error }
+
+func (e ledgerReadError) Error() string { return "reading the account's settings: " + e.err.Error() }
+func (e ledgerReadError) Unwrap() error { return e.err }
 
 func isRefused(err error) bool {
 	var refused *ledger.RefusedError

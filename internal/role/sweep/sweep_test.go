@@ -197,7 +197,7 @@ func TestUnreconciledIntentsAreParkedForAHuman(t *testing.T) {
 		_, err := e.Ledger.Complete(e.Ctx, c, ledger.Outcome{Result: ledger.Unknown})
 		require.NoError(t, err)
 	}
-	_, err := e.Ledger.ClaimReconciliation(e.Ctx, auths[0].Key)
+	_, err := e.Ledger.ClaimReconciliation(e.Ctx, auths[0].Key, newClaimToken())
 	require.NoError(t, err)
 	e.Exec(`UPDATE reconciliations SET at = now() - INTERVAL '1 hour'`)
 	e.age([]identity.DeliveryKey{auths[1].Key}, 48*time.Hour)

@@ -3,6 +3,8 @@
 -- committed before the lookup is made; the primary key (attempt_token, 'claimed') makes a
 -- second claim impossible, by any reconciler, after any crash. claimed is false when the
 -- lookup was already claimed or the intent is not indeterminate; no row when it does not exist.
+-- reclaimed is true when the existing claim carries @claim_token: the caller's own claim, whose
+-- answer it did not hear (a lost COMMIT reply), and whose lookup it has therefore not made.
 WITH cur AS (
     SELECT i.delivery_key, i.state, i.attempt_token, i.epoch, i.generation
     FROM intents i
@@ -10,8 +12,8 @@ WITH cur AS (
     FOR UPDATE
 ),
 claimed AS (
-    INSERT INTO reconciliations (attempt_token, step, delivery_key, actor)
-    SELECT cur.attempt_token, 'claimed', cur.delivery_key, @actor::TEXT
+    INSERT INTO reconciliations (attempt_token, step, delivery_key, actor, claim_token)
+    SELECT cur.attempt_token, 'claimed', cur.delivery_key, @actor::TEXT, @claim_token::BYTEA
     FROM cur
     WHERE cur.state = 'indeterminate'
     ON CONFLICT (attempt_token, step) DO NOTHING
@@ -21,7 +23,11 @@ SELECT cur.state::TEXT AS state,
        cur.attempt_token,
        cur.epoch,
        cur.generation,
-       EXISTS (SELECT 1 FROM claimed) AS claimed
+       EXISTS (SELECT 1 FROM claimed) AS claimed,
+       (cur.state = 'indeterminate' AND EXISTS (
+           SELECT 1 FROM reconciliations r
+           WHERE r.attempt_token = cur.attempt_token AND r.step = 'claimed' AND r.claim_token = @claim_token::BYTEA
+       ))::BOOL AS reclaimed
 FROM cur;
 
 -- name: ReconciliationResolve :one
@@ -30,7 +36,9 @@ FROM cur;
 -- attempt whose lookup was claimed, only once ('resolved' is a primary key too), and only
 -- while the intent is still indeterminate with that attempt. A not-sent verdict never stands
 -- against a worker's reported success for the intent: the two disagree, so a human decides
--- (parked, evidence_conflict) and nothing is retried.
+-- (parked, evidence_conflict) and nothing is retried. Only the holder of the claim resolves:
+-- the claimed row must carry @claim_token. repeated is true when this claim's result, the same
+-- one, was recorded already: the caller's own earlier write, whose answer it did not hear.
 WITH cur AS (
     SELECT i.delivery_key, i.account_id, i.state, i.attempt_token, i.text_hash
     FROM intents i
@@ -38,12 +46,13 @@ WITH cur AS (
     FOR UPDATE
 ),
 resolved AS (
-    INSERT INTO reconciliations (attempt_token, step, delivery_key, result, object_id, actor, detail)
-    SELECT cur.attempt_token, 'resolved', cur.delivery_key, @result::TEXT, sqlc.narg(object_id)::TEXT, @actor::TEXT, @detail::JSONB
+    INSERT INTO reconciliations (attempt_token, step, delivery_key, result, object_id, actor, detail, claim_token)
+    SELECT cur.attempt_token, 'resolved', cur.delivery_key, @result::TEXT, sqlc.narg(object_id)::TEXT, @actor::TEXT, @detail::JSONB, @claim_token::BYTEA
     FROM cur
     WHERE cur.state = 'indeterminate'
       AND cur.attempt_token = @attempt_token::BYTEA
-      AND EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = @attempt_token::BYTEA AND r.step = 'claimed')
+      AND EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = @attempt_token::BYTEA AND r.step = 'claimed'
+                      AND r.claim_token = @claim_token::BYTEA)
     ON CONFLICT (attempt_token, step) DO NOTHING
     RETURNING attempt_token
 ),
@@ -89,7 +98,9 @@ outbox_rows AS (
 )
 SELECT cur.state::TEXT AS prior_state,
        c.state AS new_state,
-       (SELECT count(*) FROM released)::BIGINT AS released
+       (SELECT count(*) FROM released)::BIGINT AS released,
+       EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = @attempt_token::BYTEA AND r.step = 'resolved'
+                   AND r.claim_token = @claim_token::BYTEA AND r.result = @result::TEXT)::BOOL AS repeated
 FROM cur
 LEFT JOIN changed c ON true;
 

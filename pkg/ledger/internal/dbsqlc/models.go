@@ -146,6 +146,7 @@ type Reconciliation struct {
 	Actor        string
 	Detail       []byte
 	At           time.Time
+	ClaimToken   []byte
 }
 
 type Reject struct {

@@ -215,12 +215,12 @@ const reconciliationClaim = `-- name: ReconciliationClaim :one
 WITH cur AS (
     SELECT i.delivery_key, i.state, i.attempt_token, i.epoch, i.generation
     FROM intents i
-    WHERE i.delivery_key = $1::BYTEA
+    WHERE i.delivery_key = $2::BYTEA
     FOR UPDATE
 ),
 claimed AS (
-    INSERT INTO reconciliations (attempt_token, step, delivery_key, actor)
-    SELECT cur.attempt_token, 'claimed', cur.delivery_key, $2::TEXT
+    INSERT INTO reconciliations (attempt_token, step, delivery_key, actor, claim_token)
+    SELECT cur.attempt_token, 'claimed', cur.delivery_key, $3::TEXT, $1::BYTEA
     FROM cur
     WHERE cur.state = 'indeterminate'
     ON CONFLICT (attempt_token, step) DO NOTHING
@@ -230,11 +230,16 @@ SELECT cur.state::TEXT AS state,
        cur.attempt_token,
        cur.epoch,
        cur.generation,
-       EXISTS (SELECT 1 FROM claimed) AS claimed
+       EXISTS (SELECT 1 FROM claimed) AS claimed,
+       (cur.state = 'indeterminate' AND EXISTS (
+           SELECT 1 FROM reconciliations r
+           WHERE r.attempt_token = cur.attempt_token AND r.step = 'claimed' AND r.claim_token = $1::BYTEA
+       ))::BOOL AS reclaimed
 FROM cur
 `
 
 type ReconciliationClaimParams struct {
+	ClaimToken  []byte
 	DeliveryKey []byte
 	Actor       string
 }
@@ -245,14 +250,17 @@ type ReconciliationClaimRow struct {
 	Epoch        pgtype.Int8
 	Generation   pgtype.Int8
 	Claimed      bool
+	Reclaimed    bool
 }
 
 // Claims the ONE lookup of the attempt that left the intent indeterminate. The claim is
 // committed before the lookup is made; the primary key (attempt_token, 'claimed') makes a
 // second claim impossible, by any reconciler, after any crash. claimed is false when the
 // lookup was already claimed or the intent is not indeterminate; no row when it does not exist.
+// reclaimed is true when the existing claim carries @claim_token: the caller's own claim, whose
+// answer it did not hear (a lost COMMIT reply), and whose lookup it has therefore not made.
 func (q *Queries) ReconciliationClaim(ctx context.Context, arg ReconciliationClaimParams) (ReconciliationClaimRow, error) {
-	row := q.db.QueryRow(ctx, reconciliationClaim, arg.DeliveryKey, arg.Actor)
+	row := q.db.QueryRow(ctx, reconciliationClaim, arg.ClaimToken, arg.DeliveryKey, arg.Actor)
 	var i ReconciliationClaimRow
 	err := row.Scan(
 		&i.State,
@@ -260,6 +268,7 @@ func (q *Queries) ReconciliationClaim(ctx context.Context, arg ReconciliationCla
 		&i.Epoch,
 		&i.Generation,
 		&i.Claimed,
+		&i.Reclaimed,
 	)
 	return i, err
 }
@@ -268,37 +277,38 @@ const reconciliationResolve = `-- name: ReconciliationResolve :one
 WITH cur AS (
     SELECT i.delivery_key, i.account_id, i.state, i.attempt_token, i.text_hash
     FROM intents i
-    WHERE i.delivery_key = $1::BYTEA
+    WHERE i.delivery_key = $4::BYTEA
     FOR UPDATE
 ),
 resolved AS (
-    INSERT INTO reconciliations (attempt_token, step, delivery_key, result, object_id, actor, detail)
-    SELECT cur.attempt_token, 'resolved', cur.delivery_key, $2::TEXT, $3::TEXT, $4::TEXT, $5::JSONB
+    INSERT INTO reconciliations (attempt_token, step, delivery_key, result, object_id, actor, detail, claim_token)
+    SELECT cur.attempt_token, 'resolved', cur.delivery_key, $3::TEXT, $5::TEXT, $6::TEXT, $7::JSONB, $2::BYTEA
     FROM cur
     WHERE cur.state = 'indeterminate'
-      AND cur.attempt_token = $6::BYTEA
-      AND EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = $6::BYTEA AND r.step = 'claimed')
+      AND cur.attempt_token = $1::BYTEA
+      AND EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = $1::BYTEA AND r.step = 'claimed'
+                      AND r.claim_token = $2::BYTEA)
     ON CONFLICT (attempt_token, step) DO NOTHING
     RETURNING attempt_token
 ),
 changed AS (
     UPDATE intents i SET
-        state = (CASE WHEN x.conflict THEN 'parked' ELSE $7::TEXT END),
-        reason = (CASE WHEN x.conflict THEN 'evidence_conflict' ELSE $8::TEXT END),
-        object_id = coalesce($3::TEXT, i.object_id),
+        state = (CASE WHEN x.conflict THEN 'parked' ELSE $8::TEXT END),
+        reason = (CASE WHEN x.conflict THEN 'evidence_conflict' ELSE $9::TEXT END),
+        object_id = coalesce($5::TEXT, i.object_id),
         transition_seq = i.transition_seq + 1,
         updated_at = now()
     FROM resolved r,
          LATERAL (
-             SELECT $7::TEXT = 'failed' AND EXISTS (
+             SELECT $8::TEXT = 'failed' AND EXISTS (
                  SELECT 1 FROM attempt_evidence e
-                 WHERE e.delivery_key = $1::BYTEA AND e.outcome = 'success'
+                 WHERE e.delivery_key = $4::BYTEA AND e.outcome = 'success'
              ) AS conflict
          ) x
-    WHERE i.delivery_key = $1::BYTEA
+    WHERE i.delivery_key = $4::BYTEA
       AND (i.state = 'indeterminate') IS TRUE -- by primary key, never through intents_sweep_idx (docs/design.md#the-sql-dialect)
       AND i.attempt_token = r.attempt_token
-      AND $7::TEXT IN ('published', 'failed', 'parked')
+      AND $8::TEXT IN ('published', 'failed', 'parked')
     RETURNING i.delivery_key, i.account_id, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq, i.text_hash
 ),
 released AS (
@@ -312,7 +322,7 @@ released AS (
 ),
 hist AS (
     INSERT INTO history (delivery_key, seq, from_state, to_state, reason, attempt_token, epoch, generation, actor, detail)
-    SELECT c.delivery_key, c.transition_seq, 'indeterminate', c.state, c.reason, c.attempt_token, c.epoch, c.generation, $4::TEXT, $5::JSONB
+    SELECT c.delivery_key, c.transition_seq, 'indeterminate', c.state, c.reason, c.attempt_token, c.epoch, c.generation, $6::TEXT, $7::JSONB
     FROM changed c
     RETURNING delivery_key, seq
 ),
@@ -323,18 +333,21 @@ outbox_rows AS (
 )
 SELECT cur.state::TEXT AS prior_state,
        c.state AS new_state,
-       (SELECT count(*) FROM released)::BIGINT AS released
+       (SELECT count(*) FROM released)::BIGINT AS released,
+       EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = $1::BYTEA AND r.step = 'resolved'
+                   AND r.claim_token = $2::BYTEA AND r.result = $3::TEXT)::BOOL AS repeated
 FROM cur
 LEFT JOIN changed c ON true
 `
 
 type ReconciliationResolveParams struct {
-	DeliveryKey  []byte
+	AttemptToken []byte
+	ClaimToken   []byte
 	Result       string
+	DeliveryKey  []byte
 	ObjectID     pgtype.Text
 	Actor        string
 	Detail       []byte
-	AttemptToken []byte
 	ToState      string
 	Reason       string
 }
@@ -343,6 +356,7 @@ type ReconciliationResolveRow struct {
 	PriorState string
 	NewState   pgtype.Text
 	Released   int64
+	Repeated   bool
 }
 
 // Records what the one lookup found and moves the intent on: found -> published, proven
@@ -350,19 +364,27 @@ type ReconciliationResolveRow struct {
 // attempt whose lookup was claimed, only once ('resolved' is a primary key too), and only
 // while the intent is still indeterminate with that attempt. A not-sent verdict never stands
 // against a worker's reported success for the intent: the two disagree, so a human decides
-// (parked, evidence_conflict) and nothing is retried.
+// (parked, evidence_conflict) and nothing is retried. Only the holder of the claim resolves:
+// the claimed row must carry @claim_token. repeated is true when this claim's result, the same
+// one, was recorded already: the caller's own earlier write, whose answer it did not hear.
 func (q *Queries) ReconciliationResolve(ctx context.Context, arg ReconciliationResolveParams) (ReconciliationResolveRow, error) {
 	row := q.db.QueryRow(ctx, reconciliationResolve,
-		arg.DeliveryKey,
+		arg.AttemptToken,
+		arg.ClaimToken,
 		arg.Result,
+		arg.DeliveryKey,
 		arg.ObjectID,
 		arg.Actor,
 		arg.Detail,
-		arg.AttemptToken,
 		arg.ToState,
 		arg.Reason,
 	)
 	var i ReconciliationResolveRow
-	err := row.Scan(&i.PriorState, &i.NewState, &i.Released)
+	err := row.Scan(
+		&i.PriorState,
+		&i.NewState,
+		&i.Released,
+		&i.Repeated,
+	)
 	return i, err
 }
