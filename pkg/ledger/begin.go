@@ -34,6 +34,10 @@ type BeginRequest struct {
 	Key identity.DeliveryKey
 	// RequestHash is the hash of the exact wire request the attempt will send.
 	RequestHash [32]byte
+	// Token is the attempt token the caller minted for the attempt (identity.NewAttemptToken),
+	// so that after an error whose outcome is unknown it can ask OwnClaims which of its claims
+	// stand; zero means Begin mints one.
+	Token identity.AttemptToken
 	// Acknowledged is the sequence up to which JetStream acknowledged the intent's transitions
 	// before the caller took it up (the dispatcher's work item followed them,
 	// events.WorkItem.Follows); 0 for none. The outbox reads behind Begin, Authorize and
@@ -78,8 +82,11 @@ func (l *Ledger) BeginMany(ctx context.Context, reqs []BeginRequest, lease time.
 	p := dbsqlc.IntentsBeginParams{LeaseMs: lease.Milliseconds(), Actor: l.cfg.Actor}
 	tokens := make([]identity.AttemptToken, len(reqs))
 	for i, r := range reqs {
-		if tokens[i], err = identity.NewAttemptToken(); err != nil {
-			return nil, fmt.Errorf("begin: %w", err)
+		tokens[i] = r.Token
+		if tokens[i] == (identity.AttemptToken{}) {
+			if tokens[i], err = identity.NewAttemptToken(); err != nil {
+				return nil, fmt.Errorf("begin: %w", err)
+			}
 		}
 		p.DeliveryKeys = append(p.DeliveryKeys, r.Key.Bytes())
 		p.AttemptTokens = append(p.AttemptTokens, tokens[i].Bytes())
@@ -136,6 +143,55 @@ func (l *Ledger) BeginMany(ctx context.Context, reqs []BeginRequest, lease time.
 	}
 	for i := range out {
 		out[i].Outbox = before.outboxed(reqs[i].Key, own[i])
+	}
+	return out, nil
+}
+
+// OwnClaims returns, of the claims reqs asked Begin for with the caller's own tokens, those
+// that stand (pending, claimed by that token, the lease not run out), in no particular order:
+// after a BeginMany whose error leaves its outcome unknown (a connection lost during COMMIT),
+// the caller learns which claims are its own and goes on with them at once instead of leaving
+// them to their lease. A claim it does not return did not land, or has expired: the intent
+// is not the caller's. A read of a commit still under way may miss it; that claim then expires
+// as it would have, and nothing is sent on it.
+func (l *Ledger) OwnClaims(ctx context.Context, reqs []BeginRequest) ([]Claim, error) {
+	var p dbsqlc.IntentsOwnClaimsParams
+	byToken := make(map[identity.AttemptToken]BeginRequest, len(reqs))
+	for _, r := range reqs {
+		if r.Token == (identity.AttemptToken{}) {
+			continue
+		}
+		byToken[r.Token] = r
+		p.DeliveryKeys = append(p.DeliveryKeys, r.Key.Bytes())
+		p.AttemptTokens = append(p.AttemptTokens, r.Token.Bytes())
+	}
+	if len(byToken) == 0 {
+		return nil, nil
+	}
+	var rows []dbsqlc.IntentsOwnClaimsRow
+	err := l.scan(ctx, "own claims", func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.IntentsOwnClaims(ctx, p)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Claim, 0, len(rows))
+	for _, row := range rows {
+		token, err := identity.AttemptTokenFromBytes(row.AttemptToken)
+		if err != nil {
+			return nil, fmt.Errorf("own claims: %w", err)
+		}
+		key, err := identity.DeliveryKeyFromBytes(row.DeliveryKey)
+		if err != nil {
+			return nil, fmt.Errorf("own claims: %w", err)
+		}
+		r, ok := byToken[token]
+		if !ok || r.Key != key {
+			continue
+		}
+		out = append(out, Claim{Key: r.Key, Token: token, Epoch: row.Epoch.Int64, Generation: row.Generation.Int64, RequestHash: r.RequestHash,
+			CredentialVersion: row.CredentialVersion, LeaseExpiresAt: row.LeaseExpiresAt, Acknowledged: r.Acknowledged})
 	}
 	return out, nil
 }

@@ -79,6 +79,9 @@ func (o Outcome) verdict() (State, Reason, error) {
 type Completion struct {
 	State  State
 	Reason Reason
+	// Repeated: this attempt's completion had landed on an earlier call whose answer was lost;
+	// State is where the intent stands now, and nothing was written again.
+	Repeated bool
 }
 
 // Report is one outcome for CompleteMany: the claim that was authorized and what happened.
@@ -100,7 +103,9 @@ type CompletionResult struct {
 // proven not-sent fails (and releases the duplicate-text claim), anything else is
 // indeterminate. When the claim's fence is no longer current (a newer attempt, an epoch bump,
 // or the sweeper already moved the intent on) it changes no state and returns ErrFenced; the
-// outcome is kept as evidence either way.
+// outcome is kept as evidence either way. Asked again after an error whose outcome was unknown
+// (the COMMIT's answer lost), a completion that had landed answers as it landed (Repeated) and
+// writes nothing, no fenced evidence of a newer attempt that does not exist.
 func (l *Ledger) Complete(ctx context.Context, c Claim, o Outcome) (Completion, error) {
 	res, err := l.CompleteMany(ctx, []Report{{Claim: c, Outcome: o}})
 	if err != nil {
@@ -166,6 +171,9 @@ func (l *Ledger) CompleteMany(ctx context.Context, reports []Report) ([]Completi
 		switch {
 		case !row.PriorState.Valid:
 			out[i].Err = refused(OpComplete, ErrNotFound, "")
+		case !row.NewState.Valid && row.Repeated:
+			// The caller's own completion, which had committed while its answer was lost.
+			out[i].Completion = Completion{State: State(row.PriorState.String), Reason: reasons[i], Repeated: true}
 		case !row.NewState.Valid:
 			out[i].Err = refused(OpComplete, ErrFenced, State(row.PriorState.String))
 		default:

@@ -345,6 +345,84 @@ func TestAnAmbiguousCommitOfAuthorizeIsNeitherRestartedNorARefusal(t *testing.T)
 	}
 }
 
+// A completion whose COMMIT went through while its answer was lost is reported again by the
+// dispatcher: the repeat answers as the first landed, writes no second evidence row (the first
+// is unfenced) and no fenced one, which would tell a person of a newer attempt that never was.
+func TestARepeatedCompleteAfterALostAnswerAnswersAsItLanded(t *testing.T) {
+	t.Parallel()
+	forEachIsolation(t, func(t *testing.T, e *env) {
+		c := e.authorized("completed, and the answer lost")
+		l := e.ledgerWith(ledger.Config{Actor: "worker"})
+		lost := fmt.Errorf("commit: %w", io.ErrUnexpectedEOF)
+		commits := 0
+		ledger.SetCommit(l, func(ctx context.Context, tx pgx.Tx) error {
+			commits++
+			if err := tx.Commit(ctx); err != nil || commits > 1 {
+				return err
+			}
+			return lost
+		})
+		o := ledger.Outcome{Result: ledger.Sent, ObjectID: "obj-1", Confirmed: true}
+		_, err := l.Complete(e.ctx, c, o)
+		require.ErrorIs(t, err, lost)
+		got, err := l.Complete(e.ctx, c, o)
+		require.NoError(t, err, "the attempt's own completion, not a fence")
+		require.True(t, got.Repeated)
+		require.Equal(t, ledger.Published, got.State)
+		require.Equal(t, 1, e.count(`SELECT count(*) FROM attempt_evidence WHERE delivery_key = $1`, c.Key.Bytes()))
+		require.Zero(t, e.count(`SELECT count(*) FROM attempt_evidence WHERE delivery_key = $1 AND fenced`, c.Key.Bytes()))
+		require.Equal(t, 1, e.count(`SELECT count(*) FROM history WHERE delivery_key = $1 AND from_state = 'authorized'`, c.Key.Bytes()))
+	})
+}
+
+// A late report of an earlier attempt is still fenced, though the intent was completed: only an
+// attempt's own landed completion makes a repeat.
+func TestALateReportOfAnotherAttemptIsNoRepeat(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.authorized("expired, then another attempt completed")
+	e.expireLease(c.Key)
+	_, err := e.l.ExpireLeases(e.ctx, 10)
+	require.NoError(t, err)
+	_, err = e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.Sent, ObjectID: "obj-late", Confirmed: true})
+	requireRefused(t, err, ledger.ErrFenced)
+	_, err = e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.Sent, ObjectID: "obj-late", Confirmed: true})
+	requireRefused(t, err, ledger.ErrFenced)
+	require.Equal(t, 2, e.count(`SELECT count(*) FROM attempt_evidence WHERE delivery_key = $1 AND fenced AND outcome = 'success'`, c.Key.Bytes()))
+}
+
+// After a Begin whose answer was lost, the caller's own claims are those that stand under the
+// tokens it minted: not another's claim of the same intent, not a claim whose lease ran out,
+// not an intent it did not claim.
+func TestOwnClaimsAreTheClaimsThatStandUnderTheCallersTokens(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	token := func() identity.AttemptToken {
+		tok, err := identity.NewAttemptToken()
+		require.NoError(t, err)
+		return tok
+	}
+	mine, theirs, expired := e.submit("mine"), e.submit("theirs"), e.submit("expired")
+	reqs := []ledger.BeginRequest{
+		{Key: mine, RequestHash: requestHash("mine"), Token: token(), Acknowledged: 7},
+		{Key: expired, RequestHash: requestHash("expired"), Token: token()},
+	}
+	res, err := e.l.BeginMany(e.ctx, reqs, lease)
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+	require.NoError(t, res[1].Err)
+	other, err := e.l.Begin(e.ctx, theirs, requestHash("theirs"), lease)
+	require.NoError(t, err)
+	e.expireLease(expired)
+	asked := append(reqs, ledger.BeginRequest{Key: theirs, RequestHash: requestHash("theirs"), Token: token()})
+
+	own, err := e.l.OwnClaims(e.ctx, asked)
+	require.NoError(t, err)
+	require.Len(t, own, 1)
+	require.Equal(t, res[0].Claim, own[0], "the claim as Begin answered it")
+	require.NotEqual(t, other.Token, own[0].Token)
+}
+
 // The spec's fenced recovery, with a real send in between: A is authorized and reports
 // not-sent, the intent is retried and B is authorized; A's late success is fenced and kept,
 // and B's authorization stands.

@@ -83,9 +83,9 @@ func TestAnAmbiguousAuthorizeLeftAuthorizedEndsIndeterminateByTheLease(t *testin
 }
 
 // An ambiguous COMMIT of Complete after a real send that did commit: the dispatcher records the
-// outcome again, that second report is fenced (the intent is no longer authorized) and kept as
-// evidence, and the intent stays published with its one object.
-func TestAnAmbiguousCompleteIsRecordedAgainAndFenced(t *testing.T) {
+// outcome again, the ledger answers that this very report had landed (no fenced evidence of a
+// newer attempt that does not exist), and the intent stays published with its one object.
+func TestAnAmbiguousCompleteIsRecordedAgainAndAnsweredAsItLanded(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{})
 	key := e.Submit("acct-1", "published, and the answer lost")[0]
@@ -98,8 +98,30 @@ func TestAnAmbiguousCompleteIsRecordedAgainAndFenced(t *testing.T) {
 	require.Equal(t, 1, e.sim.Received(key.String()))
 	require.Equal(t, 1, e.sim.Created(key.String()))
 	require.Equal(t, 2, db.commits("IntentsComplete"), "recorded again after the ambiguous commit")
-	require.Equal(t, 1, e.Count(`SELECT count(*) FROM attempt_evidence WHERE delivery_key = $1 AND fenced`, key.Bytes()))
+	require.Zero(t, e.Count(`SELECT count(*) FROM attempt_evidence WHERE delivery_key = $1 AND fenced`, key.Bytes()), "no newer attempt fenced it")
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM attempt_evidence WHERE delivery_key = $1`, key.Bytes()))
 	require.Equal(t, 1, e.Count(`SELECT count(*) FROM history WHERE delivery_key = $1 AND to_state = 'published'`, key.Bytes()))
+}
+
+// An ambiguous COMMIT of Begin that did commit: the dispatcher, which minted the attempt tokens,
+// reads which claims are its own and goes on with them at once. Left to their lease, each
+// would have been closed as abandoned by the next Begin and a second attempt opened.
+func TestAnAmbiguousBeginGoesOnWithTheClaimsThatLanded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, platformsim.Config{})
+	keys := e.Submit("acct-1", "claimed, and the answer lost", "claimed beside it", "and a third")
+	db := e.ambiguous(map[string]commitFault{"IntentsBegin": committedOnce})
+	e.runOn(db, e.config())
+
+	intents := e.settle(keys, 20*time.Second)
+	e.drained()
+	for _, k := range keys {
+		require.Equal(t, ledger.Published, intents[k].State, "%s", k)
+		require.Equal(t, 1, e.sim.Created(k.String()))
+		require.Equal(t, 1, e.Count(`SELECT count(*) FROM attempts WHERE delivery_key = $1`, k.Bytes()), "one attempt: the claim that landed")
+	}
+	require.Zero(t, e.Count(`SELECT count(*) FROM attempt_evidence WHERE outcome = 'abandoned'`), "no claim was left to its lease")
+	e.EventsMatchHistory()
 }
 
 // commitFault is what an injected COMMIT does, given how many COMMITs of that statement came

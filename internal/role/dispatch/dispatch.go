@@ -83,6 +83,7 @@ type Ledger interface {
 	ParkUnsendable(ctx context.Context, key identity.DeliveryKey, why string) error
 	Gates(ctx context.Context, accounts []string) (map[string]ledger.Gate, error)
 	BeginMany(ctx context.Context, reqs []ledger.BeginRequest, lease time.Duration) ([]ledger.BeginResult, error)
+	OwnClaims(ctx context.Context, reqs []ledger.BeginRequest) ([]ledger.Claim, error)
 	AuthorizeMany(ctx context.Context, claims []ledger.Claim, inFlight time.Duration, contractVersion string) ([]ledger.AuthorizationResult, error)
 	CompleteMany(ctx context.Context, reports []ledger.Report) ([]ledger.CompletionResult, error)
 }
@@ -714,16 +715,24 @@ func (d *Dispatcher) begin(ctx context.Context, batch []*work) []*work {
 	}
 	reqs := make([]ledger.BeginRequest, len(batch))
 	for i, w := range batch {
-		reqs[i] = ledger.BeginRequest{Key: w.intent.Key, RequestHash: w.prepared.Hash, Acknowledged: w.acknowledged()}
+		// The attempt tokens are minted here, so that after a Begin whose outcome is unknown
+		// the dispatcher can learn which claims are its own.
+		token, err := identity.NewAttemptToken()
+		if err != nil {
+			d.log.Warn("minting attempt tokens failed; the batch will be redelivered", zap.Error(err))
+			return d.delayAll(batch, "ledger_unavailable", time.Second)
+		}
+		reqs[i] = ledger.BeginRequest{Key: w.intent.Key, RequestHash: w.prepared.Hash, Acknowledged: w.acknowledged(), Token: token}
 	}
 	d.startSteps(batch, tracing.SpanBegin)
 	lctx, cancel := context.WithTimeout(ctx, d.cfg.LedgerTimeout)
 	defer cancel()
 	results, err := d.ledger.BeginMany(lctx, reqs, d.cfg.ClaimLease)
 	if err != nil {
-		d.log.Warn("begin failed; the batch will be redelivered", zap.Error(err))
-		endSteps(batch, err)
-		return d.delayAll(batch, "ledger_unavailable", time.Second)
+		if results, err = d.ownClaims(ctx, reqs, err); err != nil {
+			endSteps(batch, err)
+			return d.delayAll(batch, "ledger_unavailable", time.Second)
+		}
 	}
 	var keep []*work
 	for i, w := range batch {
@@ -740,6 +749,8 @@ func (d *Dispatcher) begin(ctx context.Context, batch []*work) []*work {
 				w.span.SetAttributes(tracing.Attempt.String(r.Claim.Token.String()), tracing.Generation.Int64(r.Claim.Generation))
 			}
 			keep = append(keep, w)
+		case errors.Is(r.Err, errNotLanded):
+			d.delay(w, "ledger_unavailable", time.Second)
 		case errors.Is(r.Err, ledger.ErrClaimed):
 			// Another worker's claim is live; its lease decides.
 			d.delay(w, "claimed_elsewhere", d.cfg.ClaimLease)
@@ -754,6 +765,38 @@ func (d *Dispatcher) begin(ctx context.Context, batch []*work) []*work {
 	}
 	return keep
 }
+
+// ownClaims answers a Begin whose error left its outcome unknown (a connection lost during
+// COMMIT): the claims that stand under the dispatcher's own tokens go on at once; the others
+// did not land, and their work comes back. Without this, a lost answer stranded the batch's
+// claims for their whole lease. An error means not even that could be read.
+func (d *Dispatcher) ownClaims(ctx context.Context, reqs []ledger.BeginRequest, failed error) ([]ledger.BeginResult, error) {
+	d.log.Warn("begin failed and whether it committed is unknown; reading which claims are this dispatcher's", zap.Int("intents", len(reqs)), zap.Error(failed))
+	rctx, cancel := context.WithTimeout(ctx, d.cfg.LedgerTimeout)
+	defer cancel()
+	claims, err := d.ledger.OwnClaims(rctx, reqs)
+	if err != nil {
+		d.log.Warn("reading the claims failed too; the batch will be redelivered, and a claim that did land waits out its lease", zap.Error(err))
+		return nil, err
+	}
+	own := make(map[identity.DeliveryKey]ledger.Claim, len(claims))
+	for _, c := range claims {
+		own[c.Key] = c
+	}
+	results := make([]ledger.BeginResult, len(reqs))
+	for i, r := range reqs {
+		if c, ok := own[r.Key]; ok {
+			results[i].Claim = c
+		} else {
+			results[i].Err = errNotLanded
+		}
+	}
+	d.log.Info("the claims that landed go on", zap.Int("landed", len(claims)), zap.Int("not_landed", len(reqs)-len(claims)))
+	return results, nil
+}
+
+// errNotLanded is a claim of a Begin whose answer was lost that the ledger does not hold.
+var errNotLanded = errors.New("the claim did not land")
 
 // authorize is the before-byte checkpoint, one statement per contract version. The send
 // deadline of each authorized intent counts from before the call.
@@ -1203,6 +1246,9 @@ func (d *Dispatcher) complete(batch []*work) {
 			d.finish(w, "completion_fenced")
 			continue
 		}
+		if r.Completion.Repeated {
+			d.log.Info("the completion had landed though its answer was lost", zap.Stringer("delivery_key", w.intent.Key), zap.String("state", string(r.Completion.State)))
+		}
 		d.counts.completion(string(r.Completion.State))
 		if w.step != nil {
 			w.step.SetAttributes(tracing.State.String(string(r.Completion.State)), tracing.Reason.String(string(r.Completion.Reason)))
@@ -1251,7 +1297,7 @@ func (d *Dispatcher) recordUntil(reports []ledger.Report, giveUp time.Time) ([]l
 		if time.Now().After(giveUp) {
 			return nil, false
 		}
-		d.log.Warn("complete failed; retrying", zap.Error(err), zap.Duration("in", pause))
+		d.log.Warn("recording the outcomes failed and whether the commit landed is unknown; writing them again", zap.Int("outcomes", len(reports)), zap.Error(err), zap.Duration("in", pause))
 		time.Sleep(pause)
 		pause = min(2*pause, 5*time.Second)
 	}

@@ -154,7 +154,7 @@ type Reconciler struct {
 	mu       sync.Mutex
 	// busy holds the keys being worked in this process, so the scan and an event never work
 	// one intent at once here (across processes the ledger's claim decides).
-	busy     map[identity.DeliveryKey]bool
+	busy map[identity.DeliveryKey]bool
 	// held are the lookups this process holds whose ledger write it could not confirm: a claim
 	// whose answer was lost, or a lookup made whose result is not recorded yet. A later turn
 	// (the event's redelivery, or the next scan) goes on from there, with the same claim token,
@@ -398,8 +398,13 @@ func (r *Reconciler) reconcile(ctx context.Context, key identity.DeliveryKey) (v
 	}
 	h := r.heldOf(key)
 	if status.Intent.State != ledger.Indeterminate {
-		// Resolved, by this process's own write whose answer was lost or by another's.
 		r.forget(key)
+		if h != nil && h.looked {
+			// This process's own write of the result, whose answer was lost, had landed.
+			r.publish(ctx, key)
+			log.Info("the lookup's result had been recorded though the answer was lost", zap.String("result", string(h.result)), zap.String("state", string(status.Intent.State)))
+			return done("resolved_" + string(h.result))
+		}
 		return done("not_indeterminate")
 	}
 	if status.Claimed && h == nil {

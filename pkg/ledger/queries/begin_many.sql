@@ -131,3 +131,17 @@ SELECT c.delivery_key, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, false, tr
        @actor::TEXT, now()::TIMESTAMPTZ, c.traceparent
 FROM changed c
 WHERE c.stale_claim;
+
+-- name: IntentsOwnClaims :many
+-- The claims among @attempt_tokens that stand: after a Begin whose answer was lost (a
+-- connection cut during COMMIT), the caller, who minted the tokens, learns which claims are its
+-- own and goes on with them at once, instead of leaving them to expire with their lease. A claim
+-- whose lease ran out is no longer anyone's.
+SELECT i.delivery_key, i.attempt_token, i.epoch, i.generation, i.lease_expires_at::TIMESTAMPTZ AS lease_expires_at,
+       a.credential_version
+FROM intents i
+JOIN attempts a ON a.attempt_token = i.attempt_token
+WHERE i.delivery_key = ANY(@delivery_keys::BYTEA[])
+  AND i.attempt_token = ANY(@attempt_tokens::BYTEA[])
+  AND (i.state = 'pending' AND i.reason = 'claimed') IS TRUE -- by primary key, never through intents_sweep_idx (docs/design.md#the-sql-dialect)
+  AND i.lease_expires_at > now();

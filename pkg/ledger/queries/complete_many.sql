@@ -7,7 +7,8 @@
 -- says, every outcome is appended to attempt_evidence, with fenced = true where it changed no
 -- state: the reconciler reads it before it spends its one lookup. The evidence keeps the stream
 -- sequence of the attempt's acknowledged authorized event (@witness_seqs, 0 for none): a
--- restored ledger's proof of where its replay of ATMOST_EVENTS starts. One row per input key;
+-- restored ledger's proof of where its replay of ATMOST_EVENTS starts. A report of an attempt
+-- whose completion landed already (repeated) writes nothing. One row per input key;
 -- prior_state is NULL where no intent has that key. evidence_written is counted once per key
 -- and joined: a count per output row would rescan the whole evidence CTE for every report, a
 -- cost that grows with the square of the batch. Each row also names the transition it wrote,
@@ -58,11 +59,23 @@ changed AS (
       AND n.to_state IN ('published', 'failed', 'indeterminate')
     RETURNING i.delivery_key, i.account_id, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq, i.text_hash, i.traceparent
 ),
+landed AS (
+    -- This very report of this very attempt, committed already (its evidence unfenced): the
+    -- caller's own earlier completion, whose answer was lost. It is answered as it landed and
+    -- writes nothing, no fenced evidence of a newer attempt that does not exist. (Begin and the
+    -- sweeper write the evidence of an abandoned attempt, an outcome no report carries.)
+    SELECT DISTINCT n.delivery_key
+    FROM input n
+    JOIN cur ON cur.delivery_key = n.delivery_key AND cur.state <> 'authorized'
+    JOIN attempt_evidence e ON e.delivery_key = n.delivery_key AND e.attempt_token = n.attempt_token AND NOT e.fenced
+                           AND e.outcome = n.outcome AND e.reason = n.reason
+),
 evidence AS (
     INSERT INTO attempt_evidence (attempt_token, delivery_key, epoch, generation, outcome, reason, object_id, fenced, detail, witness_seq)
     SELECT n.attempt_token, n.delivery_key, n.epoch, n.generation, n.outcome, n.reason, n.object_id,
            NOT EXISTS (SELECT 1 FROM changed c WHERE c.delivery_key = n.delivery_key), n.detail, n.witness_seq
     FROM input n
+    WHERE NOT EXISTS (SELECT 1 FROM landed l WHERE l.delivery_key = n.delivery_key)
     RETURNING delivery_key
 ),
 released AS (
@@ -90,6 +103,7 @@ SELECT n.delivery_key::BYTEA AS delivery_key,
        cur.state AS prior_state,
        c.state AS new_state,
        coalesce(w.written, 0)::BIGINT AS evidence_written,
+       EXISTS (SELECT 1 FROM landed l WHERE l.delivery_key = n.delivery_key)::BOOL AS repeated,
        c.transition_seq AS out_seq, false AS out_dispatch, c.account_id AS out_account,
        'authorized'::TEXT AS out_from, c.state AS out_to, c.reason AS out_reason,
        c.attempt_token AS out_token, c.epoch AS out_epoch, c.generation AS out_generation,

@@ -232,3 +232,59 @@ func (q *Queries) IntentsBegin(ctx context.Context, arg IntentsBeginParams) ([]I
 	}
 	return items, nil
 }
+
+const intentsOwnClaims = `-- name: IntentsOwnClaims :many
+SELECT i.delivery_key, i.attempt_token, i.epoch, i.generation, i.lease_expires_at::TIMESTAMPTZ AS lease_expires_at,
+       a.credential_version
+FROM intents i
+JOIN attempts a ON a.attempt_token = i.attempt_token
+WHERE i.delivery_key = ANY($1::BYTEA[])
+  AND i.attempt_token = ANY($2::BYTEA[])
+  AND (i.state = 'pending' AND i.reason = 'claimed') IS TRUE -- by primary key, never through intents_sweep_idx (docs/design.md#the-sql-dialect)
+  AND i.lease_expires_at > now()
+`
+
+type IntentsOwnClaimsParams struct {
+	DeliveryKeys  [][]byte
+	AttemptTokens [][]byte
+}
+
+type IntentsOwnClaimsRow struct {
+	DeliveryKey       []byte
+	AttemptToken      []byte
+	Epoch             pgtype.Int8
+	Generation        pgtype.Int8
+	LeaseExpiresAt    time.Time
+	CredentialVersion int64
+}
+
+// The claims among @attempt_tokens that stand: after a Begin whose answer was lost (a
+// connection cut during COMMIT), the caller, who minted the tokens, learns which claims are its
+// own and goes on with them at once, instead of leaving them to expire with their lease. A claim
+// whose lease ran out is no longer anyone's.
+func (q *Queries) IntentsOwnClaims(ctx context.Context, arg IntentsOwnClaimsParams) ([]IntentsOwnClaimsRow, error) {
+	rows, err := q.db.Query(ctx, intentsOwnClaims, arg.DeliveryKeys, arg.AttemptTokens)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []IntentsOwnClaimsRow
+	for rows.Next() {
+		var i IntentsOwnClaimsRow
+		if err := rows.Scan(
+			&i.DeliveryKey,
+			&i.AttemptToken,
+			&i.Epoch,
+			&i.Generation,
+			&i.LeaseExpiresAt,
+			&i.CredentialVersion,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
