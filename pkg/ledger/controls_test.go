@@ -319,6 +319,32 @@ func TestPolicySetThatWaitedOnAnotherKeepsItsChange(t *testing.T) {
 	})
 }
 
+// Two operators create one account's policy row at once, each setting a different field; the
+// second one's statement waits for the first one's insert. Neither change is lost, and the
+// second is recorded as made on top of the first (its before is the first's after, never null):
+// SERIALIZABLE restarts it, READ COMMITTED runs the statement again on the row it now sees.
+func TestPolicySetsThatCreateOneRowAtOnceKeepBothChanges(t *testing.T) {
+	t.Parallel()
+	forEachIsolation(t, func(t *testing.T, e *env) {
+		cap7, burst := 7, 4
+		firstErr, secondErr := e.interleave(1, func(l *ledger.Ledger) error {
+			_, err := l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{AttemptCap: &cap7}}, "user:alice", "more attempts")
+			return err
+		}, func() error {
+			_, err := e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{RateBurst: &burst}}, "user:bob", "bigger bursts")
+			return err
+		})
+		require.NoError(t, firstErr)
+		require.NoError(t, secondErr)
+		layers, err := e.l.PolicyLayersFor(e.ctx, account)
+		require.NoError(t, err)
+		require.NotNil(t, layers.Override)
+		require.Equal(t, ledger.PolicyOverride{AttemptCap: &cap7, RateBurst: &burst}, layers.Override.PolicyOverride, "bob's creation did not undo alice's")
+		require.Equal(t, 2, e.count(`SELECT count(*) FROM control_history WHERE kind = 'policy'`))
+		requireHistoryChains(t, e, "policy")
+	})
+}
+
 // requireHistoryChains checks that every control_history row of kind after the first records
 // as its before exactly what the row before it recorded as its after.
 func requireHistoryChains(t *testing.T, e *env, kind string) {
