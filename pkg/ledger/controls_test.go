@@ -295,6 +295,32 @@ func TestSwitchSetThatWaitedOnAnotherNeverRecordsAWrongBefore(t *testing.T) {
 	})
 }
 
+// Two operators change an existing kill switch at once; the second one's statement waits for
+// the first one's row. Its history row records the first one's change as its before, never the
+// switch as its snapshot saw it before that change.
+func TestSwitchSetThatWaitedOnAChangeRecordsItAsItsBefore(t *testing.T) {
+	t.Parallel()
+	forEachIsolation(t, func(t *testing.T, e *env) {
+		_, err := e.l.SetSwitch(e.ctx, account, false, "user:carol", "the switch exists")
+		require.NoError(t, err)
+		var second ledger.SwitchChange
+		firstErr, secondErr := e.interleave(1, func(l *ledger.Ledger) error {
+			_, err := l.SetSwitch(e.ctx, account, true, "user:alice", "incident")
+			return err
+		}, func() (err error) {
+			second, err = e.l.SetSwitch(e.ctx, account, false, "user:bob", "false alarm")
+			return err
+		})
+		require.NoError(t, firstErr)
+		require.NoError(t, secondErr)
+		require.NotNil(t, second.Before)
+		require.True(t, second.Before.Engaged, "bob replaced alice's switch, and says so")
+		require.Equal(t, "incident", second.Before.Reason)
+		require.Equal(t, 3, e.count(`SELECT count(*) FROM control_history WHERE kind = 'switch'`))
+		requireHistoryChains(t, e, "switch")
+	})
+}
+
 // Two operators change different fields of one account's policy at once: both changes stay.
 func TestPolicySetThatWaitedOnAnotherKeepsItsChange(t *testing.T) {
 	t.Parallel()

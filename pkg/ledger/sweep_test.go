@@ -270,6 +270,29 @@ func TestRetryDueParksAnIntentAtItsAttemptCap(t *testing.T) {
 	require.Equal(t, 2, e.attempts(key))
 }
 
+// Parking at the attempt cap spends no retry token, so the rate does not bound it either: a pass
+// parks every failed intent at its cap, however many more than the bucket's burst.
+func TestRetryDueParksEveryIntentAtItsCapWhateverTheRate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.setPolicy("backoff_base_ms", 0)
+	e.setPolicy("rate_per_minute", 60)
+	e.setPolicy("rate_burst", 2)
+	var keys []identity.DeliveryKey
+	for i := range 5 {
+		key := e.failedFor(account, fmt.Sprintf("at its cap %d", i), ledger.ReasonConnectionFailed)
+		e.exec(`UPDATE intents SET attempts_authorized = 3 WHERE delivery_key = $1`, key.Bytes())
+		keys = append(keys, key)
+	}
+	pass, err := e.l.RetryDue(e.ctx, 100)
+	require.NoError(t, err)
+	require.Equal(t, 5, pass.Exhausted)
+	require.Zero(t, pass.Retried)
+	for _, k := range keys {
+		require.Equal(t, ledger.Parked, e.state(k))
+	}
+}
+
 // The retry bucket releases a backlog at the policy's rate: a pass takes at most the burst,
 // the next pass only what refilled since, and two sweepers at once share one budget.
 func TestRetryDueReleasesABacklogAtThePolicyRate(t *testing.T) {
