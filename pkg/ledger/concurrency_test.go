@@ -127,6 +127,37 @@ func TestVanishedAuthorizedWorkerIsNeverRecoveredToPending(t *testing.T) {
 	require.Equal(t, 1, e.attempts(c.Key))
 }
 
+// The evidence an expired lease leaves says what the expiry proves: an expired claim was never
+// authorized, so nothing was sent (abandoned); an expired authorization may have sent
+// (unknown, lease_expired), and the person resolving it must not read that nothing was.
+func TestAnExpiredLeaseLeavesEvidenceOfWhatItProves(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	claimed := e.claim("claimed, then silence")
+	authorized := e.authorized("authorized, then silence")
+	e.expireLease(claimed.Key)
+	e.expireLease(authorized.Key)
+	_, err := e.l.ExpireLeases(e.ctx, 100)
+	require.NoError(t, err)
+	for _, want := range []struct {
+		c       ledger.Claim
+		outcome string
+		reason  ledger.Reason
+	}{
+		{claimed, "abandoned", ledger.ReasonAbandoned},
+		{authorized, "unknown", ledger.ReasonLeaseExpired},
+	} {
+		rec, err := e.l.Inspect(e.ctx, want.c.Key)
+		require.NoError(t, err)
+		require.Len(t, rec.Evidence, 1)
+		ev := rec.Evidence[0]
+		require.Equal(t, want.c.Token, ev.Token)
+		require.Equal(t, want.outcome, ev.Result, "evidence of %s", want.reason)
+		require.Equal(t, want.reason, ev.Reason)
+		require.False(t, ev.Fenced)
+	}
+}
+
 func TestExpireLeasesAbandonsClaimsAndFreesThem(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

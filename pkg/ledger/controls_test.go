@@ -295,6 +295,32 @@ func TestSwitchSetThatWaitedOnAnotherNeverRecordsAWrongBefore(t *testing.T) {
 	})
 }
 
+// Two operators change an existing kill switch at once; the second one's statement waits for
+// the first one's row. Its history row records the first one's change as its before, never the
+// switch as its snapshot saw it before that change.
+func TestSwitchSetThatWaitedOnAChangeRecordsItAsItsBefore(t *testing.T) {
+	t.Parallel()
+	forEachIsolation(t, func(t *testing.T, e *env) {
+		_, err := e.l.SetSwitch(e.ctx, account, false, "user:carol", "the switch exists")
+		require.NoError(t, err)
+		var second ledger.SwitchChange
+		firstErr, secondErr := e.interleave(1, func(l *ledger.Ledger) error {
+			_, err := l.SetSwitch(e.ctx, account, true, "user:alice", "incident")
+			return err
+		}, func() (err error) {
+			second, err = e.l.SetSwitch(e.ctx, account, false, "user:bob", "false alarm")
+			return err
+		})
+		require.NoError(t, firstErr)
+		require.NoError(t, secondErr)
+		require.NotNil(t, second.Before)
+		require.True(t, second.Before.Engaged, "bob replaced alice's switch, and says so")
+		require.Equal(t, "incident", second.Before.Reason)
+		require.Equal(t, 3, e.count(`SELECT count(*) FROM control_history WHERE kind = 'switch'`))
+		requireHistoryChains(t, e, "switch")
+	})
+}
+
 // Two operators change different fields of one account's policy at once: both changes stay.
 func TestPolicySetThatWaitedOnAnotherKeepsItsChange(t *testing.T) {
 	t.Parallel()
@@ -315,6 +341,32 @@ func TestPolicySetThatWaitedOnAnotherKeepsItsChange(t *testing.T) {
 		layers, err := e.l.PolicyLayersFor(e.ctx, account)
 		require.NoError(t, err)
 		require.Equal(t, ledger.PolicyOverride{AttemptCap: &cap7, RateBurst: &burst}, layers.Override.PolicyOverride)
+		requireHistoryChains(t, e, "policy")
+	})
+}
+
+// Two operators create one account's policy row at once, each setting a different field; the
+// second one's statement waits for the first one's insert. Neither change is lost, and the
+// second is recorded as made on top of the first (its before is the first's after, never null):
+// SERIALIZABLE restarts it, READ COMMITTED runs the statement again on the row it now sees.
+func TestPolicySetsThatCreateOneRowAtOnceKeepBothChanges(t *testing.T) {
+	t.Parallel()
+	forEachIsolation(t, func(t *testing.T, e *env) {
+		cap7, burst := 7, 4
+		firstErr, secondErr := e.interleave(1, func(l *ledger.Ledger) error {
+			_, err := l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{AttemptCap: &cap7}}, "user:alice", "more attempts")
+			return err
+		}, func() error {
+			_, err := e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{RateBurst: &burst}}, "user:bob", "bigger bursts")
+			return err
+		})
+		require.NoError(t, firstErr)
+		require.NoError(t, secondErr)
+		layers, err := e.l.PolicyLayersFor(e.ctx, account)
+		require.NoError(t, err)
+		require.NotNil(t, layers.Override)
+		require.Equal(t, ledger.PolicyOverride{AttemptCap: &cap7, RateBurst: &burst}, layers.Override.PolicyOverride, "bob's creation did not undo alice's")
+		require.Equal(t, 2, e.count(`SELECT count(*) FROM control_history WHERE kind = 'policy'`))
 		requireHistoryChains(t, e, "policy")
 	})
 }

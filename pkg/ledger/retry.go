@@ -140,7 +140,7 @@ func (l *Ledger) retryAccount(ctx context.Context, account string, cands []dbsql
 		if len(keys) == 0 {
 			return nil
 		}
-		rows, err := q.IntentsRetryMany(ctx, dbsqlc.IntentsRetryManyParams{DeliveryKeys: keys, Seqs: seqs, Actor: l.cfg.Actor})
+		rows, err := q.IntentsRetryMany(ctx, dbsqlc.IntentsRetryManyParams{DeliveryKeys: keys, Seqs: seqs, Always: alwaysRetried(), Actor: l.cfg.Actor})
 		if err != nil {
 			return err
 		}

@@ -102,7 +102,7 @@ func TestQueriesWriteOnlyKnownReasons(t *testing.T) {
 		"reject_replay": true, "already_stored": true, "outcome": true, "detail": true, "stream": true,
 		"stream_seq": true, "delivery_key": true,
 		// the sweeper's verdicts and the JSON key of its parking detail
-		"moved": true, "lookup_lost": true, "never_reconciled": true, "why": true,
+		"moved": true, "not_retryable": true, "lookup_lost": true, "never_reconciled": true, "why": true,
 		// the JSON keys of a duplicate_text refusal's detail (TextHold)
 		"holder": true, "window_ends_at": true, "window_seconds": true,
 		// encode's format, for the holder's delivery key in its text form

@@ -1,15 +1,18 @@
 package ledger_test
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
+	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
 )
 
 // age moves an intent's last transition into the past, as if it had rested that long.
@@ -110,6 +113,133 @@ func TestRetryDueRetriesRetryableReasonsAfterTheBackoffOnly(t *testing.T) {
 	require.Equal(t, ledger.Pending, e.state(notListed))
 }
 
+// failedFor stores an intent of acct and fails it straight in the database for reason, an
+// hour ago: the scene of a retry, whatever gate the reason names.
+func (e *env) failedFor(acct, text string, reason ledger.Reason) identity.DeliveryKey {
+	e.t.Helper()
+	res, err := e.l.Submit(e.ctx, []identity.Envelope{envelope(e.t, acct, text)})
+	require.NoError(e.t, err)
+	e.exec(`UPDATE intents SET state = 'failed', reason = $2, transition_seq = transition_seq + 1, updated_at = now() - INTERVAL '1 hour' WHERE delivery_key = $1`,
+		res[0].Key.Bytes(), string(reason))
+	return res[0].Key
+}
+
+// An account's own retryable list governs its own intents: a reason another account's policy
+// lists, or the default's list that the account's own replaces, retries nothing of it.
+func TestRetryDueFollowsEachAccountsOwnRetryableReasons(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.setPolicy("backoff_base_ms", 0)
+	e.addAccount("acct-2")
+	// The default lists kill_switch; acct-1 retries nothing by policy, acct-2 platform_rejected.
+	e.exec(`INSERT INTO policies (scope, retryable_reasons, updated_by) VALUES ($1, '{}', 'test'), ('acct-2', '{platform_rejected}', 'test')`, account)
+	listedElsewhere := e.failedFor(account, "listed by acct-2's policy only", ledger.ReasonPlatformRejected)
+	listedByDefault := e.failedFor(account, "listed by the default acct-1 replaced", ledger.ReasonKillSwitch)
+	always := e.failedFor(account, "retried whatever the policy", ledger.ReasonConnectionFailed)
+	theirs := e.failedFor("acct-2", "listed by its own policy", ledger.ReasonPlatformRejected)
+
+	pass, err := e.l.RetryDue(e.ctx, 100)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []identity.DeliveryKey{always, theirs}, pass.Changed)
+	require.Equal(t, ledger.Failed, e.state(listedElsewhere), "another account's list retried it")
+	require.Equal(t, ledger.Failed, e.state(listedByDefault), "the default's list retried it")
+}
+
+// beforeWrite is a ledger's database that runs fn, once, before the first transaction that is
+// not read-only: for RetryDue, between its read of the candidates and its retry of them.
+type beforeWrite struct {
+	ledger.DB
+	once sync.Once
+	fn   func()
+}
+
+func (b *beforeWrite) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
+	if opts.AccessMode != pgx.ReadOnly {
+		b.once.Do(b.fn)
+	}
+	return b.DB.BeginTx(ctx, opts)
+}
+
+// The sweeper's retry decides on the intent as it stands under the row lock, not as its read of
+// the candidates found it a moment before: an intent whose reason the account's policy stopped
+// retrying since, or that was retried and failed again since (for a reason the policy does not
+// retry, or inside the backoff of its new failure), is left failed.
+func TestRetryDueDecidesOnTheIntentAsItIsUnderTheRowLock(t *testing.T) {
+	t.Parallel()
+	forEachIsolation(t, func(t *testing.T, e *env) {
+		e.setPolicy("backoff_base_ms", 60_000)
+		failAgain := func(key identity.DeliveryKey, text string, reason ledger.Reason) func() {
+			return func() {
+				require.NoError(t, e.l.Retry(e.ctx, key))
+				c, err := e.l.Begin(e.ctx, key, requestHash(text), lease)
+				require.NoError(t, err)
+				_, err = e.l.Authorize(e.ctx, c, inFlight, contract)
+				require.NoError(t, err)
+				_, err = e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.NotSent, Reason: reason})
+				require.NoError(t, err)
+			}
+		}
+		for name, scene := range map[string]func(acct, text string) (identity.DeliveryKey, func()){
+			"its policy stopped retrying the reason": func(acct, text string) (identity.DeliveryKey, func()) {
+				key := e.failedFor(acct, text, ledger.ReasonKillSwitch) // the default lists kill_switch
+				return key, func() {
+					e.exec(`INSERT INTO policies (scope, retryable_reasons, updated_by) VALUES ($1, '{}', 'operator')`, acct)
+				}
+			},
+			"it failed again, for a reason its policy does not retry": func(acct, text string) (identity.DeliveryKey, func()) {
+				key := e.failedFor(acct, text, ledger.ReasonConnectionFailed)
+				return key, failAgain(key, text, ledger.ReasonPlatformRejected)
+			},
+			"it failed again, inside its new backoff": func(acct, text string) (identity.DeliveryKey, func()) {
+				key := e.failedFor(acct, text, ledger.ReasonConnectionFailed)
+				return key, failAgain(key, text, ledger.ReasonConnectionFailed)
+			},
+		} {
+			acct := "stale: " + name
+			e.addAccount(acct)
+			key, meanwhile := scene(acct, name)
+			sweeper, err := ledger.New(&beforeWrite{DB: e.app, fn: meanwhile}, ledger.Config{Actor: "sweeper", Isolation: e.iso})
+			require.NoError(t, err)
+			pass, err := sweeper.RetryDue(e.ctx, 100)
+			require.NoError(t, err, name)
+			require.Zero(t, pass.Retried, name)
+			require.Empty(t, pass.Changed, name)
+			require.Equal(t, ledger.Failed, e.state(key), name)
+			require.Zero(t, e.count(`SELECT count(*) FROM history WHERE delivery_key = $1 AND actor = 'sweeper'`, key.Bytes()), name)
+		}
+	})
+}
+
+// A refill by a sweeper whose transaction began before another's refill committed (READ
+// COMMITTED: its now() is its transaction's start) neither moves the refill time back, which
+// would credit the same interval twice, nor takes tokens away for the negative interval.
+func TestARetryBucketRefillFromAnEarlierTransactionChangesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnvAt(t, pgx.ReadCommitted)
+	earlier, err := e.app.BeginTx(e.ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	require.NoError(t, err)
+	defer func() { _ = earlier.Rollback(e.ctx) }()
+	var began time.Time
+	require.NoError(t, earlier.QueryRow(e.ctx, `SELECT now()`).Scan(&began))
+
+	bucket := dbsqlc.RetryBucketRefillParams{AccountID: account, RateBurst: 5, RatePerMinute: 60}
+	q := dbsqlc.New(e.app)
+	_, err = q.RetryBucketRefill(e.ctx, bucket) // another sweeper's, begun and committed since
+	require.NoError(t, err)
+	var refilledAt time.Time
+	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT refilled_at FROM retry_buckets`).Scan(&refilledAt))
+	require.True(t, refilledAt.After(began), "the scene: the other refill is the later one")
+	require.NoError(t, q.RetryBucketSpend(e.ctx, dbsqlc.RetryBucketSpendParams{AccountID: account, Spent: 2}))
+
+	tokens, err := dbsqlc.New(earlier).RetryBucketRefill(e.ctx, bucket)
+	require.NoError(t, err)
+	require.NoError(t, earlier.Commit(e.ctx))
+	require.GreaterOrEqual(t, tokens, 3.0, "a refill dated before the last one took tokens away")
+	var after time.Time
+	require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT refilled_at FROM retry_buckets`).Scan(&after))
+	require.Equal(t, refilledAt, after, "the refill time moved back")
+}
+
 // A retryable failure is retried at most cap times (counting authorized attempts), then parked
 // attempts_exhausted: never pending again.
 func TestRetryDueParksAnIntentAtItsAttemptCap(t *testing.T) {
@@ -138,6 +268,29 @@ func TestRetryDueParksAnIntentAtItsAttemptCap(t *testing.T) {
 	require.Equal(t, ledger.Parked, in.State)
 	require.Equal(t, ledger.ReasonAttemptsExhausted, in.Reason)
 	require.Equal(t, 2, e.attempts(key))
+}
+
+// Parking at the attempt cap spends no retry token, so the rate does not bound it either: a pass
+// parks every failed intent at its cap, however many more than the bucket's burst.
+func TestRetryDueParksEveryIntentAtItsCapWhateverTheRate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.setPolicy("backoff_base_ms", 0)
+	e.setPolicy("rate_per_minute", 60)
+	e.setPolicy("rate_burst", 2)
+	var keys []identity.DeliveryKey
+	for i := range 5 {
+		key := e.failedFor(account, fmt.Sprintf("at its cap %d", i), ledger.ReasonConnectionFailed)
+		e.exec(`UPDATE intents SET attempts_authorized = 3 WHERE delivery_key = $1`, key.Bytes())
+		keys = append(keys, key)
+	}
+	pass, err := e.l.RetryDue(e.ctx, 100)
+	require.NoError(t, err)
+	require.Equal(t, 5, pass.Exhausted)
+	require.Zero(t, pass.Retried)
+	for _, k := range keys {
+		require.Equal(t, ledger.Parked, e.state(k))
+	}
 }
 
 // The retry bucket releases a backlog at the policy's rate: a pass takes at most the burst,

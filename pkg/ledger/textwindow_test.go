@@ -216,6 +216,30 @@ func TestAnEarlierIntentThatWaitsKeepsItsText(t *testing.T) {
 	})
 }
 
+// A refusal takes no claim on its text: an intent the rate limit refused sent nothing, so once
+// nothing will retry it, the next intent with the same text is authorized, not parked as the
+// duplicate of a post that never happened.
+func TestARateLimitedIntentTakesNoClaimOnItsText(t *testing.T) {
+	t.Parallel()
+	forEachIsolation(t, func(t *testing.T, e *env) {
+		e.setPolicy("rate_per_minute", 1)
+		e.setPolicy("rate_burst", 1)
+		// The account retries no rate limit: the refused intent does not wait for its text.
+		e.exec(`INSERT INTO policies (scope, retryable_reasons, updated_by) VALUES ($1, '{}', 'test')`, account)
+		spent := e.store(envelope(t, account, "takes the only token"))[0]
+		require.Equal(t, ledger.ReasonAuthorized, e.authorizeAll(e.l, e.begin(spent))[spent])
+
+		original, repeat := textPair(t, account, "said while the bucket was empty")
+		refused := e.store(original)[0]
+		require.Equal(t, ledger.ReasonRateLimited, e.authorizeAll(e.l, e.begin(refused))[refused])
+		require.Zero(t, e.count(`SELECT count(*) FROM text_claims WHERE delivery_key = $1`, refused.Bytes()), "the refusal took the text")
+
+		e.exec(`UPDATE rate_buckets SET tokens = 1, refilled_at = now() WHERE account_id = $1`, account)
+		later := e.store(repeat)[0]
+		require.Equal(t, ledger.ReasonAuthorized, e.authorizeAll(e.l, e.begin(later))[later])
+	})
+}
+
 // The rule never takes a claim back: an earlier intent that comes to authorization after a later
 // one was authorized (it did not wait then: failed for a reason nothing retries, until an
 // operator retried it) finds the text held and is parked, naming the holder and the end of its

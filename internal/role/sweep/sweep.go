@@ -209,8 +209,17 @@ func (s *Sweeper) publish(ctx context.Context, keys []identity.DeliveryKey) erro
 	return s.relay.AfterCommit(ctx, keys)
 }
 
+// ExpireBatches bounds the batches of expired leases one pass ends. An expired claim holds an
+// intent nobody works on, so a pass goes on past one batch rather than leave the rest for the
+// next pass an Interval later; the bound keeps a backlog larger than that (a fleet of
+// dispatchers lost at once) from holding the pass's other duties back, the rest of it waiting
+// for the next pass.
+const ExpireBatches = 10
+
+// expire ends expired leases a batch at a time until a batch comes back short (none are left)
+// or ExpireBatches batches were taken.
 func (s *Sweeper) expire(ctx context.Context, r *Report) error {
-	for {
+	for range ExpireBatches {
 		n, err := s.ledger.ExpireLeases(ctx, s.cfg.Batch)
 		if err != nil {
 			return err
@@ -224,6 +233,7 @@ func (s *Sweeper) expire(ctx context.Context, r *Report) error {
 			return nil
 		}
 	}
+	return nil
 }
 
 // republish publishes a work item again for each pending intent that rested unclaimed past

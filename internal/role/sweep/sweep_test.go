@@ -53,6 +53,29 @@ func TestExpiredLeasesAreAbandonedBeforeAuthorizationAndIndeterminateAfter(t *te
 	e.EventsMatchHistory()
 }
 
+// One pass ends expired leases beyond one batch, a batch at a time, up to ExpireBatches
+// batches; what is left waits for the next pass.
+func TestOnePassExpiresLeasesBatchAfterBatchUpToItsBound(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const batch = 2
+	claims := e.claimed(e.Submit("acct-1", worldtest.Texts("claimed", batch*sweep.ExpireBatches+1)...))
+	var keys []identity.DeliveryKey
+	for _, c := range claims {
+		keys = append(keys, c.Key)
+	}
+	e.expire(keys)
+	s := e.sweeper("sweeper-1", sweep.Config{Batch: batch})
+
+	r, err := s.Pass(e.Ctx)
+	require.NoError(t, err)
+	require.Equal(t, batch*sweep.ExpireBatches, r.Abandoned, "every batch up to the bound, not one")
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM intents WHERE lease_expires_at IS NOT NULL`), "one lease is left past the bound")
+	r, err = s.Pass(e.Ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, r.Abandoned, "the next pass ends it")
+}
+
 // A pending intent whose work item was lost gets a new one after StrandedAfter; a second pass
 // of the same round (or a second sweeper) adds no copy; intents held by a kill switch or
 // claimed by a worker, and fresh ones, get none.

@@ -8,8 +8,10 @@ LIMIT @max_rows::INT;
 -- name: IntentsExpireLeases :many
 -- Ends expired leases, one way only: a claim that never reached authorization is abandoned
 -- (nothing was sent: the intent is free again, with a dispatch work item), an authorized one
--- becomes indeterminate (bytes may have left: never pending, never resent). Rows are reached
--- by primary key; the guard re-checks state and expiry on each.
+-- becomes indeterminate (bytes may have left: never pending, never resent). The attempt's
+-- evidence says which: abandoned, or unknown (lease_expired), never abandoned for an
+-- authorization, which would tell the person resolving it that nothing was sent. Rows are
+-- reached by primary key; the guard re-checks state and expiry on each.
 WITH changed AS (
     UPDATE intents i SET
         state = (CASE WHEN i.state = 'authorized' THEN 'indeterminate' ELSE 'pending' END),
@@ -26,11 +28,11 @@ WITH changed AS (
       AND (i.lease_expires_at <= now()) IS TRUE
     RETURNING i.delivery_key, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq
 ),
-abandoned AS (
+evidence AS (
     INSERT INTO attempt_evidence (attempt_token, delivery_key, epoch, generation, outcome, reason, fenced)
-    SELECT c.attempt_token, c.delivery_key, c.epoch, c.generation, 'abandoned', 'abandoned', false
+    SELECT c.attempt_token, c.delivery_key, c.epoch, c.generation,
+           (CASE WHEN c.state = 'pending' THEN 'abandoned' ELSE 'unknown' END), c.reason, false
     FROM changed c
-    WHERE c.state = 'pending'
     RETURNING evidence_id
 ),
 hist AS (

@@ -26,11 +26,11 @@ WITH changed AS (
       AND (i.lease_expires_at <= now()) IS TRUE
     RETURNING i.delivery_key, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq
 ),
-abandoned AS (
+evidence AS (
     INSERT INTO attempt_evidence (attempt_token, delivery_key, epoch, generation, outcome, reason, fenced)
-    SELECT c.attempt_token, c.delivery_key, c.epoch, c.generation, 'abandoned', 'abandoned', false
+    SELECT c.attempt_token, c.delivery_key, c.epoch, c.generation,
+           (CASE WHEN c.state = 'pending' THEN 'abandoned' ELSE 'unknown' END), c.reason, false
     FROM changed c
-    WHERE c.state = 'pending'
     RETURNING evidence_id
 ),
 hist AS (
@@ -61,8 +61,10 @@ type IntentsExpireLeasesRow struct {
 
 // Ends expired leases, one way only: a claim that never reached authorization is abandoned
 // (nothing was sent: the intent is free again, with a dispatch work item), an authorized one
-// becomes indeterminate (bytes may have left: never pending, never resent). Rows are reached
-// by primary key; the guard re-checks state and expiry on each.
+// becomes indeterminate (bytes may have left: never pending, never resent). The attempt's
+// evidence says which: abandoned, or unknown (lease_expired), never abandoned for an
+// authorization, which would tell the person resolving it that nothing was sent. Rows are
+// reached by primary key; the guard re-checks state and expiry on each.
 func (q *Queries) IntentsExpireLeases(ctx context.Context, arg IntentsExpireLeasesParams) ([]IntentsExpireLeasesRow, error) {
 	rows, err := q.db.Query(ctx, intentsExpireLeases, arg.DeliveryKeys, arg.Actor)
 	if err != nil {

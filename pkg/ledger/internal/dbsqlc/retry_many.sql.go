@@ -17,17 +17,19 @@ WITH input AS (
            unnest($2::BIGINT[]) AS seq
 ),
 cur AS (
-    SELECT i.delivery_key, i.account_id, i.state, i.attempts_authorized, i.transition_seq
+    SELECT i.delivery_key, i.account_id, i.state, i.reason, i.attempts_authorized, i.transition_seq
     FROM intents i
     WHERE i.delivery_key = ANY($1::BYTEA[])
     ORDER BY i.delivery_key
     FOR UPDATE
 ),
 verdict AS (
-    SELECT cur.delivery_key, cur.account_id, cur.state, cur.attempts_authorized, cur.transition_seq,
+    SELECT cur.delivery_key, cur.account_id, cur.state, cur.reason, cur.attempts_authorized, cur.transition_seq,
            coalesce(p.attempt_cap, d.attempt_cap) AS attempt_cap,
+           coalesce(p.retryable_reasons, d.retryable_reasons) AS retryable_reasons,
            (CASE
                 WHEN cur.state <> 'failed' OR cur.transition_seq <> input.seq THEN 'moved'
+                WHEN NOT (cur.reason = ANY($3::TEXT[]) OR cur.reason = ANY(coalesce(p.retryable_reasons, d.retryable_reasons))) THEN 'not_retryable'
                 WHEN cur.attempts_authorized >= coalesce(p.attempt_cap, d.attempt_cap) THEN 'exhausted'
                 ELSE 'retry'
             END)::TEXT AS outcome
@@ -46,15 +48,16 @@ changed AS (
     WHERE i.delivery_key = v.delivery_key
       AND v.outcome IN ('retry', 'exhausted')
       -- The guard, on the row being changed: ONLY from failed, at the transition the sweeper
-      -- saw, and the cap decides between retrying and parking.
+      -- saw, for a reason the policy retries, and the cap decides between retrying and parking.
       AND (i.state = 'failed') IS TRUE -- by primary key, never through intents_sweep_idx (docs/design.md#the-sql-dialect)
       AND i.transition_seq = v.transition_seq
+      AND (i.reason = ANY($3::TEXT[]) OR i.reason = ANY(v.retryable_reasons))
       AND (i.attempts_authorized >= v.attempt_cap) = (v.outcome = 'exhausted')
     RETURNING i.delivery_key, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq
 ),
 hist AS (
     INSERT INTO history (delivery_key, seq, from_state, to_state, reason, attempt_token, epoch, generation, actor)
-    SELECT c.delivery_key, c.transition_seq, 'failed', c.state, c.reason, c.attempt_token, c.epoch, c.generation, $3::TEXT
+    SELECT c.delivery_key, c.transition_seq, 'failed', c.state, c.reason, c.attempt_token, c.epoch, c.generation, $4::TEXT
     FROM changed c
     RETURNING delivery_key, seq, to_state
 ),
@@ -71,6 +74,7 @@ LEFT JOIN changed c ON c.delivery_key = v.delivery_key
 type IntentsRetryManyParams struct {
 	DeliveryKeys [][]byte
 	Seqs         []int64
+	Always       []string
 	Actor        string
 }
 
@@ -83,10 +87,18 @@ type IntentsRetryManyRow struct {
 // The sweeper's automatic retry: each failed intent it saw at transition seqs (an intent that
 // moved on since is left alone) reopens to pending with a work item and NO attempt row (the
 // next Begin writes exactly one), or parks attempts_exhausted when the attempt cap is reached.
-// Only from failed, the one state that proves nothing was sent. Rows are reached by primary
-// key and locked in key order. outcome: retry | exhausted | moved; no row for a missing key.
+// Only from failed, the one state that proves nothing was sent, and only for a reason the
+// account's policy retries as it stands now (@always, or its own list, else the default's):
+// the candidates were read earlier, and an operator may have taken the reason off the list
+// since. Rows are reached by primary key and locked in key order. outcome: retry | exhausted |
+// moved | not_retryable; no row for a missing key.
 func (q *Queries) IntentsRetryMany(ctx context.Context, arg IntentsRetryManyParams) ([]IntentsRetryManyRow, error) {
-	rows, err := q.db.Query(ctx, intentsRetryMany, arg.DeliveryKeys, arg.Seqs, arg.Actor)
+	rows, err := q.db.Query(ctx, intentsRetryMany,
+		arg.DeliveryKeys,
+		arg.Seqs,
+		arg.Always,
+		arg.Actor,
+	)
 	if err != nil {
 		return nil, err
 	}
