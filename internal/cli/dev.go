@@ -15,6 +15,7 @@ import (
 
 	"github.com/atmost/atmost/internal/console"
 	"github.com/atmost/atmost/internal/dev"
+	"github.com/atmost/atmost/internal/redact"
 	"github.com/atmost/atmost/internal/tools/platformsim"
 )
 
@@ -119,9 +120,9 @@ func runDev(ctx context.Context, c *line, opts dev.Options, simAddr, logFile str
 	}
 	nats := stack.NATSURL + " (embedded, streams in " + opts.DataDir + ")"
 	if opts.NATSURL != "" {
-		nats = stack.NATSURL
+		nats = redact.URL(stack.NATSURL)
 	}
-	fmt.Fprintf(io.Stdout, "ledger: %s\nNATS: %s\n", dev.Redact(stack.DatabaseURL), nats)
+	fmt.Fprintf(io.Stdout, "ledger: %s\nNATS: %s\n", redact.URL(stack.DatabaseURL), nats)
 	if stack.ConsoleURL != "" {
 		fmt.Fprintf(io.Stdout, "console: %s\n", stack.ConsoleURL)
 	}

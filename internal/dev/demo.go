@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/atmost/atmost/internal/redact"
 	"github.com/atmost/atmost/internal/streams"
 	"github.com/atmost/atmost/internal/tools/platformsim"
 	"github.com/atmost/atmost/pkg/events"
@@ -169,7 +170,7 @@ func Demo(ctx context.Context, opts DemoOptions) (DemoReport, error) {
 	if err != nil {
 		return DemoReport{}, fmt.Errorf("platform simulator: %w", err)
 	}
-	fmt.Fprintf(opts.Out, "atmost demo: ledger %s, platform simulator %s\n", Redact(dbURL), simURL)
+	fmt.Fprintf(opts.Out, "atmost demo: ledger %s, platform simulator %s\n", redact.URL(dbURL), simURL)
 
 	stack, err := Start(ctx, Options{DatabaseURL: dbURL, Env: overlay(noEnv, demoEnv), Logs: opts.Logs, Console: opts.Console, ConsoleToken: opts.ConsoleToken,
 		HTTPAddrs: map[string]string{"ingest": "127.0.0.1:0", "dispatcher": "127.0.0.1:0", "sweeper": "127.0.0.1:0", "reconciler": "127.0.0.1:0"}})
@@ -253,7 +254,7 @@ func freshDatabase(ctx context.Context, base, name string) (string, error) {
 	admin.Path = "/postgres"
 	conn, err := pgx.Connect(ctx, admin.String())
 	if err != nil {
-		return "", fmt.Errorf("PostgreSQL at %s is not reachable (start it, or set ATMOST_DATABASE_URL to a server that runs): %w", Redact(admin.String()), err)
+		return "", fmt.Errorf("PostgreSQL at %s is not reachable (start it, or set ATMOST_DATABASE_URL to a server that runs): %w", redact.URL(admin.String()), err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", pgx.Identifier{name}.Sanitize())); err != nil {
@@ -261,18 +262,6 @@ func freshDatabase(ctx context.Context, base, name string) (string, error) {
 	}
 	u.Path = "/" + name
 	return u.String(), nil
-}
-
-// Redact hides the password of a database URL.
-func Redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return u.String()
 }
 
 // configure adds the demo's accounts and policy: no rate limit, short backoffs, and definitive
