@@ -146,3 +146,25 @@ func TestDevNeverPrintsAPassword(t *testing.T) {
 		require.NotContains(t, out, dbSecret, what)
 	}
 }
+
+// atmost demo takes its database from its own URL (ATMOST_DEMO_DATABASE_URL, not the ledger's)
+// and refuses one it did not create; its roles log to a file of the run's own, never to a
+// fixed name in the shared $TMPDIR.
+func TestDemoLogsToAFileOfItsOwnAndRefusesADatabaseItDidNotCreate(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t, dbtest.Empty())
+	env := map[string]string{"ATMOST_DEMO_DATABASE_URL": db.URL, "ATMOST_DATABASE_URL": "postgres://postgres@127.0.0.1:1/never?sslmode=disable"}
+	logs := map[string]bool{}
+	for range 2 {
+		res := run(env, "demo", "--console", "")
+		require.Equal(t, cli.ExitError, res.code, res.stderr)
+		require.Contains(t, res.stderr, "exists and was not created by atmost demo")
+		_, path, ok := strings.Cut(strings.TrimSpace(res.stdout), "atmost demo: the roles log to ")
+		require.True(t, ok, res.stdout)
+		t.Cleanup(func() { _ = os.Remove(path) })
+		require.Regexp(t, `/atmost-demo-[0-9]+\.log$`, path)
+		require.FileExists(t, path)
+		logs[path] = true
+	}
+	require.Len(t, logs, 2, "each run its own log file")
+}
