@@ -16,7 +16,8 @@ BENCHTIME   ?= 20000x
 POOL_INTENTS ?= 10000
 ATMOST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/atmost?sslmode=disable
 ATMOST_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
-export ATMOST_DATABASE_URL ATMOST_TEST_DATABASE_URL
+ATMOST_DEMO_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/atmost_demo?sslmode=disable
+export ATMOST_DATABASE_URL ATMOST_TEST_DATABASE_URL ATMOST_DEMO_DATABASE_URL
 
 .PHONY: help build postgres test lint fmt generate migrate fuzz bench bench-pool bench-peer bench-steady mutate clean-test-databases demo chaos chaos-cluster
 
@@ -109,7 +110,7 @@ chaos: postgres ## the crash-and-fault suite with 10,000 intents: real processes
 chaos-cluster: postgres ## the crash-and-fault suite on a three-node JetStream cluster (R3 streams, sync_interval: always) with 10,000 intents: two ingesters, four dispatchers, two sweepers, two reconcilers; stream leaders SIGKILLed, a server stopped past the election timeout; the same checks and line as chaos, plus the NATS kills and leader changes (make test runs a short one)
 	$(GO) test -count=1 -run '^TestChaosCluster$$' -v -timeout 60m ./internal/tools/chaos/ -args -chaos.intents=$${CHAOS_INTENTS:-10000}
 
-demo: ## the whole pipeline on the embedded default: every role, an embedded NATS, a fault-injecting platform, a producer, a kill switch mid-run, and the final count; the console follows it (on a terminal it stays up after the count until Ctrl-C) (needs PostgreSQL at ATMOST_DATABASE_URL, checked first as make postgres does)
-	@scripts/postgres ATMOST_DATABASE_URL
+demo: ## the whole pipeline on the embedded default: every role, an embedded NATS, a fault-injecting platform, a producer, a kill switch mid-run, and the final count; the console follows it (on a terminal it stays up after the count until Ctrl-C) (needs PostgreSQL at ATMOST_DEMO_DATABASE_URL, checked first as make postgres does)
+	@scripts/postgres ATMOST_DEMO_DATABASE_URL
 	@$(MAKE) --no-print-directory build
 	$(BIN)/atmost demo $$([ -t 0 ] && echo --stay)

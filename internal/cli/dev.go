@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	stdio "io"
 	"maps"
 	"net"
 	"os"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/atmost/atmost/internal/console"
 	"github.com/atmost/atmost/internal/dev"
+	"github.com/atmost/atmost/internal/redact"
 	"github.com/atmost/atmost/internal/tools/platformsim"
 )
 
@@ -119,9 +119,9 @@ func runDev(ctx context.Context, c *line, opts dev.Options, simAddr, logFile str
 	}
 	nats := stack.NATSURL + " (embedded, streams in " + opts.DataDir + ")"
 	if opts.NATSURL != "" {
-		nats = stack.NATSURL
+		nats = redact.URL(stack.NATSURL)
 	}
-	fmt.Fprintf(io.Stdout, "ledger: %s\nNATS: %s\n", dev.Redact(stack.DatabaseURL), nats)
+	fmt.Fprintf(io.Stdout, "ledger: %s\nNATS: %s\n", redact.URL(stack.DatabaseURL), nats)
 	if stack.ConsoleURL != "" {
 		fmt.Fprintf(io.Stdout, "console: %s\n", stack.ConsoleURL)
 	}
@@ -158,12 +158,14 @@ func movesIt(name string) string {
 	return fmt.Sprintf("move it with --%s-http-addr, or every role with --http-base-port", name)
 }
 
-// defaultDataDir is where `atmost dev` keeps its embedded NATS streams between runs.
+// defaultDataDir is where `atmost dev` keeps its embedded NATS streams between runs: in the
+// user's cache directory. Without one it is "", a directory of the run's own (dev.Options): a
+// fixed name in a shared $TMPDIR could be another user's.
 func defaultDataDir() string {
 	if dir, err := os.UserCacheDir(); err == nil {
 		return filepath.Join(dir, "atmost", "dev")
 	}
-	return filepath.Join(os.TempDir(), "atmost-dev")
+	return ""
 }
 
 func demoCommand() *Command {
@@ -177,11 +179,11 @@ func demoCommand() *Command {
 publishes intents the way producers do (re-publishes, redeliveries, bad input, new occurrences),
 flips the kill switch mid-run, and prints the count per state and reason and the platform's own count.`,
 		Flags: func(f *Flags) {
-			f.Ledger("a PostgreSQL server; the demo drops and creates its own database " + dev.DemoDatabase + " there")
+			f.String(&f.c.databaseURL, "database-url", "URL", dev.DemoDatabaseURL, "the demo's database, dropped and created afresh on each run; one it did not create is refused").Env("ATMOST_DEMO_DATABASE_URL")
 			f.Int(&intents, "intents", "N", 3000, "messages the producer publishes (bad input and re-publishes included)")
 			f.Int64(&seed, "seed", "N", 1, "seed of the producer's choices and the platform's faults")
 			f.Duration(&timeout, "timeout", "D", 3*time.Minute, "how long to wait for every intent to settle")
-			f.String(&logFile, "log", "FILE", filepath.Join(os.TempDir(), "atmost-demo.log"), "the roles' JSON logs")
+			f.String(&logFile, "log", "FILE", "", "the roles' JSON logs (default: a new file in $TMPDIR for each run, named at the start)")
 			f.String(&consoleAddr, "console", "ADDR", console.DefaultListen, "serve the operator console here while the demo runs (empty: none); its token is $"+console.TokenVariable)
 			f.Bool(&stay, "stay", "after the final count, keep every role and the console running until interrupted (make demo sets it on a terminal)")
 		},
@@ -189,17 +191,18 @@ flips the kill switch mid-run, and prints the count per state and reason and the
 			if intents < 10 || timeout <= 0 {
 				return c.usageError("--intents must be at least 10 and --timeout positive")
 			}
-			var logs stdio.Writer = stdio.Discard
+			// A file of its own per run: a fixed name in a shared $TMPDIR is a file another user
+			// may have put there first, or a link to one of the runner's files.
+			f, err := os.CreateTemp("", "atmost-demo-*.log")
 			if logFile != "" {
-				f, err := os.Create(logFile)
-				if err != nil {
-					return c.usageError("--log: %v", err)
-				}
-				defer f.Close()
-				logs = f
-				fmt.Fprintf(c.io.Stdout, "atmost demo: the roles log to %s\n", logFile)
+				f, err = os.Create(logFile)
 			}
-			r, err := dev.Demo(ctx, dev.DemoOptions{DatabaseURL: c.databaseURL, Intents: intents, Seed: seed, Timeout: timeout, Out: c.io.Stdout, Logs: logs,
+			if err != nil {
+				return c.usageError("--log: %v", err)
+			}
+			defer f.Close()
+			fmt.Fprintf(c.io.Stdout, "atmost demo: the roles log to %s\n", f.Name())
+			r, err := dev.Demo(ctx, dev.DemoOptions{DatabaseURL: c.databaseURL, Intents: intents, Seed: seed, Timeout: timeout, Out: c.io.Stdout, Logs: f,
 				Console: consoleAddr, ConsoleToken: setting(c.io.Env, console.TokenVariable, ""), Stay: stay})
 			if err != nil {
 				return c.fail(err)

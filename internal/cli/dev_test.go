@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"net/url"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/atmost/atmost/internal/cli"
 	"github.com/atmost/atmost/internal/testkit/dbtest"
+	"github.com/atmost/atmost/internal/testkit/natstest"
 )
 
 // lockedBuffer is a buffer a running command writes while the test reads it.
@@ -100,4 +104,67 @@ func TestDevGivesEachRoleItsOwnAddressWhateverATMOST_HTTP_ADDRSays(t *testing.T)
 	cancel()
 	require.Equal(t, cli.ExitOK, <-done, stderr.String())
 	require.Contains(t, stdout.String(), "stopped")
+}
+
+// atmost dev prints the ledger's and NATS's URLs: never with their passwords, which its
+// output, pasted into a ticket or a chat, must not carry.
+func TestDevNeverPrintsAPassword(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t, dbtest.Empty())
+	dbURL, err := url.Parse(db.URL)
+	require.NoError(t, err)
+	dbSecret, ok := dbURL.User.Password()
+	if !ok {
+		// The test server trusts loopback: a password is taken, and not checked.
+		dbSecret = "pg-s3cret"
+		dbURL.User = url.UserPassword(dbURL.User.Username(), dbSecret)
+	}
+	const natsSecret = "nats-s3cret"
+	srv := natstest.NewWithConfig(t, `authorization { user: atmost, password: "`+natsSecret+`" }`)
+	natsURL := "nats://atmost:" + natsSecret + "@" + strings.TrimPrefix(srv.URL, "nats://")
+	logFile := t.TempDir() + "/roles.log"
+	env := map[string]string{"ATMOST_DATABASE_URL": dbURL.String()}
+	var stdout, stderr lockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Run(ctx, cli.IO{Stdout: &stdout, Stderr: &stderr, Env: func(name string) (string, bool) { v, ok := env[name]; return v, ok }},
+			[]string{"dev", "--nats-url", natsURL, "--log", logFile, "--ingest-http-addr", "127.0.0.1:0",
+				"--dispatcher-http-addr", "127.0.0.1:0", "--sweeper-http-addr", "127.0.0.1:0", "--reconciler-http-addr", "127.0.0.1:0", "--console", ""})
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(stdout.String(), "running; Ctrl-C") }, 30*time.Second, 50*time.Millisecond,
+		"stdout: %s\nstderr: %s", &stdout, &stderr)
+	cancel()
+	require.Equal(t, cli.ExitOK, <-done, stderr.String())
+	require.Contains(t, stdout.String(), "NATS: nats://atmost:xxxxx@", "the NATS server is named")
+	require.Contains(t, stdout.String(), "ledger: "+dbURL.Scheme+"://"+dbURL.User.Username()+":xxxxx@", "the ledger is named")
+	logs, err := os.ReadFile(logFile)
+	require.NoError(t, err)
+	for what, out := range map[string]string{"stdout": stdout.String(), "stderr": stderr.String(), "the roles' log": string(logs)} {
+		require.NotContains(t, out, natsSecret, what)
+		require.NotContains(t, out, dbSecret, what)
+	}
+}
+
+// atmost demo takes its database from its own URL (ATMOST_DEMO_DATABASE_URL, not the ledger's)
+// and refuses one it did not create; its roles log to a file of the run's own, never to a
+// fixed name in the shared $TMPDIR.
+func TestDemoLogsToAFileOfItsOwnAndRefusesADatabaseItDidNotCreate(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t, dbtest.Empty())
+	env := map[string]string{"ATMOST_DEMO_DATABASE_URL": db.URL, "ATMOST_DATABASE_URL": "postgres://postgres@127.0.0.1:1/never?sslmode=disable"}
+	logs := map[string]bool{}
+	for range 2 {
+		res := run(env, "demo", "--console", "")
+		require.Equal(t, cli.ExitError, res.code, res.stderr)
+		require.Contains(t, res.stderr, "exists and was not created by atmost demo")
+		_, path, ok := strings.Cut(strings.TrimSpace(res.stdout), "atmost demo: the roles log to ")
+		require.True(t, ok, res.stdout)
+		t.Cleanup(func() { _ = os.Remove(path) })
+		require.Regexp(t, `/atmost-demo-[0-9]+\.log$`, path)
+		require.FileExists(t, path)
+		logs[path] = true
+	}
+	require.Len(t, logs, 2, "each run its own log file")
 }

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/atmost/atmost/internal/redact"
 	"github.com/atmost/atmost/pkg/events"
 )
 
@@ -77,10 +77,10 @@ func tailEvents(ctx context.Context, c *line, subjectFlag, sinceFlag, natsFlag s
 	}
 	stream, err := js.Stream(ctx, events.EventsStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return c.fail(fmt.Errorf("NATS at %s has no %s stream: no atmost role has run against it yet (is ATMOST_NATS_URL the right server?)", redactURL(*natsURL), events.EventsStream))
+		return c.fail(fmt.Errorf("NATS at %s has no %s stream: no atmost role has run against it yet (is ATMOST_NATS_URL the right server?)", redact.URL(*natsURL), events.EventsStream))
 	}
 	if err != nil {
-		return c.fail(fmt.Errorf("look up %s at %s: %w", events.EventsStream, redactURL(*natsURL), err))
+		return c.fail(fmt.Errorf("look up %s at %s: %w", events.EventsStream, redact.URL(*natsURL), err))
 	}
 
 	// Where to start, and how many events are there already from that point on.
@@ -247,16 +247,7 @@ func startOfLast(ctx context.Context, s jetstream.Stream, filter string, n uint6
 func connectNATS(rawURL string) (*nats.Conn, error) {
 	nc, err := nats.Connect(rawURL, nats.Name("atmost-cli"), nats.Timeout(5*time.Second))
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach NATS at %s (is the server running, and ATMOST_NATS_URL or --nats-url right?): %w", redactURL(rawURL), err)
+		return nil, fmt.Errorf("cannot reach NATS at %s (is the server running, and ATMOST_NATS_URL or --nats-url right?): %w", redact.URL(rawURL), err)
 	}
 	return nc, nil
-}
-
-// redactURL hides a password in a server URL.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	return u.Redacted()
 }

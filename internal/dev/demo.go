@@ -3,6 +3,7 @@ package dev
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -17,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/atmost/atmost/internal/redact"
 	"github.com/atmost/atmost/internal/streams"
 	"github.com/atmost/atmost/internal/tools/platformsim"
 	"github.com/atmost/atmost/pkg/events"
@@ -27,11 +29,10 @@ import (
 
 // DemoOptions configure Demo.
 type DemoOptions struct {
-	// DatabaseURL names the PostgreSQL server; the demo uses its own database on it,
-	// Database, dropped and created afresh on every run.
+	// DatabaseURL names the demo's database, dropped and created afresh on every run: only a
+	// database the demo created itself is ever dropped (freshDatabase). Default
+	// DemoDatabaseURL.
 	DatabaseURL string
-	// Database is the demo's database on that server. Default DemoDatabase.
-	Database string
 	// Intents is how many intents the producer publishes (bad input and re-publishes
 	// included). Default 3000.
 	Intents int
@@ -51,8 +52,13 @@ type DemoOptions struct {
 	Stay bool
 }
 
-// DemoDatabase is the database the demo creates on the server of DemoOptions.DatabaseURL.
-const DemoDatabase = "atmost_demo"
+// DemoDatabaseURL is the demo's database when none is named: the local server's atmost_demo,
+// beside atmost dev's ledger (DefaultDatabaseURL), never it.
+const DemoDatabaseURL = "postgres://postgres@127.0.0.1:5432/atmost_demo?sslmode=disable"
+
+// demoMark is the comment the demo puts on the database it creates, and the one it looks for
+// before it drops one: a database without it holds somebody's data.
+const demoMark = "created by atmost demo: dropped and created again by its next run"
 
 // demoAccounts are the demo's accounts on the simulator; the last one's platform offers an
 // idempotency-status lookup, so its unknown outcomes can be proven not sent.
@@ -150,13 +156,10 @@ func Demo(ctx context.Context, opts DemoOptions) (DemoReport, error) {
 		opts.Out = io.Discard
 	}
 	if opts.DatabaseURL == "" {
-		opts.DatabaseURL = DefaultDatabaseURL
+		opts.DatabaseURL = DemoDatabaseURL
 	}
-	if opts.Database == "" {
-		opts.Database = DemoDatabase
-	}
-	dbURL, err := freshDatabase(ctx, opts.DatabaseURL, opts.Database)
-	if err != nil {
+	dbURL := opts.DatabaseURL
+	if err := freshDatabase(ctx, dbURL); err != nil {
 		return DemoReport{}, err
 	}
 	simSrv, err := platformsim.New(platformsim.Config{StatusLookup: true, Plan: platformsim.Plan{Seed: opts.Seed, Rates: demoFaults, Delay: demoSlowCreate}})
@@ -169,7 +172,7 @@ func Demo(ctx context.Context, opts DemoOptions) (DemoReport, error) {
 	if err != nil {
 		return DemoReport{}, fmt.Errorf("platform simulator: %w", err)
 	}
-	fmt.Fprintf(opts.Out, "atmost demo: ledger %s, platform simulator %s\n", Redact(dbURL), simURL)
+	fmt.Fprintf(opts.Out, "atmost demo: ledger %s, platform simulator %s\n", redact.URL(dbURL), simURL)
 
 	stack, err := Start(ctx, Options{DatabaseURL: dbURL, Env: overlay(noEnv, demoEnv), Logs: opts.Logs, Console: opts.Console, ConsoleToken: opts.ConsoleToken,
 		HTTPAddrs: map[string]string{"ingest": "127.0.0.1:0", "dispatcher": "127.0.0.1:0", "sweeper": "127.0.0.1:0", "reconciler": "127.0.0.1:0"}})
@@ -242,38 +245,51 @@ func Demo(ctx context.Context, opts DemoOptions) (DemoReport, error) {
 
 func noEnv(string) (string, bool) { return "", false }
 
-// freshDatabase drops database name on the server of base (the stack creates it again) and
-// returns its URL. DROP DATABASE ... WITH (FORCE) is PostgreSQL's: the demo runs on PostgreSQL.
-func freshDatabase(ctx context.Context, base, name string) (string, error) {
-	u, err := url.Parse(base)
+// freshDatabase drops the database that raw names and creates it again, empty, marked with
+// demoMark; a database that does not exist is created so. It refuses a database without the
+// mark (one the demo did not create, whatever its name: the URL may name a ledger), and the
+// server's maintenance database, on which it connects.
+func freshDatabase(ctx context.Context, raw string) error {
+	u, err := url.Parse(raw)
 	if err != nil {
-		return "", fmt.Errorf("ATMOST_DATABASE_URL: %w", err)
+		return fmt.Errorf("the demo's database URL: %w", err)
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	if name == "" || name == "postgres" || strings.Contains(name, "/") {
+		return fmt.Errorf("the demo's database URL %s names no database of its own: name one, e.g. .../atmost_demo", redact.URL(raw))
 	}
 	admin := *u
 	admin.Path = "/postgres"
 	conn, err := pgx.Connect(ctx, admin.String())
 	if err != nil {
-		return "", fmt.Errorf("PostgreSQL at %s is not reachable (start it, or set ATMOST_DATABASE_URL to a server that runs): %w", Redact(admin.String()), err)
+		return fmt.Errorf("PostgreSQL at %s is not reachable (start it, or name a server that runs in --database-url): %w", redact.URL(admin.String()), err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", pgx.Identifier{name}.Sanitize())); err != nil {
-		return "", fmt.Errorf("drop the demo's database %s: %w", name, err)
+	var comment *string
+	err = conn.QueryRow(ctx, "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1", name).Scan(&comment)
+	ident := pgx.Identifier{name}.Sanitize()
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return fmt.Errorf("look up the demo's database %s: %w", name, err)
+	case comment == nil || *comment != demoMark:
+		return fmt.Errorf("database %s exists and was not created by atmost demo, which drops only its own: name another in --database-url, or drop %s yourself if it holds nothing you need", name, name)
+	default:
+		if _, err := conn.Exec(ctx, "DROP DATABASE "+ident+" WITH (FORCE)"); err != nil {
+			return fmt.Errorf("drop the demo's database %s: %w", name, err)
+		}
 	}
-	u.Path = "/" + name
-	return u.String(), nil
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
+		return fmt.Errorf("create the demo's database %s: %w", name, err)
+	}
+	if _, err := conn.Exec(ctx, "COMMENT ON DATABASE "+ident+" IS "+quote(demoMark)); err != nil {
+		return fmt.Errorf("mark the demo's database %s: %w", name, err)
+	}
+	return nil
 }
 
-// Redact hides the password of a database URL.
-func Redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return u.String()
-}
+// quote is s as a SQL string literal: COMMENT takes no parameter.
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // configure adds the demo's accounts and policy: no rate limit, short backoffs, and definitive
 // platform refusals retried by policy (then parked at the cap), so every path shows. The

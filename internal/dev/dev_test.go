@@ -44,7 +44,7 @@ func TestTheDemoEndsAtMostOnceWithEveryIntentAccountedFor(t *testing.T) {
 		db.Pool.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 	})
 	var out bytes.Buffer
-	r, err := dev.Demo(context.Background(), dev.DemoOptions{DatabaseURL: db.URL, Database: name, Intents: 400, Seed: 3, Timeout: 2 * time.Minute, Out: &out})
+	r, err := dev.Demo(context.Background(), dev.DemoOptions{DatabaseURL: withDatabase(t, db.URL, name), Intents: 400, Seed: 3, Timeout: 2 * time.Minute, Out: &out})
 	require.NoError(t, err, out.String())
 	require.True(t, r.Settled, out.String())
 	require.True(t, r.OK(), out.String())

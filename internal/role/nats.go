@@ -8,6 +8,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+
+	"github.com/atmost/atmost/internal/redact"
 )
 
 // A role's NATS connection PINGs its server every natsPingInterval and counts it stale, and
@@ -27,7 +29,7 @@ const (
 // each disconnection and reconnection.
 func ConnectNATS(ctx context.Context, name, url string, log *zap.Logger) (*nats.Conn, error) {
 	var nc *nats.Conn
-	err := Retry(ctx, log, "connect to NATS at "+url, func() (err error) {
+	err := Retry(ctx, log, "connect to NATS at "+redact.URL(url), func() (err error) {
 		nc, err = nats.Connect(url, natsOptions(name, log)...)
 		return err
 	})

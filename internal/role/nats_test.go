@@ -1,7 +1,9 @@
 package role_test
 
 import (
+	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,4 +33,23 @@ func TestARoleLeavesANATSServerThatStopsAnswering(t *testing.T) {
 	// Three PINGs unanswered at 5 s each, and some room.
 	require.Eventually(t, func() bool { return nc.IsConnected() && nc.ConnectedUrl() == other.URL }, 30*time.Second, 100*time.Millisecond,
 		"still on %s", nc.ConnectedUrl())
+}
+
+// A role that cannot connect logs the URL it tries, and the error it gives up with names it:
+// never with its password or token, which the server's log readers must not learn.
+func TestARoleNeverLogsTheSecretOfItsNATSURL(t *testing.T) {
+	t.Parallel()
+	srv := natstest.NewWithConfig(t, `authorization { token: "the-right-one" }`)
+	host := strings.TrimPrefix(srv.URL, "nats://")
+	for _, url := range []string{"nats://atmost:pw-s3cret@" + host, "nats://tok-s3cret@" + host} {
+		var logs bytes.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := role.ConnectNATS(ctx, "test", url, role.Logger(&logs))
+		cancel()
+		require.Error(t, err)
+		require.Contains(t, logs.String(), "connect to NATS at nats://", "the attempt is logged")
+		require.Contains(t, logs.String(), "xxxxx@"+host)
+		require.NotContains(t, logs.String(), "s3cret")
+		require.NotContains(t, err.Error(), "s3cret")
+	}
 }

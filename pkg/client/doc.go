@@ -20,11 +20,13 @@
 // The delivery key is derived from the intent's content, so publishing the same intent twice
 // is one intent: JetStream drops the second message inside its duplicate window (the receipt
 // says Duplicate), and the ledger counts a later one as a duplicate of the stored intent. So a
-// publish whose acknowledgement never came (a timeout, a disconnect, a context that ended
-// while waiting) is not a failure: it is ErrMaybePublished, and the remedy is to publish the
-// same intent again. A plain error means the message was certainly not stored (the intent
-// itself was refused, no stream took the subject, JetStream refused the message); publishing
-// it again is as safe, and succeeds once the cause is gone.
+// publish whose outcome is unknown (no acknowledgement in time, a disconnect, a context that
+// ended while waiting, a write that failed part way, a server error from the stream) is not a
+// failure: it is ErrMaybePublished, and the remedy is to publish the same intent again, with
+// the same occurrence; never a new occurrence, which would be a second intent and a second
+// send if the first was stored. A plain error means the message was certainly not stored (the
+// intent itself was refused, no stream took the subject, the stream refused the message with a
+// 4xx before storing it); publishing it again is as safe, and succeeds once the cause is gone.
 //
 // Inside JetStream's duplicate window (docs/design.md#streams-and-events) a re-publication of an intent that ingest refused
 // (an account not yet configured) is dropped by JetStream as a duplicate of the refused

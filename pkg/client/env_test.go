@@ -40,9 +40,9 @@ func newEnv(t *testing.T, cfg client.Config) *env {
 	return e
 }
 
-func connect(t testing.TB, url string) *nats.Conn {
+func connect(t testing.TB, url string, opts ...nats.Option) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(url)
+	nc, err := nats.Connect(url, opts...)
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	return nc

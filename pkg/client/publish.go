@@ -70,13 +70,15 @@ type Receipt struct {
 	Duplicate bool
 }
 
-// ErrMaybePublished matches (errors.Is) every publish whose acknowledgement never came: the
-// message may be stored, or not. Publishing the same intent again is safe and is the remedy:
-// its delivery key makes a second copy a duplicate, never a second intent.
-var ErrMaybePublished = errors.New("client: may have been published: safe to publish again")
+// ErrMaybePublished matches (errors.Is) every publish whose outcome is unknown: the message
+// may be stored, or not. Publishing the same intent again (the same occurrence, so the same
+// delivery key) is safe and is the remedy: the key makes a second copy a duplicate, never a
+// second intent. Publishing it with a new occurrence instead may make two intents, two sends.
+var ErrMaybePublished = errors.New("client: may have been published: publish the same intent again")
 
-// MaybePublishedError is a publish whose acknowledgement never came (Err says why: a timeout,
-// a disconnect, a context that ended while waiting). It matches ErrMaybePublished.
+// MaybePublishedError is a publish whose outcome is unknown (Err says why: no acknowledgement
+// in time, a disconnect, a context that ended while waiting, a write that failed part way, a
+// server error from the stream). It matches ErrMaybePublished.
 type MaybePublishedError struct {
 	Key identity.DeliveryKey
 	Err error
@@ -84,7 +86,7 @@ type MaybePublishedError struct {
 
 // Error names the key and the cause, and says what to do.
 func (e *MaybePublishedError) Error() string {
-	return fmt.Sprintf("client: %s may have been published (%v): safe to publish again, the delivery key dedupes", e.Key, e.Err)
+	return fmt.Sprintf("client: %s may have been published (%v): publish the same intent again (same occurrence), the delivery key dedupes it", e.Key, e.Err)
 }
 
 // Is makes errors.Is(err, ErrMaybePublished) true.
@@ -127,8 +129,8 @@ func (f *Future) resolve(r Receipt, err error) {
 
 // Publish validates the intent, publishes it and waits for JetStream's acknowledgement. The
 // error is an *identity.RejectError for an intent ingest would refuse (nothing was sent), a
-// MaybePublishedError when the acknowledgement did not come (publish it again), or another
-// error when the message was certainly not stored.
+// MaybePublishedError when nothing proves the message was not stored (publish the same intent
+// again), or another error when the message was certainly not stored.
 func (c *Client) Publish(ctx context.Context, i Intent) (Receipt, error) {
 	f, err := c.PublishAsync(ctx, i)
 	if err != nil {
@@ -138,9 +140,11 @@ func (c *Client) Publish(ctx context.Context, i Intent) (Receipt, error) {
 }
 
 // PublishAsync validates the intent and sends it without waiting for the acknowledgement,
-// blocking while Config.MaxInFlight publishes are in flight. An error means nothing was sent:
-// an *identity.RejectError, ctx ending while it waited for a slot, or the connection refusing
-// the message; the outcome of what was sent comes through the Future.
+// blocking while Config.MaxInFlight publishes are in flight. An error is a MaybePublishedError
+// when the connection failed while writing the message (its bytes may have reached the server);
+// any other error means nothing was sent: an *identity.RejectError, ctx ending while it waited
+// for a slot, or the connection refusing the message before writing it. The outcome of what
+// was sent comes through the Future.
 func (c *Client) PublishAsync(ctx context.Context, i Intent) (*Future, error) {
 	env, err := i.Envelope()
 	if err != nil {
@@ -169,7 +173,7 @@ func (c *Client) PublishAsync(ctx context.Context, i Intent) (*Future, error) {
 		if c.take(m) != nil {
 			<-c.slots
 		}
-		return nil, fmt.Errorf("client: %s not published: %w", key, err)
+		return nil, sendError(key, err)
 	}
 	return f, nil
 }
@@ -227,16 +231,53 @@ func (c *Client) failed(m *nats.Msg, err error) {
 }
 
 // publishError says what a publish that got no acknowledgement proves. Only two answers prove
-// that nothing was stored: JetStream's refusal of the request (an API error below 500), and no
-// stream on the subject. Anything else (a timeout, a disconnect, a server error, an answer
-// that does not parse) may follow a stored message.
+// that nothing of the intent was stored: JetStream's refusal of the message (refusedUnstored),
+// and no stream on the subject (the server delivered the message to no one, and said so).
+// Anything else (a timeout, a disconnect, a server error, an answer that does not parse) may
+// follow a stored message.
 func publishError(key identity.DeliveryKey, subject string, err error) error {
 	var api *jetstream.APIError
 	switch {
-	case errors.As(err, &api) && api.Code < 500:
+	case errors.As(err, &api) && refusedUnstored(api):
 		return fmt.Errorf("client: JetStream refused %s, nothing was stored: %w", key, err)
 	case errors.Is(err, jetstream.ErrNoStreamResponse):
 		return fmt.Errorf("client: %s not published: no stream takes %s (has any atmost role created its streams?): %w", key, subject, err)
+	}
+	return &MaybePublishedError{Key: key, Err: err}
+}
+
+// errCodeDuplicateInProcess is JetStream's "duplicate message id is in process" (409): a
+// clustered stream is storing another message with this Nats-Msg-Id, which is the delivery
+// key, so another copy of this very intent. nats.go names no constant for it.
+const errCodeDuplicateInProcess jetstream.ErrorCode = 10158
+
+// refusedUnstored reports whether a stream's error answer proves that no copy of the intent is
+// stored: a 4xx is the stream's refusal of the message before storing it (too large, a sealed
+// stream, the account's limits), except the refusal that names the message id, which says a
+// copy is being stored. A 5xx (a store that failed, a cluster without a leader) may follow a
+// stored message, and a code outside 4xx and 5xx proves nothing.
+func refusedUnstored(api *jetstream.APIError) bool {
+	return api.Code >= 400 && api.Code < 500 && api.ErrorCode != errCodeDuplicateInProcess
+}
+
+// unsent are the errors of nats.go's publish that it returns before writing a byte of the
+// message: a closed or draining connection, a message it cannot send, a full reconnect
+// buffer, too many publishes in flight.
+var unsent = []error{
+	nats.ErrConnectionClosed, nats.ErrConnectionDraining, nats.ErrInvalidConnection, nats.ErrMaxPayload,
+	nats.ErrBadSubject, nats.ErrHeadersNotSupported, nats.ErrReconnectBufExceeded,
+	jetstream.ErrTooManyStalledMsgs, jetstream.ErrAsyncPublishReplySubjectSet,
+}
+
+// sendError says what a publish that failed while it was being sent proves. nats.go writes its
+// buffer to the socket within the publish once the buffer is full, so a write error there (a
+// reset, a deadline) may come after the message's bytes reached the server: only the errors
+// returned before writing (unsent) prove that nothing was stored.
+func sendError(key identity.DeliveryKey, err error) error {
+	for _, u := range unsent {
+		if errors.Is(err, u) {
+			return fmt.Errorf("client: %s not published: %w", key, err)
+		}
 	}
 	return &MaybePublishedError{Key: key, Err: err}
 }

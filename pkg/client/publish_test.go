@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -230,4 +232,88 @@ func TestPublishAllReturnsEveryReceiptInOrder(t *testing.T) {
 	got, err := e.Ledger.GetMany(ctx, keys)
 	require.NoError(t, err)
 	require.Len(t, got, 500)
+}
+
+// A stream that answers with a server error (here: a store that failed, its limit reached) may
+// have stored the message, or be storing it: the answer is "may have been published", and
+// publishing the same intent again is the remedy, never a new occurrence.
+func TestAServerErrorOfTheStreamMayHaveBeenPublished(t *testing.T) {
+	t.Parallel()
+	srv := natstest.New(t)
+	nc := connect(t, srv.URL)
+	c, err := client.New(nc, client.Config{})
+	require.NoError(t, err)
+	ctx := timeout(t, 30*time.Second)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: events.IntentsStream, Subjects: []string{events.IntentSubjects},
+		MaxMsgs: 1, Discard: jetstream.DiscardNew})
+	require.NoError(t, err)
+	_, err = c.Publish(ctx, post("acct-1", "the one the stream holds"))
+	require.NoError(t, err)
+
+	_, err = c.Publish(ctx, post("acct-1", "one too many"))
+	var api *jetstream.APIError
+	require.ErrorAs(t, err, &api)
+	require.GreaterOrEqual(t, api.Code, 500, "%v", err)
+	require.ErrorIs(t, err, client.ErrMaybePublished)
+}
+
+// cutDialer dials the real server, and fails the first write of at least cutAt bytes once armed
+// after writing all of it: a connection reset or a write deadline that came after the bytes
+// reached the server.
+type cutDialer struct {
+	armed atomic.Bool
+	cutAt int
+}
+
+func (d *cutDialer) Dial(network, address string) (net.Conn, error) {
+	c, err := net.Dial(network, address)
+	if err != nil {
+		return nil, err
+	}
+	return &cutConn{Conn: c, d: d}, nil
+}
+
+type cutConn struct {
+	net.Conn
+	d *cutDialer
+}
+
+func (c *cutConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if err == nil && len(b) >= c.d.cutAt && c.d.armed.CompareAndSwap(true, false) {
+		return n, errors.New("write: connection reset by peer (after the bytes left)")
+	}
+	return n, err
+}
+
+// nats.go writes a full buffer to the socket within the publish: a write that fails there may
+// have delivered the message, which the stream then stores. Such a publish may have been
+// published, never "not published".
+func TestAPublishWhoseWriteFailedMayHaveBeenPublished(t *testing.T) {
+	t.Parallel()
+	srv := natstest.New(t)
+	js := srv.Streams(t)
+	ctx := timeout(t, 30*time.Second)
+	const buffer = 32 << 10 // nats.go's write buffer: a message this large is written at once
+	d := &cutDialer{cutAt: buffer}
+	nc := connect(t, srv.URL, nats.SetCustomDialer(d), nats.WriteBufferSize(buffer))
+	c, err := client.New(nc, client.Config{})
+	require.NoError(t, err)
+
+	intent := post("acct-1", strings.Repeat("a long text ", (buffer+1024)/12))
+	env, err := intent.Envelope()
+	require.NoError(t, err)
+	d.armed.Store(true)
+	_, err = c.PublishAsync(ctx, intent)
+	require.ErrorIs(t, err, client.ErrMaybePublished)
+	require.False(t, d.armed.Load(), "the write failed")
+
+	stream, err := js.Stream(ctx, events.IntentsStream)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		m, err := stream.GetLastMsgForSubject(ctx, events.IntentSubject("acct-1"))
+		return err == nil && m.Header.Get(jetstream.MsgIDHeader) == env.DeliveryKey().String()
+	}, 10*time.Second, 10*time.Millisecond, "the stream stored the message whose write failed")
 }

@@ -92,7 +92,9 @@ func (o Outcome) Settled() bool {
 var (
 	// ErrNotFound: the ledger holds no such intent of that account. Shortly after a publish it
 	// means ingest has not stored it yet; later, that ingest refused the message (its reject
-	// is in the ledger) or that it was never published.
+	// is in the ledger) or that it was never published. It never proves that nothing will be
+	// sent: a producer that wants the intent publishes the same intent again (same occurrence),
+	// never a new occurrence, which would be a second intent if the first is still on its way.
 	ErrNotFound = errors.New("client: no such intent in the ledger")
 	// ErrNoStatusService: nothing answers on the status subject (no ingest role serves it, or
 	// this connection may not request it).

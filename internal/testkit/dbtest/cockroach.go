@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/atmost/atmost/internal/migrate"
+	"github.com/atmost/atmost/internal/redact"
 	"github.com/atmost/atmost/migrations"
 )
 
@@ -43,16 +44,16 @@ func UseCockroachDB(t *testing.T, url string) {
 		err = pool.Ping(ctx)
 	}
 	if err != nil {
-		t.Fatalf("dbtest: CockroachDB is not reachable at %s: %v", redact(url), err)
+		t.Fatalf("dbtest: CockroachDB is not reachable at %s: %v", redact.URL(url), err)
 	}
 	var version string
 	if err := pool.QueryRow(ctx, `SELECT version()`).Scan(&version); err != nil {
 		pool.Close()
-		t.Fatalf("dbtest: read the server version at %s: %v", redact(url), err)
+		t.Fatalf("dbtest: read the server version at %s: %v", redact.URL(url), err)
 	}
 	if !strings.Contains(version, "CockroachDB") {
 		pool.Close()
-		t.Fatalf("dbtest: %s is not CockroachDB: %s", redact(url), version)
+		t.Fatalf("dbtest: %s is not CockroachDB: %s", redact.URL(url), version)
 	}
 	// migrate.Up creates the application role when it is missing, tolerating a concurrent
 	// creator's "already exists"; on CockroachDB parallel creators can meet a serialization
@@ -69,7 +70,7 @@ func UseCockroachDB(t *testing.T, url string) {
 		cockroach.Store(nil)
 		pool.Close()
 	})
-	t.Logf("dbtest: test databases on CockroachDB at %s (%s)", redact(url), version)
+	t.Logf("dbtest: test databases on CockroachDB at %s (%s)", redact.URL(url), version)
 }
 
 // newDB creates and migrates one test's database on the cluster.

@@ -39,6 +39,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/atmost/atmost/internal/migrate"
+	"github.com/atmost/atmost/internal/redact"
 	"github.com/atmost/atmost/migrations"
 )
 
@@ -201,7 +202,7 @@ func adminPool(t testing.TB) *pgxpool.Pool {
 			err = pool.Ping(ctx)
 		}
 		if err != nil {
-			admin.err = fmt.Errorf("PostgreSQL is not reachable at %s: %w; run make postgres (it starts a local cluster, or names the command that fixes it) or point ATMOST_TEST_DATABASE_URL at a server whose user may create databases and roles", redact(adminURL()), err)
+			admin.err = fmt.Errorf("PostgreSQL is not reachable at %s: %w; run make postgres (it starts a local cluster, or names the command that fixes it) or point ATMOST_TEST_DATABASE_URL at a server whose user may create databases and roles", redact.URL(adminURL()), err)
 			return
 		}
 		admin.pool = pool
@@ -318,12 +319,4 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparseable URL)"
-	}
-	return u.Redacted()
 }

@@ -387,7 +387,7 @@ func TestMakeTestAndDemoCheckPostgreSQLFirst(t *testing.T) {
 	t.Parallel()
 	for target, first := range map[string]string{
 		"test": "scripts/postgres ATMOST_TEST_DATABASE_URL",
-		"demo": "scripts/postgres ATMOST_DATABASE_URL",
+		"demo": "scripts/postgres ATMOST_DEMO_DATABASE_URL",
 	} {
 		cmd := exec.Command("make", "--no-print-directory", "-n", target)
 		cmd.Dir = filepath.Join("..", "..", "..")

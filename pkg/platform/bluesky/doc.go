@@ -55,7 +55,8 @@
 // access token nears expiry or the PDS refuses it; session calls create nothing and may be
 // repeated. The createRecord is one request through transport.Client, classified by
 // transport.Classify with DefinitiveStatuses, except that a 4xx saying the record already
-// exists is unknown (an earlier attempt created it). The reference PDS answers a create
+// exists (by its XRPC error name, RecordAlreadyExists, or failing that by its message) is
+// unknown (an earlier attempt created it). The reference PDS answers a create
 // under a taken key with a 500 (unknown), and, for a like, repost or follow of the same
 // subject, replaces the record in one commit (its duplicate-backlink rule).
 package bluesky

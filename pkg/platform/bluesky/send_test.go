@@ -129,6 +129,26 @@ func TestARefusalSayingTheRecordExistsIsUnknown(t *testing.T) {
 	}
 }
 
+// RecordAlreadyExists is recognised by the XRPC error name alone: a PDS whose message says
+// nothing of it (another wording, another language, none) still says the record exists.
+func TestARecordAlreadyExistsIsRecognisedByItsErrorName(t *testing.T) {
+	for _, body := range []string{
+		`{"error":"RecordAlreadyExists","message":"Der Datensatz ist bereits vorhanden"}`,
+		`{"error":"RecordAlreadyExists","message":"Invalid request"}`,
+		`{"error":"RecordAlreadyExists"}`,
+	} {
+		clk := newClock(t0)
+		pds := newPDS(t, clk)
+		ad := open(t, pds.URL, clk)
+		pds.on("com.atproto.repo.createRecord", 400, body)
+		_, out := send(t, ad, postRequest(t))
+		require.Equal(t, platform.Unknown, out.Result, body)
+		require.Equal(t, platform.ReasonSendUnknown, out.Reason, body)
+		require.Equal(t, true, out.Detail["rkey_conflict"], body)
+		require.Equal(t, "RecordAlreadyExists", out.Detail["xrpc_error"], body)
+	}
+}
+
 // Every ending of the createRecord, classified by the transport's table with the adapter's
 // definitive statuses.
 func TestEveryEndingOfACreateIsClassified(t *testing.T) {

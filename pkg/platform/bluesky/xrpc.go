@@ -38,6 +38,9 @@ const (
 	// errRecordNotFound: 400 from com.atproto.repo.getRecord when the repository has no
 	// record under that collection and key (or it was taken down).
 	errRecordNotFound = "RecordNotFound"
+	// errRecordAlreadyExists: a create refused because a record exists under its collection
+	// and key, whatever message text goes with it.
+	errRecordAlreadyExists = "RecordAlreadyExists"
 )
 
 // sessionRefused reports whether a response says the access token is no longer good: the
@@ -51,11 +54,16 @@ func sessionRefused(status int, e xrpcError) bool {
 // create: an earlier attempt of the same intent created it. The reference PDS does not refuse
 // so (its repository tree throws "There is already a value at key", which the XRPC server turns
 // into a 500, an unknown outcome anyway); other PDS implementations may answer 400 or 409
-// with an error name or message saying so, and such a 400 must not read as "nothing created".
+// saying so, and such a 400 must not read as "nothing created". The error name is the
+// protocol's statement (RecordAlreadyExists), read first; a message is free text that an
+// implementation may word or translate at will, so the words below are a fallback only.
 func recordExists(e xrpcError) bool {
+	if e.Name == errRecordAlreadyExists {
+		return true
+	}
 	name := strings.ToLower(e.Name)
 	msg := strings.ToLower(e.Message)
-	return strings.Contains(name, "alreadyexists") || strings.Contains(name, "duplicate") || strings.Contains(name, "conflict") ||
+	return strings.Contains(name, "duplicate") || strings.Contains(name, "conflict") ||
 		strings.Contains(msg, "already exists") || strings.Contains(msg, "already a value at key") ||
 		strings.Contains(msg, "duplicate") || strings.Contains(msg, "conflict")
 }
