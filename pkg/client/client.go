@@ -25,6 +25,11 @@ type Config struct {
 	// events reach it on a plain subscription, which a disconnect or a slow consumer can miss.
 	// Default 2 s.
 	PollInterval time.Duration
+	// JetStreamAPI is the prefix under which the producer's NATS account imports the JetStream
+	// API subjects of its consumer on ATMOST_EVENTS from atmost's account ("$JS.atmost.API" in
+	// docs/producers.md#nats-accounts): the account's own $JS.API answers that it has no
+	// JetStream. Empty is $JS.API, for a connection in atmost's account.
+	JetStreamAPI string
 }
 
 func (c Config) withDefaults() Config {
@@ -68,10 +73,18 @@ func New(nc *nats.Conn, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("client: configuration out of range: %+v", cfg)
 	}
 	c := &Client{nc: nc, cfg: cfg, slots: make(chan struct{}, cfg.MaxInFlight), waiting: map[*nats.Msg]*Future{}}
-	js, err := jetstream.New(nc,
+	opts := []jetstream.JetStreamOpt{
 		jetstream.WithPublishAsyncTimeout(cfg.AckTimeout),
 		jetstream.WithPublishAsyncAckHandler(func(_ jetstream.JetStream, m *nats.Msg, ack *jetstream.PubAck) { c.acknowledged(m, ack) }),
-		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) { c.failed(m, err) }))
+		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) { c.failed(m, err) }),
+	}
+	var js jetstream.JetStream
+	var err error
+	if cfg.JetStreamAPI == "" {
+		js, err = jetstream.New(nc, opts...)
+	} else {
+		js, err = jetstream.NewWithAPIPrefix(nc, cfg.JetStreamAPI, opts...)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}

@@ -43,8 +43,9 @@
 //
 // Status and Await ask the outcome service, a NATS request/reply service named atmost-status
 // that the ingest role serves from the ledger (`nats micro ls` lists it), on
-// atmost.status.<account-token>: the account is part of the subject so that NATS permissions
-// can scope a producer to its own accounts, as they scope its publishing. Await subscribes to
+// atmost.status.<account-token>: the account is part of the subject so that a producer's NATS
+// account imports the service for its own accounts only, as it imports their intent subjects
+// (docs/producers.md#nats-accounts: there Config.JetStreamAPI and FollowConfig.Bind apply). Await subscribes to
 // the account's events on ATMOST_EVENTS first and asks Status second, so no transition can
 // fall between the two; it asks again on each of the intent's events, and every
 // Config.PollInterval in case an event was missed. Given the sequence of the message that

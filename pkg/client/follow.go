@@ -35,6 +35,12 @@ type FollowConfig struct {
 	// Remember is how many recent event ids Follow keeps to hand each event over once,
 	// whatever JetStream redelivers meanwhile. Default 100,000.
 	Remember int
+	// Bind reads the consumer Durable as it exists, never creating or changing it: a producer
+	// in a NATS account of its own cannot create consumers in atmost's (one that could would
+	// choose where the server delivers), so an operator creates its consumer
+	// (docs/producers.md#nats-accounts). The consumer's own configuration then decides what
+	// it delivers: Accounts, States and DeliverNew must be unset, and AckWait is its own.
+	Bind bool
 }
 
 func (f FollowConfig) withDefaults() FollowConfig {
@@ -110,27 +116,9 @@ func (c *Client) Follow(ctx context.Context, cfg FollowConfig, handle func(conte
 	if cfg.Batch < 1 || cfg.Remember < 1 || cfg.AckWait < 0 {
 		return fmt.Errorf("client: follow: configuration out of range: batch %d, remember %d, ack wait %s", cfg.Batch, cfg.Remember, cfg.AckWait)
 	}
-	filters, err := cfg.Filters()
+	cons, err := c.consumer(ctx, cfg)
 	if err != nil {
 		return err
-	}
-	cc := jetstream.ConsumerConfig{
-		Durable:       cfg.Durable,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       cfg.AckWait,
-		MaxAckPending: cfg.Batch,
-	}
-	if cfg.DeliverNew {
-		cc.DeliverPolicy = jetstream.DeliverNewPolicy
-	}
-	if len(filters) == 1 {
-		cc.FilterSubject = filters[0]
-	} else {
-		cc.FilterSubjects = filters
-	}
-	cons, err := c.js.CreateOrUpdateConsumer(ctx, events.EventsStream, cc)
-	if err != nil {
-		return fmt.Errorf("client: follow: consumer %s on %s: %w", cfg.Durable, events.EventsStream, err)
 	}
 	seen := newRecent(cfg.Remember)
 	for ctx.Err() == nil {
@@ -172,6 +160,43 @@ func (c *Client) Follow(ctx context.Context, cfg FollowConfig, handle func(conte
 		}
 	}
 	return nil
+}
+
+// consumer is Follow's consumer: the one cfg binds to, or the one it creates or updates.
+func (c *Client) consumer(ctx context.Context, cfg FollowConfig) (jetstream.Consumer, error) {
+	if cfg.Bind {
+		if len(cfg.Accounts) > 0 || len(cfg.States) > 0 || cfg.DeliverNew {
+			return nil, fmt.Errorf("client: follow: %s is bound: its own configuration decides what it delivers, not Accounts, States or DeliverNew", cfg.Durable)
+		}
+		cons, err := c.js.Consumer(ctx, events.EventsStream, cfg.Durable)
+		if err != nil {
+			return nil, fmt.Errorf("client: follow: consumer %s on %s: %w", cfg.Durable, events.EventsStream, err)
+		}
+		return cons, nil
+	}
+	filters, err := cfg.Filters()
+	if err != nil {
+		return nil, err
+	}
+	cc := jetstream.ConsumerConfig{
+		Durable:       cfg.Durable,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cfg.AckWait,
+		MaxAckPending: cfg.Batch,
+	}
+	if cfg.DeliverNew {
+		cc.DeliverPolicy = jetstream.DeliverNewPolicy
+	}
+	if len(filters) == 1 {
+		cc.FilterSubject = filters[0]
+	} else {
+		cc.FilterSubjects = filters
+	}
+	cons, err := c.js.CreateOrUpdateConsumer(ctx, events.EventsStream, cc)
+	if err != nil {
+		return nil, fmt.Errorf("client: follow: consumer %s on %s: %w", cfg.Durable, events.EventsStream, err)
+	}
+	return cons, nil
 }
 
 // giveBack hands messages back to JetStream for delivery again at once, in their order.

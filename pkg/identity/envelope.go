@@ -96,7 +96,7 @@ var sourceFields = []string{"id", "version"}
 //
 // Optional members may be absent but not null. Every failure is a
 // *RejectError whose Reason is in AllReasons (never subject_mismatch,
-// unknown_account, invalid_header or unstorable, which only ingest can
+// unknown_account, invalid_header, unstorable or misdirected_reply, which only ingest can
 // decide). On success ParseEnvelope(e.Canonical()) returns an Envelope equal
 // to e, with the same DeliveryKey.
 func ParseEnvelope(data []byte) (Envelope, error) {

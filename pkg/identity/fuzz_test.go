@@ -91,7 +91,7 @@ func FuzzParseEnvelope(f *testing.F) {
 			if !errors.As(err, &re) {
 				t.Fatalf("error is not a *RejectError: %v", err)
 			}
-			if !re.Reason.Valid() || re.Reason == ReasonUnknownAccount || re.Reason == ReasonInvalidHeader || re.Reason == ReasonUnstorable || re.Reason == ReasonKeyMismatch || re.Reason == ReasonInvalidKeyHeader {
+			if !re.Reason.Valid() || re.Reason == ReasonUnknownAccount || re.Reason == ReasonInvalidHeader || re.Reason == ReasonUnstorable || re.Reason == ReasonMisdirectedReply || re.Reason == ReasonKeyMismatch || re.Reason == ReasonInvalidKeyHeader {
 				t.Fatalf("ParseEnvelope returned reason %q", re.Reason)
 			}
 			if len(re.Detail) > 400 {

@@ -75,6 +75,12 @@ const (
 	// size and the SHA-256 of its body are kept. Ingest decides it; this
 	// package never returns it.
 	ReasonUnstorable Reason = "unstorable"
+	// ReasonMisdirectedReply: the message carries a NATS status (no
+	// responders, a pull request's timeout, a heartbeat) or a service's
+	// error header: an answer to some request that named an intent subject as
+	// its reply, never a producer's intent. Ingest decides it; this package
+	// never returns it.
+	ReasonMisdirectedReply Reason = "misdirected_reply"
 )
 
 var allReasons = []Reason{
@@ -98,6 +104,7 @@ var allReasons = []Reason{
 	ReasonUnknownAccount,
 	ReasonInvalidHeader,
 	ReasonUnstorable,
+	ReasonMisdirectedReply,
 }
 
 // AllReasons returns every Reason, in a fixed order. The slice is a copy.

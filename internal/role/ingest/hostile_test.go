@@ -188,6 +188,7 @@ func TestAProducersStatusOrPinHeaderIsNotTheServers(t *testing.T) {
 	e.settled()
 	require.Equal(t, len(headers), e.Count(`SELECT count(*) FROM rejects WHERE raw_size = 0`))
 	require.Equal(t, 4, e.Count(`SELECT count(*) FROM rejects WHERE headers ? 'Status'`), "a producer's Status header, stored as it came")
+	require.Equal(t, 4, e.Count(`SELECT count(*) FROM rejects WHERE reason = 'misdirected_reply'`), "a Status header is refused as an answer, whoever wrote it (JetStream stores a status line as no header)")
 }
 
 // poison makes the test's database refuse what holds the word "poison", as an intent (in its

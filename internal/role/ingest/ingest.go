@@ -19,6 +19,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
@@ -395,6 +396,12 @@ func classify(msg *nats.Msg) *message {
 // refuses exactly what ingest refuses.
 func Parse(subject string, header nats.Header, body []byte) (env identity.Envelope, refusal *identity.RejectError) {
 	env, err := identity.ParseEnvelope(body)
+	if answer := answerHeader(header); answer != "" {
+		// Whatever its body, it is an answer to a request, not an intent: named as what it
+		// is, never as the malformed JSON it would otherwise be taken for.
+		return env, &identity.RejectError{Reason: identity.ReasonMisdirectedReply,
+			Detail: fmt.Sprintf("%s: an answer to a request that named this subject as its reply, not a producer's message", answer)}
+	}
 	if err == nil {
 		err = checkSubject(env, subject)
 	}
@@ -452,6 +459,27 @@ func endSpans(batch []*message) {
 		m.span.End()
 	}
 }
+
+// answerHeader names the header that marks a message as an answer to a request, "" when it
+// carries none: a service's error, the pending counts of a pull request's end (408, 409), the
+// last sequences of a heartbeat or a flow control (100), or a status. Such an answer lands on an
+// intent subject only because a request named that subject as its reply, and no producer
+// means it as an intent. JetStream stores the message without its status line, so the headers
+// the server writes beside it are what tells it apart; an answer that is only a status line
+// (no responders, a pull request's 404) is stored empty, and refused as malformed_json.
+func answerHeader(h nats.Header) string {
+	for _, name := range answerHeaders {
+		if vs := h.Values(name); len(vs) > 0 {
+			return fmt.Sprintf("%s %s", name, quoteShort(vs[0]))
+		}
+	}
+	return ""
+}
+
+// answerHeaders are written by the server or by a service (nats.go's micro) on an answer, never
+// on a message a client publishes; the client library exports only the service's name.
+var answerHeaders = []string{micro.ErrorCodeHeader, "Nats-Pending-Messages", "Nats-Pending-Bytes",
+	"Nats-Last-Consumer", "Nats-Last-Stream", "Status"}
 
 // checkSubject refuses an envelope that came on a subject other than its account's. NATS
 // permissions restrict subjects, not envelopes, so only this comparison keeps a producer that
