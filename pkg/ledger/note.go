@@ -16,7 +16,7 @@ const MaxNote = 1000
 const MaxActor = 200
 
 // ErrInvalidNote: a note or an actor is longer than its limit, is not valid UTF-8, or holds a
-// NUL or another control character but a newline or a tab. PostgreSQL refuses a NUL in text
+// NUL or another control character but a line break or a tab. PostgreSQL refuses a NUL in text
 // with a raw SQLSTATE; the ledger refuses it, and the rest, by name before any statement runs.
 var ErrInvalidNote = errors.New("ledger: invalid note")
 
@@ -33,7 +33,7 @@ func checkText(what, s string, max int) error {
 		return fmt.Errorf("%w: the %s is not valid UTF-8", ErrInvalidNote, what)
 	case utf8.RuneCountInString(s) > max:
 		return fmt.Errorf("%w: the %s holds %d characters, more than %d", ErrInvalidNote, what, utf8.RuneCountInString(s), max)
-	case strings.IndexFunc(s, func(r rune) bool { return r < 0x20 && r != '\n' && r != '\t' || r == 0x7f }) >= 0:
+	case strings.IndexFunc(s, func(r rune) bool { return r < 0x20 && r != '\n' && r != '\r' && r != '\t' || r == 0x7f }) >= 0:
 		return fmt.Errorf("%w: the %s holds a NUL or another control character", ErrInvalidNote, what)
 	}
 	return nil
