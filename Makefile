@@ -95,6 +95,7 @@ fuzz: ## run each fuzz target for FUZZTIME (default 3m; FuzzIngest needs Postgre
 	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalJSON$$' -fuzztime $(FUZZTIME) -parallel 1 ./pkg/identity/
 	$(GO) test -run '^$$' -fuzz '^FuzzIngest$$' -fuzztime $(FUZZTIME) -parallel 1 ./internal/role/ingest/
 	$(GO) test -run '^$$' -fuzz '^FuzzLookupFindsWhatDecodingFinds$$' -fuzztime $(FUZZTIME) -parallel 1 ./pkg/platform/webhook/
+	$(GO) test -run '^$$' -fuzz '^FuzzSafeNext$$' -fuzztime $(FUZZTIME) -parallel 1 ./internal/console/
 
 mutate: postgres ## remove each guard in turn (scripts/mutations.txt; MUTATE_FLAGS="-only REGEX" for some) and prove a test goes red (needs PostgreSQL)
 	scripts/mutate -sqlc $(SQLC) $(MUTATE_FLAGS)

@@ -6,14 +6,18 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/atmost/atmost/internal/console"
+	"github.com/atmost/atmost/internal/role"
+	"github.com/atmost/atmost/internal/serve"
 )
 
 func consoleCommand() *Command {
-	var listen, certFile, keyFile, tokenFile, natsURL string
+	var listen, certFile, keyFile, tokenFile, natsURL, httpAddr string
+	var idle time.Duration
 	return &Command{Name: "console", Summary: "the operator console: a web page for what waits for a person (needs " + console.TokenVariable + " off loopback)",
 		About: `Serves the operator console until interrupted: the intents by state and reason, one intent's
 whole story, the rejects and the controls, and the operators' actions (park, resolve, retry,
@@ -21,8 +25,10 @@ kill switches, policies, in bulk too, and reject replays), each previewed and co
 through the same ledger operations as atmost park, resolve, retry, switch, policy and rejects
 replay, under the login's name (console:NAME in the history). A person logs in with a name
 and the token ($` + console.TokenVariable + `, or --token-file); a script sends "Authorization:
-Bearer TOKEN". Without a token it serves loopback addresses only. With a NATS server named,
-the overview follows ATMOST_EVENTS live and an action's event (a replay's work items too) is
+Bearer TOKEN". A token must be strong (at least 32 random characters: openssl rand -base64 32);
+wrong ones are throttled per client and in all, and every login, refusal and change is logged
+on stderr. Without a token it serves loopback addresses only. With a NATS server named, the
+overview follows ATMOST_EVENTS live and an action's event (a replay's work items too) is
 published right away.`,
 		Flags: func(f *Flags) {
 			f.String(&listen, "listen", "ADDR", console.DefaultListen, "the console's address; without a token only a loopback address is served")
@@ -30,15 +36,23 @@ published right away.`,
 			f.String(&keyFile, "tls-key", "FILE", "", "the TLS certificate's private key (PEM; with --tls-cert)")
 			f.String(&tokenFile, "token-file", "FILE", "", "read the token from this file instead of $"+console.TokenVariable)
 			f.String(&natsURL, "nats-url", "URL", "", "a NATS server holding ATMOST_EVENTS, for live events and publishing right away (empty: neither)").Env("ATMOST_NATS_URL")
+			f.Duration(&idle, "idle-timeout", "D", console.DefaultIdleTimeout, "end a session unused this long (a session ends 12h after its login in any case)")
+			f.String(&httpAddr, "http", "ADDR", "", "serve /healthz, /readyz and Prometheus /metrics (the login metrics) here (empty: none)")
 			f.Ledger("the ledger")
 		},
 		Run: func(ctx context.Context, c *line) int {
-			return runConsole(ctx, c, listen, certFile, keyFile, tokenFile, natsURL)
+			return runConsole(ctx, c, consoleFlags{listen, certFile, keyFile, tokenFile, natsURL, httpAddr, idle})
 		},
 	}
 }
 
-func runConsole(ctx context.Context, c *line, listen, certFile, keyFile, tokenFile, natsURL string) int {
+type consoleFlags struct {
+	listen, certFile, keyFile, tokenFile, natsURL, httpAddr string
+	idle                                                    time.Duration
+}
+
+func runConsole(ctx context.Context, c *line, o consoleFlags) int {
+	listen, certFile, keyFile, tokenFile, natsURL := o.listen, o.certFile, o.keyFile, o.tokenFile, o.natsURL
 	token := setting(c.io.Env, console.TokenVariable, "")
 	if tokenFile != "" {
 		if token != "" {
@@ -55,12 +69,34 @@ func runConsole(ctx context.Context, c *line, listen, certFile, keyFile, tokenFi
 	if err := console.CheckListen(listen, token); err != nil {
 		return c.usageError("%v", err)
 	}
+	if token != "" {
+		if err := console.CheckToken(token); err != nil {
+			return c.usageError("%v", err)
+		}
+	}
+	if o.idle <= 0 {
+		return c.usageError("--idle-timeout must be positive")
+	}
 	l, closeLedger, err := openLedger(ctx, c.databaseURL)
 	if err != nil {
 		return c.fail(err)
 	}
 	defer closeLedger()
-	cfg := console.Config{Ledger: l, Token: token}
+	log := role.Logger(c.io.Stderr)
+	defer func() { _ = log.Sync() }()
+	cfg := console.Config{Ledger: l, Token: token, Logger: log, IdleTimeout: o.idle}
+	if o.httpAddr != "" {
+		reg := serve.NewRegistry()
+		cfg.Registerer = reg
+		addr, err := serve.Listen(ctx, o.httpAddr, serve.Handler(reg, map[string]serve.Check{"ledger": func(ctx context.Context) error {
+			_, err := l.CurrentEpoch(ctx)
+			return err
+		}}), log)
+		if err != nil {
+			return c.fail(err)
+		}
+		fmt.Fprintf(c.io.Stdout, "metrics: http://%s/metrics\n", addr)
+	}
 	if url := strings.TrimSpace(natsURL); url != "" {
 		nc, err := connectNATS(url)
 		if err != nil {

@@ -63,3 +63,21 @@ func TestConsoleServesUntilInterrupted(t *testing.T) {
 	cancel()
 	require.Equal(t, cli.ExitOK, <-done, out.String())
 }
+
+// A console token that can be guessed is refused at start, naming how to make one, before
+// anything is served (ATMOST_CONSOLE_TOKEN=a once served on 0.0.0.0).
+func TestConsoleRefusesAWeakToken(t *testing.T) {
+	t.Parallel()
+	r := run(map[string]string{"ATMOST_CONSOLE_TOKEN": "a"}, "console", "--listen", "0.0.0.0:0")
+	require.Equal(t, cli.ExitUsage, r.code)
+	require.Contains(t, r.stderr, "openssl rand -base64 32")
+}
+
+// A reason or evidence the ledger will not store is a usage error, before any connection.
+func TestAReasonTheLedgerWillNotStoreIsAUsageError(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"ATMOST_DATABASE_URL": "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=2"}
+	r := run(env, "switch", "on", "--reason", strings.Repeat("x", 1001), "--operator", "alice")
+	require.Equal(t, cli.ExitUsage, r.code, r.stderr)
+	require.Contains(t, r.stderr, "more than 1000")
+}

@@ -32,6 +32,9 @@ func (c *line) change() (operator, reason string, code int) {
 	if reason == "" {
 		return "", "", c.usageError("--reason is required: say why, for the control history")
 	}
+	if err := ledger.CheckNote("--reason", reason); err != nil {
+		return "", "", c.usageError("%v", err)
+	}
 	operator, err := operatorName(c.io, c.operator)
 	if err != nil {
 		return "", "", c.usageError("%v", err)

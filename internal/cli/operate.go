@@ -128,6 +128,9 @@ func resolveCommand() *Command {
 			case failed && v.given("object-id"):
 				return v.usageError("--object-id and --failed contradict each other: an intent that was not sent has no object")
 			}
+			if err := ledger.CheckNote("--evidence", ch.Note); err != nil {
+				return v.usageError("%v", err)
+			}
 			ch.State, ch.Reason = ledger.Published, ledger.ReasonOperatorPublished
 			if failed {
 				ch.State, ch.Reason = ledger.Failed, ledger.ReasonOperatorFailed

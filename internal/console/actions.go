@@ -112,7 +112,7 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, v visitor) {
 		s.refuseConfirmation(w, v, back)
 		return
 	}
-	why, err := s.apply(r.Context(), v, verb, to, objectID, note, in, seq)
+	why, err := s.apply(r, v, verb, to, objectID, note, in, seq, nil)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -166,18 +166,31 @@ func (s *Server) effect(ctx context.Context, in ledger.Intent, verb, to, objectI
 	return []string{from + " → failed (operator_failed).", "Its text is released; a retry (by policy or a person) may send it again."}, nil
 }
 
-// apply makes the change through the ledger and returns why it was refused ("" when made).
-func (s *Server) apply(ctx context.Context, v visitor, verb, to, objectID, note string, in ledger.Intent, seq string) (string, error) {
+// apply makes the change through the ledger, logs it, and returns why it was refused ("" when
+// made). from, when given, holds a park to those states (a bulk park's).
+func (s *Server) apply(r *http.Request, v visitor, verb, to, objectID, note string, in ledger.Intent, seq string, from []ledger.State) (why string, err error) {
+	defer func() {
+		result := "done"
+		switch {
+		case err != nil:
+			result = "failed: " + err.Error()
+		case why != "":
+			result = "refused: " + why
+		}
+		s.audit(r, v, strings.ToLower(verbTitle(verb, to)), in.Key.String(), result)
+	}()
 	if seq != "" && seq != strconv.FormatInt(in.Seq, 10) {
 		return fmt.Sprintf("%s moved since the preview (it is now %s, %s): look at it again.", in.Key, in.State, in.Reason), nil
 	}
-	var err error
-	switch verb {
-	case "park":
+	ctx := r.Context()
+	switch {
+	case verb == "park" && from != nil:
+		err = s.l.ParkFrom(ctx, in.Key, from, v.actor(), note)
+	case verb == "park":
 		err = s.l.Park(ctx, in.Key, v.actor(), note)
-	case "retry":
+	case verb == "retry":
 		err = s.l.RetryAs(ctx, in.Key, v.actor(), note)
-	case "resolve", "resolve-failed":
+	case verb == "resolve", verb == "resolve-failed":
 		state := ledger.Failed
 		if to == "published" {
 			state = ledger.Published
@@ -192,6 +205,8 @@ func (s *Server) apply(ctx context.Context, v visitor, verb, to, objectID, note 
 		return fmt.Sprintf("%s reached its attempt cap, so it was parked (attempts_exhausted) instead of retried.", in.Key), nil
 	case errors.As(err, &refusal):
 		return fmt.Sprintf("%s is %s: the ledger refused to %s it (%v).", in.Key, refusal.State, strings.ToLower(verbTitle(verb, to)), refusal.Err), nil
+	case errors.Is(err, ledger.ErrInvalidNote):
+		return err.Error(), nil
 	}
 	return "", err
 }
@@ -355,7 +370,9 @@ func (s *Server) applyBulk(w http.ResponseWriter, r *http.Request, v visitor, pl
 			res.Refused = append(res.Refused, refusal{planned.Key, err.Error()})
 			continue
 		}
-		why, err := s.apply(r.Context(), v, plan.verb, "failed", "", plan.note, in, strconv.FormatInt(planned.Seq, 10))
+		// Each intent only from the states the bulk action starts from: the ledger's statement
+		// refuses one that moved on since the preview.
+		why, err := s.apply(r, v, plan.verb, "failed", "", plan.note, in, strconv.FormatInt(planned.Seq, 10), bulkVerbs[plan.verb])
 		if err != nil {
 			res.Refused = append(res.Refused, refusal{planned.Key, err.Error()})
 			continue

@@ -5,21 +5,27 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
 	"unicode"
+
+	"go.uber.org/zap"
 )
 
 // Who may use the console, and how a change is proven to come from them.
 //
 // A person logs in with a name and the token (only a name when the console has no token, which
 // it then serves on loopback only); the session is a random id in a cookie that is HttpOnly,
-// SameSite=Strict and, over TLS, Secure, and it holds the operator's name, written as the actor
-// "console:NAME" of every change (a name holds no '/': only a process's actor does). A script sends the token as "Authorization: Bearer" and names
-// itself in the Atmost-Operator header for a change.
+// SameSite=Strict and, over TLS, Secure and named __Host- (the browser then sends it to this
+// host and port only, never a sibling's), and it holds the operator's name, written as the
+// actor "console:NAME" of every change (a name holds no '/': only a process's actor does). A
+// session ends after IdleTimeout unused, and SessionLifetime after its login. A script sends
+// the token as "Authorization: Bearer" and names itself in the Atmost-Operator header for a
+// change. Wrong tokens are throttled (throttle).
 //
 // Every POST but the login carries the session's CSRF token (a field of every form), compared in
 // constant time; the login carries one of its own, a cookie set with the form (double submit).
@@ -30,6 +36,9 @@ import (
 const (
 	sessionCookie = "atmost_console"
 	loginCookie   = "atmost_console_login"
+	// hostPrefix names a cookie the browser keeps only if it is Secure, for Path=/ and without
+	// a Domain: sent to this origin alone.
+	hostPrefix = "__Host-"
 	// operatorHeader names a script's operator for a change made with the Bearer token.
 	operatorHeader = "Atmost-Operator"
 	// maxOperator bounds a login name.
@@ -42,7 +51,8 @@ type session struct {
 	id       string
 	operator string
 	csrf     string
-	expires  time.Time
+	expires  time.Time // SessionLifetime after the login
+	lastSeen time.Time
 	flash    string
 }
 
@@ -53,26 +63,28 @@ type sessions struct {
 
 func newSessions() *sessions { return &sessions{m: map[string]*session{}} }
 
-func (ss *sessions) get(id string) *session {
+// get returns the session id at now, and marks it used; a session past its lifetime or unused
+// for longer than idle is ended.
+func (ss *sessions) get(id string, now time.Time, idle time.Duration) *session {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	s := ss.m[id]
 	if s == nil {
 		return nil
 	}
-	if time.Now().After(s.expires) {
+	if now.After(s.expires) || now.Sub(s.lastSeen) > idle {
 		delete(ss.m, id)
 		return nil
 	}
+	s.lastSeen = now
 	return s
 }
 
-func (ss *sessions) add(s *session) {
+func (ss *sessions) add(s *session, idle time.Duration) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	now := time.Now()
 	for id, old := range ss.m {
-		if now.After(old.expires) {
+		if s.lastSeen.After(old.expires) || s.lastSeen.Sub(old.lastSeen) > idle {
 			delete(ss.m, id)
 		}
 	}
@@ -124,8 +136,12 @@ func (v visitor) csrf() string {
 // page without a byte of the ledger. A POST must also pass the CSRF check.
 func (s *Server) authed(h func(w http.ResponseWriter, r *http.Request, v visitor)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		v, ok := s.visitorOf(r)
+		v, ok, wait := s.visitorOf(r)
 		if !ok {
+			if wait != "" {
+				http.Error(w, wait, http.StatusTooManyRequests)
+				return
+			}
 			if r.Method == http.MethodGet && r.Header.Get("Authorization") == "" {
 				http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 				return
@@ -134,16 +150,19 @@ func (s *Server) authed(h func(w http.ResponseWriter, r *http.Request, v visitor
 			return
 		}
 		if r.Method == http.MethodPost {
-			if !sameOrigin(r) {
-				http.Error(w, "refused: a change must come from the console's own pages", http.StatusForbidden)
-				return
+			problem, status := "", http.StatusForbidden
+			switch {
+			case !sameOrigin(r):
+				problem = "a change must come from the console's own pages"
+			case v.session != nil && !same(r.PostFormValue("csrf"), v.session.csrf):
+				problem = "the form's CSRF token is missing or wrong (reload the page); nothing was changed"
+			case v.session == nil && v.operator == "":
+				problem, status = "a script names its operator in the "+operatorHeader+" header for a change", http.StatusBadRequest
 			}
-			if v.session != nil && !same(r.PostFormValue("csrf"), v.session.csrf) {
-				http.Error(w, "refused: the form's CSRF token is missing or wrong (reload the page); nothing was changed", http.StatusForbidden)
-				return
-			}
-			if v.session == nil && v.operator == "" {
-				http.Error(w, "refused: a script names its operator in the "+operatorHeader+" header for a change", http.StatusBadRequest)
+			if problem != "" {
+				s.log.Warn("change refused", zap.String("client", clientOf(r)), zap.String("actor", v.actor()),
+					zap.String("path", r.URL.Path), zap.String("why", problem))
+				http.Error(w, "refused: "+problem, status)
 				return
 			}
 		}
@@ -151,24 +170,56 @@ func (s *Server) authed(h func(w http.ResponseWriter, r *http.Request, v visitor
 	}
 }
 
-func (s *Server) visitorOf(r *http.Request) (visitor, bool) {
+// visitorOf is who sent r: a script with the token, or a person's session. A wrong Bearer
+// token counts against the client's guesses (throttle), and one from a client that has none
+// left is not even compared: then wait says why.
+func (s *Server) visitorOf(r *http.Request) (v visitor, ok bool, wait string) {
 	if auth := r.Header.Get("Authorization"); auth != "" {
+		if wait := s.throttled(r, "bearer"); wait != "" {
+			return visitor{}, false, wait
+		}
 		token, ok := strings.CutPrefix(auth, "Bearer ")
 		if !ok || s.cfg.Token == "" || !same(strings.TrimSpace(token), s.cfg.Token) {
-			return visitor{}, false
+			s.wrongToken(r, "bearer", "")
+			return visitor{}, false, ""
 		}
+		s.metrics.logins.WithLabelValues("bearer", "ok").Inc()
 		name, _ := cleanOperator(r.Header.Get(operatorHeader))
-		return visitor{operator: name}, true
+		return visitor{operator: name}, true, ""
 	}
-	c, err := r.Cookie(sessionCookie)
+	c, err := r.Cookie(s.cookieName(sessionCookie))
 	if err != nil {
-		return visitor{}, false
+		return visitor{}, false, ""
 	}
-	sess := s.sessions.get(c.Value)
+	sess := s.sessions.get(c.Value, s.now(), s.cfg.IdleTimeout)
 	if sess == nil {
-		return visitor{}, false
+		return visitor{}, false, ""
 	}
-	return visitor{session: sess, operator: sess.operator}, true
+	return visitor{session: sess, operator: sess.operator}, true, ""
+}
+
+// throttled says why a token (how: form, bearer) from r's client is refused unread, and logs
+// and counts it; "" when it is not.
+func (s *Server) throttled(r *http.Request, how string) string {
+	client := clientOf(r)
+	no, which := s.guesses.refused(client, s.now())
+	if !no {
+		return ""
+	}
+	s.metrics.logins.WithLabelValues(how, "throttled").Inc()
+	s.log.Warn("login throttled", zap.String("client", client), zap.String("how", how), zap.String("limit", which))
+	if which == "client" {
+		return fmt.Sprintf("too many wrong tokens from your address: one more try per %s", clientEvery)
+	}
+	return "too many wrong tokens at this console: logins are paused a moment"
+}
+
+// wrongToken counts, logs and throttles a wrong token.
+func (s *Server) wrongToken(r *http.Request, how, operator string) {
+	client := clientOf(r)
+	s.guesses.wrong(client, s.now())
+	s.metrics.logins.WithLabelValues(how, "wrong").Inc()
+	s.log.Warn("login refused: wrong token", zap.String("client", client), zap.String("how", how), zap.String("operator", operator))
 }
 
 // sameOrigin refuses a POST a browser says comes from another site. Browsers send Origin
@@ -201,8 +252,17 @@ func cleanOperator(name string) (string, bool) {
 	return name, true
 }
 
+// cookieName is name, with the __Host- prefix over TLS.
+func (s *Server) cookieName(name string) string {
+	if s.cfg.TLS {
+		return hostPrefix + name
+	}
+	return name
+}
+
+// cookie is one of the console's cookies: Path=/ and no Domain, as __Host- requires.
 func (s *Server) cookie(name, value string, maxAge time.Duration) *http.Cookie {
-	return &http.Cookie{Name: name, Value: value, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
+	return &http.Cookie{Name: s.cookieName(name), Value: value, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		Secure: s.cfg.TLS, MaxAge: int(maxAge / time.Second)}
 }
 
@@ -213,43 +273,48 @@ func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, problem string, status int) {
 	nonce := randomID()
 	http.SetCookie(w, s.cookie(loginCookie, nonce, 30*time.Minute))
-	next := r.FormValue("next")
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") {
-		next = "/"
-	}
-	s.render(w, status, "login", visitor{}, map[string]any{"Problem": problem, "Next": next, "NeedToken": s.cfg.Token != "", "LoginCSRF": nonce})
+	s.render(w, status, "login", visitor{}, map[string]any{"Problem": problem, "Next": safeNext(r.FormValue("next")), "NeedToken": s.cfg.Token != "", "LoginCSRF": nonce})
 }
 
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
-	c, err := r.Cookie(loginCookie)
+	client := clientOf(r)
+	c, err := r.Cookie(s.cookieName(loginCookie))
 	if err != nil || !same(r.PostFormValue("csrf"), c.Value) || !sameOrigin(r) {
+		s.log.Info("login refused: expired or foreign form", zap.String("client", client))
 		s.renderLogin(w, r, "The login form had expired or came from elsewhere: try again.", http.StatusForbidden)
 		return
 	}
+	if s.cfg.Token != "" {
+		if wait := s.throttled(r, "form"); wait != "" {
+			s.renderLogin(w, r, "Refused: "+wait+".", http.StatusTooManyRequests)
+			return
+		}
+	}
 	name, ok := cleanOperator(r.PostFormValue("operator"))
 	if !ok {
+		s.log.Info("login refused: bad name", zap.String("client", client))
 		s.renderLogin(w, r, "Give your name (printable, at most 64 characters, no /): every change you make is recorded under it.", http.StatusBadRequest)
 		return
 	}
 	if s.cfg.Token != "" && !same(r.PostFormValue("token"), s.cfg.Token) {
-		time.Sleep(500 * time.Millisecond) // a guesser waits for every wrong token
+		s.wrongToken(r, "form", name)
 		s.renderLogin(w, r, "That is not the console's token.", http.StatusUnauthorized)
 		return
 	}
-	sess := &session{id: randomID(), operator: name, csrf: randomID(), expires: time.Now().Add(s.sessionTT)}
-	s.sessions.add(sess)
-	http.SetCookie(w, s.cookie(sessionCookie, sess.id, s.sessionTT))
+	now := s.now()
+	sess := &session{id: randomID(), operator: name, csrf: randomID(), expires: now.Add(SessionLifetime), lastSeen: now}
+	s.sessions.add(sess, s.cfg.IdleTimeout)
+	s.metrics.logins.WithLabelValues("form", "ok").Inc()
+	s.log.Info("login", zap.String("client", client), zap.String("actor", visitor{operator: name}.actor()))
+	http.SetCookie(w, s.cookie(sessionCookie, sess.id, SessionLifetime))
 	http.SetCookie(w, s.cookie(loginCookie, "", -time.Second))
-	next := r.PostFormValue("next")
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") {
-		next = "/"
-	}
-	http.Redirect(w, r, next, http.StatusSeeOther)
+	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
 }
 
 func (s *Server) logout(w http.ResponseWriter, r *http.Request, v visitor) {
 	if v.session != nil {
 		s.sessions.remove(v.session.id)
+		s.log.Info("logout", zap.String("client", clientOf(r)), zap.String("actor", v.actor()))
 	}
 	http.SetCookie(w, s.cookie(sessionCookie, "", -time.Second))
 	http.Redirect(w, r, "/login", http.StatusSeeOther)

@@ -11,7 +11,9 @@
 // the login page and the assets needs a session (a login) or the token as a Bearer header;
 // every change is a POST that carries the session's CSRF token and, to be applied, a
 // single-use confirmation issued with the preview of its effect, so a forged request is
-// refused and a replayed one changes nothing.
+// refused and a replayed one changes nothing. Every request is bounded before anyone is
+// known (its headers, its body, the time it may take to arrive), wrong tokens are throttled
+// per client and in total, and every login, refusal and change is logged.
 package console
 
 import (
@@ -30,6 +32,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/atmost/atmost/internal/adapters"
@@ -71,22 +74,51 @@ type Config struct {
 	// LookupEnv reads an account's credential reference from the environment for that check;
 	// nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
-	// Logger; nil logs nothing.
+	// Logger gets every login, refusal and change, and the ledger's errors; nil logs nothing.
 	Logger *zap.Logger
+	// IdleTimeout ends a session unused this long; zero means DefaultIdleTimeout. A session
+	// ends SessionLifetime after its login however busy it is.
+	IdleTimeout time.Duration
+	// ReadTimeout bounds the time a request may take to arrive, its body included; zero means
+	// DefaultReadTimeout.
+	ReadTimeout time.Duration
+	// Registerer, when set, gets the console's metrics (Collectors).
+	Registerer prometheus.Registerer
 }
+
+// The limits of a request, applied before the visitor is known: a guesser or a stranger may
+// send them. The console's forms are small; a body over MaxBody is refused unread.
+const (
+	// DefaultIdleTimeout ends a session nobody used for this long.
+	DefaultIdleTimeout = 30 * time.Minute
+	// SessionLifetime ends every session this long after its login.
+	SessionLifetime = 12 * time.Hour
+	// DefaultReadTimeout bounds the arrival of one request, headers and body.
+	DefaultReadTimeout = 30 * time.Second
+	// WriteTimeout bounds the answer to one request (the live event stream lifts it).
+	WriteTimeout = 60 * time.Second
+	// KeepAliveTimeout closes a kept-alive connection that sends no next request.
+	KeepAliveTimeout = 2 * time.Minute
+	// MaxHeaderBytes bounds a request's headers.
+	MaxHeaderBytes = 16 << 10
+	// MaxBody bounds a request's body.
+	MaxBody = 64 << 10
+)
 
 // Server is a console. It is an http.Handler.
 type Server struct {
-	cfg       Config
-	l         *ledger.Ledger
-	pages     map[string]*template.Template
-	mux       *http.ServeMux
-	log       *zap.Logger
-	relay     *relay.Relay
-	sessions  *sessions
-	mu        sync.Mutex
-	confirms  map[string]*confirmation
-	sessionTT time.Duration
+	cfg      Config
+	l        *ledger.Ledger
+	pages    map[string]*template.Template
+	mux      *http.ServeMux
+	log      *zap.Logger
+	relay    *relay.Relay
+	sessions *sessions
+	mu       sync.Mutex
+	confirms map[string]*confirmation
+	guesses  *throttle
+	metrics  *metrics
+	now      func() time.Time
 }
 
 // New returns a console on cfg.Ledger.
@@ -103,8 +135,26 @@ func New(cfg Config) (*Server, error) {
 	if cfg.LookupEnv == nil {
 		cfg.LookupEnv = os.LookupEnv
 	}
+	if cfg.Token != "" {
+		if err := CheckToken(cfg.Token); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
+	}
 	s := &Server{cfg: cfg, l: cfg.Ledger, log: cfg.Logger.Named("console"), sessions: newSessions(),
-		confirms: map[string]*confirmation{}, sessionTT: 12 * time.Hour}
+		confirms: map[string]*confirmation{}, guesses: newThrottle(), metrics: newMetrics(), now: time.Now}
+	if cfg.Registerer != nil {
+		for _, c := range s.Collectors() {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("console metrics: %w", err)
+			}
+		}
+	}
 	if cfg.JetStream != nil {
 		s.relay = relay.New(cfg.Ledger, cfg.JetStream, relay.Config{AckTimeout: 10 * time.Second, Logger: cfg.Logger})
 	}
@@ -119,7 +169,15 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) routes() {
 	m := http.NewServeMux()
 	assets, _ := fs.Sub(assetFS, "assets")
-	m.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(assets)))
+	files := http.StripPrefix("/assets/", http.FileServerFS(assets))
+	m.HandleFunc("GET /assets/", func(w http.ResponseWriter, r *http.Request) {
+		// A file, never a listing of the directory's files.
+		if strings.HasSuffix(r.URL.Path, "/") {
+			http.NotFound(w, r)
+			return
+		}
+		files.ServeHTTP(w, r)
+	})
 	m.HandleFunc("GET /login", s.loginPage)
 	m.HandleFunc("POST /login", s.login)
 	m.HandleFunc("POST /logout", s.authed(s.logout))
@@ -140,9 +198,16 @@ func (s *Server) routes() {
 }
 
 // ServeHTTP serves the console, with the headers every response carries: no framing, no
-// script or style from elsewhere, no caching of what the ledger holds.
+// script or style from elsewhere, no caching of what the ledger holds, and over TLS, HSTS. A
+// body is read up to MaxBody, and a form whose values the ledger would not store is refused
+// before any handler reads it (checkRequest).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
+	if s.cfg.TLS {
+		// A browser that saw the console over TLS never tries it in the clear again, where the
+		// session cookie and the token could be read on the way.
+		h.Set("Strict-Transport-Security", "max-age=31536000")
+	}
 	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	// same-origin, not no-referrer: under no-referrer a browser sends "Origin: null" with a form,
@@ -156,6 +221,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Without a token the console trusts the machine it runs on, and only that: a page on
 		// another site whose name resolves to 127.0.0.1 (DNS rebinding) gets nothing.
 		http.Error(w, "this console serves only loopback host names without a token", http.StatusMisdirectedRequest)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+	if status, problem := checkRequest(r); problem != "" {
+		s.log.Info("request refused", zap.String("client", clientOf(r)), zap.String("method", r.Method),
+			zap.String("path", r.URL.Path), zap.Int("status", status), zap.String("why", problem))
+		http.Error(w, "refused, nothing was changed: "+problem, status)
 		return
 	}
 	s.mux.ServeHTTP(w, r)
@@ -197,8 +269,9 @@ func loopbackHost(host string) bool {
 // It returns nil after a clean shutdown.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, certFile, keyFile string) error {
 	// Requests live in ctx, so that the live event streams end with it and Shutdown can finish.
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(s.log),
-		BaseContext: func(net.Listener) context.Context { return ctx }}
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: s.cfg.ReadTimeout,
+		WriteTimeout: WriteTimeout, IdleTimeout: KeepAliveTimeout, MaxHeaderBytes: MaxHeaderBytes,
+		ErrorLog: zap.NewStdLog(s.log), BaseContext: func(net.Listener) context.Context { return ctx }}
 	if certFile != "" || keyFile != "" {
 		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {

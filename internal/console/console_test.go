@@ -78,8 +78,9 @@ func TestAnOperatorsNameNeverReadsAsAProcess(t *testing.T) {
 	require.Equal(t, ledger.Failed, h.Intent(key).State)
 }
 
-// The session cookie is HttpOnly and SameSite=Strict, and Secure when the console is served
-// over TLS.
+// The session cookie is HttpOnly and SameSite=Strict, and when the console is served over TLS
+// Secure and named __Host- (Path=/, no Domain: the browser sends it to this origin only), with
+// HSTS on every answer.
 func TestTheSessionCookieIsHttpOnlyStrictAndSecureOverTLS(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, testToken)
@@ -115,15 +116,26 @@ func TestTheSessionCookieIsHttpOnlyStrictAndSecureOverTLS(t *testing.T) {
 		resp.Body.Close()
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 		var session *http.Cookie
+		name := "atmost_console"
+		if useTLS {
+			name = "__Host-atmost_console" // sent to this host and port only
+		}
 		for _, ck := range resp.Cookies() {
-			if ck.Name == "atmost_console" {
+			if ck.Name == name {
 				session = ck
 			}
 		}
-		require.NotNil(t, session)
+		require.NotNil(t, session, "a cookie named %s", name)
 		require.True(t, session.HttpOnly)
 		require.Equal(t, http.SameSiteStrictMode, session.SameSite)
 		require.Equal(t, useTLS, session.Secure, "Secure exactly when served over TLS")
+		require.Equal(t, "/", session.Path)
+		require.Empty(t, session.Domain)
+		if useTLS {
+			require.Equal(t, "max-age=31536000", resp.Header.Get("Strict-Transport-Security"))
+		} else {
+			require.Empty(t, resp.Header.Get("Strict-Transport-Security"), "no HSTS in the clear")
+		}
 	}
 	_ = tls.VersionTLS12
 }

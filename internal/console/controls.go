@@ -171,8 +171,10 @@ func (s *Server) switchAct(w http.ResponseWriter, r *http.Request, v visitor) {
 		}
 		ch, err := s.l.SetSwitch(r.Context(), scope, engaged, v.actor(), note)
 		if err != nil {
+			s.audit(r, v, "switch "+onOff[engaged], scopeName("switch", scope), "refused: "+err.Error())
 			s.flash(v, "Refused, nothing was changed: "+err.Error())
 		} else {
+			s.audit(r, v, "switch "+onOff[engaged], scopeName("switch", scope), "done")
 			before := "off (never set)"
 			if ch.Before != nil {
 				before = onOff[ch.Before.Engaged]
@@ -282,8 +284,10 @@ func (s *Server) policyAct(w http.ResponseWriter, r *http.Request, v visitor) {
 		}
 		ch, err := s.l.SetPolicy(r.Context(), scope, edit, v.actor(), note)
 		if err != nil {
+			s.audit(r, v, "policy "+strings.Join(parts, " "), scopeName("policy", scope), "refused: "+err.Error())
 			s.flash(v, "Refused, nothing was changed: "+err.Error())
 		} else {
+			s.audit(r, v, "policy "+strings.Join(parts, " "), scopeName("policy", scope), "done")
 			s.flash(v, fmt.Sprintf("%s changed by %s: %s.", scopeName("policy", scope), v.actor(), strings.Join(changedFields(ch), "; ")))
 		}
 		http.Redirect(w, r, back, http.StatusSeeOther)

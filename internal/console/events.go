@@ -110,6 +110,11 @@ func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request, _ visitor) {
 		http.Error(w, "streaming is not supported here", http.StatusInternalServerError)
 		return
 	}
+	// The stream lives as long as the visitor stays: the request's read and write deadlines
+	// (ReadTimeout, WriteTimeout) would end it, and its context with it.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
 	ctx := r.Context()
 	c, err := s.cfg.JetStream.OrderedConsumer(ctx, events.EventsStream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{events.EventSubjects}, DeliverPolicy: jetstream.DeliverNewPolicy,

@@ -32,7 +32,7 @@ type harness struct {
 	server *console.Server
 }
 
-const testToken = "s3cret-console-token"
+const testToken = "s3cret-console-token-of-forty-characters"
 
 func newHarness(t *testing.T, token string) *harness {
 	t.Helper()

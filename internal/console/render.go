@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
 )
@@ -145,10 +147,17 @@ func (s *Server) flash(v visitor, msg string) {
 	s.sessions.mu.Unlock()
 }
 
-// fail answers a request the ledger could not serve.
+// fail answers a request the ledger could not serve, and logs why.
 func (s *Server) fail(w http.ResponseWriter, err error) {
-	s.log.Warn(err.Error())
+	s.log.Error("ledger error", zap.Error(err))
 	http.Error(w, "the ledger could not answer: "+err.Error(), http.StatusServiceUnavailable)
+}
+
+// audit logs a change a visitor asked for: who, from where, what, on which intent, switch or
+// policy, and the result ("done", or why it was refused or failed).
+func (s *Server) audit(r *http.Request, v visitor, action, target, result string) {
+	s.log.Info("change", zap.String("actor", v.actor()), zap.String("client", clientOf(r)),
+		zap.String("action", action), zap.String("target", target), zap.String("result", result))
 }
 
 var titles = map[string]string{

@@ -319,6 +319,11 @@ func (s *Server) applyReplay(w http.ResponseWriter, r *http.Request, v visitor, 
 		d.Problem = fmt.Sprintf("The replay stopped: %v. The pages before it stand, as reported here.", err)
 	}
 	d.Missing = len(plan.ids) - d.Totals.Sum()
+	result := fmt.Sprintf("done: %d of %d replayed", d.Totals.Sum(), len(plan.ids))
+	if d.Problem != "" {
+		result = "stopped: " + d.Problem
+	}
+	s.audit(r, v, "replay rejects", fmt.Sprintf("%d rejects", len(plan.ids)), result)
 	switch now, err := s.publishNow(r.Context(), created); {
 	case len(created) == 0:
 	case !now:

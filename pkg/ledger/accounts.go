@@ -69,6 +69,9 @@ func (l *Ledger) AddAccount(ctx context.Context, a Account, actor, reason string
 	if strings.TrimSpace(actor) == "" {
 		return errors.New("add account: an operator must be named")
 	}
+	if err := checkChange(actor, "reason", reason); err != nil {
+		return fmt.Errorf("add account: %w", err)
+	}
 	if strings.TrimSpace(a.Platform) == "" {
 		return errors.New("add account: a platform is required")
 	}
@@ -200,6 +203,9 @@ func (l *Ledger) RevokeCredential(ctx context.Context, id, actor, reason string)
 func (l *Ledger) changeAccount(ctx context.Context, what string, p dbsqlc.AccountChangeParams, actor, reason string) (AccountChange, error) {
 	if strings.TrimSpace(actor) == "" {
 		return AccountChange{}, fmt.Errorf("%s account %q: an operator must be named", what, p.AccountID)
+	}
+	if err := checkChange(actor, "reason", reason); err != nil {
+		return AccountChange{}, fmt.Errorf("%s account %q: %w", what, p.AccountID, err)
 	}
 	p.Actor, p.Reason = actor, reason
 	var row dbsqlc.AccountChangeRow

@@ -45,6 +45,9 @@ func (l *Ledger) SetSwitch(ctx context.Context, scope string, engaged bool, acto
 	if strings.TrimSpace(actor) == "" {
 		return SwitchChange{}, errors.New("set switch: an operator must be named")
 	}
+	if err := checkChange(actor, "reason", reason); err != nil {
+		return SwitchChange{}, fmt.Errorf("set switch %q: %w", scope, err)
+	}
 	var row dbsqlc.SwitchSetRow
 	err := l.inTx(ctx, "switch", func(q *dbsqlc.Queries) (err error) {
 		// At READ COMMITTED a switch created by another operator after this statement's
@@ -227,6 +230,9 @@ type PolicyChange struct {
 func (l *Ledger) SetPolicy(ctx context.Context, scope string, edit PolicyEdit, actor, reason string) (PolicyChange, error) {
 	if strings.TrimSpace(actor) == "" {
 		return PolicyChange{}, errors.New("set policy: an operator must be named")
+	}
+	if err := checkChange(actor, "reason", reason); err != nil {
+		return PolicyChange{}, fmt.Errorf("set policy %q: %w", scope, err)
 	}
 	params, err := policySetParams(scope, edit)
 	if err != nil {

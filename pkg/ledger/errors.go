@@ -35,6 +35,9 @@ var (
 	// ErrControlRaced: another operator created the same kill switch or policy row while this
 	// change ran (possible at READ COMMITTED only); nothing was written. Look and try again.
 	ErrControlRaced = errors.New("ledger: the control was created by another change at the same time")
+	// ErrObjectNotSent: a resolve as failed named an object. Failed means nothing was sent, and a
+	// failed intent may be retried: with an object on the platform, a retry would post it twice.
+	ErrObjectNotSent = errors.New("ledger: an intent resolved as failed names no object")
 )
 
 // RefusedError is returned for an operation the ledger refused: Err is one of the sentinels

@@ -20,16 +20,30 @@ import (
 // authorized intent whose worker's lease is live, and with ErrInvalidTransition for published
 // and parked intents.
 func (l *Ledger) Park(ctx context.Context, key identity.DeliveryKey, actor, note string) error {
+	return l.ParkFrom(ctx, key, []State{Pending, Authorized, Failed, Indeterminate}, actor, note)
+}
+
+// ParkFrom is Park held to the states in from: an intent in another state is refused
+// (ErrInvalidTransition) by the statement that parks it, so a caller that looked at an intent
+// first (a bulk park of the pending ones it previewed) never parks one that moved on since.
+func (l *Ledger) ParkFrom(ctx context.Context, key identity.DeliveryKey, from []State, actor, note string) error {
 	if strings.TrimSpace(actor) == "" {
 		return errors.New("park: an operator must be named")
+	}
+	if err := checkChange(actor, "note", note); err != nil {
+		return fmt.Errorf("park %s: %w", key, err)
 	}
 	detail, err := json.Marshal(map[string]string{"note": note})
 	if err != nil {
 		return err
 	}
+	states := make([]string, len(from))
+	for i, st := range from {
+		states[i] = string(st)
+	}
 	var row dbsqlc.IntentParkRow
 	err = l.inTx(ctx, string(OpPark), func(q *dbsqlc.Queries) (err error) {
-		row, err = q.IntentPark(ctx, dbsqlc.IntentParkParams{DeliveryKey: key.Bytes(), Actor: actor, Detail: detail})
+		row, err = q.IntentPark(ctx, dbsqlc.IntentParkParams{DeliveryKey: key.Bytes(), FromStates: states, Actor: actor, Detail: detail})
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -64,6 +78,9 @@ func (l *Ledger) Resolve(ctx context.Context, key identity.DeliveryKey, to State
 	if strings.TrimSpace(actor) == "" || strings.TrimSpace(evidence) == "" {
 		return fmt.Errorf("resolve %s: an operator and evidence are required", key)
 	}
+	if err := checkChange(actor, "evidence", evidence); err != nil {
+		return fmt.Errorf("resolve %s: %w", key, err)
+	}
 	detail, err := json.Marshal(map[string]string{"evidence": evidence})
 	if err != nil {
 		return err
@@ -87,6 +104,9 @@ func (l *Ledger) Resolve(ctx context.Context, key identity.DeliveryKey, to State
 		return fmt.Errorf("resolve %s: %w", key, err)
 	}
 	if !row.NewState.Valid {
+		if to == Failed && objectID != "" && State(row.PriorState) == Parked {
+			return refused(OpResolve, ErrObjectNotSent, Parked)
+		}
 		return refused(OpResolve, ErrInvalidTransition, State(row.PriorState))
 	}
 	return nil
@@ -100,6 +120,9 @@ func (l *Ledger) Resolve(ctx context.Context, key identity.DeliveryKey, to State
 func (l *Ledger) BumpEpoch(ctx context.Context, actor, reason string) (int64, error) {
 	if strings.TrimSpace(actor) == "" {
 		return 0, errors.New("bump epoch: an operator must be named")
+	}
+	if err := checkChange(actor, "reason", reason); err != nil {
+		return 0, fmt.Errorf("bump epoch: %w", err)
 	}
 	var epoch int64
 	err := l.inTx(ctx, "epoch bump", func(q *dbsqlc.Queries) (err error) {

@@ -194,6 +194,9 @@ func (l *Ledger) ReplayRejects(ctx context.Context, items []ReplayItem, opts Rep
 	if strings.TrimSpace(opts.Actor) == "" {
 		return nil, errors.New("replay rejects: an operator must be named")
 	}
+	if err := checkChange(opts.Actor, "reason", opts.Reason); err != nil {
+		return nil, fmt.Errorf("replay rejects: %w", err)
+	}
 	var envelopes []identity.Envelope
 	seen := make(map[string]bool, len(items))
 	for _, it := range items {

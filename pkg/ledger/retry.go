@@ -29,6 +29,9 @@ func (l *Ledger) RetryAs(ctx context.Context, key identity.DeliveryKey, actor, n
 	if strings.TrimSpace(actor) == "" {
 		return errors.New("retry: an operator must be named")
 	}
+	if err := checkChange(actor, "note", note); err != nil {
+		return fmt.Errorf("retry %s: %w", key, err)
+	}
 	detail, err := json.Marshal(map[string]string{"note": note})
 	if err != nil {
 		return err

@@ -1,7 +1,8 @@
 -- name: IntentPark :one
 -- An operator stops an intent: it becomes parked, owned by a human. Refused for published and
 -- parked intents, and for an authorized intent whose worker's lease is live (bytes may be
--- leaving right now; its outcome or its expiry decides first).
+-- leaving right now; its outcome or its expiry decides first), and for a state outside
+-- from_states.
 WITH cur AS (
     SELECT i.delivery_key, i.state, i.lease_expires_at
     FROM intents i
@@ -12,6 +13,8 @@ verdict AS (
     SELECT cur.*,
            (CASE
                 WHEN cur.state NOT IN ('pending', 'authorized', 'failed', 'indeterminate') THEN 'invalid_transition'
+                -- A caller may park from fewer states: a bulk park only those it previewed.
+                WHEN NOT cur.state = ANY(@from_states::TEXT[]) THEN 'invalid_transition'
                 WHEN cur.state = 'authorized' AND cur.lease_expires_at > now() THEN 'lease_live'
                 ELSE 'park'
             END)::TEXT AS outcome
@@ -49,7 +52,7 @@ LEFT JOIN changed c ON true;
 
 -- name: IntentResolve :one
 -- A human resolves a parked intent, with evidence: published (the object exists) or failed
--- (it was not sent; the text is released). Only from parked.
+-- (it was not sent; the text is released). Only from parked, and failed never with an object.
 WITH cur AS (
     SELECT i.delivery_key, i.state
     FROM intents i
@@ -67,6 +70,8 @@ changed AS (
     WHERE i.delivery_key = cur.delivery_key
       AND (i.state = 'parked') IS TRUE -- by primary key, never through intents_parked_idx (docs/design.md#the-sql-dialect)
       AND @to_state::TEXT IN ('published', 'failed')
+      -- A failed intent may be retried: one that named an object would be posted twice.
+      AND NOT (@to_state::TEXT = 'failed' AND sqlc.narg(object_id)::TEXT IS NOT NULL)
     RETURNING i.delivery_key, i.account_id, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq, i.text_hash
 ),
 released AS (

@@ -84,6 +84,8 @@ verdict AS (
     SELECT cur.delivery_key, cur.state, cur.lease_expires_at,
            (CASE
                 WHEN cur.state NOT IN ('pending', 'authorized', 'failed', 'indeterminate') THEN 'invalid_transition'
+                -- A caller may park from fewer states: a bulk park only those it previewed.
+                WHEN NOT cur.state = ANY($2::TEXT[]) THEN 'invalid_transition'
                 WHEN cur.state = 'authorized' AND cur.lease_expires_at > now() THEN 'lease_live'
                 ELSE 'park'
             END)::TEXT AS outcome
@@ -106,7 +108,7 @@ changed AS (
 ),
 hist AS (
     INSERT INTO history (delivery_key, seq, from_state, to_state, reason, attempt_token, epoch, generation, actor, detail)
-    SELECT c.delivery_key, c.transition_seq, v.state, 'parked', 'operator_parked', c.attempt_token, c.epoch, c.generation, $2::TEXT, $3::JSONB
+    SELECT c.delivery_key, c.transition_seq, v.state, 'parked', 'operator_parked', c.attempt_token, c.epoch, c.generation, $3::TEXT, $4::JSONB
     FROM changed c CROSS JOIN verdict v
     RETURNING delivery_key, seq
 ),
@@ -122,6 +124,7 @@ LEFT JOIN changed c ON true
 
 type IntentParkParams struct {
 	DeliveryKey []byte
+	FromStates  []string
 	Actor       string
 	Detail      []byte
 }
@@ -134,9 +137,15 @@ type IntentParkRow struct {
 
 // An operator stops an intent: it becomes parked, owned by a human. Refused for published and
 // parked intents, and for an authorized intent whose worker's lease is live (bytes may be
-// leaving right now; its outcome or its expiry decides first).
+// leaving right now; its outcome or its expiry decides first), and for a state outside
+// from_states.
 func (q *Queries) IntentPark(ctx context.Context, arg IntentParkParams) (IntentParkRow, error) {
-	row := q.db.QueryRow(ctx, intentPark, arg.DeliveryKey, arg.Actor, arg.Detail)
+	row := q.db.QueryRow(ctx, intentPark,
+		arg.DeliveryKey,
+		arg.FromStates,
+		arg.Actor,
+		arg.Detail,
+	)
 	var i IntentParkRow
 	err := row.Scan(&i.Outcome, &i.PriorState, &i.ChangedKey)
 	return i, err
@@ -160,6 +169,8 @@ changed AS (
     WHERE i.delivery_key = cur.delivery_key
       AND (i.state = 'parked') IS TRUE -- by primary key, never through intents_parked_idx (docs/design.md#the-sql-dialect)
       AND $2::TEXT IN ('published', 'failed')
+      -- A failed intent may be retried: one that named an object would be posted twice.
+      AND NOT ($2::TEXT = 'failed' AND $4::TEXT IS NOT NULL)
     RETURNING i.delivery_key, i.account_id, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq, i.text_hash
 ),
 released AS (
@@ -202,7 +213,7 @@ type IntentResolveRow struct {
 }
 
 // A human resolves a parked intent, with evidence: published (the object exists) or failed
-// (it was not sent; the text is released). Only from parked.
+// (it was not sent; the text is released). Only from parked, and failed never with an object.
 func (q *Queries) IntentResolve(ctx context.Context, arg IntentResolveParams) (IntentResolveRow, error) {
 	row := q.db.QueryRow(ctx, intentResolve,
 		arg.DeliveryKey,
