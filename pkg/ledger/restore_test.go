@@ -584,8 +584,9 @@ func TestRecordedWitnessIsTheNewestAcknowledgedAuthorizationTheLedgerHoldsPublis
 	complete(unknown, ledger.Outcome{Result: ledger.Unknown, WitnessSeq: 50}, false)
 	readBack := e.authorized("read back, not confirmed")
 	complete(readBack, ledger.Outcome{Result: ledger.Sent, ObjectID: "obj-3", WitnessSeq: 55}, false)
-	// The same attempt reported again: fenced out, evidence only.
-	complete(published, ledger.Outcome{Result: ledger.Sent, ObjectID: "obj-1", Confirmed: true, WitnessSeq: 60}, true)
+	// The same attempt reported again otherwise (its read-back unconfirmed): fenced out,
+	// evidence only. (The very same report again would answer as it landed, and write nothing.)
+	complete(published, ledger.Outcome{Result: ledger.Sent, ObjectID: "obj-1", WitnessSeq: 60}, true)
 
 	w, ok := recorded()
 	require.True(t, ok)

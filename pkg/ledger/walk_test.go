@@ -73,7 +73,11 @@ func (e *env) apply(op ledger.Operation, s subject) (accepted bool, err error) {
 	case ledger.OpAuthorize:
 		_, err = e.l.Authorize(e.ctx, s.claim, inFlight, contract)
 	case ledger.OpComplete:
-		_, err = e.l.Complete(e.ctx, s.claim, ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed})
+		var c ledger.Completion
+		c, err = e.l.Complete(e.ctx, s.claim, ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed})
+		if err == nil && c.Repeated {
+			return false, nil // the phase's own completion, answered as it landed: no change
+		}
 	case ledger.OpRetry:
 		err = e.l.Retry(e.ctx, s.key)
 	case ledger.OpExpire:
