@@ -34,6 +34,7 @@ func rootCommand() *Command {
 	return &Command{Name: "atmost", Subs: []*Command{
 		accountsCommand(),
 		consoleCommand(),
+		operatorsCommand(),
 		controlsCommand(),
 		demoCommand(),
 		devCommand(),
