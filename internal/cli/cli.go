@@ -34,7 +34,6 @@ func rootCommand() *Command {
 	return &Command{Name: "atmost", Subs: []*Command{
 		accountsCommand(),
 		consoleCommand(),
-		operatorsCommand(),
 		controlsCommand(),
 		demoCommand(),
 		devCommand(),
@@ -42,6 +41,7 @@ func rootCommand() *Command {
 		eventsCommand(),
 		intentsCommand(),
 		migrateCommand(),
+		operatorsCommand(),
 		parkCommand(),
 		policyCommand(),
 		rejectsCommand(),
