@@ -41,6 +41,7 @@ func rootCommand() *Command {
 		eventsCommand(),
 		intentsCommand(),
 		migrateCommand(),
+		operatorsCommand(),
 		parkCommand(),
 		policyCommand(),
 		rejectsCommand(),

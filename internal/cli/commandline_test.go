@@ -17,6 +17,7 @@ import (
 var argSamples = map[string]string{
 	"KEY":     "dk1:" + strings.Repeat("ab", 32),
 	"ACCOUNT": "acct-1",
+	"NAME":    "carol",
 }
 
 // flagSample is a value the flag package accepts for a flag of kind.

@@ -13,28 +13,32 @@ import (
 	"github.com/atmost/atmost/internal/console"
 	"github.com/atmost/atmost/internal/role"
 	"github.com/atmost/atmost/internal/serve"
+	"github.com/atmost/atmost/pkg/ledger"
 )
 
 func consoleCommand() *Command {
 	var listen, certFile, keyFile, tokenFile, natsURL, httpAddr string
 	var idle time.Duration
-	return &Command{Name: "console", Summary: "the operator console: a web page for what waits for a person (needs " + console.TokenVariable + " off loopback)",
+	return &Command{Name: "console", Summary: "the operator console: a web page for what waits for a person, each operator logged in with their own token",
 		About: `Serves the operator console until interrupted: the intents by state and reason, one intent's
 whole story, the rejects and the controls, and the operators' actions (park, resolve, retry,
 kill switches, policies, in bulk too, and reject replays), each previewed and confirmed, made
 through the same ledger operations as atmost park, resolve, retry, switch, policy and rejects
-replay, under the login's name (console:NAME in the history). A person logs in with a name
-and the token ($` + console.TokenVariable + `, or --token-file); a script sends "Authorization:
-Bearer TOKEN". A token must be strong (at least 32 random characters: openssl rand -base64 32);
-wrong ones are throttled per client and in all, and every login, refusal and change is logged
-on stderr. Without a token it serves loopback addresses only. With a NATS server named, the
+replay, under the name of the operator whose token logged in (console:NAME in the history).
+Each person logs in with the token atmost operators add gave them; a script sends it as
+"Authorization: Bearer TOKEN". A viewer sees every page and changes nothing; a revoked
+operator's token stops working and its sessions end at once. $` + console.TokenVariable + ` (or
+--token-file), when set, is a shared bootstrap token: it logs in as the built-in operator
+bootstrap (console:bootstrap), to add the first operators from; it must be strong (at least
+32 random characters: openssl rand -base64 32). Wrong tokens are throttled per client and in
+all, and every login, refusal and change is logged on stderr. With a NATS server named, the
 overview follows ATMOST_EVENTS live and an action's event (a replay's work items too) is
 published right away.`,
 		Flags: func(f *Flags) {
-			f.String(&listen, "listen", "ADDR", console.DefaultListen, "the console's address; without a token only a loopback address is served")
+			f.String(&listen, "listen", "ADDR", console.DefaultListen, "the console's address")
 			f.String(&certFile, "tls-cert", "FILE", "", "serve over TLS with this certificate (PEM; with --tls-key)")
 			f.String(&keyFile, "tls-key", "FILE", "", "the TLS certificate's private key (PEM; with --tls-cert)")
-			f.String(&tokenFile, "token-file", "FILE", "", "read the token from this file instead of $"+console.TokenVariable)
+			f.String(&tokenFile, "token-file", "FILE", "", "read the shared bootstrap token from this file instead of $"+console.TokenVariable)
 			f.String(&natsURL, "nats-url", "URL", "", "a NATS server holding ATMOST_EVENTS, for live events and publishing right away (empty: neither)").Env("ATMOST_NATS_URL")
 			f.Duration(&idle, "idle-timeout", "D", console.DefaultIdleTimeout, "end a session unused this long (a session ends 12h after its login in any case)")
 			f.String(&httpAddr, "http", "ADDR", "", "serve /healthz, /readyz and Prometheus /metrics (the login metrics) here (empty: none)")
@@ -66,7 +70,7 @@ func runConsole(ctx context.Context, c *line, o consoleFlags) int {
 			return c.usageError("--token-file %s is empty", tokenFile)
 		}
 	}
-	if err := console.CheckListen(listen, token); err != nil {
+	if err := console.CheckListen(listen); err != nil {
 		return c.usageError("%v", err)
 	}
 	if token != "" {
@@ -82,6 +86,14 @@ func runConsole(ctx context.Context, c *line, o consoleFlags) int {
 		return c.fail(err)
 	}
 	defer closeLedger()
+	if token != "" {
+		c.note("%s logs in as the built-in operator %s (recorded as console:%s): add each person as an operator (atmost operators add NAME --role operator) and unset it",
+			console.TokenVariable, ledger.BootstrapOperator, ledger.BootstrapOperator)
+	} else if live, err := liveOperators(ctx, l); err != nil {
+		return c.fail(err)
+	} else if live == 0 {
+		c.note("no operator can log in yet: add one with atmost operators add NAME --role operator (its token is printed once)")
+	}
 	log := role.Logger(c.io.Stderr)
 	defer func() { _ = log.Sync() }()
 	cfg := console.Config{Ledger: l, Token: token, Logger: log, IdleTimeout: o.idle}
@@ -113,10 +125,22 @@ func runConsole(ctx context.Context, c *line, o consoleFlags) int {
 	}
 	fmt.Fprintf(c.io.Stdout, "console: %s\n", running.URL)
 	if host, _, _ := net.SplitHostPort(listen); certFile == "" && !console.LoopbackHost(host) {
-		c.note("serving off loopback without TLS: the token and the session cookie cross the network in the clear (give --tls-cert and --tls-key)")
+		c.note("serving off loopback without TLS: the tokens and the session cookie cross the network in the clear (give --tls-cert and --tls-key)")
 	}
 	if err := running.Wait(); err != nil {
 		return c.fail(err)
 	}
 	return ExitOK
+}
+
+// liveOperators counts the operators whose token works.
+func liveOperators(ctx context.Context, l *ledger.Ledger) (int, error) {
+	ops, err := l.Operators(ctx)
+	n := 0
+	for _, op := range ops {
+		if op.RevokedAt == nil {
+			n++
+		}
+	}
+	return n, err
 }

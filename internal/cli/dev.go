@@ -28,7 +28,8 @@ Every role reads its own settings from the environment (see each role's --help),
 HTTP address: each role serves /healthz, /readyz and /metrics on its own, ingest on
 --http-base-port and the others on the next ports (ATMOST_HTTP_ADDR, one role's address, is not
 used), or where its --ROLE-http-addr says. The operator console serves on --console, with
-$` + console.TokenVariable + ` as its token. Every address is checked before anything starts.`,
+$` + console.TokenVariable + ` as its bootstrap token, or one made for the run and printed. Every
+address is checked before anything starts.`,
 		Flags: func(f *Flags) {
 			f.Ledger("the ledger; created and migrated when needed")
 			f.String(&natsURL, "nats-url", "URL", "", "a running NATS server with JetStream; empty starts an embedded one").Env("ATMOST_NATS_URL")
@@ -41,7 +42,7 @@ $` + console.TokenVariable + ` as its token. Every address is checked before any
 			}
 			f.String(&simAddr, "sim", "ADDR", "", "also serve the platform simulator on this address (e.g. 127.0.0.1:9300)")
 			f.String(&logFile, "log", "FILE", "", "write the roles' JSON logs to this file instead of standard error")
-			f.String(&consoleAddr, "console", "ADDR", console.DefaultListen, "serve the operator console here (empty: none); its token is $"+console.TokenVariable)
+			f.String(&consoleAddr, "console", "ADDR", console.DefaultListen, "serve the operator console here (empty: none); its token is $"+console.TokenVariable+", or one made for the run")
 		},
 		Run: func(ctx context.Context, c *line) int {
 			if dataDir == "" {
@@ -124,6 +125,9 @@ func runDev(ctx context.Context, c *line, opts dev.Options, simAddr, logFile str
 	fmt.Fprintf(io.Stdout, "ledger: %s\nNATS: %s\n", redact.URL(stack.DatabaseURL), nats)
 	if stack.ConsoleURL != "" {
 		fmt.Fprintf(io.Stdout, "console: %s\n", stack.ConsoleURL)
+		if stack.ConsoleToken != "" {
+			fmt.Fprintf(io.Stdout, "console token for this run (logs in as console:bootstrap): %s\n", stack.ConsoleToken)
+		}
 	}
 	roles := make([]string, len(dev.Roles))
 	for i, role := range dev.Roles {
@@ -184,7 +188,7 @@ flips the kill switch mid-run, and prints the count per state and reason and the
 			f.Int64(&seed, "seed", "N", 1, "seed of the producer's choices and the platform's faults")
 			f.Duration(&timeout, "timeout", "D", 3*time.Minute, "how long to wait for every intent to settle")
 			f.String(&logFile, "log", "FILE", "", "the roles' JSON logs (default: a new file in $TMPDIR for each run, named at the start)")
-			f.String(&consoleAddr, "console", "ADDR", console.DefaultListen, "serve the operator console here while the demo runs (empty: none); its token is $"+console.TokenVariable)
+			f.String(&consoleAddr, "console", "ADDR", console.DefaultListen, "serve the operator console here while the demo runs (empty: none); its token is $"+console.TokenVariable+", or one made for the run")
 			f.Bool(&stay, "stay", "after the final count, keep every role and the console running until interrupted (make demo sets it on a terminal)")
 		},
 		Run: func(ctx context.Context, c *line) int {

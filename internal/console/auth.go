@@ -1,31 +1,38 @@
 package console
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 
 	"go.uber.org/zap"
+
+	"github.com/atmost/atmost/pkg/ledger"
 )
 
 // Who may use the console, and how a change is proven to come from them.
 //
-// A person logs in with a name and the token (only a name when the console has no token, which
-// it then serves on loopback only); the session is a random id in a cookie that is HttpOnly,
-// SameSite=Strict and, over TLS, Secure and named __Host- (the browser then sends it to this
-// host and port only, never a sibling's), and it holds the operator's name, written as the
-// actor "console:NAME" of every change (a name holds no '/': only a process's actor does). A
-// session ends after IdleTimeout unused, and SessionLifetime after its login. A script sends
-// the token as "Authorization: Bearer" and names itself in the Atmost-Operator header for a
-// change. Wrong tokens are throttled (throttle).
+// Every person has a token of their own (atmost operators add): the token names an operator of
+// the ledger, and the operator's name and role are who the visitor is. A change is recorded
+// under the actor "console:NAME" of that identity, and of nothing the visitor sends: no header
+// or form field names the actor. The console's shared token (Config.Token), when it is set, is
+// the built-in operator BootstrapOperator. A person logs in with the token at the login form;
+// the session is a random id in a cookie that is HttpOnly, SameSite=Strict and, over TLS,
+// Secure and named __Host- (the browser then sends it to this host and port only, never a
+// sibling's), and it holds the operator's name. The operator is read from the ledger again on
+// every request, so a revoked one's sessions end at once. A session ends after IdleTimeout
+// unused, and SessionLifetime after its login. A script sends its token as "Authorization:
+// Bearer". A viewer reads every page and changes nothing (changes). Wrong tokens are
+// throttled (throttle).
 //
 // Every POST but the login carries the session's CSRF token (a field of every form), compared in
 // constant time; the login carries one of its own, a cookie set with the form (double submit).
@@ -39,17 +46,13 @@ const (
 	// hostPrefix names a cookie the browser keeps only if it is Secure, for Path=/ and without
 	// a Domain: sent to this origin alone.
 	hostPrefix = "__Host-"
-	// operatorHeader names a script's operator for a change made with the Bearer token.
-	operatorHeader = "Atmost-Operator"
-	// maxOperator bounds a login name.
-	maxOperator = 64
 	// confirmTTL is how long a preview's confirmation stays usable.
 	confirmTTL = 10 * time.Minute
 )
 
 type session struct {
 	id       string
-	operator string
+	operator string // the name of the operator whose token logged in
 	csrf     string
 	expires  time.Time // SessionLifetime after the login
 	lastSeen time.Time
@@ -115,15 +118,19 @@ func same(a, b string) bool {
 	return subtle.ConstantTimeCompare(ha[:], hb[:]) == 1
 }
 
-// visitor is who is making a request: a person's session, or a script with the token.
+// visitor is who is making a request: a person's session, or a script with its token.
 type visitor struct {
 	session *session // nil for a script
-	// operator is the name changes are recorded under ("" for a script that gave none).
+	// operator is the identity's name, which changes are recorded under.
 	operator string
+	role     ledger.OperatorRole
 }
 
 // actor is how the ledger's history and control rows name the visitor.
 func (v visitor) actor() string { return "console:" + v.operator }
+
+// canChange says whether the visitor may make the console's changes: a viewer may not.
+func (v visitor) canChange() bool { return v.role == ledger.RoleOperator }
 
 func (v visitor) csrf() string {
 	if v.session == nil {
@@ -132,21 +139,21 @@ func (v visitor) csrf() string {
 	return v.session.csrf
 }
 
-// authed serves h to a visitor with a session or the token, and sends anyone else to the login
+// authed serves h to a visitor with a session or a token, and sends anyone else to the login
 // page without a byte of the ledger. A POST must also pass the CSRF check.
 func (s *Server) authed(h func(w http.ResponseWriter, r *http.Request, v visitor)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		v, ok, wait := s.visitorOf(r)
+		v, ok, refused := s.visitorOf(r)
 		if !ok {
-			if wait != "" {
-				http.Error(w, wait, http.StatusTooManyRequests)
+			if refused != nil {
+				http.Error(w, refused.why, refused.status)
 				return
 			}
 			if r.Method == http.MethodGet && r.Header.Get("Authorization") == "" {
 				http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 				return
 			}
-			http.Error(w, "log in first: this console needs a session or the token", http.StatusUnauthorized)
+			http.Error(w, "log in first: this console needs a session or an operator's token", http.StatusUnauthorized)
 			return
 		}
 		if r.Method == http.MethodPost {
@@ -156,8 +163,6 @@ func (s *Server) authed(h func(w http.ResponseWriter, r *http.Request, v visitor
 				problem = "a change must come from the console's own pages"
 			case v.session != nil && !same(r.PostFormValue("csrf"), v.session.csrf):
 				problem = "the form's CSRF token is missing or wrong (reload the page); nothing was changed"
-			case v.session == nil && v.operator == "":
-				problem, status = "a script names its operator in the "+operatorHeader+" header for a change", http.StatusBadRequest
 			}
 			if problem != "" {
 				s.log.Warn("change refused", zap.String("client", clientOf(r)), zap.String("actor", v.actor()),
@@ -170,32 +175,97 @@ func (s *Server) authed(h func(w http.ResponseWriter, r *http.Request, v visitor
 	}
 }
 
-// visitorOf is who sent r: a script with the token, or a person's session. A wrong Bearer
-// token counts against the client's guesses (throttle), and one from a client that has none
-// left is not even compared: then wait says why.
-func (s *Server) visitorOf(r *http.Request) (v visitor, ok bool, wait string) {
+// changes serves h, a change, to a visitor authed lets in whose role may change the ledger,
+// and refuses a viewer.
+func (s *Server) changes(h func(w http.ResponseWriter, r *http.Request, v visitor)) http.HandlerFunc {
+	return s.authed(func(w http.ResponseWriter, r *http.Request, v visitor) {
+		if !v.canChange() {
+			s.log.Warn("change refused", zap.String("client", clientOf(r)), zap.String("actor", v.actor()),
+				zap.String("path", r.URL.Path), zap.String("why", "a viewer"))
+			http.Error(w, "refused: "+v.operator+" is a viewer, who reads the console and changes nothing; nothing was changed", http.StatusForbidden)
+			return
+		}
+		h(w, r, v)
+	})
+}
+
+// turnedAway is why a visitor is turned away with more than a redirect to the login.
+type turnedAway struct {
+	status int
+	why    string
+}
+
+// identify is the operator token names: the console's shared token is BootstrapOperator, any
+// other is looked up in the ledger by its hash. ledger.ErrUnknownOperator means it names nobody
+// (a wrong token, or a revoked operator's).
+func (s *Server) identify(ctx context.Context, token string) (ledger.Operator, error) {
+	if same(token, s.cfg.Token) {
+		return ledger.Operator{Name: ledger.BootstrapOperator, Role: ledger.RoleOperator}, nil
+	}
+	return s.l.OperatorByToken(ctx, token)
+}
+
+// current is the session's operator as the ledger holds it now, or false when it is revoked:
+// the session then ends. The bootstrap operator lives as long as the console's token.
+func (s *Server) current(ctx context.Context, sess *session) (ledger.OperatorRole, bool, error) {
+	if sess.operator == ledger.BootstrapOperator {
+		return ledger.RoleOperator, s.cfg.Token != "", nil
+	}
+	op, err := s.l.Operator(ctx, sess.operator)
+	if errors.Is(err, ledger.ErrUnknownOperator) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return op.Role, op.RevokedAt == nil, nil
+}
+
+// visitorOf is who sent r: a script with its token, or a person's session whose operator is
+// not revoked. A wrong Bearer token counts against the client's guesses (throttle), and one
+// from a client that has none left is not even compared: then refused says why, as it does
+// when the ledger cannot say who the visitor is.
+func (s *Server) visitorOf(r *http.Request) (v visitor, ok bool, refused *turnedAway) {
 	if auth := r.Header.Get("Authorization"); auth != "" {
 		if wait := s.throttled(r, "bearer"); wait != "" {
-			return visitor{}, false, wait
+			return visitor{}, false, &turnedAway{http.StatusTooManyRequests, wait}
 		}
 		token, ok := strings.CutPrefix(auth, "Bearer ")
-		if !ok || s.cfg.Token == "" || !same(strings.TrimSpace(token), s.cfg.Token) {
-			s.wrongToken(r, "bearer", "")
-			return visitor{}, false, ""
+		if !ok {
+			s.wrongToken(r, "bearer")
+			return visitor{}, false, nil
+		}
+		op, err := s.identify(r.Context(), strings.TrimSpace(token))
+		if errors.Is(err, ledger.ErrUnknownOperator) {
+			s.wrongToken(r, "bearer")
+			return visitor{}, false, nil
+		}
+		if err != nil {
+			s.log.Error("who is it: "+err.Error(), zap.String("client", clientOf(r)))
+			return visitor{}, false, &turnedAway{http.StatusServiceUnavailable, "the ledger could not say whose token this is; try again"}
 		}
 		s.metrics.logins.WithLabelValues("bearer", "ok").Inc()
-		name, _ := cleanOperator(r.Header.Get(operatorHeader))
-		return visitor{operator: name}, true, ""
+		return visitor{operator: op.Name, role: op.Role}, true, nil
 	}
 	c, err := r.Cookie(s.cookieName(sessionCookie))
 	if err != nil {
-		return visitor{}, false, ""
+		return visitor{}, false, nil
 	}
 	sess := s.sessions.get(c.Value, s.now(), s.cfg.IdleTimeout)
 	if sess == nil {
-		return visitor{}, false, ""
+		return visitor{}, false, nil
 	}
-	return visitor{session: sess, operator: sess.operator}, true, ""
+	role, live, err := s.current(r.Context(), sess)
+	if err != nil {
+		s.log.Error("who is it: "+err.Error(), zap.String("client", clientOf(r)))
+		return visitor{}, false, &turnedAway{http.StatusServiceUnavailable, "the ledger could not say who you are; try again"}
+	}
+	if !live {
+		s.sessions.remove(sess.id)
+		s.log.Warn("session ended: its operator is revoked", zap.String("client", clientOf(r)), zap.String("actor", visitor{operator: sess.operator}.actor()))
+		return visitor{}, false, nil
+	}
+	return visitor{session: sess, operator: sess.operator, role: role}, true, nil
 }
 
 // throttled says why a token (how: form, bearer) from r's client is refused unread, and logs
@@ -215,11 +285,11 @@ func (s *Server) throttled(r *http.Request, how string) string {
 }
 
 // wrongToken counts, logs and throttles a wrong token.
-func (s *Server) wrongToken(r *http.Request, how, operator string) {
+func (s *Server) wrongToken(r *http.Request, how string) {
 	client := clientOf(r)
 	s.guesses.wrong(client, s.now())
 	s.metrics.logins.WithLabelValues(how, "wrong").Inc()
-	s.log.Warn("login refused: wrong token", zap.String("client", client), zap.String("how", how), zap.String("operator", operator))
+	s.log.Warn("login refused: wrong token", zap.String("client", client), zap.String("how", how))
 }
 
 // sameOrigin refuses a POST a browser says comes from another site. Browsers send Origin
@@ -234,22 +304,6 @@ func sameOrigin(r *http.Request) bool {
 	}
 	u, err := url.Parse(origin)
 	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
-}
-
-// cleanOperator checks a login name: printable, no spaces at the ends, at most maxOperator, and
-// no '/', so that its actor console:NAME never reads as a process's <role>/<instance>
-// (docs/design.md#who-acted).
-func cleanOperator(name string) (string, bool) {
-	name = strings.TrimSpace(name)
-	if name == "" || len(name) > maxOperator || strings.Contains(name, "/") {
-		return "", false
-	}
-	for _, r := range name {
-		if !unicode.IsPrint(r) {
-			return "", false
-		}
-	}
-	return name, true
 }
 
 // cookieName is name, with the __Host- prefix over TLS.
@@ -273,7 +327,7 @@ func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, problem string, status int) {
 	nonce := randomID()
 	http.SetCookie(w, s.cookie(loginCookie, nonce, 30*time.Minute))
-	s.render(w, status, "login", visitor{}, map[string]any{"Problem": problem, "Next": safeNext(r.FormValue("next")), "NeedToken": s.cfg.Token != "", "LoginCSRF": nonce})
+	s.render(w, status, "login", visitor{}, map[string]any{"Problem": problem, "Next": safeNext(r.FormValue("next")), "LoginCSRF": nonce})
 }
 
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
@@ -284,28 +338,26 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.renderLogin(w, r, "The login form had expired or came from elsewhere: try again.", http.StatusForbidden)
 		return
 	}
-	if s.cfg.Token != "" {
-		if wait := s.throttled(r, "form"); wait != "" {
-			s.renderLogin(w, r, "Refused: "+wait+".", http.StatusTooManyRequests)
-			return
-		}
-	}
-	name, ok := cleanOperator(r.PostFormValue("operator"))
-	if !ok {
-		s.log.Info("login refused: bad name", zap.String("client", client))
-		s.renderLogin(w, r, "Give your name (printable, at most 64 characters, no /): every change you make is recorded under it.", http.StatusBadRequest)
+	if wait := s.throttled(r, "form"); wait != "" {
+		s.renderLogin(w, r, "Refused: "+wait+".", http.StatusTooManyRequests)
 		return
 	}
-	if s.cfg.Token != "" && !same(r.PostFormValue("token"), s.cfg.Token) {
-		s.wrongToken(r, "form", name)
-		s.renderLogin(w, r, "That is not the console's token.", http.StatusUnauthorized)
+	op, err := s.identify(r.Context(), strings.TrimSpace(r.PostFormValue("token")))
+	if errors.Is(err, ledger.ErrUnknownOperator) {
+		s.wrongToken(r, "form")
+		s.renderLogin(w, r, "That token names no operator of this console (or a revoked one).", http.StatusUnauthorized)
+		return
+	}
+	if err != nil {
+		s.log.Error("login: "+err.Error(), zap.String("client", client))
+		s.renderLogin(w, r, "The ledger could not say whose token this is: try again.", http.StatusServiceUnavailable)
 		return
 	}
 	now := s.now()
-	sess := &session{id: randomID(), operator: name, csrf: randomID(), expires: now.Add(SessionLifetime), lastSeen: now}
+	sess := &session{id: randomID(), operator: op.Name, csrf: randomID(), expires: now.Add(SessionLifetime), lastSeen: now}
 	s.sessions.add(sess, s.cfg.IdleTimeout)
 	s.metrics.logins.WithLabelValues("form", "ok").Inc()
-	s.log.Info("login", zap.String("client", client), zap.String("actor", visitor{operator: name}.actor()))
+	s.log.Info("login", zap.String("client", client), zap.String("actor", visitor{operator: op.Name}.actor()), zap.String("role", string(op.Role)))
 	http.SetCookie(w, s.cookie(sessionCookie, sess.id, SessionLifetime))
 	http.SetCookie(w, s.cookie(loginCookie, "", -time.Second))
 	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
@@ -323,7 +375,7 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request, v visitor) {
 // confirmation is a previewed change waiting for its confirmation: usable once, by the session
 // (or script) that previewed it, for exactly the change previewed.
 type confirmation struct {
-	owner   string // the session id, or "bearer:" and the operator
+	owner   string // the session id, or "bearer:" and the operator's name
 	digest  string // of the change's parameters
 	expires time.Time
 	plan    any // what a bulk action or a replay previewed: *bulkPlan, *replayPlan

@@ -117,7 +117,7 @@ func TestAPersonResolvesParkedIntentsInABrowser(t *testing.T) {
 	ctx := browser(t)
 
 	// Without a session: the login page, and nothing of the ledger.
-	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(h.srv.URL+"/intents/"+target.String()), chromedp.WaitVisible(chromedp.CSS(`input[name=operator]`))))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(h.srv.URL+"/intents/"+target.String()), chromedp.WaitVisible(chromedp.CSS(`input[name=token]`))))
 	loc, err := chromedp.Run(ctx, chromedp.Location())
 	require.NoError(t, err)
 	body, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("html")))
@@ -131,8 +131,7 @@ func TestAPersonResolvesParkedIntentsInABrowser(t *testing.T) {
 
 	// Log in; back to the page asked for.
 	require.NoError(t, chromedp.Do(ctx,
-		chromedp.SendKeys(chromedp.CSS(`input[name=operator]`), "alice"),
-		chromedp.SendKeys(chromedp.CSS(`input[name=token]`), testToken),
+		chromedp.SendKeys(chromedp.CSS(`input[name=token]`), h.operatorToken("alice", ledger.RoleOperator)),
 		chromedp.Submit(chromedp.CSS(`form`)),
 		chromedp.WaitVisible(chromedp.CSS(`#history`)),
 		chromedp.Navigate(h.srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#overview-body`))))
@@ -208,7 +207,7 @@ func TestAPersonResolvesParkedIntentsInABrowser(t *testing.T) {
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(h.srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#overview-body`))))
 
 	// Logged out, the right CSRF token is worth nothing: no session, no change.
-	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`form.who button`)), chromedp.WaitVisible(chromedp.CSS(`input[name=operator]`))))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`form.who button`)), chromedp.WaitVisible(chromedp.CSS(`input[name=token]`))))
 	require.Equal(t, 401, fetchStatus(t, ctx, "/intents/"+parked[3].String()+"/act", map[string]string{"verb": "resolve", "to": "failed", "note": "no session", "csrf": csrf}))
 	require.Equal(t, ledger.Parked, h.Intent(parked[3]).State)
 }
@@ -237,9 +236,8 @@ func TestAPersonReplaysRejectsInABrowser(t *testing.T) {
 	require.NotEmpty(t, row)
 	ctx := browser(t)
 
-	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(h.srv.URL+"/rejects"), chromedp.WaitVisible(chromedp.CSS(`input[name=operator]`)),
-		chromedp.SendKeys(chromedp.CSS(`input[name=operator]`), "alice"),
-		chromedp.SendKeys(chromedp.CSS(`input[name=token]`), testToken),
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(h.srv.URL+"/rejects"), chromedp.WaitVisible(chromedp.CSS(`input[name=token]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name=token]`), h.operatorToken("alice", ledger.RoleOperator)),
 		chromedp.Submit(chromedp.CSS(`form`)),
 		chromedp.WaitVisible(chromedp.CSS(`#rejects`))))
 	require.Equal(t, 4, strings.Count(text(t, ctx, `#rejects tbody`), "unknown_account"))

@@ -30,6 +30,7 @@ type harness struct {
 	srv    *httptest.Server
 	token  string
 	server *console.Server
+	tokens map[string]string // the operators' tokens, by name
 }
 
 const testToken = "s3cret-console-token-of-forty-characters"
@@ -44,7 +45,7 @@ func newHarness(t *testing.T, token string) *harness {
 	require.NoError(t, err)
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
-	return &harness{World: w, t: t, srv: srv, token: token, server: s}
+	return &harness{World: w, t: t, srv: srv, token: token, server: s, tokens: map[string]string{}}
 }
 
 // parkedNotFound takes one intent of account the whole way a real one goes to parked
@@ -154,12 +155,31 @@ func field(t *testing.T, re *regexp.Regexp, body string) string {
 	return html.UnescapeString(m[1])
 }
 
-// login logs in as name and returns the session's CSRF token.
+// operatorToken is the token of the operator name, added with role the first time.
+func (h *harness) operatorToken(name string, role ledger.OperatorRole) string {
+	h.t.Helper()
+	if tok, ok := h.tokens[name]; ok {
+		return tok
+	}
+	tok, err := h.Ledger.AddOperator(h.Ctx, name, role, "user:test", "the console's tests")
+	require.NoError(h.t, err)
+	h.tokens[name] = tok
+	return tok
+}
+
+// login logs in as the operator name (added with role operator the first time) and returns the
+// session's CSRF token.
 func (c *client) login(name string) string {
+	c.h.t.Helper()
+	return c.loginWith(c.h.operatorToken(name, ledger.RoleOperator))
+}
+
+// loginWith logs in with token and returns the session's CSRF token.
+func (c *client) loginWith(token string) string {
 	c.h.t.Helper()
 	code, body := c.get("/login")
 	require.Equal(c.h.t, http.StatusOK, code)
-	form := url.Values{"operator": {name}, "token": {c.h.token}, "csrf": {field(c.h.t, csrfField, body)}, "next": {"/"}}
+	form := url.Values{"token": {token}, "csrf": {field(c.h.t, csrfField, body)}, "next": {"/"}}
 	code, _, hdr := c.post("/login", form)
 	require.Equal(c.h.t, http.StatusSeeOther, code, "login")
 	require.Equal(c.h.t, "/", hdr.Get("Location"))

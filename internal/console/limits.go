@@ -106,3 +106,7 @@ func CheckToken(token string) error {
 	}
 	return nil
 }
+
+// NewToken is a bootstrap token for a console that lives one run (atmost dev, atmost demo):
+// 32 bytes from crypto/rand, which CheckToken takes.
+func NewToken() string { return randomID() }

@@ -24,10 +24,13 @@ type page struct {
 	Title    string
 	Nav      string
 	Operator string
-	CSRF     string
-	Flash    string
-	Live     bool // the overview's live stream of ATMOST_EVENTS is available
-	Data     any
+	// CanChange: the visitor's role may change the ledger, and the page offers the changes.
+	CanChange bool
+	Viewer    bool // the visitor is a viewer: the page says why it offers no change
+	CSRF      string
+	Flash     string
+	Live      bool // the overview's live stream of ATMOST_EVENTS is available
+	Data      any
 }
 
 var funcs = template.FuncMap{
@@ -113,7 +116,7 @@ func (s *Server) render(w http.ResponseWriter, status int, name string, v visito
 		http.Error(w, "no page "+name, http.StatusInternalServerError)
 		return
 	}
-	p := page{Title: titles[name], Nav: name, Operator: v.operator, CSRF: v.csrf(), Live: s.cfg.JetStream != nil, Data: data}
+	p := page{Title: titles[name], Nav: name, Operator: v.operator, CanChange: v.canChange(), Viewer: v.role == ledger.RoleViewer, CSRF: v.csrf(), Live: s.cfg.JetStream != nil, Data: data}
 	if v.session != nil {
 		s.sessions.mu.Lock()
 		p.Flash, v.session.flash = v.session.flash, ""

@@ -45,7 +45,8 @@ type DemoOptions struct {
 	// Logs receives the roles' JSON log lines.
 	Logs io.Writer
 	// Console is the operator console's address, where a person follows the demo's parked
-	// intents; "" starts none. ConsoleToken is its token ("" serves loopback only).
+	// intents; "" starts none. ConsoleToken is its bootstrap token ("": one made for the run,
+	// and printed).
 	Console      string
 	ConsoleToken string
 	// Stay keeps every role and the console running after the final count, until ctx ends.
@@ -194,6 +195,9 @@ func Demo(ctx context.Context, opts DemoOptions) (DemoReport, error) {
 	}
 	if stack.ConsoleURL != "" {
 		fmt.Fprintf(opts.Out, "atmost demo: the console is at %s (the parked intents: %s/intents?state=parked)\n", stack.ConsoleURL, stack.ConsoleURL)
+		if stack.ConsoleToken != "" {
+			fmt.Fprintf(opts.Out, "atmost demo: log in to the console with this run's token (console:bootstrap): %s\n", stack.ConsoleToken)
+		}
 	}
 	fmt.Fprintf(opts.Out, "atmost demo: every role running (NATS %s, embedded); publishing %d intents to %d accounts\n", stack.NATSURL, opts.Intents, len(demoAccounts))
 

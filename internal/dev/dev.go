@@ -66,8 +66,8 @@ type Options struct {
 	Env func(string) (string, bool)
 	// Logs receives every role's JSON log lines.
 	Logs io.Writer
-	// Console is the operator console's address; "" starts none. ConsoleToken is its token
-	// ("" serves loopback only, see console.CheckListen).
+	// Console is the operator console's address; "" starts none. ConsoleToken is its shared
+	// bootstrap token (console.Config.Token); "" makes one for the run (Stack.ConsoleToken).
 	Console      string
 	ConsoleToken string
 }
@@ -80,6 +80,10 @@ type Stack struct {
 	Applied []migrate.Applied
 	// ConsoleURL is where the operator console serves ("" when Options.Console was empty).
 	ConsoleURL string
+	// ConsoleToken is the bootstrap token the stack made for its console, to be shown to the
+	// person who started it ("" when Options gave one, or started no console). It lives as long
+	// as the run: a development ledger needs no operator added to be looked at.
+	ConsoleToken string
 
 	nats    *server.Server
 	console *console.Running
@@ -175,7 +179,12 @@ func (s *Stack) startConsole(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("console: %w", err)
 	}
-	s.console, err = console.Listen(ctx, console.Config{Ledger: l, Token: opts.ConsoleToken, JetStream: js}, opts.Console, "", "")
+	token := opts.ConsoleToken
+	if token == "" {
+		token = console.NewToken()
+		s.ConsoleToken = token
+	}
+	s.console, err = console.Listen(ctx, console.Config{Ledger: l, Token: token, JetStream: js}, opts.Console, "", "")
 	if err != nil {
 		return fmt.Errorf("console on %s (--console \"\" starts none): %w", opts.Console, err)
 	}

@@ -96,6 +96,15 @@ func TestTheDevStackRunsEveryRoleOnAnEmbeddedNATS(t *testing.T) {
 	require.NoError(t, err, "the console serves")
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+	// The run's bootstrap token opens it, with no operator added to the ledger.
+	require.NotEmpty(t, stack.ConsoleToken)
+	req, err := http.NewRequest(http.MethodGet, stack.ConsoleURL+"/controls", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+stack.ConsoleToken)
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the run's token logs in")
 	require.True(t, strings.HasPrefix(stack.NATSURL, "nats://127.0.0.1:"))
 
 	l, err := ledger.New(db.Pool, ledger.Config{Actor: "test"})

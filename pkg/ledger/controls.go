@@ -519,8 +519,9 @@ func (l *Ledger) PolicyLayersFor(ctx context.Context, account string) (PolicyLay
 // ControlChange is one row of the control history: an operator's change to a kill switch
 // (Kind "switch"), a policy row ("policy"), the restore epoch ("epoch"), an account
 // ("account": added, updated, disabled, enabled, rotated, revoked), or an operator's replay of
-// a stored reject (ReplayKind). Scope is the account id, or GlobalScope for the global switch,
-// the default policy and the epoch; for a replay, the reject's id. Before is JSON null when the
+// a stored reject (ReplayKind), or a console operator added or revoked (OperatorKind). Scope is
+// the account id, or GlobalScope for the global switch, the default policy and the epoch; for
+// a replay, the reject's id; for an operator, its name. Before is JSON null when the
 // change created the control; Before and After hold the control's settings as the ledger's
 // columns name them, and for a replay the reject as stored (reason, detail, stream,
 // stream_seq) and what the replay did (outcome, account, delivery_key, and the reason and
@@ -537,7 +538,7 @@ type ControlChange struct {
 }
 
 // ControlKinds are the kinds of ControlChange.
-var ControlKinds = []string{"switch", "policy", "epoch", "account", ReplayKind}
+var ControlKinds = []string{"switch", "policy", "epoch", "account", ReplayKind, OperatorKind}
 
 // ControlHistory returns up to max changes to controls, newest first: of kind, or of every kind
 // when kind is empty.

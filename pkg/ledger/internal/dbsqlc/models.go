@@ -107,6 +107,14 @@ type Intent struct {
 	Traceparent        pgtype.Text
 }
 
+type Operator struct {
+	Name        string
+	Role        string
+	TokenSha256 []byte
+	CreatedAt   time.Time
+	RevokedAt   *time.Time
+}
+
 type Outbox struct {
 	DeliveryKey []byte
 	Seq         int64
