@@ -397,6 +397,12 @@ func (r *Reconciler) reconcile(ctx context.Context, key identity.DeliveryKey) (v
 		return later("ledger_error", r.cfg.RetryDelay)
 	}
 	h := r.heldOf(key)
+	if h != nil && h.looked && h.claim.Token != status.Intent.Token {
+		// The intent moved on to another attempt since (an operator's resolve and a retry):
+		// the held result is of an attempt the ledger no longer waits on.
+		r.forget(key)
+		h = nil
+	}
 	if status.Intent.State != ledger.Indeterminate {
 		r.forget(key)
 		if h != nil && h.looked {
