@@ -230,13 +230,27 @@ func (p *Proxy) accept() {
 		}
 		p.next++
 		id := p.next
-		c := &conn{p: p, client: client.(*net.TCPConn), done: make(chan struct{}),
-			rng: [2]*rand.Rand{rand.New(rand.NewPCG(p.plan.Seed, 2*id)), rand.New(rand.NewPCG(p.plan.Seed, 2*id+1))}}
-		p.conns[c] = true
 		p.wg.Add(1)
 		p.mu.Unlock()
+		c := &conn{p: p, client: client.(*net.TCPConn), done: make(chan struct{}),
+			rng: [2]*rand.Rand{rand.New(rand.NewPCG(p.plan.Seed, 2*id)), rand.New(rand.NewPCG(p.plan.Seed, 2*id+1))}}
 		go func() {
 			defer p.wg.Done()
+			server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+			if err != nil {
+				c.client.Close()
+				return
+			}
+			c.server = server.(*net.TCPConn)
+			// Registered once both sides exist: Close ends it from then on.
+			p.mu.Lock()
+			if p.closed {
+				p.mu.Unlock()
+				c.close(false)
+				return
+			}
+			p.conns[c] = true
+			p.mu.Unlock()
 			c.run()
 			p.mu.Lock()
 			delete(p.conns, c)
@@ -267,14 +281,8 @@ type conn struct {
 	done chan struct{}
 }
 
+// run forwards both directions until one of them ends, then ends both.
 func (c *conn) run() {
-	server, err := net.DialTimeout("tcp", c.p.target, 5*time.Second)
-	if err != nil {
-		c.client.Close()
-		close(c.done)
-		return
-	}
-	c.server = server.(*net.TCPConn)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		defer c.close(false)
@@ -302,9 +310,6 @@ func (c *conn) run() {
 func (c *conn) close(reset bool) {
 	c.once.Do(func() {
 		for _, s := range []*net.TCPConn{c.client, c.server} {
-			if s == nil {
-				continue
-			}
 			if reset {
 				_ = s.SetLinger(0)
 			}
