@@ -63,8 +63,9 @@ type Options struct {
 	Topology Topology
 	// ConnectionFaults puts every role behind fault proxies (internal/tools/chaos/faultproxy)
 	// to PostgreSQL and to NATS, which cut, reset, stall and delay their connections until the
-	// chaos phase ended and nine in ten intents came to rest (30 ms an intent at most); no role is killed or paused and NATS is not restarted, so that what
-	// parks is the connections' doing or the platform's. Single topology only.
+	// chaos phase ended and nine in ten intents came to rest (30 ms an intent at most). No role
+	// is killed or paused and NATS is not restarted, so that what parks is the connections'
+	// doing or the platform's. Single topology only.
 	ConnectionFaults bool
 	// Out receives progress lines.
 	Out io.Writer
@@ -120,7 +121,8 @@ type Result struct {
 	PostgresFaults, NATSConnFaults map[faultproxy.Fault]int
 	ProxiedConnections             map[string]int
 	// Settled is how long after the chaos phase (and the connection faults) ended every intent
-	// came to rest; the whole settle bound when they did not.
+	// came to rest, the five still seconds settle waits for included; the whole settle bound
+	// when they did not.
 	Settled time.Duration
 	// MaxLookupsPerKey is the most lookups the platform saw for one key; LookupsOverClaims the
 	// keys it saw looked up more often than the ledger holds lookup claims for (one lookup per

@@ -22,10 +22,10 @@ import (
 // times, few enough that the roles do their work between them.
 var (
 	postgresFaults = map[faultproxy.Fault]float64{
-		faultproxy.CutAfterCommit: 0.02, faultproxy.CutBeforeCommit: 0.01, faultproxy.StallBeforeCommit: 0.003,
+		faultproxy.CutAfterCommit: 0.02, faultproxy.CutBeforeCommit: 0.02, faultproxy.StallBeforeCommit: 0.003,
 		faultproxy.StallAfterCommit: 0.003, faultproxy.Reset: 0.005, faultproxy.Delay: 0.02}
 	natsFaults = map[faultproxy.Fault]float64{
-		faultproxy.CutAfterPublish: 0.002, faultproxy.CutAfterMessage: 0.002, faultproxy.Stall: 0.0005,
+		faultproxy.CutAfterPublish: 0.005, faultproxy.CutAfterMessage: 0.005, faultproxy.Stall: 0.0005,
 		faultproxy.Reset: 0.001, faultproxy.Delay: 0.01}
 )
 

@@ -206,9 +206,10 @@ func TestNATSCutAfterPublishAndAfterMessage(t *testing.T) {
 	require.Error(t, err, "no acknowledgement")
 	s, err := js.Stream(ctx, "ATMOST_INTENTS")
 	require.NoError(t, err)
-	info, err := s.Info(ctx)
-	require.NoError(t, err)
-	require.EqualValues(t, 1, info.State.Msgs, "the server stored what was forwarded")
+	require.Eventually(t, func() bool {
+		info, err := s.Info(ctx)
+		return err == nil && info.State.Msgs == 1
+	}, 10*time.Second, 20*time.Millisecond, "the server stored what was forwarded")
 	require.Equal(t, 1, p.Counts()[faultproxy.CutAfterPublish])
 
 	m, err := faultproxy.Start(faultproxy.NATS, target.Host, faultproxy.Plan{Seed: 1, Rates: map[faultproxy.Fault]float64{faultproxy.CutAfterMessage: 1}})
