@@ -69,6 +69,9 @@ func TestACommitCutAfterItWasForwardedIsCommittedAndTheClientSeesAnError(t *test
 		b := &pgx.Batch{}
 		b.Queue(`BEGIN`)
 		b.Queue(`INSERT INTO t VALUES ($1)`, 2)
+		// The batch is still running when a connection cut at once would reach pgx, which then
+		// cancels it: only a cut at the COMMIT's answer leaves the row committed.
+		b.Queue(`SELECT pg_sleep(1)`)
 		b.Queue(`COMMIT`)
 		err := conn.SendBatch(ctx, b).Close()
 		require.Error(t, err, "the client heard nothing back")
