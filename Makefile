@@ -19,7 +19,7 @@ ATMOST_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=
 ATMOST_DEMO_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/atmost_demo?sslmode=disable
 export ATMOST_DATABASE_URL ATMOST_TEST_DATABASE_URL ATMOST_DEMO_DATABASE_URL
 
-.PHONY: help build postgres test lint fmt generate migrate fuzz bench bench-pool bench-peer bench-steady mutate clean-test-databases demo chaos chaos-cluster
+.PHONY: help build postgres test lint fmt generate migrate fuzz bench bench-pool bench-peer bench-steady mutate clean-test-databases demo chaos chaos-cluster chaos-conn
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -110,6 +110,10 @@ chaos: postgres ## the crash-and-fault suite with 10,000 intents: real processes
 
 chaos-cluster: postgres ## the crash-and-fault suite on a three-node JetStream cluster (R3 streams, sync_interval: always) with 10,000 intents: two ingesters, four dispatchers, two sweepers, two reconcilers; stream leaders SIGKILLed, a server stopped past the election timeout; the same checks and line as chaos, plus the NATS kills and leader changes (make test runs a short one)
 	$(GO) test -count=1 -run '^TestChaosCluster$$' -v -timeout 60m ./internal/tools/chaos/ -args -chaos.intents=$${CHAOS_INTENTS:-10000}
+
+chaos-conn: postgres ## the crash-and-fault suite with every role behind fault proxies to PostgreSQL and NATS (COMMITs cut after and before they were forwarded, resets inside transactions, 5-40 s stalls, delays; publishes and deliveries cut), no role killed, with 10,000 intents at serializable then at read committed; the same checks, and none parked by the connections alone, the faults counted, the settle time (make test runs a short one)
+	$(GO) test -count=1 -run '^TestChaosConnections$$' -v -timeout 60m ./internal/tools/chaos/ -args -chaos.intents=$${CHAOS_INTENTS:-10000} -chaos.isolation=serializable
+	$(GO) test -count=1 -run '^TestChaosConnections$$' -v -timeout 60m ./internal/tools/chaos/ -args -chaos.intents=$${CHAOS_INTENTS:-10000} -chaos.isolation=read-committed
 
 demo: ## the whole pipeline on the embedded default: every role, an embedded NATS, a fault-injecting platform, a producer, a kill switch mid-run, and the final count; the console follows it (on a terminal it stays up after the count until Ctrl-C) (needs PostgreSQL at ATMOST_DEMO_DATABASE_URL, checked first as make postgres does)
 	@scripts/postgres ATMOST_DEMO_DATABASE_URL

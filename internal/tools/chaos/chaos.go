@@ -4,7 +4,9 @@
 // random roles at random moments and restarts them, does harm to NATS, and pauses a dispatcher
 // past its lease once. In the Single topology NATS is one server, restarted once; in the
 // Cluster topology it is a three-node JetStream cluster with R3 streams whose stream leaders
-// are SIGKILLed and stopped. At the end it checks what atmost promises: at most one object per
+// are SIGKILLed and stopped. With ConnectionFaults no role is killed: every role reaches
+// PostgreSQL and NATS through fault proxies (faultproxy) that cut, reset, stall and delay its
+// connections. At the end it checks what atmost promises: at most one object per
 // delivery key on the platform, every accepted intent in the ledger, every intent in one of
 // the six states, every history row on ATMOST_EVENTS exactly once, every indeterminate intent
 // reconciled or parked.
@@ -29,6 +31,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/atmost/atmost/internal/tools/chaos/faultproxy"
 	"github.com/atmost/atmost/internal/tools/platformsim"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
@@ -58,6 +61,12 @@ type Options struct {
 	Settle time.Duration
 	// Topology is the NATS servers and the processes of each role. Default Single.
 	Topology Topology
+	// ConnectionFaults puts every role behind fault proxies (internal/tools/chaos/faultproxy)
+	// to PostgreSQL and to NATS, which cut, reset, stall and delay their connections until the
+	// chaos phase ended and nine in ten intents came to rest (30 ms an intent at most). No role
+	// is killed or paused and NATS is not restarted, so that what parks is the connections'
+	// doing or the platform's. Single topology only.
+	ConnectionFaults bool
 	// Out receives progress lines.
 	Out io.Writer
 }
@@ -106,11 +115,33 @@ type Result struct {
 	// went to a person, where the platform holds what the ledger could not prove.
 	Unpublished []string
 	Took        time.Duration
+	// ConnectionFaults is the run's option; PostgresFaults and NATSConnFaults count what each
+	// proxy injected, ProxiedConnections the connections each forwarded.
+	ConnectionFaults               bool
+	PostgresFaults, NATSConnFaults map[faultproxy.Fault]int
+	ProxiedConnections             map[string]int
+	// Settled is how long after the chaos phase (and the connection faults) ended every intent
+	// came to rest, the five still seconds settle waits for included; the whole settle bound
+	// when they did not.
+	Settled time.Duration
+	// MaxLookupsPerKey is the most lookups the platform saw for one key; LookupsOverClaims the
+	// keys it saw looked up more often than the ledger holds lookup claims for (one lookup per
+	// claim, and one claim per unknown attempt).
+	MaxLookupsPerKey, LookupsOverClaims int
+	// ParkedWithObject counts, by reason, the parked intents whose object is on the platform.
+	// ParkedByConnections names those parked for a reason no platform fault gives
+	// (platformParks), in a run whose only other faults are the connections': the connections'
+	// faults alone parked them.
+	ParkedWithObject    map[string]int
+	ParkedByConnections []string
+	// Errors counts the roles' ERROR log lines by message.
+	Errors map[string]int
 }
 
 // OK reports whether every promise held.
 func (r Result) OK() bool {
-	return r.Duplicates == 0 && r.Lost == 0 && r.Undeclared == 0 && r.EventsMissing == 0 && r.EventsDuplicated == 0 && r.EventsUnknown == 0 && r.Orphans == 0
+	return r.Duplicates == 0 && r.Lost == 0 && r.Undeclared == 0 && r.EventsMissing == 0 && r.EventsDuplicated == 0 && r.EventsUnknown == 0 && r.Orphans == 0 &&
+		r.LookupsOverClaims == 0 && len(r.ParkedByConnections) == 0
 }
 
 // Line is the suite's one-line verdict, then the counts per state.
@@ -119,8 +150,12 @@ func (r Result) Line() string {
 	for _, s := range []string{"pending", "authorized", "published", "failed", "indeterminate", "parked"} {
 		states = append(states, fmt.Sprintf("%s: %d", s, r.States[s]))
 	}
-	return fmt.Sprintf("duplicates: %d, lost: %d, undeclared: %d, events_missing: %d, orphans: %d\n%s",
-		r.Duplicates, r.Lost, r.Undeclared, r.EventsMissing, r.Orphans, strings.Join(states, ", "))
+	conn := ""
+	if r.ConnectionFaults {
+		conn = fmt.Sprintf(", parked_by_connections: %d", len(r.ParkedByConnections))
+	}
+	return fmt.Sprintf("duplicates: %d, lost: %d, undeclared: %d, events_missing: %d, orphans: %d, max_lookups_per_key: %d%s\n%s",
+		r.Duplicates, r.Lost, r.Undeclared, r.EventsMissing, r.Orphans, r.MaxLookupsPerKey, conn, strings.Join(states, ", "))
 }
 
 // roleEnv is the roles' configuration: short leases and delays, so that expiries, retries and
@@ -157,6 +192,9 @@ type run struct {
 	began time.Time
 	// leaders counts the changes of the streams' leaders (a cluster's).
 	leaders *leaders
+	// pgProxy and natsProxy stand between the roles and PostgreSQL and NATS
+	// (Options.ConnectionFaults).
+	pgProxy, natsProxy *faultproxy.Proxy
 }
 
 // elapsed is the time into the chaos phase, for a progress line.
@@ -185,6 +223,9 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	}
 	if opts.Topology == (Topology{}) {
 		opts.Topology = Single
+	}
+	if opts.ConnectionFaults && opts.Topology.clustered() {
+		return Result{}, errors.New("chaos: connection faults run on one NATS server (a cluster's servers tell clients each other's addresses, past the proxy)")
 	}
 	start := time.Now()
 	r := &run{opts: opts, rng: rand.New(rand.NewPCG(uint64(opts.Seed), 11)), roleNames: opts.Topology.roles(), roles: map[string]*proc{}, out: opts.Out}
@@ -217,27 +258,38 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		// Room for every NATS fault and the cluster's recovery from each.
 		duration = max(45*time.Second, time.Duration(opts.Intents)*time.Second/150)
 	}
-	fmt.Fprintf(r.out, "chaos: publishing %d messages over %s while roles are killed and restarted\n", opts.Intents, duration)
+	harm := "roles are killed and restarted"
+	if opts.ConnectionFaults {
+		harm = "their connections are cut, reset, stalled and delayed"
+	}
+	fmt.Fprintf(r.out, "chaos: publishing %d messages over %s while %s\n", opts.Intents, duration, harm)
 	produced := make(chan error, 1)
 	pctx, stopProducer := context.WithCancel(ctx)
 	defer stopProducer()
 	go func() { produced <- p.run(pctx, opts.Intents, duration) }()
-	res := Result{Topology: opts.Topology, Kills: map[string]int{}, Exited: map[string]int{}}
+	res := Result{Topology: opts.Topology, Kills: map[string]int{}, Exited: map[string]int{}, ConnectionFaults: opts.ConnectionFaults}
 	r.chaos(ctx, duration+5*time.Second, &res)
 	if err := <-produced; err != nil {
 		return res, fmt.Errorf("producer: %w", err)
 	}
 	res.Produced, res.Accepted = p.produced, len(p.keys)
 
+	if opts.ConnectionFaults {
+		r.whileWorking(ctx, res.Accepted)
+		r.stopConnectionFaults(&res)
+	}
 	fmt.Fprintf(r.out, "chaos: chaos over; every role running; waiting for every intent to come to rest\n")
 	r.restartExited(&res)
+	stopped := time.Now()
 	settled := r.settle(ctx, opts.Settle, &res)
+	res.Settled = time.Since(stopped)
 	if !settled {
 		fmt.Fprintf(r.out, "chaos: not every intent came to rest within %s\n", opts.Settle)
 	}
 	if err := r.check(ctx, p, &res); err != nil {
 		return res, err
 	}
+	r.countErrors(&res)
 	res.Took = time.Since(start)
 	return res, nil
 }
@@ -271,13 +323,19 @@ func (r *run) startAll(ctx context.Context, bin string) error {
 		return fmt.Errorf("the platform simulator did not come up: %w (log %s)", err, r.sim.log)
 	}
 
+	dbURL, natsURL := r.opts.AppDatabaseURL, r.natsURLs()
+	if r.opts.ConnectionFaults {
+		if dbURL, natsURL, err = r.startProxies(); err != nil {
+			return err
+		}
+	}
 	for _, name := range r.roleNames {
 		port, err := freePort()
 		if err != nil {
 			return err
 		}
 		binary := strings.TrimRight(strings.TrimRight(name, "0123456789"), "-")
-		env := []string{"ATMOST_DATABASE_URL=" + r.opts.AppDatabaseURL, "ATMOST_NATS_URL=" + r.natsURLs(),
+		env := []string{"ATMOST_DATABASE_URL=" + dbURL, "ATMOST_NATS_URL=" + natsURL,
 			fmt.Sprintf("ATMOST_STREAM_REPLICAS=%d", r.opts.Topology.NATSServers),
 			fmt.Sprintf("ATMOST_HTTP_ADDR=127.0.0.1:%d", port), "ATMOST_LEDGER_ISOLATION=" + r.opts.Isolation}
 		for k, v := range roleEnv {
@@ -392,6 +450,9 @@ func (r *run) chaos(ctx context.Context, d time.Duration, res *Result) {
 		r.restartExited(res)
 		elapsed := time.Since(r.began)
 		switch {
+		case r.opts.ConnectionFaults:
+			// The connections' faults are the run's: a role killed or paused would park intents
+			// of its own.
 		case !pauseDone && elapsed > 2*d/3:
 			pauseDone = true
 			victim := r.roles["dispatcher-2"]
@@ -439,7 +500,11 @@ func (r *run) chaos(ctx context.Context, d time.Duration, res *Result) {
 func (r *run) natsSchedule(ctx context.Context, js jetstream.JetStream, d time.Duration) natsResult {
 	rng := rand.New(rand.NewPCG(uint64(r.opts.Seed), 17))
 	var res natsResult
-	for _, f := range r.opts.Topology.natsFaults() {
+	faults := r.opts.Topology.natsFaults()
+	if r.opts.ConnectionFaults {
+		faults = nil // NATS's connections are cut by the proxy instead
+	}
+	for _, f := range faults {
 		at := time.Duration(f.at * float64(d))
 		select {
 		case <-ctx.Done():
@@ -537,6 +602,9 @@ func (r *run) check(ctx context.Context, p *producer, res *Result) error {
 		return fmt.Errorf("the platform's count: %w", err)
 	}
 	res.Duplicates, res.Objects = len(c.KeysOverOne), c.Objects
+	if err := r.checkLookups(ctx, c.Lookups, res); err != nil {
+		return err
+	}
 
 	keys := make([][]byte, 0, len(p.keys))
 	for k := range p.keys {
@@ -554,6 +622,7 @@ func (r *run) check(ctx context.Context, p *producer, res *Result) error {
 			sent = append(sent, key.Bytes())
 		}
 	}
+	res.ParkedWithObject = map[string]int{}
 	unpublished, err := r.pool.Query(ctx, `SELECT delivery_key, state, reason FROM intents WHERE delivery_key = ANY($1) AND state <> 'published' ORDER BY delivery_key`, sent)
 	if err != nil {
 		return err
@@ -569,6 +638,12 @@ func (r *run) check(ctx context.Context, p *producer, res *Result) error {
 			return err
 		}
 		res.Unpublished = append(res.Unpublished, fmt.Sprintf("%s %s %s", key, st, reason))
+		if st == "parked" {
+			res.ParkedWithObject[reason]++
+			if r.opts.ConnectionFaults && !platformParks[reason] {
+				res.ParkedByConnections = append(res.ParkedByConnections, fmt.Sprintf("%s %s", key, reason))
+			}
+		}
 	}
 	if err := unpublished.Err(); err != nil {
 		return err
@@ -606,6 +681,37 @@ func (r *run) check(ctx context.Context, p *producer, res *Result) error {
 	}
 	res.Orphans = orphans.Total()
 	return r.checkEvents(ctx, res)
+}
+
+// checkLookups compares the platform's lookups per key with the ledger's lookup claims.
+func (r *run) checkLookups(ctx context.Context, lookups map[string]int, res *Result) error {
+	rows, err := r.pool.Query(ctx, `SELECT delivery_key, count(*) FROM reconciliations WHERE step = 'claimed' GROUP BY delivery_key`)
+	if err != nil {
+		return err
+	}
+	claims := map[string]int{}
+	for rows.Next() {
+		var raw []byte
+		var n int
+		if err := rows.Scan(&raw, &n); err != nil {
+			return err
+		}
+		key, err := identity.DeliveryKeyFromBytes(raw)
+		if err != nil {
+			return err
+		}
+		claims[key.String()] = n
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for key, n := range lookups {
+		res.MaxLookupsPerKey = max(res.MaxLookupsPerKey, n)
+		if n > claims[key] {
+			res.LookupsOverClaims++
+		}
+	}
+	return nil
 }
 
 // checkEvents reads ATMOST_EVENTS from the start and compares it with history, row for row.
@@ -762,6 +868,7 @@ func (r *run) stopAll() {
 	for _, s := range r.nats {
 		s.stop(10 * time.Second)
 	}
+	r.closeProxies()
 }
 
 // Report prints the result: who was killed how often (on a cluster also the NATS kills,
@@ -790,6 +897,7 @@ func (res Result) Report(w io.Writer) {
 	for _, u := range res.Unpublished {
 		fmt.Fprintf(w, "an object on the platform, its intent not published (a person decides): %s\n", u)
 	}
+	res.reportConnections(w)
 }
 
 func sum(m map[string]int) int {

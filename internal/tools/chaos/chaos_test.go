@@ -13,11 +13,12 @@ import (
 
 	"github.com/atmost/atmost/internal/testkit/dbtest"
 	"github.com/atmost/atmost/internal/tools/chaos"
+	"github.com/atmost/atmost/internal/tools/chaos/faultproxy"
 	"github.com/atmost/atmost/pkg/events"
 )
 
 var (
-	intents   = flag.Int("chaos.intents", 600, "messages the producer publishes (make chaos and make chaos-cluster: 10000)")
+	intents   = flag.Int("chaos.intents", 600, "messages the producer publishes (make chaos, make chaos-cluster and make chaos-conn: 10000)")
 	seed      = flag.Int64("chaos.seed", 1, "seed of the producer's, the driver's and the platform's choices")
 	isolation = flag.String("chaos.isolation", "serializable", "the roles' ledger isolation")
 	keep      = flag.Bool("chaos.keep-logs", false, "keep the processes' logs also when the run passed")
@@ -57,8 +58,27 @@ func binaries(t *testing.T) string {
 // lease; then at most one object per delivery key, nothing lost, every intent at rest in a
 // declared state, every transition on ATMOST_EVENTS exactly once.
 func TestChaos(t *testing.T) {
-	res := runChaos(t, chaos.Single)
+	res := runChaos(t, chaos.Options{Topology: chaos.Single})
 	require.Positive(t, res.NATSRestarts)
+	require.Positive(t, res.Pauses)
+	require.NotEmpty(t, res.Kills)
+}
+
+// The same with every role behind fault proxies to PostgreSQL and NATS, short inside make
+// test, long under make chaos-conn (at both isolation levels): COMMITs cut after they were
+// forwarded and before, connections reset inside a transaction, stalled for 5 to 40 s with the
+// socket open, delayed; publishes and messages cut after they were forwarded. No role is
+// killed: besides every promise above, no intent whose object is on the platform is parked for
+// a reason only the platform's faults could give (reconcile_unavailable after a lost answer,
+// say), and the platform saw no key looked up more often than the ledger claimed lookups.
+func TestChaosConnections(t *testing.T) {
+	res := runChaos(t, chaos.Options{Topology: chaos.Single, ConnectionFaults: true})
+	require.Empty(t, res.Kills)
+	// The faults are drawn at random: the run must have met the ones the suite is for.
+	pg, nc := res.PostgresFaults, res.NATSConnFaults
+	require.Positive(t, pg[faultproxy.CutAfterCommit], "PostgreSQL faults: %v", pg)
+	require.Positive(t, pg[faultproxy.CutBeforeCommit]+pg[faultproxy.Reset], "PostgreSQL faults: %v", pg)
+	require.Positive(t, nc[faultproxy.CutAfterPublish]+nc[faultproxy.CutAfterMessage], "NATS faults: %v", nc)
 }
 
 // The same on a three-node JetStream cluster with R3 streams, short inside make test, long
@@ -67,7 +87,9 @@ func TestChaos(t *testing.T) {
 // ATMOST_EVENTS stopped until another server leads it, a server SIGKILLed at random, each
 // restarted on its store; and every promise checked as on one server.
 func TestChaosCluster(t *testing.T) {
-	res := runChaos(t, chaos.Cluster)
+	res := runChaos(t, chaos.Options{Topology: chaos.Cluster})
+	require.Positive(t, res.Pauses)
+	require.NotEmpty(t, res.Kills)
 	require.GreaterOrEqual(t, res.NATSKills, 3, "NATS servers SIGKILLed")
 	require.GreaterOrEqual(t, res.LeaderKills, 2, "stream leaders SIGKILLed")
 	require.Equal(t, 1, res.NATSPauses, "a NATS server stopped past the election timeout")
@@ -77,7 +99,17 @@ func TestChaosCluster(t *testing.T) {
 	require.Positive(t, res.LeaderChanges[events.EventsStream], "leader changes of %s: %v", events.EventsStream, res.LeaderChanges)
 }
 
-func runChaos(t *testing.T, topology chaos.Topology) chaos.Result {
+// A run passes only if no intent was parked by the connections' faults alone and no key was
+// looked up more often than its lookups were claimed, whatever else held.
+func TestAResultFailsOnAParkByTheConnectionsOrALookupOverItsClaims(t *testing.T) {
+	require.True(t, chaos.Result{}.OK())
+	require.False(t, chaos.Result{ParkedByConnections: []string{"dk1:abc reconcile_unavailable"}}.OK())
+	require.False(t, chaos.Result{LookupsOverClaims: 1}.OK())
+}
+
+// runChaos runs the suite with opts (its topology and faults; the rest from the flags and the
+// test's database) and checks every promise.
+func runChaos(t *testing.T, opts chaos.Options) chaos.Result {
 	if testing.Short() {
 		t.Skip("the crash-and-fault suite builds and runs every binary; not in -short")
 	}
@@ -86,16 +118,15 @@ func runChaos(t *testing.T, topology chaos.Topology) chaos.Result {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Minute)
 	defer cancel()
-	res, err := chaos.Run(ctx, chaos.Options{DatabaseURL: db.URL, AppDatabaseURL: db.AppURL(), Intents: *intents, Seed: *seed,
-		Isolation: *isolation, Dir: dir, Bin: bin, Topology: topology, Out: testWriter{t}})
+	opts.DatabaseURL, opts.AppDatabaseURL, opts.Intents, opts.Seed = db.URL, db.AppURL(), *intents, *seed
+	opts.Isolation, opts.Dir, opts.Bin, opts.Out = *isolation, dir, bin, testWriter{t}
+	res, err := chaos.Run(ctx, opts)
 	if err != nil || !res.OK() || *keep {
 		keepLogs(t, dir)
 	}
 	require.NoError(t, err)
 	res.Report(os.Stdout)
-	require.True(t, res.OK(), "%s", res.Line())
-	require.Positive(t, res.Pauses)
-	require.NotEmpty(t, res.Kills)
+	require.True(t, res.OK(), "%s\nparked by the connections alone: %q", res.Line(), res.ParkedByConnections)
 	require.Positive(t, res.Accepted)
 	// A run that sent nothing would pass every check above: most intents must be published,
 	// each as one object.
