@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -60,6 +61,15 @@ func TestDevNamesABusyPortAndTheFlagThatMovesIt(t *testing.T) {
 	require.Contains(t, res.stderr, "atmost dev: "+busy+" (the operator console) is in use, nothing was started")
 	require.Contains(t, res.stderr, "give another --console address (empty: none)")
 	require.NotContains(t, res.stderr, "ledger")
+
+	// A busy NATS port is moved, never answered with the server running there: atmost's streams
+	// do not go into someone else's NATS.
+	res = run(env, "dev", "--nats-port", strconv.Itoa(ln.Addr().(*net.TCPAddr).Port), "--ingest-http-addr", "127.0.0.1:0", "--dispatcher-http-addr", "127.0.0.1:0",
+		"--sweeper-http-addr", "127.0.0.1:0", "--reconciler-http-addr", "127.0.0.1:0", "--console", "127.0.0.1:0", "--sim", "127.0.0.1:0")
+	require.Equal(t, cli.ExitError, res.code, res.stderr)
+	require.Contains(t, res.stderr, "(embedded NATS) is in use, nothing was started")
+	require.Contains(t, res.stderr, "give another --nats-port (0: any free one; atmost dev then prints the ATMOST_NATS_URL to export)")
+	require.NotContains(t, res.stderr, "ATMOST_NATS_URL to use")
 
 	for args, want := range map[string][]string{
 		"--http-base-port 65534": {"dev", "--http-base-port", "65534"},

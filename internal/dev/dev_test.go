@@ -187,3 +187,43 @@ func TestTheDevStacksDefaultAddressesAreTheRolesOwn(t *testing.T) {
 		require.Regexp(t, `-http string\n\s+[^\n]*\(default "`+regexp.QuoteMeta(defaults[role])+`"\)`, help.String(), role)
 	}
 }
+
+// A ledger without accounts gets sim-1 on the simulator it is given, once; a ledger that has an
+// account of its own is someone's, and gets nothing.
+func TestTheDevStackGivesOnlyAFreshLedgerItsSimAccount(t *testing.T) {
+	t.Parallel()
+	addrs := map[string]string{"ingest": "127.0.0.1:0", "dispatcher": "127.0.0.1:0", "sweeper": "127.0.0.1:0", "reconciler": "127.0.0.1:0"}
+	start := func(dbURL, simURL string) *dev.Stack {
+		s, err := dev.Start(context.Background(), dev.Options{DatabaseURL: dbURL, HTTPAddrs: addrs, SimURL: simURL})
+		require.NoError(t, err)
+		require.NoError(t, s.Stop())
+		return s
+	}
+	accounts := func(db *dbtest.DB) []ledger.Account {
+		l, err := ledger.New(db.Pool, ledger.Config{Actor: "test"})
+		require.NoError(t, err)
+		a, err := l.Accounts(context.Background())
+		require.NoError(t, err)
+		return a
+	}
+
+	fresh := dbtest.New(t, dbtest.Empty())
+	s := start(fresh.URL, "http://127.0.0.1:9399")
+	require.Equal(t, dev.SimAccount, s.SimAccount)
+	require.True(t, s.SimAccountCreated)
+	got := accounts(fresh)
+	require.Len(t, got, 1)
+	require.Equal(t, sim.Name, got[0].Platform)
+	require.JSONEq(t, `{"url":"http://127.0.0.1:9399"}`, string(got[0].Settings))
+	s = start(fresh.URL, "http://127.0.0.1:9399")
+	require.Equal(t, dev.SimAccount, s.SimAccount, "found again")
+	require.False(t, s.SimAccountCreated)
+
+	someones := dbtest.New(t)
+	l, err := ledger.New(someones.Pool, ledger.Config{Actor: "test"})
+	require.NoError(t, err)
+	require.NoError(t, l.AddAccount(context.Background(), ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(`{"url":"http://127.0.0.1:1"}`)}, "test", "theirs"))
+	s = start(someones.URL, "http://127.0.0.1:9399")
+	require.Empty(t, s.SimAccount)
+	require.Len(t, accounts(someones), 1, "nothing added to a ledger with accounts")
+}
