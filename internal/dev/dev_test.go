@@ -44,7 +44,8 @@ func TestTheDemoEndsAtMostOnceWithEveryIntentAccountedFor(t *testing.T) {
 		db.Pool.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 	})
 	var out bytes.Buffer
-	r, err := dev.Demo(context.Background(), dev.DemoOptions{DatabaseURL: withDatabase(t, db.URL, name), Intents: 400, Seed: 3, Timeout: 2 * time.Minute, Out: &out})
+	r, err := dev.Demo(context.Background(), dev.DemoOptions{DatabaseURL: withDatabase(t, db.URL, name), Intents: 400, Seed: 3, Timeout: 2 * time.Minute, Out: &out,
+		Console: "127.0.0.1:0"})
 	require.NoError(t, err, out.String())
 	require.True(t, r.Settled, out.String())
 	require.True(t, r.OK(), out.String())
@@ -72,6 +73,7 @@ func TestTheDemoEndsAtMostOnceWithEveryIntentAccountedFor(t *testing.T) {
 	require.Equal(t, r.Valid+r.Occurrences, total, "the valid intents and the new occurrences, nothing else")
 	require.Contains(t, out.String(), "verdict: at most once")
 	require.Contains(t, out.String(), "STATE")
+	require.Contains(t, out.String(), "atmost demo: the console stops with the demo; --stay keeps it", "without --stay the console's end is said")
 }
 
 // atmost dev's stack: the ledger created and migrated, an embedded NATS, every role and the
