@@ -25,11 +25,11 @@ import (
 )
 
 func main() {
-	def := nats.DefaultURL
+	natsURL := nats.DefaultURL
 	if env := os.Getenv("ATMOST_NATS_URL"); env != "" {
-		def = env
+		natsURL = env
 	}
-	url := flag.String("nats-url", def, "the NATS server (default: $ATMOST_NATS_URL, else "+nats.DefaultURL+")")
+	url := flag.String("nats-url", natsURL, "the NATS server (default: $ATMOST_NATS_URL, else "+nats.DefaultURL+")")
 	account := flag.String("account", "", "the account to post as (required)")
 	text := flag.String("text", "", "the text to post (required)")
 	occurrence := flag.String("occurrence", "", "set to post the same text again as a new intent")
