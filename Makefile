@@ -19,12 +19,13 @@ ATMOST_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=
 ATMOST_DEMO_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/atmost_demo?sslmode=disable
 export ATMOST_DATABASE_URL ATMOST_TEST_DATABASE_URL ATMOST_DEMO_DATABASE_URL
 
-.PHONY: help build postgres test lint fmt generate migrate fuzz bench bench-pool bench-peer bench-steady mutate clean-test-databases demo chaos chaos-cluster chaos-conn
+.PHONY: help build postgres test lint fmt generate migrate fuzz bench bench-pool bench-peer bench-steady mutate clean-test-databases demo dev chaos chaos-cluster chaos-conn
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-21s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## build every command into bin/
+build: ## build every command into bin/ (the first build downloads the modules and compiles everything: 5 to 15 minutes on a 2-core machine)
+	@[ -x $(BIN)/atmost ] || echo "make build: the first build downloads the modules and compiles every package into bin/: allow 5 to 15 minutes on a 2-core machine, with no output meanwhile; later builds take seconds"
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
 postgres: ## find PostgreSQL at ATMOST_TEST_DATABASE_URL or start its local cluster, else stop naming the one command that fixes it (scripts/postgres; CI=true as root also installs it)
@@ -118,4 +119,9 @@ chaos-conn: postgres ## the crash-and-fault suite with every role behind fault p
 demo: ## the whole pipeline on the embedded default: every role, an embedded NATS, a fault-injecting platform, a producer, a kill switch mid-run, and the final count; the console follows it (on a terminal it stays up after the count until Ctrl-C) (needs PostgreSQL at ATMOST_DEMO_DATABASE_URL, checked first as make postgres does)
 	@scripts/postgres ATMOST_DEMO_DATABASE_URL
 	@$(MAKE) --no-print-directory build
-	$(BIN)/atmost demo $$([ -t 0 ] && echo --stay)
+	@stay=$$([ -t 0 ] && echo --stay); echo "$(BIN)/atmost demo $$stay"; $(BIN)/atmost demo $$stay
+
+dev: ## build, then run every role, an embedded NATS, the platform simulator and the console in one process on ATMOST_DATABASE_URL until Ctrl-C; a ledger without accounts gets sim-1, and dev prints the next steps (DEV_FLAGS="--nats-port 0" adds flags)
+	@scripts/postgres ATMOST_DATABASE_URL
+	@$(MAKE) --no-print-directory build
+	$(BIN)/atmost dev $(DEV_FLAGS)

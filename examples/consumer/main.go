@@ -3,7 +3,9 @@
 // one line per transition. Started again with the same -durable name, it resumes after the
 // last event it printed. It needs a NATS server with atmost's streams; it needs no database.
 //
-//	go run ./examples/consumer -nats-url nats://127.0.0.1:4222 -durable audit -account acct-1 -state published
+//	go run ./examples/consumer -durable audit -account sim-1 -state published
+//
+// Its NATS server is -nats-url, else ATMOST_NATS_URL as atmost's own commands read it.
 //
 // It runs until interrupted, or until it printed -count events.
 package main
@@ -23,7 +25,11 @@ import (
 )
 
 func main() {
-	url := flag.String("nats-url", nats.DefaultURL, "the NATS server")
+	natsURL := nats.DefaultURL
+	if env := os.Getenv("ATMOST_NATS_URL"); env != "" {
+		natsURL = env
+	}
+	url := flag.String("nats-url", natsURL, "the NATS server (default: $ATMOST_NATS_URL, else "+nats.DefaultURL+")")
 	durable := flag.String("durable", "example-consumer", "the consumer's durable name: its position survives a restart")
 	accounts := flag.String("account", "", "comma-separated accounts to follow (default: every account)")
 	states := flag.String("state", "", "comma-separated states to follow (default: every state)")

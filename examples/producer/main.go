@@ -1,9 +1,10 @@
 // Command producer is an example of a producer: it publishes one post intent with atmost's Go
 // client, publishing it again while its acknowledgement does not come (safe: the delivery key
 // dedupes), then awaits its outcome from the outcome service that the ingest role serves, and
-// prints it. It needs a NATS server with atmost's roles running; it needs no database.
+// prints it. It needs a NATS server with atmost's roles running (ATMOST_NATS_URL, as atmost's
+// own commands read it); it needs no database.
 //
-//	go run ./examples/producer -nats-url nats://127.0.0.1:4222 -account acct-1 -text "Hello, world"
+//	go run ./examples/producer -account sim-1 -text "Hello, world"
 //
 // It exits 0 once the intent is published, 1 when it settled otherwise (failed, parked) or the
 // timeout passed, 2 for a bad command line.
@@ -24,7 +25,11 @@ import (
 )
 
 func main() {
-	url := flag.String("nats-url", nats.DefaultURL, "the NATS server")
+	natsURL := nats.DefaultURL
+	if env := os.Getenv("ATMOST_NATS_URL"); env != "" {
+		natsURL = env
+	}
+	url := flag.String("nats-url", natsURL, "the NATS server (default: $ATMOST_NATS_URL, else "+nats.DefaultURL+")")
 	account := flag.String("account", "", "the account to post as (required)")
 	text := flag.String("text", "", "the text to post (required)")
 	occurrence := flag.String("occurrence", "", "set to post the same text again as a new intent")
@@ -77,7 +82,7 @@ func run(ctx context.Context, url string, intent client.Intent) error {
 		return fmt.Errorf("awaiting %s (last seen: %q): %w", receipt.Key, o.State, err)
 	}
 	if o.Rejected != nil {
-		return fmt.Errorf("ingest refused %s: %s: %s", receipt.Key, o.Rejected.Reason, o.Rejected.Detail)
+		return fmt.Errorf("%s: %w", receipt.Key, o.Rejected) // its remedy, when an operator can fix it
 	}
 	fmt.Printf("%s %s (%s) %s\n", o.State, o.Reason, o.Retry, o.ObjectID)
 	if o.State != "published" {

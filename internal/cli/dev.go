@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	stdio "io"
 	"maps"
 	"net"
 	"os"
@@ -40,7 +41,7 @@ address is checked before anything starts.`,
 				roleAddrs[role] = new(string)
 				f.String(roleAddrs[role], role+"-http-addr", "ADDR", "", "the "+role+"'s /healthz, /readyz and /metrics address (default: from --http-base-port)")
 			}
-			f.String(&simAddr, "sim", "ADDR", "", "also serve the platform simulator on this address (e.g. 127.0.0.1:9300)")
+			f.String(&simAddr, "sim", "ADDR", DefaultSimAddr, "serve the platform simulator here (empty: none); a ledger without accounts gets the account "+dev.SimAccount+" on it")
 			f.String(&logFile, "log", "FILE", "", "write the roles' JSON logs to this file instead of standard error")
 			f.String(&consoleAddr, "console", "ADDR", console.DefaultListen, "serve the operator console here (empty: none); its token is $"+console.TokenVariable+", or one made for the run")
 		},
@@ -66,6 +67,9 @@ address is checked before anything starts.`,
 		},
 	}
 }
+
+// DefaultSimAddr is where `atmost dev` serves the platform simulator unless --sim moves it.
+const DefaultSimAddr = "127.0.0.1:9300"
 
 func runDev(ctx context.Context, c *line, opts dev.Options, simAddr, logFile string) int {
 	io := c.io
@@ -106,6 +110,7 @@ func runDev(ctx context.Context, c *line, opts dev.Options, simAddr, logFile str
 			return c.problem(ExitError, fmt.Sprintf("platform simulator on %s: %v", simAddr, err))
 		}
 		fmt.Fprintf(io.Stdout, "platform simulator: %s (GET /v1/counts)\n", url)
+		opts.SimURL = url
 	}
 	if setting(io.Env, "ATMOST_HTTP_ADDR", "") != "" {
 		c.note("ATMOST_HTTP_ADDR is one role's address and is not used: each role serves on its own (--http-base-port, --ROLE-http-addr)")
@@ -115,14 +120,15 @@ func runDev(ctx context.Context, c *line, opts dev.Options, simAddr, logFile str
 	if err != nil {
 		return c.fail(err)
 	}
-	for _, a := range stack.Applied {
-		fmt.Fprintf(io.Stdout, "applied %s\n", a.Name)
+	migrated := ""
+	if n := len(stack.Applied); n > 0 {
+		migrated = fmt.Sprintf(" (%d %s applied, up to %s)", n, plural(n, "migration", "migrations"), stack.Applied[n-1].Name)
 	}
 	nats := stack.NATSURL + " (embedded, streams in " + opts.DataDir + ")"
 	if opts.NATSURL != "" {
 		nats = redact.URL(stack.NATSURL)
 	}
-	fmt.Fprintf(io.Stdout, "ledger: %s\nNATS: %s\n", redact.URL(stack.DatabaseURL), nats)
+	fmt.Fprintf(io.Stdout, "ledger: %s%s\nNATS: %s\n", redact.URL(stack.DatabaseURL), migrated, nats)
 	if stack.ConsoleURL != "" {
 		fmt.Fprintf(io.Stdout, "console: %s\n", stack.ConsoleURL)
 		if stack.ConsoleToken != "" {
@@ -134,6 +140,7 @@ func runDev(ctx context.Context, c *line, opts dev.Options, simAddr, logFile str
 		roles[i] = role + " " + opts.HTTPAddrs[role]
 	}
 	fmt.Fprintf(io.Stdout, "roles (/healthz, /readyz and /metrics): %s\n", strings.Join(roles, ", "))
+	nextSteps(io.Stdout, stack, opts, simAddr)
 	fmt.Fprintln(io.Stdout, "running; Ctrl-C stops every role cleanly")
 	select {
 	case <-ctx.Done():
@@ -146,6 +153,33 @@ func runDev(ctx context.Context, c *line, opts dev.Options, simAddr, logFile str
 	return ExitOK
 }
 
+// nextSteps prints what a newcomer does next, in another terminal: the exports that point
+// atmost's commands and the examples at this stack when it is not where they look by default,
+// then the first intent of their own, its events and the console. README.md shows the same
+// lines, and a test runs them from there.
+func nextSteps(w stdio.Writer, stack *dev.Stack, opts dev.Options, simAddr string) {
+	if stack.SimAccount == "" {
+		if simAddr == "" {
+			fmt.Fprintf(w, "no account %s: --sim %s serves the platform simulator, and a ledger without accounts gets %s on it\n",
+				dev.SimAccount, DefaultSimAddr, dev.SimAccount)
+		}
+		return
+	}
+	if stack.SimAccountCreated {
+		fmt.Fprintf(w, "account %s: created on the platform simulator (this ledger had no account)\n", dev.SimAccount)
+	}
+	fmt.Fprintln(w, "next, in another terminal, in this directory:")
+	if opts.NATSURL == "" && stack.NATSURL != DefaultNATSURL {
+		// Only the embedded server's URL: one given to dev is the user's, and may hold a password.
+		fmt.Fprintf(w, "  export ATMOST_NATS_URL=%s\n", stack.NATSURL)
+	}
+	fmt.Fprintf(w, "  go run ./examples/producer -account %s -text \"my first intent\"   # publishes it and waits until it is published\n", dev.SimAccount)
+	fmt.Fprintln(w, "  bin/atmost events tail   # its transitions, one line each (--follow keeps watching)")
+	if stack.ConsoleURL != "" {
+		fmt.Fprintf(w, "and open the console at %s (log in with any name)\n", stack.ConsoleURL)
+	}
+}
+
 // simulator names the platform simulator's address in a dev.BusyError.
 const simulator = "the platform simulator (--sim)"
 
@@ -153,7 +187,7 @@ const simulator = "the platform simulator (--sim)"
 func movesIt(name string) string {
 	switch {
 	case name == dev.EmbeddedNATS:
-		return "give another --nats-port (0: any free one), or ATMOST_NATS_URL to use the NATS server running there"
+		return "give another --nats-port (0: any free one; atmost dev then prints the ATMOST_NATS_URL to export)"
 	case name == simulator:
 		return "give another --sim address"
 	case name == dev.Console:

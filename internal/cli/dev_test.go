@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -47,7 +48,7 @@ func TestDevNamesABusyPortAndTheFlagThatMovesIt(t *testing.T) {
 	// An unreachable ledger: the command must stop at the port, before it tries the ledger.
 	env := map[string]string{"ATMOST_DATABASE_URL": "postgres://postgres@127.0.0.1:1/atmost?sslmode=disable&connect_timeout=2"}
 	free := []string{"--nats-port", "0", "--ingest-http-addr", "127.0.0.1:0", "--sweeper-http-addr", "127.0.0.1:0", "--reconciler-http-addr", "127.0.0.1:0", "--console", "127.0.0.1:0"}
-	res := run(env, append([]string{"dev", "--dispatcher-http-addr", busy}, free...)...)
+	res := run(env, append([]string{"dev", "--dispatcher-http-addr", busy, "--sim", "127.0.0.1:0"}, free...)...)
 	require.Equal(t, cli.ExitError, res.code, res.stderr)
 	require.Contains(t, res.stderr, "atmost dev: "+busy+" (the dispatcher's /healthz, /readyz and /metrics) is in use, nothing was started")
 	require.Contains(t, res.stderr, "move it with --dispatcher-http-addr, or every role with --http-base-port")
@@ -55,11 +56,20 @@ func TestDevNamesABusyPortAndTheFlagThatMovesIt(t *testing.T) {
 	res = run(env, append([]string{"dev", "--dispatcher-http-addr", "127.0.0.1:0", "--sim", busy}, free...)...)
 	require.Equal(t, cli.ExitError, res.code, res.stderr)
 	require.Contains(t, res.stderr, "give another --sim address")
-	res = run(env, append(append([]string{"dev", "--dispatcher-http-addr", "127.0.0.1:0"}, free...), "--console", busy)...)
+	res = run(env, append(append([]string{"dev", "--dispatcher-http-addr", "127.0.0.1:0", "--sim", "127.0.0.1:0"}, free...), "--console", busy)...)
 	require.Equal(t, cli.ExitError, res.code, res.stderr)
 	require.Contains(t, res.stderr, "atmost dev: "+busy+" (the operator console) is in use, nothing was started")
 	require.Contains(t, res.stderr, "give another --console address (empty: none)")
 	require.NotContains(t, res.stderr, "ledger")
+
+	// A busy NATS port is moved, never answered with the server running there: atmost's streams
+	// do not go into someone else's NATS.
+	res = run(env, "dev", "--nats-port", strconv.Itoa(ln.Addr().(*net.TCPAddr).Port), "--ingest-http-addr", "127.0.0.1:0", "--dispatcher-http-addr", "127.0.0.1:0",
+		"--sweeper-http-addr", "127.0.0.1:0", "--reconciler-http-addr", "127.0.0.1:0", "--console", "127.0.0.1:0", "--sim", "127.0.0.1:0")
+	require.Equal(t, cli.ExitError, res.code, res.stderr)
+	require.Contains(t, res.stderr, "(embedded NATS) is in use, nothing was started")
+	require.Contains(t, res.stderr, "give another --nats-port (0: any free one; atmost dev then prints the ATMOST_NATS_URL to export)")
+	require.NotContains(t, res.stderr, "ATMOST_NATS_URL to use")
 
 	for args, want := range map[string][]string{
 		"--http-base-port 65534": {"dev", "--http-base-port", "65534"},
@@ -87,7 +97,7 @@ func TestDevGivesEachRoleItsOwnAddressWhateverATMOST_HTTP_ADDRSays(t *testing.T)
 	go func() {
 		done <- cli.Run(ctx, cli.IO{Stdout: &stdout, Stderr: &stderr, Env: func(name string) (string, bool) { v, ok := env[name]; return v, ok }},
 			[]string{"dev", "--nats-port", "0", "--data-dir", t.TempDir(), "--log", t.TempDir() + "/roles.log", "--ingest-http-addr", "127.0.0.1:0",
-				"--dispatcher-http-addr", "127.0.0.1:0", "--sweeper-http-addr", "127.0.0.1:0", "--reconciler-http-addr", "127.0.0.1:0", "--console", "127.0.0.1:0"})
+				"--dispatcher-http-addr", "127.0.0.1:0", "--sweeper-http-addr", "127.0.0.1:0", "--reconciler-http-addr", "127.0.0.1:0", "--console", "127.0.0.1:0", "--sim", "127.0.0.1:0"})
 	}()
 	require.Eventually(t, func() bool { return bytes.Contains([]byte(stdout.String()), []byte("running; Ctrl-C")) }, 30*time.Second, 50*time.Millisecond,
 		"stdout: %s\nstderr: %s", &stdout, &stderr)
@@ -131,7 +141,7 @@ func TestDevNeverPrintsAPassword(t *testing.T) {
 	go func() {
 		done <- cli.Run(ctx, cli.IO{Stdout: &stdout, Stderr: &stderr, Env: func(name string) (string, bool) { v, ok := env[name]; return v, ok }},
 			[]string{"dev", "--nats-url", natsURL, "--log", logFile, "--ingest-http-addr", "127.0.0.1:0",
-				"--dispatcher-http-addr", "127.0.0.1:0", "--sweeper-http-addr", "127.0.0.1:0", "--reconciler-http-addr", "127.0.0.1:0", "--console", ""})
+				"--dispatcher-http-addr", "127.0.0.1:0", "--sweeper-http-addr", "127.0.0.1:0", "--reconciler-http-addr", "127.0.0.1:0", "--console", "", "--sim", ""})
 	}()
 	require.Eventually(t, func() bool { return strings.Contains(stdout.String(), "running; Ctrl-C") }, 30*time.Second, 50*time.Millisecond,
 		"stdout: %s\nstderr: %s", &stdout, &stderr)

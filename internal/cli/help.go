@@ -4,10 +4,16 @@ import (
 	"fmt"
 	stdio "io"
 	"strings"
+
+	"github.com/atmost/atmost/internal/console"
+	"github.com/atmost/atmost/internal/dev"
 )
 
 // helpWidth is where a generated usage line wraps.
 const helpWidth = 100
+
+// envColumn is where atmost --help's descriptions of the variables start, past the longest name.
+const envColumn = 28
 
 // help writes the command's --help: its usage lines, its text, its subcommands and its flags,
 // every flag as --name.
@@ -138,11 +144,23 @@ func rootHelp(w stdio.Writer, root *Command) {
 	fmt.Fprintln(w, "\nUsage: atmost COMMAND [flags]   (atmost COMMAND --help, or atmost help COMMAND, lists its flags)")
 	fmt.Fprintln(w, "\nCommands:")
 	listCommands(w, root.Subs)
-	fmt.Fprintln(w, "\nEnvironment:\n  ATMOST_DATABASE_URL  the ledger (default "+DefaultDatabaseURL+")")
-	fmt.Fprintln(w, "  ATMOST_OPERATOR      who makes changes to controls and intents (default user:<OS user name>)")
-	fmt.Fprintln(w, "  ATMOST_NATS_URL      events tail reads it (default "+DefaultNATSURL+"); park, resolve, retry and rejects")
-	fmt.Fprintln(w, "                       replay publish their events on it right away when it is set (else the next")
-	fmt.Fprintln(w, "                       relay round does)")
+	fmt.Fprintln(w, "\nEnvironment:")
+	for _, v := range []struct{ name, what string }{
+		{"ATMOST_DATABASE_URL", "the ledger (default " + DefaultDatabaseURL + ")"},
+		{"ATMOST_OPERATOR", "who makes changes to controls and intents (default user:<OS user name>)"},
+		{"ATMOST_NATS_URL", "events tail and restore reconcile read it (default " + DefaultNATSURL + "); park, resolve, " +
+			"retry and rejects replay publish their events on it right away when it is set (else the next relay round " +
+			"does); dev uses that server instead of an embedded one"},
+		{"ATMOST_DEV_DATA_DIR", "where dev's embedded NATS server keeps its streams (default: the user cache directory's atmost/dev)"},
+		{"ATMOST_DEMO_DATABASE_URL", "the demo's own database, dropped and created afresh on each run (default " + dev.DemoDatabaseURL + ")"},
+		{console.TokenVariable, "the token of the console that console, dev and demo serve; without it, loopback only"},
+	} {
+		lines := wrap(strings.Fields(v.what), helpWidth-envColumn)
+		fmt.Fprintf(w, "  %-*s%s\n", envColumn-2, v.name, lines[0])
+		for _, l := range lines[1:] {
+			fmt.Fprintf(w, "%*s%s\n", envColumn, "", strings.TrimSpace(l))
+		}
+	}
 	fmt.Fprintln(w, "\nExit codes:")
 	for _, e := range exitCodes {
 		fmt.Fprintf(w, "  %d  %s\n", e.code, e.meaning)

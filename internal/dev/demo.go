@@ -237,6 +237,10 @@ func Demo(ctx context.Context, opts DemoOptions) (DemoReport, error) {
 		return r, err
 	}
 	printReport(opts.Out, r)
+	if !opts.Stay && stack.ConsoleURL != "" {
+		// Off a terminal make demo does not stay: the console the first lines named goes away.
+		fmt.Fprintln(opts.Out, "\natmost demo: the console stops with the demo; --stay keeps it and every role running after the count (make demo passes it on a terminal)")
+	}
 	if opts.Stay && stack.ConsoleURL != "" {
 		fmt.Fprintf(opts.Out, "\natmost demo: every role and the console keep running: the parked intents are at %s/intents?state=parked; Ctrl-C stops them\n", stack.ConsoleURL)
 		select {

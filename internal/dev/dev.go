@@ -7,6 +7,8 @@ package dev
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -30,6 +32,7 @@ import (
 	"github.com/atmost/atmost/internal/role/reconcile"
 	"github.com/atmost/atmost/internal/role/sweep"
 	"github.com/atmost/atmost/pkg/ledger"
+	"github.com/atmost/atmost/pkg/platform/sim"
 )
 
 // DefaultDatabaseURL is the ledger when ATMOST_DATABASE_URL is unset: the local PostgreSQL
@@ -70,7 +73,14 @@ type Options struct {
 	// bootstrap token (console.Config.Token); "" makes one for the run (Stack.ConsoleToken).
 	Console      string
 	ConsoleToken string
+	// SimURL is the platform simulator the caller serves ("" for none). On a ledger without
+	// accounts the stack configures SimAccount on it, so that a newcomer's first intent has an
+	// account to go to without a step of its own.
+	SimURL string
 }
+
+// SimAccount is the account a fresh ledger gets on the platform simulator of `atmost dev`.
+const SimAccount = "sim-1"
 
 // Stack is a running set of roles.
 type Stack struct {
@@ -84,6 +94,10 @@ type Stack struct {
 	// person who started it ("" when Options gave one, or started no console). It lives as long
 	// as the run: a development ledger needs no operator added to be looked at.
 	ConsoleToken string
+	// SimAccount is SimAccount when the ledger has it (created by this start when
+	// SimAccountCreated), "" otherwise.
+	SimAccount        string
+	SimAccountCreated bool
 
 	nats    *server.Server
 	console *console.Running
@@ -127,6 +141,9 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		return nil, fmt.Errorf("the ledger at ATMOST_DATABASE_URL: %w", err)
 	}
 	s := &Stack{DatabaseURL: opts.DatabaseURL, NATSURL: opts.NATSURL, Applied: applied, failed: make(chan struct{})}
+	if err := s.simAccount(ctx, opts.SimURL); err != nil {
+		return nil, err
+	}
 	if s.NATSURL == "" {
 		if err := s.startNATS(opts); err != nil {
 			return nil, err
@@ -156,6 +173,49 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		}
 	}
 	return s, nil
+}
+
+// simAccount finds SimAccount in the ledger or, on a ledger without accounts and with a
+// simulator to point at, creates it. A ledger that has accounts is someone's own: nothing is
+// added to it.
+func (s *Stack) simAccount(ctx context.Context, simURL string) error {
+	pool, err := pgxpool.New(ctx, s.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("the ledger at ATMOST_DATABASE_URL: %w", err)
+	}
+	defer pool.Close()
+	l, err := ledger.New(pool, ledger.Config{Actor: "atmost-dev"})
+	if err != nil {
+		return err
+	}
+	accounts, err := l.Accounts(ctx)
+	if err != nil {
+		return fmt.Errorf("the ledger's accounts: %w", err)
+	}
+	for _, a := range accounts {
+		if a.ID == SimAccount {
+			s.SimAccount = SimAccount
+			return nil
+		}
+	}
+	if len(accounts) > 0 || simURL == "" {
+		return nil
+	}
+	settings, err := json.Marshal(map[string]string{"url": simURL})
+	if err != nil {
+		return err
+	}
+	err = l.AddAccount(ctx, ledger.Account{ID: SimAccount, Platform: sim.Name, Settings: settings}, "atmost-dev",
+		"atmost dev: a fresh ledger's account on its own platform simulator")
+	switch {
+	case errors.Is(err, ledger.ErrAccountExists): // another atmost dev on the same ledger, just now
+	case err != nil:
+		return fmt.Errorf("account %s: %w", SimAccount, err)
+	default:
+		s.SimAccountCreated = true
+	}
+	s.SimAccount = SimAccount
+	return nil
 }
 
 // startConsole serves the operator console on the stack's ledger and NATS, as `atmost
@@ -293,7 +353,7 @@ func (s *Stack) startNATS(opts Options) error {
 	srv.Start()
 	if !srv.ReadyForConnections(10 * time.Second) {
 		srv.Shutdown()
-		return fmt.Errorf("embedded NATS: not ready for connections after 10s (port %d taken? set ATMOST_NATS_URL to use a running server)", opts.NATSPort)
+		return fmt.Errorf("embedded NATS: not ready for connections after 10s (port %d taken? give another --nats-port, 0 for any free one)", opts.NATSPort)
 	}
 	s.nats = srv
 	s.NATSURL = fmt.Sprintf("nats://%s", srv.Addr().(*net.TCPAddr).String())

@@ -44,7 +44,8 @@ func TestTheDemoEndsAtMostOnceWithEveryIntentAccountedFor(t *testing.T) {
 		db.Pool.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 	})
 	var out bytes.Buffer
-	r, err := dev.Demo(context.Background(), dev.DemoOptions{DatabaseURL: withDatabase(t, db.URL, name), Intents: 400, Seed: 3, Timeout: 2 * time.Minute, Out: &out})
+	r, err := dev.Demo(context.Background(), dev.DemoOptions{DatabaseURL: withDatabase(t, db.URL, name), Intents: 400, Seed: 3, Timeout: 2 * time.Minute, Out: &out,
+		Console: "127.0.0.1:0"})
 	require.NoError(t, err, out.String())
 	require.True(t, r.Settled, out.String())
 	require.True(t, r.OK(), out.String())
@@ -72,6 +73,7 @@ func TestTheDemoEndsAtMostOnceWithEveryIntentAccountedFor(t *testing.T) {
 	require.Equal(t, r.Valid+r.Occurrences, total, "the valid intents and the new occurrences, nothing else")
 	require.Contains(t, out.String(), "verdict: at most once")
 	require.Contains(t, out.String(), "STATE")
+	require.Contains(t, out.String(), "atmost demo: the console stops with the demo; --stay keeps it", "without --stay the console's end is said")
 }
 
 // atmost dev's stack: the ledger created and migrated, an embedded NATS, every role and the
@@ -195,4 +197,44 @@ func TestTheDevStacksDefaultAddressesAreTheRolesOwn(t *testing.T) {
 		require.Equal(t, 0, mains[role](context.Background(), []string{"--help"}, noEnv, &help), role)
 		require.Regexp(t, `-http string\n\s+[^\n]*\(default "`+regexp.QuoteMeta(defaults[role])+`"\)`, help.String(), role)
 	}
+}
+
+// A ledger without accounts gets sim-1 on the simulator it is given, once; a ledger that has an
+// account of its own is someone's, and gets nothing.
+func TestTheDevStackGivesOnlyAFreshLedgerItsSimAccount(t *testing.T) {
+	t.Parallel()
+	addrs := map[string]string{"ingest": "127.0.0.1:0", "dispatcher": "127.0.0.1:0", "sweeper": "127.0.0.1:0", "reconciler": "127.0.0.1:0"}
+	start := func(dbURL, simURL string) *dev.Stack {
+		s, err := dev.Start(context.Background(), dev.Options{DatabaseURL: dbURL, HTTPAddrs: addrs, SimURL: simURL})
+		require.NoError(t, err)
+		require.NoError(t, s.Stop())
+		return s
+	}
+	accounts := func(db *dbtest.DB) []ledger.Account {
+		l, err := ledger.New(db.Pool, ledger.Config{Actor: "test"})
+		require.NoError(t, err)
+		a, err := l.Accounts(context.Background())
+		require.NoError(t, err)
+		return a
+	}
+
+	fresh := dbtest.New(t, dbtest.Empty())
+	s := start(fresh.URL, "http://127.0.0.1:9399")
+	require.Equal(t, dev.SimAccount, s.SimAccount)
+	require.True(t, s.SimAccountCreated)
+	got := accounts(fresh)
+	require.Len(t, got, 1)
+	require.Equal(t, sim.Name, got[0].Platform)
+	require.JSONEq(t, `{"url":"http://127.0.0.1:9399"}`, string(got[0].Settings))
+	s = start(fresh.URL, "http://127.0.0.1:9399")
+	require.Equal(t, dev.SimAccount, s.SimAccount, "found again")
+	require.False(t, s.SimAccountCreated)
+
+	someones := dbtest.New(t)
+	l, err := ledger.New(someones.Pool, ledger.Config{Actor: "test"})
+	require.NoError(t, err)
+	require.NoError(t, l.AddAccount(context.Background(), ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(`{"url":"http://127.0.0.1:1"}`)}, "test", "theirs"))
+	s = start(someones.URL, "http://127.0.0.1:9399")
+	require.Empty(t, s.SimAccount)
+	require.Len(t, accounts(someones), 1, "nothing added to a ledger with accounts")
 }

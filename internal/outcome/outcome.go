@@ -222,7 +222,8 @@ func (s *Service) rejected(ctx context.Context, account string, req client.Statu
 	if stored.Subject != events.IntentSubject(account) || !slices.Contains(stored.Headers[identity.DeliveryKeyHeader], req.Key.String()) {
 		return nil, ledger.ErrNotFound
 	}
-	return &client.Rejection{Reason: identity.Reason(stored.Reason), Detail: stored.Detail}, nil
+	reason := identity.Reason(stored.Reason)
+	return &client.Rejection{Reason: reason, Detail: stored.Detail, Remedy: client.Remedy(reason, account)}, nil
 }
 
 func (s *Service) respond(r asked, out client.Outcome) {

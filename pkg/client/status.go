@@ -75,10 +75,42 @@ type Outcome struct {
 }
 
 // Rejection is ingest's refusal of the message that carried an intent: the reason (from
-// identity.AllReasons, such as unknown_account) and its detail.
+// identity.AllReasons, such as unknown_account), its detail, and, when an operator can fix the
+// cause, how the refused message is then stored after all (Remedy). It is an error, so that a
+// producer can return it as it is.
 type Rejection struct {
 	Reason identity.Reason `json:"reason"`
 	Detail string          `json:"detail"`
+	Remedy string          `json:"remedy,omitempty"`
+}
+
+func (r *Rejection) Error() string {
+	msg := fmt.Sprintf("ingest refused the message: %s: %s", r.Reason, r.Detail)
+	if r.Remedy != "" {
+		msg += "; " + r.Remedy
+	}
+	return msg
+}
+
+// Remedy says how a message refused for reason is stored once an operator has fixed the cause,
+// "" for a reason only its producer can fix. Publishing it again is no remedy: inside
+// JetStream's duplicate window the copy is dropped and the same refusal is read back, so the
+// stored message is replayed instead.
+func Remedy(reason identity.Reason, account string) string {
+	if reason != identity.ReasonUnknownAccount {
+		return ""
+	}
+	return fmt.Sprintf("an operator can fix this: once the account is added (atmost accounts add %s ...), "+
+		"`atmost rejects replay --account %s` stores this message as its intent, and Status and Await answer with it "+
+		"(publishing it again does not: JetStream drops the copy as a duplicate of the refused message)", shellWord(account), shellWord(account))
+}
+
+// shellWord quotes s for a POSIX shell when it needs it, so that a remedy can be pasted.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/@") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // Settled reports whether the intent reached a state that answers a producer: published

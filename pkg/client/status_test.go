@@ -166,6 +166,9 @@ func TestAwaitLearnsThatIngestRefusedTheMessage(t *testing.T) {
 	require.Empty(t, o.State)
 	require.Equal(t, identity.ReasonUnknownAccount, o.Rejected.Reason)
 	require.Contains(t, o.Rejected.Detail, "nobody")
+	require.Contains(t, o.Rejected.Remedy, "`atmost rejects replay --account nobody`", "an operator can fix it: the answer says how")
+	require.ErrorContains(t, o.Rejected, "ingest refused the message: unknown_account: ")
+	require.ErrorContains(t, o.Rejected, "; an operator can fix this: ", "the error carries the remedy")
 
 	other, err := post("acct-1", "another key").Envelope()
 	require.NoError(t, err)
@@ -173,4 +176,16 @@ func TestAwaitLearnsThatIngestRefusedTheMessage(t *testing.T) {
 	require.ErrorIs(t, err, client.ErrNotFound, "another account's message")
 	_, err = e.c.Status(ctx, r.Account, other.DeliveryKey(), client.Seq(r.Seq))
 	require.ErrorIs(t, err, client.ErrNotFound, "another key")
+}
+
+// Only a refusal an operator can fix has a remedy, and it can be pasted into a shell whatever
+// the account's bytes.
+func TestARemedyOnlyWhereAnOperatorCanFixIt(t *testing.T) {
+	t.Parallel()
+	for _, r := range identity.AllReasons() {
+		require.Equal(t, r == identity.ReasonUnknownAccount, client.Remedy(r, "acct-1") != "", r)
+	}
+	require.Contains(t, client.Remedy(identity.ReasonUnknownAccount, "team a's"), `--account 'team a'\''s'`)
+	require.Contains(t, client.Remedy(identity.ReasonUnknownAccount, "acct-42"), "--account acct-42`")
+	require.Equal(t, "ingest refused the message: subject_mismatch: d", (&client.Rejection{Reason: identity.ReasonSubjectMismatch, Detail: "d"}).Error())
 }

@@ -374,7 +374,11 @@ func cliMismatches(doc string, cmds []cliCommand, topHelp string) []string {
 	meanings := map[string]int{}
 	documentedEnv := map[string]bool{}
 	documentedCodes := map[string]string{}
+	variables := map[string]bool{} // the page's table of the command's variables
 	for _, row := range tables(doc) {
+		for _, m := range backtickEnv.FindAllStringSubmatch(row["variable"], -1) {
+			variables[m[1]] = true
+		}
 		switch {
 		case row["flag"] != "":
 			for _, m := range backtickFlag.FindAllStringSubmatch(row["flag"], -1) {
@@ -435,6 +439,12 @@ func cliMismatches(doc string, cmds []cliCommand, topHelp string) []string {
 	helpEnv := map[string]bool{}
 	for _, m := range envSection.FindAllStringSubmatch(topHelp, -1) {
 		helpEnv[m[1]] = true
+	}
+	// atmost --help is where a reader looks for them: every variable, not the common ones.
+	for v := range variables {
+		if !helpEnv[v] {
+			out = append(out, "the page lists the variable "+v+", which atmost --help's Environment does not")
+		}
 	}
 	all := map[string]bool{}
 	for _, c := range cmds {
@@ -523,6 +533,8 @@ func TestTheConfigurationChecksNoticeDifferences(t *testing.T) {
 	require.Len(t, cliMismatches(good, append(cmds, rm), top), 1, "a command the page lacks")
 	require.Len(t, cliMismatches(strings.Replace(good, "```\n\n", "atmost x rm KEY\n```\n\n", 1), append([]cliCommand{rm}, cmds...), top), 1, "another order")
 	require.Len(t, cliMismatches(good, cmds, top+"  ATMOST_OPERATOR  who\n"), 1, "a variable the page lacks")
+	require.Len(t, cliMismatches(good, cmds, strings.Replace(top, "  ATMOST_DATABASE_URL  the ledger\n", "", 1)), 1,
+		"a variable a command's --help names and atmost --help does not list")
 	require.Len(t, cliMismatches(strings.Replace(good, "| `2` | usage |", "| `2` | usage error |", 1), cmds, top), 1, "an exit code that means something else")
 	require.Len(t, cliMismatches(good, cmds, strings.Replace(top, "  2  usage\n", "", 1)), 1, "an exit code --help does not list")
 }

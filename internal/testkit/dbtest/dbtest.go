@@ -28,6 +28,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -211,9 +212,29 @@ func adminPool(t testing.TB) *pgxpool.Pool {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("dbtest: %v", admin.err)
 		}
+		skipped.Do(func() { announceSkip(os.Args[0], admin.err) })
 		t.Skipf("dbtest: %v (under CI=true this is a failure)", admin.err)
 	}
 	return admin.pool
+}
+
+// skipped makes the skip announced once per test binary: one line per package.
+var skipped sync.Once
+
+// announceSkip says, on the go command's standard error, that a package's database tests were
+// skipped. go test shows a passing package's own output only with -v, so a skip printed there
+// alone leaves a plain `go test ./...` green while the database lane tested nothing. The test
+// binary's parent is the go command; where its standard error cannot be opened (not Linux, a
+// -exec wrapper that closed it), the binary's own is used.
+func announceSkip(binary string, err error) {
+	pkg := strings.TrimSuffix(filepath.Base(binary), ".test")
+	line := fmt.Sprintf("dbtest: %s: its database tests were SKIPPED, not run: %v\n", pkg, err)
+	if f, openErr := os.OpenFile(fmt.Sprintf("/proc/%d/fd/2", os.Getppid()), os.O_WRONLY|os.O_APPEND, 0); openErr == nil {
+		_, _ = f.WriteString(line)
+		_ = f.Close()
+		return
+	}
+	_, _ = os.Stderr.WriteString(line)
 }
 
 var template struct {

@@ -286,8 +286,10 @@ func TestPostgresScriptEditsPgHbaOnlyUnderCIAsRoot(t *testing.T) {
 			}
 			m.psqlUntil("password")
 			require.NoError(t, os.WriteFile(filepath.Join(m.dir, "up"), nil, 0o644))
-			requireNamesTheFix(t, m.run(closedURL, c.ci),
-				"refuses the login (password authentication failed for user \"postgres\"): trust loopback connections with `sudo CI=true make postgres` (it edits pg_hba.conf), or put the password in ATMOST_TEST_DATABASE_URL")
+			r := m.run(closedURL, c.ci)
+			requireNamesTheFix(t, r,
+				"refuses the login (password authentication failed for user \"postgres\"): trust loopback connections with `sudo env CI=true ATMOST_TEST_DATABASE_URL='"+closedURL+"' ")
+			require.Contains(t, r.out, "/scripts/postgres ATMOST_TEST_DATABASE_URL` (it edits pg_hba.conf of cluster 15/main), or put the password in ATMOST_TEST_DATABASE_URL")
 		})
 	}
 }
@@ -388,6 +390,7 @@ func TestMakeTestAndDemoCheckPostgreSQLFirst(t *testing.T) {
 	for target, first := range map[string]string{
 		"test": "scripts/postgres ATMOST_TEST_DATABASE_URL",
 		"demo": "scripts/postgres ATMOST_DEMO_DATABASE_URL",
+		"dev":  "scripts/postgres ATMOST_DATABASE_URL",
 	} {
 		cmd := exec.Command("make", "--no-print-directory", "-n", target)
 		cmd.Dir = filepath.Join("..", "..", "..")
@@ -401,4 +404,74 @@ func TestMakeTestAndDemoCheckPostgreSQLFirst(t *testing.T) {
 	require.NoError(t, err)
 	check, tests := strings.Index(string(ci), "\nmake postgres\n"), strings.Index(string(ci), "\nmake test\n")
 	require.True(t, check >= 0 && check < tests, ".ci/run runs make postgres before make test")
+}
+
+// A newcomer's machine: a local cluster that asks for passwords, stopped, on the port the
+// demo's URL names, and make demo run as an ordinary user. Each line names the variable and the
+// database that matter for make demo, and each fix it names, run verbatim (sudo as root),
+// brings the next step, until the check passes for that very URL. A password prompt never
+// shows: psql is told not to ask.
+func TestPostgresScriptLeadsANewcomerToAWorkingDemo(t *testing.T) {
+	t.Parallel()
+	const variable, demoURL = "ATMOST_DEMO_DATABASE_URL", "postgres://postgres@127.0.0.1:5441/atmost_demo?sslmode=disable"
+	m := newMachine(t)
+	for _, tool := range []string{"env", "touch", "grep", "cp"} {
+		m.real(tool)
+	}
+	// id answers root under the sudo stub, the newcomer otherwise.
+	m.stub("id", `if [ -n "$AS_ROOT" ]; then case "$1" in -u) echo 0 ;; -un) echo root ;; esac; else case "$1" in -u) echo 1000 ;; -un) echo newcomer ;; esac; fi`)
+	m.stub("sudo", `AS_ROOT=1 exec "$@"`)
+	m.clusters("15 main 5441 down postgres /var/lib/postgresql/15/main /var/log/postgresql/15-main.log")
+	m.stub("pg_ctlcluster", `[ -n "$AS_ROOT" ] && touch "$STATE/up"`)
+	m.stub("psql", `
+case "$*" in *-w*) ;; *) printf 'Password for user postgres: '; exit 2 ;; esac
+case "$*" in *5441*) ;; *) echo 'psql: error: the check asked another server than the demo'"'"'s' >&2; exit 2 ;; esac
+[ -e "$STATE/up" ] || { echo 'psql: error: connection to server at "127.0.0.1", port 5441 failed: Connection refused' >&2; exit 2; }
+[ -e "$STATE/trusted" ] || { echo 'psql: error: connection to server at "127.0.0.1", port 5441 failed: fe_sendauth: no password supplied' >&2; exit 2; }
+echo 'psql: error: connection to server at "127.0.0.1", port 5441 failed: FATAL:  database "atmost_demo" does not exist' >&2; exit 2`)
+	hba := filepath.Join(m.dir, "pg_hba.conf")
+	require.NoError(t, os.WriteFile(hba, []byte("host all all 127.0.0.1/32 scram-sha-256\n"), 0o640))
+	m.stub("su", `
+case "$*" in
+  *"SHOW hba_file"*) echo "$STATE/pg_hba.conf" ;;
+  *pg_reload_conf*) grep -q '^host all all 127.0.0.1/32 trust$' "$STATE/pg_hba.conf" && touch "$STATE/trusted"; echo t ;;
+  *) exit 1 ;;
+esac`)
+	m.stub("chown", "exit 0")
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	require.NoError(t, err)
+	check := func() result {
+		cmd := exec.Command("scripts/postgres", variable)
+		cmd.Dir = root
+		cmd.Env = []string{"PATH=" + m.bin, "HOME=" + m.dir, "STATE=" + m.dir, "STUB_LOG=" + m.log, variable + "=" + demoURL}
+		out, err := cmd.CombinedOutput()
+		r := result{out: string(out), code: cmd.ProcessState.ExitCode()}
+		if err != nil && r.code <= 0 {
+			require.NoError(t, err, "%s", out)
+		}
+		t.Logf("make demo's check (exit %d): %s", r.code, out)
+		return r
+	}
+	// fix runs the command between the line's backquotes as the newcomer would paste it.
+	fix := func(r result) {
+		require.Equal(t, 1, r.code, r.out)
+		cmd := r.out[strings.Index(r.out, "`")+1:]
+		cmd = cmd[:strings.Index(cmd, "`")]
+		sh := exec.Command("bash", "-c", cmd)
+		sh.Dir = root
+		sh.Env = []string{"PATH=" + m.bin, "HOME=" + m.dir, "STATE=" + m.dir, "STUB_LOG=" + m.log}
+		out, err := sh.CombinedOutput()
+		require.NoError(t, err, "the fix %q, run verbatim: %s", cmd, out)
+	}
+
+	r := check()
+	require.Contains(t, r.out, "PostgreSQL is not running at 127.0.0.1:5441: start it with `sudo pg_ctlcluster 15 main start`")
+	fix(r)
+	r = check()
+	require.Contains(t, r.out, "PostgreSQL at 127.0.0.1:5441 refuses the login (fe_sendauth: no password supplied): trust loopback connections with `sudo env CI=true "+variable+"='"+demoURL+"' scripts/postgres "+variable+"`")
+	require.NotContains(t, r.out, "Password for user")
+	fix(r)
+	r = check()
+	require.Equal(t, 0, r.code, r.out)
+	require.Equal(t, "scripts/postgres: PostgreSQL answers at 127.0.0.1:5441 ("+variable+"'s database \"atmost_demo\" does not exist yet: the command creates it)\n", r.out)
 }
