@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -49,6 +50,15 @@ type Config struct {
 	Timeout time.Duration
 	// Logger; nil means no logging.
 	Logger *zap.Logger
+	// Intents reads a message of ATMOST_INTENTS by its sequence, so that a request naming only
+	// the sequence (a producer that sent no Atmost-Delivery-Key header) learns the key of its
+	// message. Nil: such requests are bad requests.
+	Intents IntentReader
+}
+
+// IntentReader reads one message of ATMOST_INTENTS; jetstream.Stream is one.
+type IntentReader interface {
+	GetMsg(ctx context.Context, seq uint64, opts ...jetstream.GetMsgOpt) (*jetstream.RawStreamMsg, error)
 }
 
 func (c Config) withDefaults() Config {
@@ -179,12 +189,19 @@ func (s *Service) answer(r asked) {
 	var req client.StatusRequest
 	dec := json.NewDecoder(bytes.NewReader(r.data))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil || dec.More() || req.Key.IsZero() {
-		s.fail(r, "bad_request", client.CodeBadRequest, `the body must be {"delivery_key":"dk1:<64 hex>"}`)
+	if err := dec.Decode(&req); err != nil || dec.More() || req.Key.IsZero() && !(req.Seq > 0 && s.cfg.Intents != nil) {
+		s.fail(r, "bad_request", client.CodeBadRequest, `the body must be {"delivery_key":"dk1:<64 hex>"} or {"seq":<stream sequence>}`)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
 	defer cancel()
+	if req.Key.IsZero() {
+		key, ok := s.keyAt(ctx, r, account, req.Seq)
+		if !ok {
+			return
+		}
+		req.Key = key
+	}
 	in, err := s.ledger.Get(ctx, req.Key)
 	if errors.Is(err, ledger.ErrNotFound) && req.Seq > 0 {
 		var rej *client.Rejection
@@ -209,6 +226,31 @@ func (s *Service) answer(r asked) {
 		Seq: in.Seq, ObjectID: in.ObjectID, UpdatedAt: in.UpdatedAt}
 	s.requests.WithLabelValues("found").Inc()
 	s.respond(r, out)
+}
+
+// keyAt derives the delivery key of the message at seq in ATMOST_INTENTS, as ingest does, and
+// answers the request itself when there is none to give. The message counts only if it came on
+// the account's own subject: a sequence alone must not reveal another account's intent.
+func (s *Service) keyAt(ctx context.Context, r asked, account string, seq uint64) (identity.DeliveryKey, bool) {
+	msg, err := s.cfg.Intents.GetMsg(ctx, seq)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		s.fail(r, "not_found", client.CodeNotFound, fmt.Sprintf("no message %d of account %q on %s", seq, account, events.IntentsStream))
+		return identity.DeliveryKey{}, false
+	case err != nil:
+		s.cfg.Logger.Warn("the outcome service could not read the intents stream", zap.Uint64("seq", seq), zap.Error(err))
+		s.fail(r, "unavailable", client.CodeUnavailable, "the intents stream could not be read; ask again")
+		return identity.DeliveryKey{}, false
+	case msg.Subject != events.IntentSubject(account):
+		s.fail(r, "not_found", client.CodeNotFound, fmt.Sprintf("no message %d of account %q on %s", seq, account, events.IntentsStream))
+		return identity.DeliveryKey{}, false
+	}
+	env, err := identity.ParseEnvelope(msg.Data)
+	if err != nil {
+		s.fail(r, "not_found", client.CodeNotFound, fmt.Sprintf("message %d holds no valid envelope: %v", seq, err))
+		return identity.DeliveryKey{}, false
+	}
+	return env.DeliveryKey(), true
 }
 
 // rejected returns ingest's refusal of the message req.Seq names, or ledger.ErrNotFound. The

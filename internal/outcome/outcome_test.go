@@ -3,6 +3,7 @@ package outcome_test
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/atmost/atmost/internal/testkit/dbtest"
 	"github.com/atmost/atmost/internal/testkit/worldtest"
 	"github.com/atmost/atmost/pkg/client"
+	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
 )
@@ -129,4 +131,52 @@ func TestStopLeavesNothingListening(t *testing.T) {
 	svc.Stop()
 	_, err = connect(t, w.NATSURL).Request(client.StatusSubject("acct-1"), []byte(`{}`), time.Second)
 	require.ErrorIs(t, err, nats.ErrNoResponders)
+}
+
+// A producer that sent no Atmost-Delivery-Key header learns its key from the sequence JetStream
+// acknowledged: the service reads the message and derives the key as ingest does, but only from
+// a message on the asking account's own subject.
+func TestASequenceAloneAnswersWithTheKeyOfTheAccountsOwnMessage(t *testing.T) {
+	t.Parallel()
+	w := worldtest.New(t)
+	w.Exec(`INSERT INTO accounts (account_id, platform) VALUES ('acct-1', 'sim'), ('acct-2', 'sim')`)
+	intents, err := w.JS.Stream(w.Ctx, events.IntentsStream)
+	require.NoError(t, err)
+	svc, err := outcome.Start(connect(t, w.NATSURL), w.Ledger, outcome.Config{Intents: intents})
+	require.NoError(t, err)
+	t.Cleanup(svc.Stop)
+	nc := connect(t, w.NATSURL)
+
+	body := []byte(`{"v":1,"account":"acct-1","action":"post","request":{"text":"\ufeffno header\u0085"}}`)
+	env, err := identity.ParseEnvelope(body)
+	require.NoError(t, err)
+	ack, err := w.JS.Publish(w.Ctx, events.IntentSubject("acct-1"), body)
+	require.NoError(t, err)
+	_, err = w.Ledger.Submit(w.Ctx, []identity.Envelope{env})
+	require.NoError(t, err)
+	seq := `{"seq":` + strconv.FormatUint(ack.Sequence, 10) + `}`
+
+	m := ask(t, nc, client.StatusSubject("acct-1"), seq)
+	require.Empty(t, m.Header.Get(micro.ErrorCodeHeader), m.Header.Get(micro.ErrorHeader))
+	var o client.Outcome
+	require.NoError(t, json.Unmarshal(m.Data, &o))
+	require.Equal(t, env.DeliveryKey(), o.Key)
+	require.Equal(t, "pending", o.State)
+
+	// The same sequence asked for as another account is not found: the message is acct-1's.
+	m = ask(t, nc, client.StatusSubject("acct-2"), seq)
+	require.Equal(t, client.CodeNotFound, m.Header.Get(micro.ErrorCodeHeader))
+	m = ask(t, nc, client.StatusSubject("acct-1"), `{"seq":999999}`)
+	require.Equal(t, client.CodeNotFound, m.Header.Get(micro.ErrorCodeHeader))
+
+	// Nor does another account learn what is wrong with acct-1's message; acct-1 does.
+	bad, err := w.JS.Publish(w.Ctx, events.IntentSubject("acct-1"), []byte(`not json`))
+	require.NoError(t, err)
+	badSeq := `{"seq":` + strconv.FormatUint(bad.Sequence, 10) + `}`
+	m = ask(t, nc, client.StatusSubject("acct-2"), badSeq)
+	require.Equal(t, client.CodeNotFound, m.Header.Get(micro.ErrorCodeHeader))
+	require.NotContains(t, m.Header.Get(micro.ErrorHeader), "envelope")
+	m = ask(t, nc, client.StatusSubject("acct-1"), badSeq)
+	require.Equal(t, client.CodeNotFound, m.Header.Get(micro.ErrorCodeHeader))
+	require.Contains(t, m.Header.Get(micro.ErrorHeader), "malformed_json")
 }

@@ -49,7 +49,9 @@ type StatusRequest struct {
 	// Seq, when not 0, is the sequence in ATMOST_INTENTS of the message that carried the intent
 	// (Receipt.Seq): when the ledger holds no such intent, the service looks for ingest's
 	// refusal of that message, which counts only if the message was on the account's subject
-	// with the key in its Atmost-Delivery-Key header (as the client publishes).
+	// with the key in its Atmost-Delivery-Key header (as the client publishes). With Key zero,
+	// Seq alone asks for the intent of that message: the service derives its key, and the
+	// Outcome's Key tells it to a producer that did not compute it.
 	Seq uint64 `json:"seq,omitempty"`
 }
 

@@ -42,15 +42,33 @@
 // int8send(octet_length(f)::int8) || convert_to(f, 'UTF8') and the key as
 // sha256 of the concatenated fields. The
 // shared vectors in testdata/identity-vectors.json at the repository root pin
-// every rule here; any second implementation must pass them.
+// every rule here, each code point of the text rule included; any second
+// implementation must pass them, as clients/typescript/identity does.
+//
+// # The text rule
+//
+// NormalizeText is NFC with the Unicode 15.0.0 tables of golang.org/x/text
+// (characters unassigned in 15.0 are left as they are, so a newer NFC can
+// disagree only on the 20 characters with canonical decompositions added
+// since), then CRLF and lone CR to LF, then trimming of the 25 White_Space
+// code points U+0009-000D, U+0020, U+0085, U+00A0, U+1680, U+2000-200A,
+// U+2028, U+2029, U+202F, U+205F and U+3000 (unicode.IsSpace, the Unicode
+// 15.0 property). U+FEFF, U+200B and U+001C-001F are not White_Space and are
+// kept, which is where JavaScript's trim() and Python's strip() differ.
+// Invalid UTF-8 and lone surrogate escapes never reach it from an envelope:
+// ParseEnvelope rejects them as invalid_utf8. docs/producers.md#the-text-rule
+// states the rule for producers.
 //
 // # Canonical JSON
 //
 // CanonicalJSON implements RFC 8785 (JCS) with one deliberate strictness: a
 // number is accepted only if its canonical spelling denotes exactly the same
 // decimal value as the input spelling (1.0 and 1e0 are accepted and become 1;
-// 12345678901234567890 and 0.10000000000000001 are rejected). What a producer
-// sends is what is hashed, never a silently rounded neighbour.
+// 12345678901234567890, 0.10000000000000001 and 2^53+1 are rejected, where
+// RFC 8785 would hash the nearest double). What a producer sends is what is
+// hashed, never a silently rounded neighbour. Everything else is RFC 8785:
+// members in UTF-16 code unit order, ECMAScript number spelling (-0 is 0,
+// 1e21 is 1e+21, 1E-7 is 1e-7), only '"', '\' and C0 controls escaped.
 //
 // # The envelope
 //

@@ -15,6 +15,7 @@ import (
 	"github.com/atmost/atmost/internal/relay"
 	"github.com/atmost/atmost/internal/role"
 	"github.com/atmost/atmost/pkg/client"
+	"github.com/atmost/atmost/pkg/events"
 )
 
 // RoleConfig is the configuration of the ingest role. Every field has an environment variable
@@ -114,7 +115,11 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 		return err
 	}
 	if cfg.Status {
-		svc, err := outcome.Start(deps.NATS, deps.Ledger, outcome.Config{Logger: log})
+		intents, err := deps.JS.Stream(ctx, events.IntentsStream)
+		if err != nil {
+			return fmt.Errorf("ingest: %s: %w", events.IntentsStream, err)
+		}
+		svc, err := outcome.Start(deps.NATS, deps.Ledger, outcome.Config{Logger: log, Intents: intents})
 		if err != nil {
 			return err
 		}

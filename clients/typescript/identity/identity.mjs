@@ -1,0 +1,456 @@
+// atmost's identity rules in JavaScript, for producers that are not written in Go: the text
+// normalization, RFC 8785 canonical JSON with atmost's strictness, the envelope and the
+// delivery key. It is the rule docs/producers.md#the-delivery-key states, written from that page;
+// check-vectors.mjs holds it to every case of testdata/identity-vectors.json. Node 20 or later,
+// no packages: node:crypto for SHA-256, String.prototype.normalize for NFC.
+
+import { createHash } from 'node:crypto';
+
+export class JSONError extends Error {
+  constructor(name, detail, path) {
+    super(`${name}: ${detail}`);
+    this.code = name; // malformed_json, trailing_data, duplicate_key, invalid_utf8, not_object, inexact_number, too_deep
+    this.path = path;
+  }
+}
+
+export class RejectError extends Error {
+  constructor(reason, detail) {
+    super(`${reason}: ${detail}`);
+    this.reason = reason;
+  }
+}
+
+// The 25 code points of Unicode's White_Space property (unchanged since Unicode 6.3). Not
+// String.prototype.trim: that trims U+FEFF and keeps U+0085.
+const WHITE_SPACE = '\t\n\v\f\r \u0085\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000';
+const TRIM = new RegExp(`^[${WHITE_SPACE}]+|[${WHITE_SPACE}]+$`, 'gu');
+
+/** isWhiteSpace reports whether the code point c has Unicode's White_Space property. */
+export function isWhiteSpace(c) {
+  return WHITE_SPACE.includes(String.fromCodePoint(c));
+}
+
+/**
+ * decodeUTF8 decodes bytes as Go's strings.ToValidUTF8(s, "\uFFFD") does: every maximal run of
+ * bytes that are not part of a valid UTF-8 sequence becomes one U+FFFD (TextDecoder would write
+ * one per ill-formed subsequence).
+ */
+export function decodeUTF8(bytes) {
+  let out = '';
+  let bad = false;
+  for (let i = 0; i < bytes.length;) {
+    const n = validSequenceAt(bytes, i);
+    if (n === 0) {
+      if (!bad) out += '\ufffd';
+      bad = true;
+      i++;
+      continue;
+    }
+    bad = false;
+    out += new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes.subarray(i, i + n));
+    i += n;
+  }
+  return out;
+}
+
+// validSequenceAt returns the length of the well-formed UTF-8 sequence at b[i] (Unicode's
+// Table 3-7: no overlongs, no surrogates, nothing above U+10FFFF), or 0.
+function validSequenceAt(b, i) {
+  const c = b[i];
+  const cont = (j, lo = 0x80, hi = 0xbf) => i + j < b.length && b[i + j] >= lo && b[i + j] <= hi;
+  if (c < 0x80) return 1;
+  if (c >= 0xc2 && c <= 0xdf) return cont(1) ? 2 : 0;
+  if (c === 0xe0) return cont(1, 0xa0) && cont(2) ? 3 : 0;
+  if ((c >= 0xe1 && c <= 0xec) || c === 0xee || c === 0xef) return cont(1) && cont(2) ? 3 : 0;
+  if (c === 0xed) return cont(1, 0x80, 0x9f) && cont(2) ? 3 : 0;
+  if (c === 0xf0) return cont(1, 0x90) && cont(2) && cont(3) ? 4 : 0;
+  if (c >= 0xf1 && c <= 0xf3) return cont(1) && cont(2) && cont(3) ? 4 : 0;
+  if (c === 0xf4) return cont(1, 0x80, 0x8f) && cont(2) && cont(3) ? 4 : 0;
+  return 0;
+}
+
+/** normalizeText: NFC, then CRLF and then lone CR to LF, then White_Space trimmed at both ends. */
+export function normalizeText(s) {
+  return s.normalize('NFC').replaceAll('\r\n', '\n').replaceAll('\r', '\n').replace(TRIM, '');
+}
+
+const utf8 = new TextEncoder();
+
+function hashFields(domain, fields) {
+  const h = createHash('sha256');
+  for (const f of [utf8.encode(domain), ...fields]) {
+    const n = Buffer.alloc(8);
+    n.writeBigUInt64BE(BigInt(f.length));
+    h.update(n);
+    h.update(f);
+  }
+  return h.digest('hex');
+}
+
+/** textHash is th1: over the normalized text. */
+export function textHash(text) {
+  return 'th1:' + hashFields('atmost/text/v1', [utf8.encode(normalizeText(text))]);
+}
+
+/** claimID is cl1: over a source version (sv1:...) and the normalized claim. */
+export function claimID(sourceVersion, content) {
+  const version = Buffer.from(sourceVersion.slice(4), 'hex');
+  return 'cl1:' + hashFields('atmost/claim/v1', [version, utf8.encode(normalizeText(content))]);
+}
+
+/** accountToken is the account's NATS subject token: itself, or "~" and base64url of its bytes. */
+export function accountToken(account) {
+  const bytes = toBytes(account);
+  const plain = (c) => (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || (c >= 0x30 && c <= 0x39) || c === 0x5f || c === 0x2d;
+  if (bytes.length > 0 && bytes.every(plain)) return new TextDecoder().decode(bytes);
+  return '~' + Buffer.from(bytes).toString('base64url');
+}
+
+// ---- canonical JSON -------------------------------------------------------------------------
+
+export const MAX_JSON_DEPTH = 64;
+
+// A parsed value: {kind, value} with kind one of null, bool, number, string, array, object;
+// an object's value is [[key, value], ...] sorted by UTF-16 code units, an array's a list.
+class Parser {
+  constructor(bytes, depth) {
+    this.b = bytes;
+    this.pos = 0;
+    this.depth = depth;
+    this.path = [];
+  }
+
+  fail(code, detail) {
+    throw new JSONError(code, `${detail} (byte ${this.pos})`, [...this.path]);
+  }
+
+  space() {
+    while (this.pos < this.b.length && [0x20, 0x09, 0x0a, 0x0d].includes(this.b[this.pos])) this.pos++;
+  }
+
+  value() {
+    if (this.pos >= this.b.length) this.fail('malformed_json', 'unexpected end of input');
+    const c = this.b[this.pos];
+    if (c === 0x7b) return this.object();
+    if (c === 0x5b) return this.array();
+    if (c === 0x22) return { kind: 'string', value: this.string() };
+    if (c === 0x2d || (c >= 0x30 && c <= 0x39)) return { kind: 'number', value: this.number() };
+    for (const [word, v] of [['true', { kind: 'bool', value: true }], ['false', { kind: 'bool', value: false }], ['null', { kind: 'null' }]]) {
+      if (c === word.charCodeAt(0)) {
+        for (let i = 0; i < word.length; i++) {
+          if (this.b[this.pos + i] !== word.charCodeAt(i)) this.fail('malformed_json', `bad literal ${word}`);
+        }
+        this.pos += word.length;
+        return v;
+      }
+    }
+    this.fail('malformed_json', 'unexpected byte, expected a value');
+  }
+
+  enter() {
+    if (++this.depth > MAX_JSON_DEPTH) this.fail('too_deep', `nesting exceeds ${MAX_JSON_DEPTH} levels`);
+  }
+
+  array() {
+    this.enter();
+    this.pos++;
+    const out = [];
+    this.space();
+    if (this.b[this.pos] === 0x5d) {
+      this.pos++;
+      this.depth--;
+      return { kind: 'array', value: out };
+    }
+    for (;;) {
+      this.path.push(out.length);
+      this.space();
+      out.push(this.value());
+      this.path.pop();
+      this.space();
+      const c = this.b[this.pos++];
+      if (c === 0x5d) break;
+      if (c !== 0x2c) { this.pos--; this.fail('malformed_json', "expected ',' or ']'"); }
+    }
+    this.depth--;
+    return { kind: 'array', value: out };
+  }
+
+  object() {
+    this.enter();
+    this.pos++;
+    const out = [];
+    this.space();
+    if (this.b[this.pos] === 0x7d) {
+      this.pos++;
+      this.depth--;
+      return { kind: 'object', value: out };
+    }
+    for (;;) {
+      this.space();
+      if (this.b[this.pos] !== 0x22) this.fail('malformed_json', 'expected a member name');
+      const key = this.string();
+      this.space();
+      if (this.b[this.pos] !== 0x3a) this.fail('malformed_json', "expected ':'");
+      this.pos++;
+      this.space();
+      this.path.push(key);
+      out.push([key, this.value()]);
+      this.path.pop();
+      this.space();
+      const c = this.b[this.pos++];
+      if (c === 0x7d) break;
+      if (c !== 0x2c) { this.pos--; this.fail('malformed_json', "expected ',' or '}'"); }
+    }
+    this.depth--;
+    // UTF-16 code unit order is JavaScript's own string order.
+    out.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+    for (let i = 1; i < out.length; i++) {
+      if (out[i][0] === out[i - 1][0]) this.fail('duplicate_key', `member ${JSON.stringify(out[i][0])} appears more than once`);
+    }
+    return { kind: 'object', value: out };
+  }
+
+  string() {
+    this.pos++;
+    let s = '';
+    for (;;) {
+      if (this.pos >= this.b.length) this.fail('malformed_json', 'unexpected end of input in string');
+      const c = this.b[this.pos];
+      if (c === 0x22) { this.pos++; return s; }
+      if (c < 0x20) this.fail('malformed_json', 'unescaped control character in string');
+      if (c === 0x5c) { s += this.escape(); continue; }
+      const n = validSequenceAt(this.b, this.pos);
+      if (n === 0) this.fail('invalid_utf8', 'not valid UTF-8');
+      s += new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(this.b.subarray(this.pos, this.pos + n));
+      this.pos += n;
+    }
+  }
+
+  hex4() {
+    const h = new TextDecoder().decode(this.b.subarray(this.pos, this.pos + 4));
+    if (!/^[0-9a-fA-F]{4}$/.test(h)) this.fail('malformed_json', 'bad \\u escape');
+    this.pos += 4;
+    return parseInt(h, 16);
+  }
+
+  escape() {
+    const c = String.fromCharCode(this.b[this.pos + 1]);
+    this.pos += 2;
+    const short = { '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
+    if (c in short) return short[c];
+    if (c !== 'u') this.fail('malformed_json', 'invalid escape');
+    const r = this.hex4();
+    if (r >= 0xd800 && r <= 0xdbff) {
+      if (this.b[this.pos] === 0x5c && this.b[this.pos + 1] === 0x75) {
+        this.pos += 2;
+        const lo = this.hex4();
+        if (lo >= 0xdc00 && lo <= 0xdfff) return String.fromCharCode(r, lo);
+      }
+      this.fail('invalid_utf8', 'lone high surrogate');
+    }
+    if (r >= 0xdc00 && r <= 0xdfff) this.fail('invalid_utf8', 'lone low surrogate');
+    return String.fromCharCode(r);
+  }
+
+  number() {
+    const b = this.b;
+    const digit = (i) => b[i] >= 0x30 && b[i] <= 0x39;
+    const start = this.pos;
+    let i = this.pos;
+    if (b[i] === 0x2d) i++;
+    if (b[i] === 0x30) {
+      i++;
+      if (digit(i)) { this.pos = i; this.fail('malformed_json', 'leading zero in number'); }
+    } else if (digit(i)) {
+      while (digit(i)) i++;
+    } else {
+      this.pos = i;
+      this.fail('malformed_json', 'expected a digit');
+    }
+    if (b[i] === 0x2e) {
+      i++;
+      if (!digit(i)) { this.pos = i; this.fail('malformed_json', 'expected a digit after the decimal point'); }
+      while (digit(i)) i++;
+    }
+    if (b[i] === 0x65 || b[i] === 0x45) {
+      i++;
+      if (b[i] === 0x2b || b[i] === 0x2d) i++;
+      if (!digit(i)) { this.pos = i; this.fail('malformed_json', 'expected a digit in the exponent'); }
+      while (digit(i)) i++;
+    }
+    const lit = new TextDecoder().decode(b.subarray(start, i));
+    const f = Number(lit);
+    // atmost's strictness: the canonical spelling must denote the value that was sent.
+    if (!Number.isFinite(f) || !sameDecimal(lit, f.toExponential())) this.fail('inexact_number', `${lit} has no exact double`);
+    this.pos = i;
+    return f;
+  }
+}
+
+// sameDecimal compares two number literals by exact decimal value.
+function sameDecimal(a, b) {
+  const d = (s) => {
+    const neg = s.startsWith('-');
+    if (neg) s = s.slice(1);
+    const [mant, e = '0'] = s.split(/[eE]/);
+    const [int, frac = ''] = mant.split('.');
+    let digits = (int + frac).replace(/^0+/, '');
+    if (digits === '') return '0';
+    let exp = BigInt(e) - BigInt(frac.length);
+    const trimmed = digits.replace(/0+$/, '');
+    exp += BigInt(digits.length - trimmed.length);
+    return `${neg ? '-' : ''}${trimmed}e${exp}`;
+  };
+  return d(a) === d(b);
+}
+
+function toBytes(input) {
+  return typeof input === 'string' ? utf8.encode(input) : input;
+}
+
+/** parseJSON parses exactly one JSON value (bytes or string) as atmost's parser does. */
+export function parseJSON(input, depth = 0) {
+  const p = new Parser(toBytes(input), depth);
+  p.space();
+  const v = p.value();
+  p.space();
+  if (p.pos < p.b.length) p.fail('trailing_data', 'unexpected data after the value');
+  return v;
+}
+
+/** serialize writes a parsed value in RFC 8785 form. */
+export function serialize(v) {
+  switch (v.kind) {
+    case 'null': return 'null';
+    case 'bool': return v.value ? 'true' : 'false';
+    // ECMAScript's Number::toString is RFC 8785's number spelling; it writes -0 as 0.
+    case 'number': return String(v.value);
+    // JSON.stringify escapes exactly '"', '\\' and C0 controls, as RFC 8785 does.
+    case 'string': return JSON.stringify(v.value);
+    case 'array': return '[' + v.value.map(serialize).join(',') + ']';
+    default: return '{' + v.value.map(([k, x]) => JSON.stringify(k) + ':' + serialize(x)).join(',') + '}';
+  }
+}
+
+/** canonicalJSON returns the canonical form of one JSON value, or throws a JSONError. */
+export function canonicalJSON(input) {
+  return serialize(parseJSON(input));
+}
+
+/** canonicalObject is canonicalJSON for a value that must be an object. */
+export function canonicalObject(input) {
+  const v = parseJSON(input);
+  if (v.kind !== 'object') throw new JSONError('not_object', 'the value is not an object', []);
+  return serialize(v);
+}
+
+// ---- the envelope ---------------------------------------------------------------------------
+
+export const MAX_ENVELOPE_BYTES = 64 << 10;
+const FIELDS = ['v', 'account', 'action', 'target', 'request', 'occurrence', 'source'];
+const isControl = (s) => /[\u0000-\u001f\u007f-\u009f]/.test(s);
+
+function rejectJSON(e) {
+  if (!(e instanceof JSONError)) throw e;
+  const inRequest = e.path[0] === 'request';
+  if (e.code === 'invalid_utf8') return new RejectError('invalid_utf8', e.message);
+  if (e.code === 'duplicate_key') return new RejectError('duplicate_field', e.message);
+  if ((e.code === 'inexact_number' || e.code === 'too_deep') && inRequest) return new RejectError('invalid_request', e.message);
+  return new RejectError('malformed_json', e.message);
+}
+
+function stringField(obj, name, required, reason, maxBytes) {
+  const v = obj.get(name);
+  if (v === undefined) {
+    if (required) throw new RejectError('missing_field', `missing field ${name}`);
+    return '';
+  }
+  if (v.kind !== 'string') throw new RejectError(reason, `${name} must be a string`);
+  if (required && v.value === '') throw new RejectError(reason, `${name} is empty`);
+  if (utf8.encode(v.value).length > maxBytes) throw new RejectError(reason, `${name} is over ${maxBytes} bytes`);
+  if (isControl(v.value)) throw new RejectError(reason, `${name} has a control character`);
+  return v.value;
+}
+
+/**
+ * parseEnvelope validates an intent message (bytes or string) and returns its canonical parts
+ * {account, action, target, request, occurrence, source}, or throws a RejectError. source.id is
+ * returned trimmed and in NFC only: the http(s) URL canonicalization of pkg/identity is not
+ * written here, and source is no part of the delivery key.
+ */
+export function parseEnvelope(input) {
+  const bytes = toBytes(input);
+  if (bytes.length > MAX_ENVELOPE_BYTES) throw new RejectError('too_large', 'over 64 KiB');
+  for (let i = 0; i < bytes.length;) {
+    const n = validSequenceAt(bytes, i);
+    if (n === 0) throw new RejectError('invalid_utf8', `byte ${i} is not valid UTF-8`);
+    i += n;
+  }
+  let root;
+  try {
+    root = parseJSON(bytes);
+  } catch (e) {
+    throw rejectJSON(e);
+  }
+  if (root.kind !== 'object') throw new RejectError('not_object', 'the message is not an object');
+  const obj = new Map(root.value);
+  // Go names the unknown member that comes first in the message; its position is not kept
+  // here, so the first in canonical order is named (the reason is the same).
+  for (const [k] of root.value) if (!FIELDS.includes(k)) throw new RejectError('unknown_field', `unknown field ${k}`);
+  const v = obj.get('v');
+  if (v === undefined) throw new RejectError('missing_field', 'missing field v');
+  if (v.kind !== 'number' || v.value !== 1) throw new RejectError('unsupported_version', 'v must be the number 1');
+  const account = stringField(obj, 'account', true, 'invalid_account', 128);
+  const action = stringField(obj, 'action', true, 'invalid_action', 32);
+  if (!/^[a-z][a-z0-9_]*$/.test(action)) throw new RejectError('invalid_action', 'action does not match [a-z][a-z0-9_]{0,31}');
+  const target = stringField(obj, 'target', false, 'invalid_target', 1024);
+  const req = obj.get('request');
+  if (req === undefined) throw new RejectError('missing_field', 'missing field request');
+  if (req.kind !== 'object') throw new RejectError('invalid_request', 'request must be an object');
+  const members = req.value.map(([k, x]) => {
+    if (k !== 'text') return [k, x];
+    if (x.kind !== 'string') throw new RejectError('invalid_request', 'request.text must be a string');
+    return [k, { kind: 'string', value: normalizeText(x.value) }];
+  });
+  const request = serialize({ kind: 'object', value: members });
+  const occurrence = stringField(obj, 'occurrence', false, 'invalid_occurrence', 128);
+  let source = null;
+  const src = obj.get('source');
+  if (src !== undefined) {
+    if (src.kind !== 'object') throw new RejectError('invalid_source', 'source must be an object');
+    for (const [k] of src.value) if (k !== 'id' && k !== 'version') throw new RejectError('unknown_field', `unknown field ${k} in source`);
+    const s = new Map(src.value);
+    const id = s.get('id');
+    if (id === undefined) throw new RejectError('missing_field', 'missing field source.id');
+    if (id.kind !== 'string') throw new RejectError('invalid_source', 'source.id must be a string');
+    const trimmed = id.value.normalize('NFC').replace(TRIM, '');
+    if (trimmed === '' || isControl(trimmed) || utf8.encode(trimmed).length > 2048) throw new RejectError('invalid_source', 'bad source.id');
+    const ver = s.get('version');
+    if (ver === undefined) throw new RejectError('missing_field', 'missing field source.version');
+    if (ver.kind !== 'string' || !/^sv1:[0-9a-f]{64}$/.test(ver.value) || /^sv1:0{64}$/.test(ver.value)) throw new RejectError('invalid_source', 'bad source.version');
+    source = { id: trimmed, version: ver.value };
+  }
+  const e = { account, action, target, request, occurrence, source };
+  if (utf8.encode(canonicalEnvelope(e)).length > MAX_ENVELOPE_BYTES) throw new RejectError('too_large', 'canonical form over 64 KiB');
+  return e;
+}
+
+/** canonicalEnvelope is the envelope as RFC 8785 JSON, target and occurrence always present. */
+export function canonicalEnvelope(e) {
+  const q = JSON.stringify;
+  const source = e.source ? `,"source":{"id":${q(e.source.id)},"version":${q(e.source.version)}}` : '';
+  return `{"account":${q(e.account)},"action":${q(e.action)},"occurrence":${q(e.occurrence)},"request":${e.request}${source},"target":${q(e.target)},"v":1}`;
+}
+
+/** deliveryKey is dk1: over account, action, target, the canonical request and occurrence. */
+export function deliveryKey(e) {
+  return 'dk1:' + hashFields('atmost/delivery-key/v1',
+    [e.account, e.action, e.target, e.request, e.occurrence].map((f) => utf8.encode(f)));
+}
+
+/** envelopeText is the request's normalized top-level text, or null when it has none. */
+export function envelopeText(e) {
+  const t = new Map(parseJSON(e.request).value).get('text');
+  return t ? t.value : null;
+}
