@@ -403,6 +403,11 @@ func TestARepeatedCompleteAfterALostAnswerAnswersAsItLanded(t *testing.T) {
 		require.Equal(t, 1, e.count(`SELECT count(*) FROM attempt_evidence WHERE delivery_key = $1`, c.Key.Bytes()))
 		require.Zero(t, e.count(`SELECT count(*) FROM attempt_evidence WHERE delivery_key = $1 AND fenced`, c.Key.Bytes()))
 		require.Equal(t, 1, e.count(`SELECT count(*) FROM history WHERE delivery_key = $1 AND from_state = 'authorized'`, c.Key.Bytes()))
+
+		// A report of the same attempt naming another object is no repeat: fenced, and kept.
+		_, err = l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.Sent, ObjectID: "obj-other", Confirmed: true})
+		requireRefused(t, err, ledger.ErrFenced)
+		require.Equal(t, 1, e.count(`SELECT count(*) FROM attempt_evidence WHERE delivery_key = $1 AND fenced AND object_id = 'obj-other'`, c.Key.Bytes()))
 	})
 }
 

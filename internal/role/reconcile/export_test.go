@@ -3,6 +3,9 @@ package reconcile
 import (
 	"time"
 
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger"
+
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -20,4 +23,10 @@ func WithHook(cfg Config, f func(step string)) Config {
 func WithPullExpiry(cfg Config, expiry time.Duration) Config {
 	cfg.pull = []jetstream.PullMessagesOpt{jetstream.PullExpiry(expiry), jetstream.PullHeartbeat(expiry / 4)}
 	return cfg
+}
+
+// Hold makes r hold an unconfirmed claim of attempt's lookup of key with token, as a turn
+// whose claim's answer was lost leaves it.
+func Hold(r *Reconciler, key identity.DeliveryKey, token ledger.ClaimToken, attempt identity.AttemptToken) {
+	r.hold(key, &heldLookup{token: token, attempt: attempt})
 }

@@ -397,20 +397,18 @@ func (r *Reconciler) reconcile(ctx context.Context, key identity.DeliveryKey) (v
 		return later("ledger_error", r.cfg.RetryDelay)
 	}
 	h := r.heldOf(key)
-	if h != nil && h.looked && h.claim.Token != status.Intent.Token {
-		// The intent moved on to another attempt since (an operator's resolve and a retry):
-		// the held result is of an attempt the ledger no longer waits on.
+	if h != nil && h.looked {
+		// The lookup was made on an earlier turn: its result is written again, and the ledger
+		// says whether the first write had landed (or the intent moved on without it).
+		return r.record(ctx, log, key, h)
+	}
+	if h != nil && h.attempt != status.Intent.Token {
+		// An unconfirmed claim of an attempt the intent has left: it is no one's lookup now.
 		r.forget(key)
 		h = nil
 	}
 	if status.Intent.State != ledger.Indeterminate {
 		r.forget(key)
-		if h != nil && h.looked {
-			// This process's own write of the result, whose answer was lost, had landed.
-			r.publish(ctx, key)
-			log.Info("the lookup's result had been recorded though the answer was lost", zap.String("result", string(h.result)), zap.String("state", string(status.Intent.State)))
-			return done("resolved_" + string(h.result))
-		}
 		return done("not_indeterminate")
 	}
 	if status.Claimed && h == nil {
@@ -426,10 +424,6 @@ func (r *Reconciler) reconcile(ctx context.Context, key identity.DeliveryKey) (v
 		}
 		span.End()
 	}()
-	if h != nil && h.looked {
-		// The lookup was made on an earlier turn; only its result is left to record.
-		return r.record(ctx, log, key, h)
-	}
 	ad, req, err := r.open(ctx, status.Intent)
 	var lerr ledgerReadError
 	switch {
@@ -453,7 +447,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key identity.DeliveryKey) (v
 			log.Warn("minting a claim token failed; trying again later", zap.Error(err))
 			return later("ledger_error", r.cfg.RetryDelay)
 		}
-		h = &heldLookup{token: token}
+		h = &heldLookup{token: token, attempt: status.Intent.Token}
 	}
 	claim, err := r.claim(ctx, log, key, h.token)
 	switch {
@@ -497,6 +491,7 @@ func (r *Reconciler) reconcile(ctx context.Context, key identity.DeliveryKey) (v
 // once the claim is known to be its own and the lookup made, the claim and the lookup's verdict.
 type heldLookup struct {
 	token    ledger.ClaimToken
+	attempt  identity.AttemptToken // the attempt whose lookup the token claims
 	claim    ledger.Reconciliation
 	looked   bool
 	result   ledger.LookupResult
@@ -594,10 +589,12 @@ func (r *Reconciler) record(ctx context.Context, log *zap.Logger, key identity.D
 	switch {
 	case err == nil:
 	case isRefused(err) || ledger.Permanent(err):
-		// The ledger will not take this claim's result: the sweeper parks the intent once the
-		// claim is stale, and a person decides; never a second lookup.
+		// The ledger will not take this claim's result (the intent moved on without it: the
+		// sweeper parked a stale claim, or an operator acted): a person decides, and needs
+		// what the lookup found; never a second lookup.
 		r.forget(key)
-		log.Error("the ledger refused the lookup's result; the sweeper will park the intent for a person", zap.String("result", string(h.result)), zap.Error(err))
+		log.Error("the ledger refused the lookup's result; a person decides with what it found", zap.String("result", string(h.result)),
+			zap.String("object_id", h.objectID), zap.Any("detail", h.detail), zap.Error(err))
 		return done("resolve_failed")
 	default:
 		r.hold(key, h)

@@ -63,12 +63,14 @@ landed AS (
     -- This very report of this very attempt, committed already (its evidence unfenced): the
     -- caller's own earlier completion, whose answer was lost. It is answered as it landed and
     -- writes nothing, no fenced evidence of a newer attempt that does not exist. (Begin and the
-    -- sweeper write the evidence of an abandoned attempt, an outcome no report carries.)
+    -- sweeper write the evidence of an abandoned or expired attempt, with reasons, abandoned
+    -- and lease_expired, that no report carries.)
     SELECT DISTINCT n.delivery_key
     FROM input n
     JOIN cur ON cur.delivery_key = n.delivery_key AND cur.state <> 'authorized'
     JOIN attempt_evidence e ON e.delivery_key = n.delivery_key AND e.attempt_token = n.attempt_token AND NOT e.fenced
                            AND e.outcome = n.outcome AND e.reason = n.reason
+                           AND e.object_id IS NOT DISTINCT FROM n.object_id
 ),
 evidence AS (
     INSERT INTO attempt_evidence (attempt_token, delivery_key, epoch, generation, outcome, reason, object_id, fenced, detail, witness_seq)
