@@ -176,7 +176,11 @@ func nextSteps(w stdio.Writer, stack *dev.Stack, opts dev.Options, simAddr strin
 	fmt.Fprintf(w, "  go run ./examples/producer -account %s -text \"my first intent\"   # publishes it and waits until it is published\n", dev.SimAccount)
 	fmt.Fprintln(w, "  bin/atmost events tail   # its transitions, one line each (--follow keeps watching)")
 	if stack.ConsoleURL != "" {
-		fmt.Fprintf(w, "and open the console at %s (log in with any name)\n", stack.ConsoleURL)
+		how := "the console token above"
+		if stack.ConsoleToken == "" {
+			how = "$" + console.TokenVariable + " or an operator's token"
+		}
+		fmt.Fprintf(w, "and open the console at %s (log in with %s)\n", stack.ConsoleURL, how)
 	}
 }
 
