@@ -76,9 +76,30 @@ func shot(t *testing.T, ctx context.Context, name string) {
 
 func text(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
-	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-	require.NoError(t, err)
+	var s string
+	require.NoError(t, reread(func() (err error) { s, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel))); return err }))
 	return s
+}
+
+// waitVisible waits until sel is visible on the page a submit or a click is navigating to.
+func waitVisible(t *testing.T, ctx context.Context, sel string) {
+	t.Helper()
+	require.NoError(t, reread(func() error { return chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(sel))) }))
+}
+
+// reread runs a read of the page, again when the node it had found was replaced under it: a
+// navigation that lands while the read resolves its node answers "No node with given id found"
+// (-32000), and under load that race is won now and then. Only reads are run again, never a
+// submit or a click.
+func reread(read func() error) error {
+	var err error
+	for range 5 {
+		if err = read(); err == nil || !strings.Contains(err.Error(), "No node with given id found") {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
 }
 
 // fetchStatus posts a form from the page with the browser's own cookies and returns the status.
@@ -238,21 +259,22 @@ func TestAPersonReplaysRejectsInABrowser(t *testing.T) {
 
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(h.srv.URL+"/rejects"), chromedp.WaitVisible(chromedp.CSS(`input[name=token]`)),
 		chromedp.SendKeys(chromedp.CSS(`input[name=token]`), h.operatorToken("alice", ledger.RoleOperator)),
-		chromedp.Submit(chromedp.CSS(`form`)),
-		chromedp.WaitVisible(chromedp.CSS(`#rejects`))))
+		chromedp.Submit(chromedp.CSS(`form`))))
+	waitVisible(t, ctx, `#rejects`)
 	require.Equal(t, 4, strings.Count(text(t, ctx, `#rejects tbody`), "unknown_account"))
 	shot(t, ctx, "rejects")
 
 	// One reject, from its row.
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.SendKeys(chromedp.CSS(row+` input[name=note]`), "acct-9 added (OPS-7)"),
-		chromedp.Submit(chromedp.CSS(row+` form.replay-one`)),
-		chromedp.WaitVisible(chromedp.CSS(`#confirm`))))
+		chromedp.Submit(chromedp.CSS(row+` form.replay-one`))))
+	waitVisible(t, ctx, `#confirm`)
 	require.Equal(t, "1", text(t, ctx, `#n-created`))
 	require.Contains(t, text(t, ctx, `table.replayed`), "acct-9")
 	require.Zero(t, h.Count(`SELECT count(*) FROM intents`), "the preview changed nothing")
 	shot(t, ctx, "replay-preview")
-	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#confirm`)), chromedp.WaitVisible(chromedp.CSS(`#replay-summary`))))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#confirm`))))
+	waitVisible(t, ctx, `#replay-summary`)
 	require.Equal(t, "1", text(t, ctx, `#created`))
 	require.Contains(t, text(t, ctx, `#replay-event`), "published right away")
 	in := h.Intent(first)
@@ -265,11 +287,12 @@ func TestAPersonReplaysRejectsInABrowser(t *testing.T) {
 		chromedp.SetValue(chromedp.CSS(`#replay-filter select[name=reason]`), "unknown_account"),
 		chromedp.SendKeys(chromedp.CSS(`#replay-filter input[name=account]`), "acct-7"),
 		chromedp.SendKeys(chromedp.CSS(`#replay-filter input[name=note]`), "acct-7 added (OPS-8)"),
-		chromedp.Submit(chromedp.CSS(`#replay-filter`)),
-		chromedp.WaitVisible(chromedp.CSS(`#confirm`))))
+		chromedp.Submit(chromedp.CSS(`#replay-filter`))))
+	waitVisible(t, ctx, `#confirm`)
 	require.Contains(t, text(t, ctx, `h1`), "Replay 2 rejects")
 	require.Equal(t, "2", text(t, ctx, `#n-created`))
-	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#confirm`)), chromedp.WaitVisible(chromedp.CSS(`#replay-summary`))))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#confirm`))))
+	waitVisible(t, ctx, `#replay-summary`)
 	require.Equal(t, "2", text(t, ctx, `#created`))
 	shot(t, ctx, "replay-result")
 	for _, k := range later {

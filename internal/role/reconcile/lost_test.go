@@ -212,3 +212,27 @@ func TestAHeldClaimOfAnAttemptTheIntentLeftIsDropped(t *testing.T) {
 	require.Equal(t, "waiting_delay", v.Result)
 	require.Zero(t, a.count(key), "no lookup before the delay")
 }
+
+// gatesDown is the real ledger whose reads of accounts' settings fail, as a database out of reach does.
+type gatesDown struct{ *ledger.Ledger }
+
+func (gatesDown) Gates(context.Context, []string) (map[string]ledger.Gate, error) {
+	return nil, errors.New("dial tcp 127.0.0.1:5432: connection refused (injected)")
+}
+
+// A failed read of the account's settings is the database's trouble, and says so: an operator
+// told the adapter cannot be opened would look at the account's configuration instead.
+func TestAFailedReadOfTheAccountIsTheLedgersNotTheAdapters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, platformsim.Config{Plan: platformsim.Plan{Script: []platformsim.Fault{platformsim.FaultDropAfterCommit}}})
+	key := e.dispatched("its account unreadable for now")[0]
+	core, logs := observer.New(zapcore.InfoLevel)
+	cfg := e.config()
+	cfg.Logger = zap.New(core)
+	r, err := reconcile.New(e.Ctx, e.JS, gatesDown{e.Ledger}, e.Relay, cfg)
+	require.NoError(t, err)
+	v := r.Reconcile(e.Ctx, key)
+	require.Equal(t, "ledger_error", v.Result)
+	require.Equal(t, 1, logs.FilterMessage("reading the account's settings from the ledger failed; trying again later").Len())
+	require.Zero(t, logs.FilterMessageSnippet("cannot be opened").Len())
+}
