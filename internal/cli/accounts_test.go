@@ -32,7 +32,7 @@ func accountsState(t *testing.T, db *dbtest.DB) string {
 	return state
 }
 
-const hookURL = `{"url":"https://example.org/hook"}`
+const hookURL = `{"url":"https://example.org/hook","confirm":"response"}`
 
 // An account the adapter would refuse is refused at the door, with the adapter's own message,
 // and nothing is stored: an unknown platform, an unknown setting, a required one missing, a
@@ -52,16 +52,18 @@ func TestAccountsAddRefusesWhatTheAdapterRefuses(t *testing.T) {
 		{"unknown platform", []string{"--platform", "nosuch"}, `platform "nosuch": platform: no adapter for this platform (have bluesky, sim, webhook)`},
 		{"unknown setting", []string{"--platform", "webhook", "--settings", `{"urll":"https://example.org"}`}, `unknown field "urll"`},
 		{"webhook without url", []string{"--platform", "webhook"}, "url is required"},
+		{"webhook that can confirm nothing", []string{"--platform", "webhook", "--settings", `{"url":"https://example.org/hook"}`},
+			`nothing confirms a success: set one of readback_url (the object is read back by id and its text compared), status_url (the delivery key is looked up after reconcile_delay) or "confirm": "response"`},
 		{"sim without url", []string{"--platform", "sim", "--settings", `{}`}, "url is required"},
 		{"bluesky without settings", []string{"--platform", "bluesky", "--credential-ref", "env:HOOK_EMPTY"}, "pds and identifier are required"},
 		{"bluesky without credential", []string{"--platform", "bluesky", "--settings", `{"pds":"https://bsky.social","identifier":"did:plc:abc"}`}, "no credential reference"},
 		{"settings not an object", []string{"--platform", "webhook", "--settings", `[1]`}, "webhook"},
-		{"malformed reference", []string{"--platform", "webhook", "--settings", `{"url":"https://example.org","credential_header":"Authorization"}`, "--credential-ref", "vault:hook"},
+		{"malformed reference", []string{"--platform", "webhook", "--settings", `{"url":"https://example.org","confirm":"response","credential_header":"Authorization"}`, "--credential-ref", "vault:hook"},
 			`malformed credential reference "vault:hook": must be env:NAME or file:/path`},
 		{"reference without header", []string{"--platform", "webhook", "--settings", hookURL, "--credential-ref", "env:HOOK_TOKEN"}, "credential_header is not set"},
-		{"empty variable", []string{"--platform", "webhook", "--settings", `{"url":"https://example.org","credential_header":"Authorization"}`, "--credential-ref", "env:HOOK_EMPTY"},
+		{"empty variable", []string{"--platform", "webhook", "--settings", `{"url":"https://example.org","confirm":"response","credential_header":"Authorization"}`, "--credential-ref", "env:HOOK_EMPTY"},
 			"the credential env:HOOK_EMPTY names is empty"},
-		{"empty file", []string{"--platform", "webhook", "--settings", `{"url":"https://example.org","credential_header":"Authorization"}`, "--credential-ref", "file:" + empty},
+		{"empty file", []string{"--platform", "webhook", "--settings", `{"url":"https://example.org","confirm":"response","credential_header":"Authorization"}`, "--credential-ref", "file:" + empty},
 			"names is empty"},
 	} {
 		res := run(env, append([]string{"accounts", "add", "acct-bad", "--reason", "try"}, tc.args...)...)
@@ -88,7 +90,7 @@ func TestAccountsAddChecksTheCredentialWhereItCanBeRead(t *testing.T) {
 	env["HOOK_TOKEN"] = secret
 	file := filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(file, []byte(secret+"\n"), 0o600))
-	withHeader := `{"url":"https://example.org","credential_header":"Authorization","credential_prefix":"Bearer "}`
+	withHeader := `{"url":"https://example.org","confirm":"response","credential_header":"Authorization","credential_prefix":"Bearer "}`
 
 	for _, tc := range []struct {
 		account, ref, note string
@@ -129,7 +131,7 @@ func TestAccountsLifecycleIsWrittenToTheControlsLog(t *testing.T) {
 
 	res = run(env, "accounts", "show", "acct-b")
 	require.Equal(t, cli.ExitOK, res.code, res.stderr)
-	for _, want := range []string{"account     acct-b", "platform    webhook", `settings    {"url":"https://example.org/hook"}`,
+	for _, want := range []string{"account     acct-b", "platform    webhook", `settings    {"url":"https://example.org/hook","confirm":"response"}`,
 		"credential  - (version 1)", "state       enabled", "adapter     opens (nothing sent)", "pending     0 intents"} {
 		require.Contains(t, res.stdout, want)
 	}
@@ -155,8 +157,8 @@ func TestAccountsLifecycleIsWrittenToTheControlsLog(t *testing.T) {
 		args []string
 		out  string
 	}{
-		{[]string{"update", "acct-b", "--settings", `{"url":"https://example.org/new"}`, "--reason", "moved", "--operator", "bob"},
-			`account acct-b updated (credential_version: 1 -> 2, settings: {"url":"https://example.org/hook"} -> {"url":"https://example.org/new"}) by bob: moved`},
+		{[]string{"update", "acct-b", "--settings", `{"url":"https://example.org/new","confirm":"response"}`, "--reason", "moved", "--operator", "bob"},
+			`account acct-b updated (credential_version: 1 -> 2, settings: {"url":"https://example.org/hook","confirm":"response"} -> {"url":"https://example.org/new","confirm":"response"}) by bob: moved`},
 		{[]string{"disable", "acct-b", "--reason", "maintenance"}, "account acct-b: enabled -> disabled by alice: maintenance"},
 		{[]string{"enable", "acct-b", "--reason", "done"}, "account acct-b: disabled -> enabled by alice: done"},
 		{[]string{"revoke", "acct-b", "--reason", "leaked"}, "account acct-b: revoked (credential version 3) by alice: leaked; rotate to use it again"},
@@ -176,7 +178,7 @@ func TestAccountsLifecycleIsWrittenToTheControlsLog(t *testing.T) {
 		`account\s+acct-b\s+alice\s+credential_version: 2 -> 3, revoked: false -> true\s+leaked`,
 		`account\s+acct-b\s+alice\s+disabled: true -> false\s+done`,
 		`account\s+acct-b\s+alice\s+disabled: false -> true\s+maintenance`,
-		`account\s+acct-b\s+bob\s+credential_version: 1 -> 2, settings: \{"url":"https://example.org/hook"\} -> \{"url":"https://example.org/new"\}\s+moved`,
+		`account\s+acct-b\s+bob\s+credential_version: 1 -> 2, settings: \{"url":"https://example.org/hook","confirm":"response"\} -> \{"url":"https://example.org/new","confirm":"response"\}\s+moved`,
 		`account\s+acct-b\s+alice\s+added: .*platform: "webhook".*\s+new hook`,
 	} {
 		require.Regexp(t, want, lines[i+1])

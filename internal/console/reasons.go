@@ -14,6 +14,7 @@ var reasonMeaning = map[ledger.Reason]string{
 	ledger.ReasonAuthorized: "authorized: bytes may be leaving right now",
 
 	ledger.ReasonPublished:         "sent, and the read-back confirmed the text",
+	ledger.ReasonPublishedUnread:   "sent; the platform named the object, which the account takes as proof: nothing was read back",
 	ledger.ReasonReconciledFound:   "the one lookup found it on the platform",
 	ledger.ReasonEvidenceFound:     "a fenced-out worker's confirmed success",
 	ledger.ReasonOperatorPublished: "a person resolved it as published",

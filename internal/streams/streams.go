@@ -18,9 +18,10 @@ import (
 	"github.com/atmost/atmost/pkg/events"
 )
 
-// MinServerVersion is the oldest nats-server atmost runs against: JetStream with Nats-Msg-Id
-// de-duplication, work-queue streams and double acks, all present in 2.9.
-const MinServerVersion = "2.9.0"
+// MinServerVersion is the oldest nats-server atmost runs against: the first that takes
+// `sync_interval: always` in its jetstream block (2.10.0; every 2.9 refuses the setting, so a
+// server that must write each message to disk before acknowledging it cannot be older).
+const MinServerVersion = "2.10.0"
 
 // Config tunes the streams. The zero value of every field means its default.
 type Config struct {
@@ -149,7 +150,7 @@ func differences(want, have jetstream.StreamConfig) []string {
 func CheckServer(nc *nats.Conn) error {
 	have := nc.ConnectedServerVersion()
 	if !atLeast(have, MinServerVersion) {
-		return fmt.Errorf("%w: connected to nats-server %q, atmost needs %s or later", ErrServerTooOld, have, MinServerVersion)
+		return fmt.Errorf("%w: connected to nats-server %q, atmost needs %s or later (the first to take sync_interval: always)", ErrServerTooOld, have, MinServerVersion)
 	}
 	return nil
 }

@@ -1,7 +1,10 @@
 package streams_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -102,10 +105,41 @@ func TestAStreamThatAcknowledgesBeforeItWritesIsRefused(t *testing.T) {
 
 func TestServerVersionsAreComparedNumerically(t *testing.T) {
 	for have, ok := range map[string]bool{
-		"2.9.0": true, "2.9.10": true, "v2.10.4": true, "2.15.2": true, "3.0.0": true, "2.10.0-beta.1": true,
-		"2.8.4": false, "1.9.9": false, "": false, "2": false, "garbage": false,
+		"2.10.0": true, "v2.10.4": true, "2.15.2": true, "3.0.0": true, "2.10.0-beta.1": true,
+		"2.9.0": false, "2.9.10": false, "2.9.25": false, "2.8.4": false, "1.9.9": false, "": false, "2": false, "garbage": false,
 	} {
 		require.Equal(t, ok, streams.AtLeast(have, streams.MinServerVersion), have)
 	}
 	require.True(t, streams.AtLeast("2.10.0", "2.9.0"), "10 > 9, not '1' < '9'")
+}
+
+// A role connected to a nats-server older than 2.10.0 (the first that takes sync_interval:
+// always) stops at start-up with a message naming both versions and why. The server here
+// speaks the protocol's handshake and announces 2.9.10 in its INFO, as that release does.
+func TestAServerThatCannotSyncAlwaysIsRefusedAtStartUp(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		fmt.Fprint(conn, `INFO {"server_id":"old","version":"2.9.10","go":"go1.19","host":"127.0.0.1","port":4222,"headers":true,"max_payload":1048576,"proto":1}`+"\r\n")
+		lines := bufio.NewScanner(conn)
+		for lines.Scan() {
+			if lines.Text() == "PING" {
+				fmt.Fprint(conn, "PONG\r\n")
+			}
+		}
+	}()
+	nc, err := nats.Connect("nats://"+ln.Addr().String(), nats.NoReconnect())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	err = streams.CheckServer(nc)
+	require.ErrorIs(t, err, streams.ErrServerTooOld)
+	for _, want := range []string{`"2.9.10"`, "2.10.0 or later", "sync_interval: always"} {
+		require.ErrorContains(t, err, want)
+	}
 }

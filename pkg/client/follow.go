@@ -25,7 +25,8 @@ type FollowConfig struct {
 	States []string
 	// DeliverNew makes a consumer created by this Follow start with the events published from
 	// now on, instead of the oldest one the stream holds. An existing consumer keeps its
-	// position either way.
+	// position either way: Follow keeps its start where it was created (JetStream cannot
+	// change it, and moving it would skip or repeat events), whatever DeliverNew says now.
 	DeliverNew bool
 	// Batch is how many events one fetch asks for. Default 100.
 	Batch int
@@ -129,29 +130,28 @@ func (c *Client) Follow(ctx context.Context, cfg FollowConfig, handle func(conte
 			}
 			return fmt.Errorf("client: follow %s: %w", cfg.Durable, err)
 		}
-		var msgs []jetstream.Msg
-		for m := range batch.Messages() {
-			msgs = append(msgs, m)
-		}
-		for n, m := range msgs {
+		// Each event is handed over as it arrives, not when the fetch ends: a fetch that is
+		// not filled waits out its second, which held every event back as long.
+		msgs := batch.Messages()
+		for m := range msgs {
 			if ctx.Err() != nil {
-				giveBack(msgs[n:])
+				giveBack(m, msgs)
 				return nil
 			}
 			e, err := events.Unmarshal(m.Data())
 			if err != nil {
-				giveBack(msgs[n:])
+				giveBack(m, msgs)
 				return fmt.Errorf("client: follow %s: %s is not an event of version %d: %w", cfg.Durable, m.Subject(), events.Version, err)
 			}
 			if !seen.has(e.ID) {
 				if err := handle(ctx, e); err != nil {
-					giveBack(msgs[n:])
+					giveBack(m, msgs)
 					return err
 				}
 				seen.add(e.ID)
 			}
 			if err := m.Ack(); err != nil {
-				giveBack(msgs[n+1:])
+				giveBack(nil, msgs)
 				return fmt.Errorf("client: follow %s: acknowledge %s: %w", cfg.Durable, e.ID, err)
 			}
 		}
@@ -187,6 +187,15 @@ func (c *Client) consumer(ctx context.Context, cfg FollowConfig) (jetstream.Cons
 	if cfg.DeliverNew {
 		cc.DeliverPolicy = jetstream.DeliverNewPolicy
 	}
+	switch existing, err := c.js.Consumer(ctx, events.EventsStream, cfg.Durable); {
+	case err == nil:
+		// Where a consumer starts is fixed at its creation; asking for another start is
+		// refused (JetStream error 10012). Its position is what resuming means.
+		was := existing.CachedInfo().Config
+		cc.DeliverPolicy, cc.OptStartSeq, cc.OptStartTime = was.DeliverPolicy, was.OptStartSeq, was.OptStartTime
+	case !errors.Is(err, jetstream.ErrConsumerNotFound):
+		return nil, fmt.Errorf("client: follow: consumer %s on %s: %w", cfg.Durable, events.EventsStream, err)
+	}
 	if len(filters) == 1 {
 		cc.FilterSubject = filters[0]
 	} else {
@@ -199,8 +208,18 @@ func (c *Client) consumer(ctx context.Context, cfg FollowConfig) (jetstream.Cons
 	return cons, nil
 }
 
-// giveBack hands messages back to JetStream for delivery again at once, in their order.
-func giveBack(msgs []jetstream.Msg) {
+// giveBack hands first (when not nil) and the rest of the fetch back to JetStream for
+// delivery again at once, in their order. It waits for the fetch to end before it gives any
+// back: one given back while the fetch is still open would come again inside it, behind the
+// messages after it.
+func giveBack(first jetstream.Msg, rest <-chan jetstream.Msg) {
+	var msgs []jetstream.Msg
+	if first != nil {
+		msgs = append(msgs, first)
+	}
+	for m := range rest {
+		msgs = append(msgs, m)
+	}
 	for _, m := range msgs {
 		_ = m.Nak()
 	}

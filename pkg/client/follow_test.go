@@ -194,3 +194,21 @@ func TestFollowRefusesAFilterThatWouldMatchNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"atmost.event.published.acct-1", "atmost.event.published.~Kg"}, filters)
 }
+
+// A Follow started again under its name with DeliverNew changed resumes where the consumer
+// was, as the option's doc says, instead of failing (JetStream refuses a new start, 10012).
+func TestFollowWithDeliverNewChangedKeepsTheConsumersPosition(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, client.Config{})
+	e.Submit("acct-1", "a", "b")
+	f := e.follow(client.FollowConfig{Durable: "changed", Accounts: []string{"acct-1"}}, nil)
+	require.Len(t, f.events(t, 2), 2)
+	require.NoError(t, f.stop(t))
+
+	c := e.Submit("acct-1", "c")
+	f = e.follow(client.FollowConfig{Durable: "changed", Accounts: []string{"acct-1"}, DeliverNew: true}, nil)
+	got := f.events(t, 1)
+	require.Len(t, got, 1, "the event published while it was stopped, and only it")
+	require.Equal(t, c[0], got[0].Key(), "an event names its key as a receipt and an outcome do")
+	require.NoError(t, f.stop(t))
+}

@@ -86,7 +86,8 @@ func TestTheClientRefusesWhatIngestRefusesWithTheSameReason(t *testing.T) {
 		raw    string // the envelope as hand-written JSON; "" to marshal it from intent
 		want   identity.Reason
 	}{
-		{intent: client.Intent{Account: "", Action: "post", Request: text}, want: identity.ReasonInvalidAccount},
+		{intent: client.Intent{Account: "", Action: "post", Request: text}, raw: `{"v":1,"action":"post","request":{"text":"x"}}`, want: identity.ReasonMissingField},
+		{intent: client.Intent{Account: "acct-1", Request: text}, raw: `{"v":1,"account":"acct-1","request":{"text":"x"}}`, want: identity.ReasonMissingField},
 		{intent: client.Intent{Account: strings.Repeat("a", identity.MaxAccountBytes+1), Action: "post", Request: text}, want: identity.ReasonInvalidAccount},
 		{intent: client.Intent{Account: "a\x01b", Action: "post", Request: text}, want: identity.ReasonInvalidAccount},
 		{intent: client.Intent{Account: "acct-1", Action: "Post", Request: text}, want: identity.ReasonInvalidAction},

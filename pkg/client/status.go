@@ -60,17 +60,19 @@ type Outcome struct {
 	Key     identity.DeliveryKey `json:"delivery_key"`
 	Account string               `json:"account"`
 	// State is one of the six: pending, authorized, published, failed, indeterminate, parked.
-	State string `json:"state"`
+	// State, Reason, Retry, Seq and UpdatedAt describe a stored intent: a refusal (Rejected)
+	// has none, and its JSON leaves them out rather than carry zero values.
+	State string `json:"state,omitempty"`
 	// Reason says why it is in its state (the reasons table of docs/design.md).
-	Reason string `json:"reason"`
+	Reason string `json:"reason,omitempty"`
 	// Retry is what may follow the reason: progress, done, yes, by policy (retried when the
 	// account's policy lists it), never (an unknown outcome, reconciled by one lookup) or human.
-	Retry string `json:"retry"`
+	Retry string `json:"retry,omitempty"`
 	// Seq is the number of the intent's latest transition, the seq of its latest event.
-	Seq int64 `json:"seq"`
+	Seq int64 `json:"seq,omitzero"`
 	// ObjectID is the platform's id of what was created, once published.
 	ObjectID  string    `json:"object_id,omitempty"`
-	UpdatedAt time.Time `json:"updated_at"`
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
 	// Rejected is set, and State empty, when no intent was stored because ingest refused the
 	// message that carried it (asked for with Seq): nothing will be sent.
 	Rejected *Rejection `json:"rejected,omitempty"`

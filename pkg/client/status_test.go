@@ -2,6 +2,10 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -169,6 +173,15 @@ func TestAwaitLearnsThatIngestRefusedTheMessage(t *testing.T) {
 	require.Contains(t, o.Rejected.Remedy, "`atmost rejects replay --account nobody`", "an operator can fix it: the answer says how")
 	require.ErrorContains(t, o.Rejected, "ingest refused the message: unknown_account: ")
 	require.ErrorContains(t, o.Rejected, "; an operator can fix this: ", "the error carries the remedy")
+
+	// On the wire, a refusal carries no intent's fields: no empty state, no seq 0, no
+	// updated_at of the year 1 for a producer in another language to take for values.
+	m, err := e.nc.RequestWithContext(ctx, client.StatusSubject(r.Account),
+		[]byte(fmt.Sprintf(`{"delivery_key":%q,"seq":%d}`, r.Key, r.Seq)))
+	require.NoError(t, err)
+	var wire map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(m.Data, &wire))
+	require.ElementsMatch(t, []string{"delivery_key", "account", "rejected"}, slices.Collect(maps.Keys(wire)), string(m.Data))
 
 	other, err := post("acct-1", "another key").Envelope()
 	require.NoError(t, err)

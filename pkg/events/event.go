@@ -40,6 +40,11 @@ var states = map[string]bool{
 // Subject is the subject the event is published on.
 func (e Event) Subject() string { return EventSubject(e.To, e.Account) }
 
+// Key is the event's delivery key under the name a receipt and an outcome give it
+// (client.Receipt.Key, client.Outcome.Key), so a producer matches the three by one name. The
+// field stays DeliveryKey, and the JSON field delivery_key, as the event schema says.
+func (e Event) Key() identity.DeliveryKey { return e.DeliveryKey }
+
 // Validate reports the first way e is not a well-formed event.
 func (e Event) Validate() error {
 	switch {

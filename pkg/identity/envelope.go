@@ -120,7 +120,9 @@ func ParseEnvelope(data []byte) (Envelope, error) {
 // the rules and canonicalization of ParseEnvelope (request is the JSON text of
 // the request object; source may be nil). It is what a Go producer uses
 // instead of assembling JSON by hand. Failures are *RejectError values, as
-// from ParseEnvelope; strings that are not valid UTF-8 are invalid_utf8.
+// from ParseEnvelope; strings that are not valid UTF-8 are invalid_utf8. An empty
+// account or action is a field not given (missing_field): Go has no other way to leave
+// one out, and a producer that forgot it learns so by name.
 func NewEnvelope(account, action, target string, request []byte, occurrence string, source *Source) (Envelope, error) {
 	for _, f := range []struct{ name, value string }{
 		{"account", account}, {"action", action}, {"target", target}, {"occurrence", occurrence},
@@ -143,12 +145,19 @@ func NewEnvelope(account, action, target string, request []byte, occurrence stri
 		return Envelope{}, rejectJSON(err)
 	}
 	str := func(s string) jsonValue { return jsonValue{kind: kindString, str: s, offset: -1} }
-	members := []jsonMember{
-		{key: "account", val: str(account)},
-		{key: "action", val: str(action)},
-		{key: "occurrence", val: str(occurrence)},
-		{key: "request", val: req},
+	// A Go caller cannot leave a field out, only give its zero value: an empty account or
+	// action is the member left out, missing_field as from an envelope without it.
+	var members []jsonMember
+	if account != "" {
+		members = append(members, jsonMember{key: "account", val: str(account)})
 	}
+	if action != "" {
+		members = append(members, jsonMember{key: "action", val: str(action)})
+	}
+	members = append(members,
+		jsonMember{key: "occurrence", val: str(occurrence)},
+		jsonMember{key: "request", val: req},
+	)
 	if source != nil {
 		members = append(members, jsonMember{key: "source", val: jsonValue{kind: kindObject, offset: -1, obj: []jsonMember{
 			{key: "id", val: str(source.ID)},

@@ -326,7 +326,8 @@ func TestNewEnvelopeAgreesWithParseEnvelope(t *testing.T) {
 		{func() error { _, err := NewEnvelope("a", "post", "", []byte(`{"a":1,"a":2}`), "", nil); return err }(), ReasonDuplicateField},
 		{func() error { _, err := NewEnvelope("a", "post", "", []byte(`[]`), "", nil); return err }(), ReasonInvalidRequest},
 		{func() error { _, err := NewEnvelope("a", "Post", "", []byte(`{}`), "", nil); return err }(), ReasonInvalidAction},
-		{func() error { _, err := NewEnvelope("", "post", "", []byte(`{}`), "", nil); return err }(), ReasonInvalidAccount},
+		{func() error { _, err := NewEnvelope("", "post", "", []byte(`{}`), "", nil); return err }(), ReasonMissingField},
+		{func() error { _, err := NewEnvelope("a", "", "", []byte(`{}`), "", nil); return err }(), ReasonMissingField},
 		{func() error {
 			_, err := NewEnvelope("a", "post", "", []byte(`{}`), "", &Source{ID: "s"})
 			return err

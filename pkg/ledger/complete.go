@@ -33,7 +33,9 @@ type Outcome struct {
 	// Confirmed: the object was read back by id and its canonical text matched (Sent).
 	Confirmed bool
 	// Reason says why, for NotSent (ReasonConnectionFailed or ReasonPlatformRejected) and
-	// optionally for Unknown (default ReasonSendUnknown).
+	// optionally for Unknown (default ReasonSendUnknown). For Sent it is "" or
+	// ReasonPublishedUnread: the account takes the platform's answer naming the object as the
+	// proof, nothing is read back, and history says so under its own reason.
 	Reason Reason
 	// Detail is kept with the evidence and the history row: status codes, error text. Never
 	// a credential or a full request body.
@@ -53,6 +55,8 @@ func (o Outcome) verdict() (State, Reason, error) {
 		switch {
 		case o.ObjectID == "":
 			return Indeterminate, ReasonSendUnknown, nil
+		case o.Reason == ReasonPublishedUnread:
+			return Published, ReasonPublishedUnread, nil
 		case !o.Confirmed:
 			return Indeterminate, ReasonReadbackMismatch, nil
 		default:

@@ -63,16 +63,33 @@ func TestPublishedPathWritesOneAttemptAndAHistoryRowPerTransition(t *testing.T) 
 func TestSuccessWithoutReadBackIsIndeterminate(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	for _, o := range []ledger.Outcome{
+	for i, o := range []ledger.Outcome{
 		{Result: ledger.Sent, ObjectID: "obj-1", Confirmed: false},
 		{Result: ledger.Sent, Confirmed: true},
+		{Result: ledger.Sent, Reason: ledger.ReasonPublishedUnread},
 		{Result: ledger.Unknown},
 	} {
-		c := e.authorized("text " + string(o.Result) + o.ObjectID)
+		c := e.authorized(fmt.Sprintf("text %d", i))
 		done, err := e.l.Complete(e.ctx, c, o)
 		require.NoError(t, err)
 		require.Equal(t, ledger.Indeterminate, done.State, "%+v", o)
 	}
+}
+
+// An account that takes the platform's answer as the proof publishes a success naming its
+// object without a read-back, under its own reason, so history shows nothing was read back.
+func TestASuccessTheResponseConfirmsIsPublishedUnread(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.authorized("taken on the platform's word")
+	done, err := e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.Sent, ObjectID: "obj-9", Reason: ledger.ReasonPublishedUnread})
+	require.NoError(t, err)
+	require.Equal(t, ledger.Completion{State: ledger.Published, Reason: ledger.ReasonPublishedUnread}, done)
+	rec, err := e.l.Inspect(e.ctx, c.Key)
+	require.NoError(t, err)
+	require.Equal(t, "obj-9", rec.Intent.ObjectID)
+	last := rec.Transitions[len(rec.Transitions)-1]
+	require.Equal(t, "published/published_unread", string(last.To)+"/"+string(last.Reason))
 }
 
 func TestProvenNotSentFailsAndReleasesTheText(t *testing.T) {

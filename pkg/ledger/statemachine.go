@@ -76,6 +76,7 @@ const (
 	ReasonAuthorized Reason = "authorized"
 
 	ReasonPublished         Reason = "published"          // sent, and the read-back confirmed the text
+	ReasonPublishedUnread   Reason = "published_unread"   // sent; the 2xx naming the object is the proof the account chose; nothing was read back
 	ReasonReconciledFound   Reason = "reconciled_found"   // the one lookup found it
 	ReasonEvidenceFound     Reason = "evidence_found"     // a fenced-out worker's confirmed success
 	ReasonOperatorPublished Reason = "operator_published" // a human resolved it as published
@@ -126,6 +127,7 @@ var Reasons = map[Reason]ReasonRule{
 	ReasonAuthorized: {Authorized, Progress},
 
 	ReasonPublished:         {Published, Done},
+	ReasonPublishedUnread:   {Published, Done},
 	ReasonReconciledFound:   {Published, Done},
 	ReasonEvidenceFound:     {Published, Done},
 	ReasonOperatorPublished: {Published, Done},

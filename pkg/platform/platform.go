@@ -124,6 +124,11 @@ type Capabilities struct {
 	// ReconcileDelay is how long after a send's deadline a lookup is meaningful: requests
 	// still in flight inside the platform must have landed.
 	ReconcileDelay time.Duration
+	// ConfirmedByResponse: the account takes a Sent outcome (a success naming the object) as
+	// the proof, for a platform that offers no read-back. The dispatcher then reads nothing
+	// back and the intent is published under its own reason (published_unread), so history
+	// shows that the text was never compared.
+	ConfirmedByResponse bool
 }
 
 // ErrNotFound is what ReadBack returns when the platform has no such object.

@@ -1016,7 +1016,12 @@ func (d *Dispatcher) send(w *work) {
 	endStep(w, string(o.Result), nil)
 	w.outcome = ledger.Outcome{Result: ledger.TransportResult(o.Result), ObjectID: o.ObjectID, Reason: ledger.Reason(o.Reason), Detail: o.Detail}
 	d.counts.send(string(o.Result))
-	if o.Result == platform.Sent {
+	switch {
+	case o.Result == platform.Sent && o.ObjectID != "" && w.adapter.Capabilities().ConfirmedByResponse:
+		// The account's chosen proof is the answer itself: nothing to read back.
+		d.offTheReads()
+		w.outcome.Reason = ledger.ReasonPublishedUnread
+	case o.Result == platform.Sent:
 		d.startStep(w, tracing.SpanReadBack, trace.SpanKindClient)
 		confirmed, detail := d.readBack(w, o.ObjectID)
 		readOutcome := "not_confirmed"
@@ -1029,7 +1034,7 @@ func (d *Dispatcher) send(w *work) {
 			w.outcome.Detail = map[string]any{}
 		}
 		w.outcome.Detail["read_back"] = detail
-	} else {
+	default:
 		d.offTheReads()
 	}
 	d.reports <- w

@@ -608,7 +608,8 @@ func (r *Reconciler) record(ctx context.Context, log *zap.Logger, key identity.D
 }
 
 // judge turns the lookup's answer into the ledger's verdict. A found object must read back
-// with the intent's text to count as published; a not-found proves not-sent only when the
+// with the intent's text to count as published, or, where the platform reads nothing back,
+// be named by its idempotency-status lookup; a not-found proves not-sent only when the
 // adapter declares an idempotency-status lookup and that lookup said so.
 func (r *Reconciler) judge(ctx context.Context, ad platform.Adapter, req platform.Request, lk platform.Lookup) (ledger.LookupResult, string, map[string]any) {
 	detail := map[string]any{"lookup": string(lk.Result)}
@@ -628,6 +629,12 @@ func (r *Reconciler) judge(ctx context.Context, ad platform.Adapter, req platfor
 		cancel()
 		detail["object_id"] = lk.ObjectID
 		detail["read_back"] = text
+		if !confirmed && why == adapters.ReadBackUnsupported && ad.Capabilities().StatusLookup {
+			// A platform without read-back whose idempotency-status lookup answers for this
+			// delivery key, and so for this text, named the object it created: that answer is
+			// the account's proof of the success.
+			return ledger.Found, lk.ObjectID, detail
+		}
 		if !confirmed {
 			// Something exists under the request's key, but not provably this intent's text:
 			// a human decides.

@@ -31,7 +31,7 @@ func TestConformance(t *testing.T) {
 	t.Run("endpoint with the send only", func(t *testing.T) {
 		platformtest.Run(t, platformtest.Harness{Open: func(t *testing.T) (platform.Adapter, platformtest.Platform) {
 			h := newHookPlatform(t, false)
-			return open(t, fmt.Sprintf(`{"url":%q}`, h.URL+"/hook"), ""), h
+			return open(t, fmt.Sprintf(`{"url":%q,"confirm":"response"}`, h.URL+"/hook"), ""), h
 		}, Request: hookRequest})
 	})
 }

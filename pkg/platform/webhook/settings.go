@@ -54,8 +54,9 @@ type Settings struct {
 	// an unknown outcome.
 	DefinitiveStatuses []int `json:"definitive_statuses"`
 	// ReadbackURL is where a created object is read back, with "{id}" (required) replaced by
-	// the object id, path-escaped. Without it a success cannot be confirmed (ErrNoReadBack)
-	// and every sent intent goes indeterminate.
+	// the object id, path-escaped: the strongest proof of a success, the stored text compared
+	// with the intent's. One of ReadbackURL, StatusURL and Confirm must say how a success is
+	// confirmed (ErrNothingConfirms).
 	ReadbackURL string `json:"readback_url,omitempty"`
 	// ReadbackTextPointer is the JSON pointer to the object's text in the read-back body.
 	// Default "/text"; nothing there reads as "".
@@ -65,6 +66,11 @@ type Settings struct {
 	// (at ObjectIDPointer) when the request was received, 404 when it never was; a 404 proves
 	// not-sent (after ReconcileDelay). Without it the one reconciliation lookup is unavailable.
 	StatusURL string `json:"status_url,omitempty"`
+	// Confirm "response" takes a 2xx naming the object (at ObjectIDPointer) as the proof of a
+	// success, for an endpoint that offers neither read-back nor status lookup: the intent is
+	// published without a read-back, under its own reason (published_unread). It cannot be
+	// combined with ReadbackURL, which is the stronger proof. Default "": no such trust.
+	Confirm string `json:"confirm,omitempty"`
 	// ReconcileDelay is how long after a send's deadline the lookup is meaningful (a Go
 	// duration, positive). Default "30s".
 	ReconcileDelay string `json:"reconcile_delay,omitempty"`
@@ -88,7 +94,11 @@ type config struct {
 	statusURL      string
 	reconcileDelay time.Duration
 	contract       string
+	byResponse     bool
 }
+
+// ConfirmResponse is the Confirm value that takes the send's 2xx naming the object as proof.
+const ConfirmResponse = "response"
 
 // Headers a settings file may not set: credentials come only from the credential reference.
 var credentialHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie"}
@@ -234,6 +244,15 @@ func (s Settings) validate() (config, error) {
 		c.reconcileDelay = d
 	}
 	c.contract = s.ContractVersion
+	switch {
+	case s.Confirm != "" && s.Confirm != ConfirmResponse:
+		return c, invalid("confirm %q: the one value is %q", s.Confirm, ConfirmResponse)
+	case s.Confirm == ConfirmResponse && c.readbackURL != "":
+		return c, invalid("confirm %q and readback_url are both set: the read-back is the stronger proof; drop one", ConfirmResponse)
+	case s.Confirm == "" && c.readbackURL == "" && c.statusURL == "":
+		return c, fmt.Errorf("%w: %w", ErrInvalidSettings, ErrNothingConfirms)
+	}
+	c.byResponse = s.Confirm == ConfirmResponse
 	return c, nil
 }
 

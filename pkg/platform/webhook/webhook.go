@@ -9,9 +9,11 @@
 // adapter is opened and added to the credential header at send time only: it is never part of
 // the prepared request or its hash, and it is redacted from every outcome detail and error.
 //
-// Failure modes: without readback_url a success cannot be confirmed (ErrNoReadBack) and the
-// intent goes indeterminate; without status_url the lookup is unavailable, so an unknown
-// outcome stays indeterminate until an operator resolves it.
+// An account must say how a success is confirmed (ErrNothingConfirms): by the read-back, by
+// the status lookup (the success goes indeterminate until the lookup finds the object), or by
+// the response itself ("confirm": "response", published as published_unread). Without
+// status_url the lookup is unavailable, so an unknown outcome stays indeterminate until an
+// operator resolves it.
 package webhook
 
 import (
@@ -70,13 +72,15 @@ func Open(a platform.Account) (platform.Adapter, error) {
 	return ad, nil
 }
 
-// Capabilities are the account's settings: a status lookup exactly when status_url is set.
+// Capabilities are the account's settings: a status lookup exactly when status_url is set, a
+// success confirmed by the response exactly when confirm is "response".
 func (a *adapter) Capabilities() platform.Capabilities {
 	return platform.Capabilities{
-		StatusLookup:       a.cfg.statusURL != "",
-		DefinitiveStatuses: append([]int(nil), a.cfg.definitive...),
-		ContractVersion:    a.cfg.contract,
-		ReconcileDelay:     a.cfg.reconcileDelay,
+		StatusLookup:        a.cfg.statusURL != "",
+		DefinitiveStatuses:  append([]int(nil), a.cfg.definitive...),
+		ContractVersion:     a.cfg.contract,
+		ReconcileDelay:      a.cfg.reconcileDelay,
+		ConfirmedByResponse: a.cfg.byResponse,
 	}
 }
 

@@ -28,7 +28,7 @@ func ctx(t *testing.T) context.Context {
 }
 
 func TestTheBodyTemplateReplacesExactPlaceholders(t *testing.T) {
-	ad := open(t, `{"url":"https://example.org/hook","body_template":{
+	ad := open(t, `{"url":"https://example.org/hook","confirm":"response","body_template":{
 		"k":"$key",
 		"nested":{"list":["$account","$action",{"t":"$target"}],"text":"$text"},
 		"req":"$request",
@@ -55,7 +55,7 @@ func TestTheBodyTemplateReplacesExactPlaceholders(t *testing.T) {
 }
 
 func TestTheDefaultTemplate(t *testing.T) {
-	p, err := open(t, `{"url":"https://example.org/hook"}`, "").Prepare(request(t))
+	p, err := open(t, `{"url":"https://example.org/hook","confirm":"response"}`, "").Prepare(request(t))
 	require.NoError(t, err)
 	require.Equal(t, `{"account":"acct-1","action":"post","delivery_key":"`+deliveryKey(t).String()+
 		`","request":{"text":"hello"},"target":"feed/7"}`, string(p.Body))
@@ -65,7 +65,7 @@ func TestTheTemplateOutputIsCanonical(t *testing.T) {
 	r := request(t)
 	r.Text = "<a & b> é"
 	r.Request = json.RawMessage(`{"text":"<a & b> é","b":1}`)
-	p, err := open(t, `{"url":"https://example.org/hook","body_template":{"z":"$text","a":["$request"]}}`, "").Prepare(r)
+	p, err := open(t, `{"url":"https://example.org/hook","confirm":"response","body_template":{"z":"$text","a":["$request"]}}`, "").Prepare(r)
 	require.NoError(t, err)
 	require.Equal(t, `{"a":[{"b":1,"text":"<a & b> é"}],"z":"<a & b> é"}`, string(p.Body))
 	canon, err := identity.CanonicalJSON(p.Body)
@@ -74,7 +74,7 @@ func TestTheTemplateOutputIsCanonical(t *testing.T) {
 }
 
 func TestPrepareSetsTheIdempotencyKeyAndTheWireRequest(t *testing.T) {
-	ad := open(t, `{"url":"https://example.org/hook","method":"PUT","headers":{"x-tenant":"42"}}`, "")
+	ad := open(t, `{"url":"https://example.org/hook","confirm":"response","method":"PUT","headers":{"x-tenant":"42"}}`, "")
 	r := request(t)
 	p, err := ad.Prepare(r)
 	require.NoError(t, err)
@@ -98,7 +98,7 @@ func TestPrepareSetsTheIdempotencyKeyAndTheWireRequest(t *testing.T) {
 }
 
 func TestPrepareRefusesARequestItCannotRender(t *testing.T) {
-	ad := open(t, `{"url":"https://example.org/hook"}`, "")
+	ad := open(t, `{"url":"https://example.org/hook","confirm":"response"}`, "")
 	r := request(t)
 	r.Key = identity.DeliveryKey{}
 	_, err := ad.Prepare(r)
@@ -113,7 +113,7 @@ func TestPrepareRefusesARequestItCannotRender(t *testing.T) {
 	r.Request = nil
 	_, err = ad.Prepare(r)
 	require.ErrorContains(t, err, "$request")
-	_, err = open(t, `{"url":"https://example.org/hook","body_template":{"t":"$text"}}`, "").Prepare(r)
+	_, err = open(t, `{"url":"https://example.org/hook","confirm":"response","body_template":{"t":"$text"}}`, "").Prepare(r)
 	require.NoError(t, err, "a template without $request does not need it")
 }
 
@@ -165,6 +165,8 @@ func TestSettingsAreValidated(t *testing.T) {
 		{`{"url":"https://x.org","reconcile_delay":"soon"}`, "reconcile_delay"},
 		{`{"url":"https://x.org","reconcile_delay":"-1s"}`, "must be positive"},
 		{`{"url":"https://x.org","reconcile_delay":"0s"}`, "must be positive"},
+		{`{"url":"https://x.org","confirm":"yes"}`, `confirm "yes": the one value is "response"`},
+		{`{"url":"https://x.org","confirm":"response","readback_url":"https://x.org/{id}"}`, "both set"},
 	} {
 		_, err := webhook.Open(platform.Account{ID: "acct-1", Platform: webhook.Name, Settings: json.RawMessage(c.settings)})
 		require.ErrorIs(t, err, webhook.ErrInvalidSettings, c.settings)
@@ -173,16 +175,16 @@ func TestSettingsAreValidated(t *testing.T) {
 }
 
 func TestTheCredentialReferenceMustMatchTheCredentialHeader(t *testing.T) {
-	withHeader := `{"url":"https://x.org","credential_header":"Authorization","credential_prefix":"Bearer "}`
+	withHeader := `{"url":"https://x.org","confirm":"response","credential_header":"Authorization","credential_prefix":"Bearer "}`
 	openWith := func(settings, ref string) error {
 		_, err := webhook.Open(platform.Account{ID: "acct-1", Platform: webhook.Name, Settings: json.RawMessage(settings), CredentialRef: ref})
 		return err
 	}
 	t.Setenv(secretEnv, secret)
 	require.NoError(t, openWith(withHeader, "env:"+secretEnv))
-	require.NoError(t, openWith(`{"url":"https://x.org"}`, ""))
+	require.NoError(t, openWith(`{"url":"https://x.org","confirm":"response"}`, ""))
 
-	err := openWith(`{"url":"https://x.org"}`, "env:"+secretEnv)
+	err := openWith(`{"url":"https://x.org","confirm":"response"}`, "env:"+secretEnv)
 	require.ErrorIs(t, err, webhook.ErrInvalidSettings)
 	require.ErrorContains(t, err, "credential_header is not set")
 
@@ -208,11 +210,14 @@ func TestTheCredentialReferenceMustMatchTheCredentialHeader(t *testing.T) {
 
 func TestCapabilitiesFollowTheSettings(t *testing.T) {
 	require.Equal(t, platform.Capabilities{
-		StatusLookup:       false,
-		DefinitiveStatuses: transport.DefaultDefinitive,
-		ContractVersion:    "",
-		ReconcileDelay:     30 * time.Second,
-	}, open(t, `{"url":"https://x.org"}`, "").Capabilities())
+		StatusLookup:        false,
+		DefinitiveStatuses:  transport.DefaultDefinitive,
+		ContractVersion:     "",
+		ReconcileDelay:      30 * time.Second,
+		ConfirmedByResponse: true,
+	}, open(t, `{"url":"https://x.org","confirm":"response"}`, "").Capabilities())
+	require.False(t, open(t, `{"url":"https://x.org","readback_url":"https://x.org/{id}"}`, "").Capabilities().ConfirmedByResponse,
+		"only an explicit confirm trusts the response")
 
 	require.Equal(t, platform.Capabilities{
 		StatusLookup:       true,
@@ -222,11 +227,11 @@ func TestCapabilitiesFollowTheSettings(t *testing.T) {
 	}, open(t, `{"url":"https://x.org","status_url":"https://x.org/status/{key}","definitive_statuses":[422,409,400],
 		"reconcile_delay":"2m","contract_version":"v3"}`, "").Capabilities())
 
-	none := open(t, `{"url":"https://x.org","definitive_statuses":[]}`, "").Capabilities()
+	none := open(t, `{"url":"https://x.org","confirm":"response","definitive_statuses":[]}`, "").Capabilities()
 	require.Empty(t, none.DefinitiveStatuses, "an empty list declares no status definitive")
 
 	// The declared list is a copy: a caller cannot change the adapter's.
-	ad := open(t, `{"url":"https://x.org"}`, "")
+	ad := open(t, `{"url":"https://x.org","confirm":"response"}`, "")
 	ad.Capabilities().DefinitiveStatuses[0] = 200
 	require.Equal(t, transport.DefaultDefinitive, ad.Capabilities().DefinitiveStatuses)
 	require.Equal(t, []int{400, 401, 403, 413, 422, 429}, transport.DefaultDefinitive)
@@ -234,7 +239,7 @@ func TestCapabilitiesFollowTheSettings(t *testing.T) {
 
 func TestSendDeliversThePreparedRequestOnce(t *testing.T) {
 	ep := newEndpoint(t)
-	ad := open(t, fmt.Sprintf(`{"url":%q,"headers":{"X-Tenant":"42"}}`, ep.URL+"/hook"), "")
+	ad := open(t, fmt.Sprintf(`{"url":%q,"confirm":"response","headers":{"X-Tenant":"42"}}`, ep.URL+"/hook"), "")
 	p, err := ad.Prepare(request(t))
 	require.NoError(t, err)
 	out := ad.Send(ctx(t), p)
@@ -278,7 +283,7 @@ func TestSendClassifiesTheEndpointsAnswer(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ep := newEndpoint(t)
 			ep.on("/hook", c.status, c.body)
-			ad := open(t, fmt.Sprintf(`{"url":%q%s}`, ep.URL+"/hook", c.extra), "")
+			ad := open(t, fmt.Sprintf(`{"url":%q,"confirm":"response"%s}`, ep.URL+"/hook", c.extra), "")
 			p, err := ad.Prepare(request(t))
 			require.NoError(t, err)
 			out := ad.Send(ctx(t), p)
@@ -293,7 +298,7 @@ func TestSendClassifiesTheEndpointsAnswer(t *testing.T) {
 
 func TestSendRefusesAPreparedRequestThatNoLongerMatchesItsHash(t *testing.T) {
 	ep := newEndpoint(t)
-	ad := open(t, fmt.Sprintf(`{"url":%q}`, ep.URL), "")
+	ad := open(t, fmt.Sprintf(`{"url":%q,"confirm":"response"}`, ep.URL), "")
 	p, err := ad.Prepare(request(t))
 	require.NoError(t, err)
 	p.Body = []byte(`{"text":"something else"}`)
@@ -308,7 +313,7 @@ func TestSendToAClosedPortIsNotSent(t *testing.T) {
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
-	ad := open(t, fmt.Sprintf(`{"url":"http://%s/hook"}`, addr), "")
+	ad := open(t, fmt.Sprintf(`{"url":"http://%s/hook","confirm":"response"}`, addr), "")
 	p, err := ad.Prepare(request(t))
 	require.NoError(t, err)
 	out := ad.Send(ctx(t), p)
@@ -391,7 +396,7 @@ func TestTheCredentialReachesTheEndpointAndNothingElse(t *testing.T) {
 
 func TestReadBack(t *testing.T) {
 	t.Run("without readback_url", func(t *testing.T) {
-		_, err := open(t, `{"url":"https://x.org"}`, "").ReadBack(ctx(t), request(t), "obj-1")
+		_, err := open(t, `{"url":"https://x.org","confirm":"response"}`, "").ReadBack(ctx(t), request(t), "obj-1")
 		require.ErrorIs(t, err, webhook.ErrNoReadBack)
 	})
 
@@ -446,7 +451,7 @@ func TestReadBack(t *testing.T) {
 
 func TestLookup(t *testing.T) {
 	t.Run("without status_url", func(t *testing.T) {
-		ad := open(t, `{"url":"https://x.org"}`, "")
+		ad := open(t, `{"url":"https://x.org","confirm":"response"}`, "")
 		require.False(t, ad.Capabilities().StatusLookup)
 		got := ad.Lookup(ctx(t), request(t))
 		require.Equal(t, platform.Unavailable, got.Result)
@@ -534,4 +539,25 @@ func TestTheDocumentedExampleOpens(t *testing.T) {
 	p, err := ad.Prepare(request(t))
 	require.NoError(t, err)
 	require.Equal(t, `{"channel":"feed/7","meta":{"key":"`+deliveryKey(t).String()+`","request":{"text":"hello"}},"text":"hello"}`, string(p.Body))
+}
+
+// A webhook must say how a success is confirmed: without readback_url, status_url or an
+// explicit confirm, every success would end parked for a person. The refusal names the three
+// choices; each one alone opens.
+func TestAWebhookThatCanConfirmNothingIsRefused(t *testing.T) {
+	for _, settings := range []string{`{"url":"https://x.org"}`, `{"url":"https://x.org","confirm":""}`,
+		`{"url":"https://x.org","definitive_statuses":[],"object_id_pointer":"/data/id"}`} {
+		_, err := webhook.Open(platform.Account{ID: "acct-1", Platform: webhook.Name, Settings: json.RawMessage(settings)})
+		require.ErrorIs(t, err, webhook.ErrInvalidSettings, settings)
+		require.ErrorIs(t, err, webhook.ErrNothingConfirms, settings)
+		for _, choice := range []string{"readback_url", "status_url", `"confirm": "response"`} {
+			require.ErrorContains(t, err, choice, settings)
+		}
+	}
+	for _, settings := range []string{`{"url":"https://x.org","readback_url":"https://x.org/{id}"}`,
+		`{"url":"https://x.org","status_url":"https://x.org/status/{key}"}`, `{"url":"https://x.org","confirm":"response"}`,
+		`{"url":"https://x.org","confirm":"response","status_url":"https://x.org/status/{key}"}`} {
+		_, err := webhook.Open(platform.Account{ID: "acct-1", Platform: webhook.Name, Settings: json.RawMessage(settings)})
+		require.NoError(t, err, settings)
+	}
 }
