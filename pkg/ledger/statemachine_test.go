@@ -107,8 +107,8 @@ func TestQueriesWriteOnlyKnownReasons(t *testing.T) {
 		"holder": true, "window_ends_at": true, "window_seconds": true,
 		// encode's format, for the holder's delivery key in its text form
 		"hex": true,
-		// an operator's control_history kind
-		"operator": true,
+		// an operator's control_history kind and the JSON key of its role
+		"operator": true, "role": true,
 	}
 	files, err := filepath.Glob("queries/*.sql")
 	require.NoError(t, err)
