@@ -121,7 +121,12 @@ demo: ## the whole pipeline on the embedded default: every role, an embedded NAT
 	@$(MAKE) --no-print-directory build
 	@stay=$$([ -t 0 ] && echo --stay); echo "$(BIN)/atmost demo $$stay"; $(BIN)/atmost demo $$stay
 
-dev: ## build, then run every role, an embedded NATS, the platform simulator and the console in one process on ATMOST_DATABASE_URL until Ctrl-C; a ledger without accounts gets sim-1, and dev prints the next steps (DEV_FLAGS="--nats-port 0" adds flags)
+dev: ## build, then run every role, an embedded NATS, the platform simulator and the console in one process on ATMOST_DATABASE_URL until Ctrl-C; a ledger without accounts gets sim-1, and dev prints the next steps; a busy 4222 moves the embedded NATS to a free port (DEV_FLAGS adds flags)
 	@scripts/postgres ATMOST_DATABASE_URL
 	@$(MAKE) --no-print-directory build
-	$(BIN)/atmost dev $(DEV_FLAGS)
+	@flags='$(DEV_FLAGS)'; \
+	if ! printf '%s' "$$flags" | grep -q -- '--nats' && (exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null; then \
+		echo "make dev: 127.0.0.1:4222 is in use (another NATS server); the embedded one takes a free port, and dev prints its ATMOST_NATS_URL"; \
+		flags="$$flags --nats-port 0"; \
+	fi; \
+	echo "$(BIN)/atmost dev$$flags"; exec $(BIN)/atmost dev $$flags
