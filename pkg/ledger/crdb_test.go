@@ -123,6 +123,8 @@ var cockroachSuite = []func(*testing.T){
 	TestAnExpiredLeaseLeavesEvidenceOfWhatItProves,
 	TestRetryDueFollowsEachAccountsOwnRetryableReasons,
 	TestAFreshClaimIsNotAReclaim,
+	TestOperatorsAreAddedRevokedAndAudited,
+	TestASuccessTheResponseConfirmsIsPublishedUnread,
 	TestLateEvidenceResolvesWithoutALookup,
 	TestParkIsRefusedWhileAnAuthorizedLeaseIsLive,
 	TestOperatorResolutionNeedsEvidenceAndIsRecorded,
