@@ -385,14 +385,7 @@ func TestARepeatedCompleteAfterALostAnswerAnswersAsItLanded(t *testing.T) {
 		c := e.authorized("completed, and the answer lost")
 		l := e.ledgerWith(ledger.Config{Actor: "worker"})
 		lost := fmt.Errorf("commit: %w", io.ErrUnexpectedEOF)
-		commits := 0
-		ledger.SetCommit(l, func(ctx context.Context, tx pgx.Tx) error {
-			commits++
-			if err := tx.Commit(ctx); err != nil || commits > 1 {
-				return err
-			}
-			return lost
-		})
+		loseFirstCommitAnswer(l, lost)
 		o := ledger.Outcome{Result: ledger.Sent, ObjectID: "obj-1", Confirmed: true}
 		_, err := l.Complete(e.ctx, c, o)
 		require.ErrorIs(t, err, lost)

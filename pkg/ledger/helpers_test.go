@@ -199,3 +199,16 @@ func (e *env) setPolicy(column string, value any) {
 }
 
 func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
+
+// loseFirstCommitAnswer makes l's first COMMIT go through and answer lost instead, as a
+// connection cut during COMMIT does; every later COMMIT answers as it is.
+func loseFirstCommitAnswer(l *ledger.Ledger, lost error) {
+	commits := 0
+	ledger.SetCommit(l, func(ctx context.Context, tx pgx.Tx) error {
+		commits++
+		if err := tx.Commit(ctx); err != nil || commits > 1 {
+			return err
+		}
+		return lost
+	})
+}

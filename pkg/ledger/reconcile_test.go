@@ -1,13 +1,11 @@
 package ledger_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/pkg/ledger"
@@ -110,14 +108,7 @@ func TestALostClaimAnswerIsReclaimedWithItsToken(t *testing.T) {
 		c := e.indeterminate("claimed, and the answer lost")
 		l := e.ledgerWith(ledger.Config{Actor: "reconciler"})
 		lost := errors.New("commit: unexpected EOF (injected after the server committed)")
-		commits := 0
-		ledger.SetCommit(l, func(ctx context.Context, tx pgx.Tx) error {
-			commits++
-			if err := tx.Commit(ctx); err != nil || commits > 1 {
-				return err
-			}
-			return lost
-		})
+		loseFirstCommitAnswer(l, lost)
 		token := newClaimToken()
 		_, err := l.ClaimReconciliation(e.ctx, c.Key, token)
 		require.ErrorIs(t, err, lost)
@@ -162,14 +153,7 @@ func TestARepeatedResolveAfterALostAnswerAnswersItsState(t *testing.T) {
 		r, err := l.ClaimReconciliation(e.ctx, c.Key, newClaimToken())
 		require.NoError(t, err)
 		lost := errors.New("commit: connection reset by peer (injected after the server committed)")
-		commits := 0
-		ledger.SetCommit(l, func(ctx context.Context, tx pgx.Tx) error {
-			commits++
-			if err := tx.Commit(ctx); err != nil || commits > 1 {
-				return err
-			}
-			return lost
-		})
+		loseFirstCommitAnswer(l, lost)
 		_, err = l.ResolveReconciliation(e.ctx, r, ledger.NotFound, "", nil)
 		require.ErrorIs(t, err, lost)
 		got, err := l.ResolveReconciliation(e.ctx, r, ledger.NotFound, "", nil)

@@ -87,11 +87,7 @@ func (e *env) runLossyWith(cfg reconcile.Config, l *lossyLedger, a *adapter) *ob
 	l.claims, l.resolve = map[identity.DeliveryKey]int{}, map[identity.DeliveryKey]time.Time{}
 	a.lookups = map[identity.DeliveryKey]int{}
 	cfg.Logger = zap.New(core)
-	cfg.Platforms = platform.Registry{sim.Name: func(acct platform.Account) (platform.Adapter, error) {
-		ad, err := sim.Open(acct)
-		a.Adapter = ad
-		return a, err
-	}}
+	cfg.Platforms = a.platforms()
 	r, err := reconcile.New(e.Ctx, e.JS, l, relay.New(real, e.JS, relay.Config{}), cfg)
 	require.NoError(e.T, err)
 	e.Run(r.Run)
@@ -194,11 +190,7 @@ func TestAHeldClaimOfAnAttemptTheIntentLeftIsDropped(t *testing.T) {
 	key := e.dispatched("indeterminate, and held for an earlier attempt")[0]
 	a := &adapter{}
 	cfg := e.config()
-	cfg.Platforms = platform.Registry{sim.Name: func(acct platform.Account) (platform.Adapter, error) {
-		ad, err := sim.Open(acct)
-		a.Adapter = ad
-		return a, err
-	}}
+	cfg.Platforms = a.platforms()
 	a.lookups = map[identity.DeliveryKey]int{}
 	r, err := reconcile.New(e.Ctx, e.JS, e.Ledger, e.Relay, cfg)
 	require.NoError(t, err)
@@ -211,6 +203,15 @@ func TestAHeldClaimOfAnAttemptTheIntentLeftIsDropped(t *testing.T) {
 	v := r.Reconcile(e.Ctx, key)
 	require.Equal(t, "waiting_delay", v.Result)
 	require.Zero(t, a.count(key), "no lookup before the delay")
+}
+
+// platforms opens every sim account through a.
+func (a *adapter) platforms() platform.Registry {
+	return platform.Registry{sim.Name: func(acct platform.Account) (platform.Adapter, error) {
+		ad, err := sim.Open(acct)
+		a.Adapter = ad
+		return a, err
+	}}
 }
 
 // gatesDown is the real ledger whose reads of accounts' settings fail, as a database out of reach does.

@@ -173,11 +173,7 @@ func (e *env) reconcileThrough(a *adapter) {
 	e.T.Helper()
 	a.lookups = map[identity.DeliveryKey]int{}
 	cfg := e.config()
-	cfg.Platforms = platform.Registry{sim.Name: func(acct platform.Account) (platform.Adapter, error) {
-		ad, err := sim.Open(acct)
-		a.Adapter = ad
-		return a, err
-	}}
+	cfg.Platforms = a.platforms()
 	e.run("reconciler-1", cfg)
 }
 
