@@ -56,7 +56,9 @@ func TestDispatcherRoleRunsAndStopsCleanly(t *testing.T) {
 	r.WaitReady(t)
 	in := e.settle(keys, 15*time.Second)[keys[0]]
 	require.Equal(t, ledger.Published, in.State)
-	metrics := r.WaitMetrics(t, `atmost_dispatch_completions_total{state="published"} 1`, `atmost_dispatch_sends_total{outcome="success"} 1`)
+	// The work is counted once its transitions are published, after the completion: wait for it.
+	metrics := r.WaitMetrics(t, `atmost_dispatch_completions_total{state="published"} 1`, `atmost_dispatch_sends_total{outcome="success"} 1`,
+		`atmost_dispatch_work_total{result="completed"} 1`)
 	for _, name := range []string{"atmost_dispatch_work_total", "atmost_dispatch_in_progress", "atmost_dispatch_consumer_pending",
 		"atmost_relay_events_published_total", "atmost_ledger_transaction_restarts_total", "atmost_dispatch_send_seconds", "atmost_transitions_total", "atmost_relay_lag_seconds"} {
 		require.Contains(t, metrics, name)
