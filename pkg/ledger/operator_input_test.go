@@ -44,6 +44,16 @@ func TestParkFromRefusesAStateOutsideItsList(t *testing.T) {
 	pending := e.submit("still pending")
 	require.NoError(t, e.l.ParkFrom(e.ctx, pending, from, "operator", "bulk"))
 	require.Equal(t, ledger.Parked, e.state(pending))
+
+	// A list naming states Park never leaves from widens nothing: published and parked stay.
+	published := e.authorized("published before the bulk park")
+	_, err := e.l.Complete(e.ctx, published, ledger.Outcome{Result: ledger.Sent, ObjectID: "obj-1", Confirmed: true})
+	require.NoError(t, err)
+	every := []ledger.State{ledger.Pending, ledger.Authorized, ledger.Failed, ledger.Indeterminate, ledger.Published, ledger.Parked}
+	requireRefused(t, e.l.ParkFrom(e.ctx, published.Key, every, "operator", "bulk"), ledger.ErrInvalidTransition)
+	require.Equal(t, ledger.Published, e.state(published.Key))
+	requireRefused(t, e.l.ParkFrom(e.ctx, pending, every, "operator", "bulk"), ledger.ErrInvalidTransition)
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM history WHERE delivery_key = $1 AND to_state = 'parked'`, pending.Bytes()))
 }
 
 // A note the ledger will not store is refused by name before any statement runs, by every
