@@ -17,7 +17,7 @@ func TestTheVectorsHoldInJavaScript(t *testing.T) {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("node is not installed, and CI must run the JavaScript check of the identity vectors: %v", err)
 		}
-		t.Skipf("node is not installed: %v", err)
+		t.Skipf("needs Node.js (node on PATH) to run the JavaScript key rule against the identity vectors: %v", err)
 	}
 	out, err := exec.Command(node, nodeCheck, vectorsPath).CombinedOutput()
 	if err != nil {
