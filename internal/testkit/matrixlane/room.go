@@ -46,7 +46,10 @@ type Event struct {
 }
 
 // Redacted reports whether the event was redacted.
-func (e Event) Redacted() bool { _, ok := e.Unsigned["redacted_because"]; return ok || len(e.Content) == 0 }
+func (e Event) Redacted() bool {
+	_, ok := e.Unsigned["redacted_because"]
+	return ok || len(e.Content) == 0
+}
 
 // Events is every event of the room, oldest first, as the observer reads it with /messages:
 // the room's own record, not the adapter's.
@@ -212,5 +215,3 @@ func Keyed(events []Event, bot string) map[string][]string {
 	}
 	return out
 }
-
-
