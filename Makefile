@@ -44,6 +44,11 @@ test-bluesky: ## the Bluesky lane on a real PDS on loopback: installs Node 22 an
 	scripts/bluesky-pds/install
 	ATMOST_BLUESKY_LANE=1 $(GO) test -race -count=1 -timeout 10m -v ./internal/testkit/blueskylane/
 
+.PHONY: test-matrix
+test-matrix: postgres ## the Matrix lane on a real Dendrite on loopback: builds Dendrite v0.13.8 from the Go module proxy into a cache (scripts/dendrite/install: minutes the first time), then runs the conformance suite and 500 intents with 5 % of the answers lost; fails, never skips, without it
+	scripts/dendrite/install
+	ATMOST_MATRIX_LANE=1 $(GO) test -race -count=1 -timeout 20m -v ./internal/testkit/matrixlane/
+
 lint: ## go vet, staticcheck and a gofmt check (bench/peer, a module of its own, included)
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 )
@@ -51,14 +52,15 @@ func (e Event) Redacted() bool {
 	return ok || len(e.Content) == 0
 }
 
-// Events is every event of the room, oldest first, as the observer reads it with /messages:
-// the room's own record, not the adapter's.
+// Events is every event of the room, oldest first, as the observer reads it with /messages
+// (backwards from the newest: Dendrite refuses a forward read without a from token): the
+// room's own record, not the adapter's.
 func (r *Room) Events(t testing.TB) []Event {
 	t.Helper()
 	var all []Event
 	from := ""
 	for {
-		q := url.Values{"dir": {"f"}, "limit": {"100"}}
+		q := url.Values{"dir": {"b"}, "limit": {"100"}}
 		if from != "" {
 			q.Set("from", from)
 		}
@@ -69,6 +71,7 @@ func (r *Room) Events(t testing.TB) []Event {
 		r.S.call(t, r.S.ObserverToken, http.MethodGet, "/_matrix/client/v3/rooms/"+url.PathEscape(r.ID)+"/messages?"+q.Encode(), nil, &page)
 		all = append(all, page.Chunk...)
 		if len(page.Chunk) == 0 || page.End == "" || page.End == from {
+			slices.Reverse(all)
 			return all
 		}
 		from = page.End
