@@ -81,7 +81,7 @@ func StopShared() {
 	}
 }
 
-var errNotInstalled = errors.New("Dendrite is not installed")
+var errNotInstalled = errors.New("dendrite is not installed")
 
 // Bin is the directory scripts/dendrite/install puts Dendrite's commands in:
 // $ATMOST_DENDRITE_HOME/bin, else the user's cache directory's atmost-tools/dendrite-VERSION/bin.

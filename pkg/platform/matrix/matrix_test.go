@@ -168,7 +168,11 @@ func TestPrepareRendersTheSendUnderTheKeysTransactionID(t *testing.T) {
 	for _, bad := range []platform.Request{
 		func() platform.Request { x := r; x.Action = "like"; return x }(),
 		func() platform.Request { x := r; x.Target = "!other:hs.test"; return x }(),
-		func() platform.Request { x := r; x.Request = json.RawMessage(`{"text":"a","html":"<b>a</b>"}`); return x }(),
+		func() platform.Request {
+			x := r
+			x.Request = json.RawMessage(`{"text":"a","html":"<b>a</b>"}`)
+			return x
+		}(),
 	} {
 		_, err := ad.Prepare(bad)
 		require.ErrorIs(t, err, platform.ErrUnsendable)
