@@ -82,7 +82,7 @@ func (hs *fakeHS) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		var content map[string]any
 		_ = json.NewDecoder(r.Body).Decode(&content)
-		reply(200, map[string]any{"event_id": hs.add(map[string]any{"sender": bot, "content": content})})
+		reply(http.StatusOK, map[string]any{"event_id": hs.add(map[string]any{"sender": bot, "content": content})})
 	case strings.Contains(path, "/relations/"):
 		id := strings.Split(strings.Split(path, "/relations/")[1], "/")[0]
 		id = strings.ReplaceAll(id, "%24", "$")
@@ -95,7 +95,7 @@ func (hs *fakeHS) serve(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		hs.mu.Unlock()
-		reply(200, map[string]any{"chunk": chunk})
+		reply(http.StatusOK, map[string]any{"chunk": chunk})
 	case strings.Contains(path, "/event/"):
 		id := strings.ReplaceAll(strings.Split(path, "/event/")[1], "%24", "$")
 		hs.mu.Lock()
@@ -103,7 +103,7 @@ func (hs *fakeHS) serve(w http.ResponseWriter, r *http.Request) {
 		for _, ev := range hs.events {
 			if ev["event_id"] == id {
 				b, _ := json.Marshal(ev)
-				w.WriteHeader(200)
+				w.WriteHeader(http.StatusOK)
 				_, _ = w.Write(b)
 				return
 			}
@@ -119,7 +119,7 @@ func (hs *fakeHS) serve(w http.ResponseWriter, r *http.Request) {
 		for i := len(hs.events) - 1 - from; i >= 0 && len(chunk) < limit; i-- {
 			chunk = append(chunk, hs.events[i])
 		}
-		reply(200, map[string]any{"chunk": chunk, "end": strconv.Itoa(from + len(chunk))})
+		reply(http.StatusOK, map[string]any{"chunk": chunk, "end": strconv.Itoa(from + len(chunk))})
 	default:
 		reply(404, map[string]any{"errcode": "M_UNRECOGNIZED"})
 	}
