@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/atmost/atmost/internal/testkit/dbtest"
 	"github.com/atmost/atmost/internal/testkit/matrixlane"
 )
 
@@ -22,8 +23,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// server is the package's Dendrite, started by the first test that asks.
+// server is the package's Dendrite, started by the first test that asks. Not in make
+// test-short's lane: starting it takes seconds.
 func server(t *testing.T) *matrixlane.Server {
 	t.Helper()
+	dbtest.SkipInShortLane(t, "it starts a Dendrite")
 	return matrixlane.Shared(t, dendriteDir)
 }
