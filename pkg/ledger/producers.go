@@ -58,10 +58,11 @@ func CheckProducerName(name string) error {
 	return nil
 }
 
-// checkProducerAccounts refuses an empty list, too many accounts, a repeated one and one that
-// is no valid account id (identity.ValidateAccount). An account need not be configured yet: an
-// intent for an account the ledger does not know is refused unknown_account as on NATS.
-func checkProducerAccounts(accounts []string) error {
+// CheckProducerAccounts refuses what AddProducer refuses of its accounts: an empty list, too
+// many, a repeated one and one that is no valid account id (identity.ValidateAccount). An
+// account need not be configured yet: an intent for an account the ledger does not know is
+// refused unknown_account, as on NATS.
+func CheckProducerAccounts(accounts []string) error {
 	switch {
 	case len(accounts) == 0:
 		return errors.New("a producer acts for at least one account")
@@ -89,7 +90,7 @@ func (l *Ledger) AddProducer(ctx context.Context, name string, accounts []string
 	if err := CheckProducerName(name); err != nil {
 		return "", fmt.Errorf("add producer: %w", err)
 	}
-	if err := checkProducerAccounts(accounts); err != nil {
+	if err := CheckProducerAccounts(accounts); err != nil {
 		return "", fmt.Errorf("add producer %q: %w", name, err)
 	}
 	if strings.TrimSpace(actor) == "" {
