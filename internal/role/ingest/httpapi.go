@@ -181,14 +181,18 @@ func (a *HTTPAPI) refuse(w http.ResponseWriter, route string, status int, e apiE
 
 func (a *HTTPAPI) reply(w http.ResponseWriter, route string, status int, code string, body any) {
 	a.requests.WithLabelValues(route, strconv.Itoa(status), code).Inc()
-	data, err := json.Marshal(body)
-	if err != nil {
-		status, data = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"the answer could not be written"}}`)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf) // one line, and < > & as they are: the answer is no HTML
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(body); err != nil {
+		status = http.StatusInternalServerError
+		buf.Reset()
+		buf.WriteString(`{"error":{"code":"internal","message":"the answer could not be written"}}` + "\n")
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(data, '\n'))
+	_, _ = w.Write(buf.Bytes())
 }
 
 // authenticate returns the producer the request's bearer token names, or refuses the request

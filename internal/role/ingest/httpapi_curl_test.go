@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/atmost/atmost/internal/testkit/dbtest"
 	"github.com/atmost/atmost/internal/testkit/natstest"
 	"github.com/atmost/atmost/internal/testkit/roletest"
+	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
 )
 
@@ -43,14 +45,17 @@ func curl(t *testing.T, args ...string) string {
 
 // A producer's session as docs/producers.md shows it, with curl against the ingest role started
 // with --http-api: publish, publish again, read the outcome, wait for it, follow the events,
-// and be refused without a token. Under CI=true a machine without curl fails this test.
+// and be refused without a token; then the page's Python example. Under CI=true a machine
+// without curl or python3 fails this test.
 func TestACurlSessionAgainstTheIngestRole(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("curl"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("curl is not installed: %v (apt-get install curl)", err)
+	for _, tool := range []string{"curl", "python3"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("%s is not installed: %v (apt-get install %s)", tool, err, tool)
+			}
+			t.Skipf("%s is not installed: %v (apt-get install %s)", tool, err, tool)
 		}
-		t.Skipf("curl is not installed: %v (apt-get install curl)", err)
 	}
 	db := dbtest.New(t)
 	ctx := context.Background()
@@ -118,5 +123,20 @@ func TestACurlSessionAgainstTheIngestRole(t *testing.T) {
 	out = curl(t, "-w", "\n%{http_code}", "-H", auth, "-d", `{"v":1,"account":"acct-7","action":"post","request":{}}`, base+"/v1/intents")
 	require.True(t, strings.HasSuffix(out, "\n403"), out)
 	r.WaitMetrics(t, `atmost_http_api_requests_total{code="",route="publish",status="202"} 2`)
+
+	// The Python example of docs/producers.md, as it stands there, on the same envelope: a
+	// duplicate, whose outcome it waits for (an operator parks it meanwhile).
+	key, err := identity.ParseDeliveryKey(receipt.Key)
+	require.NoError(t, err)
+	require.NoError(t, l.Park(ctx, key, "user:test", "for the Python example"))
+	doc, err := os.ReadFile("../../../docs/producers.md")
+	require.NoError(t, err)
+	example := regexp.MustCompile("(?s)<!-- python-http:start -->\n```python\n(.*?)```\n<!-- python-http:end -->").FindSubmatch(doc)
+	require.NotNil(t, example, "docs/producers.md holds the Python example")
+	python := exec.Command("python3", "-c", string(example[1]))
+	python.Env = append(os.Environ(), "ATMOST_API="+base, "ATMOST_TOKEN="+token)
+	got, err := python.CombinedOutput()
+	require.NoError(t, err, "%s", got)
+	require.Equal(t, "stored as "+receipt.Key+" duplicate\n200 parked operator_parked\n", string(got))
 	r.Stop(t)
 }
