@@ -89,6 +89,10 @@ type HTTPAPI struct {
 
 	mu      sync.Mutex
 	streams map[string]int // open event streams by producer name
+	// accounts are the accounts the ledger was seen to hold: an account is never deleted (a
+	// revoked or disabled one keeps its row), so once seen it need not be read again. One not
+	// seen is read on every publish, so an account added meanwhile is found at once.
+	accounts sync.Map
 }
 
 // NewHTTPAPI returns the API on js's connection and l.
@@ -349,6 +353,9 @@ func (a *HTTPAPI) known(ctx context.Context, env identity.Envelope) (existed, un
 	case !errors.Is(err, ledger.ErrNotFound):
 		return false, false, err
 	}
+	if _, seen := a.accounts.Load(env.Account); seen {
+		return false, false, nil
+	}
 	_, err = a.ledger.Account(ctx, env.Account)
 	switch {
 	case errors.Is(err, ledger.ErrUnknownAccount):
@@ -356,6 +363,7 @@ func (a *HTTPAPI) known(ctx context.Context, env identity.Envelope) (existed, un
 	case err != nil:
 		return false, false, err
 	}
+	a.accounts.Store(env.Account, true)
 	return false, false, nil
 }
 
