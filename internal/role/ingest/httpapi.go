@@ -330,10 +330,14 @@ func (a *HTTPAPI) publish(w http.ResponseWriter, r *http.Request) {
 	a.reply(w, route, http.StatusAccepted, "", receipt{Key: *key, Seq: ack.Sequence, Duplicate: ack.Duplicate || existed})
 }
 
-// bodyAccount is the account body is published for, and whether p acts for it: the envelope's
-// account when the body names one as a string (valid or not), otherwise the first of p's
-// accounts, whose subject then carries a body that is no envelope to its reject.
+// bodyAccount is the account body is published for, and whether p acts for it: the account of
+// the envelope body is, as ingest parses it; for a body that is no valid envelope the account
+// it names as a string, if any; otherwise the first of p's accounts, whose subject then
+// carries the body to its reject.
 func bodyAccount(body []byte, p ledger.Producer) (string, bool) {
+	if env, err := identity.ParseEnvelope(body); err == nil {
+		return env.Account, p.ActsFor(env.Account)
+	}
 	var named struct {
 		Account json.RawMessage `json:"account"`
 	}
@@ -436,7 +440,10 @@ func (a *HTTPAPI) outcome(w http.ResponseWriter, r *http.Request) {
 		_ = a.nc.FlushWithContext(ctx)
 	}
 	for {
-		out, refusal := outcome.Lookup(context.WithoutCancel(ctx), a.ledger, a.intents, p.ActsFor, req)
+		// Read after the wait too, so the answer is the state at its end.
+		read, cancelRead := context.WithTimeout(context.WithoutCancel(ctx), httpWriteTimeout/2)
+		out, refusal := outcome.Lookup(read, a.ledger, a.intents, p.ActsFor, req)
+		cancelRead()
 		switch {
 		case refusal != nil && refusal.Answer == outcome.AnswerUnavailable:
 			a.log.Warn("the ledger did not answer an outcome", zap.Error(refusal.Err))

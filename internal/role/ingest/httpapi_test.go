@@ -98,6 +98,10 @@ func (e *apiEnv) do(method, path, token string, body []byte, header ...string) a
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(e.T, err)
 	defer resp.Body.Close()
+	if resp.Header.Get("Content-Type") == "text/event-stream" {
+		// An event stream never ends by itself: its answer is its status alone.
+		return answer{status: resp.StatusCode, header: resp.Header, raw: "an event stream"}
+	}
 	raw, err := io.ReadAll(resp.Body)
 	require.NoError(e.T, err)
 	a := answer{status: resp.StatusCode, raw: string(raw), header: resp.Header}
