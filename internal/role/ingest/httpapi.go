@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -502,7 +503,7 @@ func (a *HTTPAPI) events(w http.ResponseWriter, r *http.Request) {
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.AccountSubjects(account)}, DeliverPolicy: jetstream.DeliverNewPolicy}
 	if last := r.Header.Get("Last-Event-ID"); last != "" {
 		seq, err := strconv.ParseUint(last, 10, 64)
-		if err != nil {
+		if err != nil || seq == math.MaxUint64 {
 			a.refuse(w, route, http.StatusBadRequest, apiError{Code: "invalid_last_event_id", Message: "Last-Event-ID must be the id of an event of this stream, a stream sequence"})
 			return
 		}
