@@ -84,10 +84,12 @@ generate: ## regenerate the ledger's query code from pkg/ledger/queries with sql
 migrate: build ## create and migrate the ledger at ATMOST_DATABASE_URL
 	$(BIN)/atmost migrate --create-database
 
-bench: postgres ## benchmarks on the real database and JetStream: the ledger at both isolation levels, ingest of 100,000 intents, the relay, a sweeper pass over 100,000 intents, end to end through ingest, dispatcher and platformsim, reconciliation at 5 % and 20 % unknown outcomes and of a backlog of 10,000, the client publishing 100,000 intents and its Status latency, the console's pages on a ledger of 1,000,000 intents
+bench: postgres ## benchmarks on the real database and JetStream: the ledger at both isolation levels, ingest of 100,000 intents, the relay, a sweeper pass over 100,000 intents, end to end through ingest, dispatcher and platformsim, reconciliation at 5 % and 20 % unknown outcomes and of a backlog of 10,000, the client publishing 100,000 intents and its Status latency, publishing over HTTP and NATS (rate, and latency to the outcome), the console's pages on a ledger of 1,000,000 intents
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./pkg/ledger/ -args -isolation=serializable
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./pkg/ledger/ -args -isolation=read-committed
-	$(GO) test -run '^$$' -bench . -benchtime 100000x ./internal/role/ingest/
+	$(GO) test -run '^$$' -bench '^BenchmarkIngest$$' -benchtime 100000x ./internal/role/ingest/
+	$(GO) test -run '^$$' -bench PublishRate -benchtime 20000x ./internal/role/ingest/
+	$(GO) test -run '^$$' -bench PublishToOutcome -benchtime 1000x ./internal/role/ingest/
 	$(GO) test -run '^$$' -bench . -benchtime 100000x ./internal/relay/
 	$(GO) test -run '^$$' -bench SweepPass -benchtime 20x ./internal/role/sweep/
 	$(GO) test -run '^$$' -bench EndToEnd -benchtime 10000x ./internal/role/dispatch/ -args -isolation=serializable
