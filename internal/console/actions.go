@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/atmost/atmost/internal/role/ingest"
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
 )
@@ -273,7 +274,7 @@ func (s *Server) renderBulk(w http.ResponseWriter, r *http.Request, v visitor, l
 		s.fail(w, err)
 		return
 	}
-	s.render(w, status, "bulk", v, bulkData{Filter: lf, Problems: problems, States: ledger.States, Reasons: sortedReasons(), Accounts: accounts, Verb: verb, Note: note})
+	s.render(w, status, "bulk", v, bulkData{Filter: lf, Problems: problems, States: atmosttype.States(), Reasons: sortedReasons(), Accounts: accounts, Verb: verb, Note: note})
 }
 
 func (s *Server) bulk(w http.ResponseWriter, r *http.Request, v visitor) {

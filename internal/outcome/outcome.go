@@ -222,7 +222,7 @@ func (s *Service) answer(r asked) {
 		return
 	}
 	rule, _ := in.Reason.Rule()
-	out := client.Outcome{Key: in.Key, Account: in.Account, State: string(in.State), Reason: string(in.Reason), Retry: string(rule.Retry),
+	out := client.Outcome{Key: in.Key, Account: in.Account, State: in.State, Reason: in.Reason, Retry: rule.Retry,
 		Seq: in.Seq, ObjectID: in.ObjectID, UpdatedAt: in.UpdatedAt}
 	s.requests.WithLabelValues("found").Inc()
 	s.respond(r, out)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/atmost/atmost/internal/testkit/natstest"
 	"github.com/atmost/atmost/internal/testkit/worldtest"
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/client"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
@@ -73,7 +74,7 @@ func BenchmarkStatus(b *testing.B) {
 		start := time.Now()
 		o, err := c.Status(ctx, "acct-1", keys[i%stored])
 		lat = append(lat, time.Since(start))
-		if err != nil || o.State != "pending" {
+		if err != nil || o.State != atmosttype.Pending {
 			b.Fatalf("status %d: %v %+v", i, err, o)
 		}
 	}

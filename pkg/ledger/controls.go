@@ -194,7 +194,9 @@ const (
 )
 
 // PolicyFields lists every PolicyField.
-var PolicyFields = []PolicyField{FieldAttemptCap, FieldBackoffBase, FieldBackoffMax, FieldRatePerMinute, FieldRateBurst, FieldTextWindow, FieldRetryableReasons}
+func PolicyFields() []PolicyField { return slices.Clone(policyFields) }
+
+var policyFields = []PolicyField{FieldAttemptCap, FieldBackoffBase, FieldBackoffMax, FieldRatePerMinute, FieldRateBurst, FieldTextWindow, FieldRetryableReasons}
 
 // PolicyEdit changes some fields of one policy row and leaves the others as they are.
 type PolicyEdit struct {
@@ -538,13 +540,15 @@ type ControlChange struct {
 }
 
 // ControlKinds are the kinds of ControlChange.
-var ControlKinds = []string{"switch", "policy", "epoch", "account", ReplayKind, OperatorKind}
+func ControlKinds() []string { return slices.Clone(controlKinds) }
+
+var controlKinds = []string{"switch", "policy", "epoch", "account", ReplayKind, OperatorKind}
 
 // ControlHistory returns up to max changes to controls, newest first: of kind, or of every kind
 // when kind is empty.
 func (l *Ledger) ControlHistory(ctx context.Context, kind string, max int) ([]ControlChange, error) {
-	if kind != "" && !slices.Contains(ControlKinds, kind) {
-		return nil, fmt.Errorf("control history: %q is not a kind of control (%s)", kind, strings.Join(ControlKinds, ", "))
+	if kind != "" && !slices.Contains(controlKinds, kind) {
+		return nil, fmt.Errorf("control history: %q is not a kind of control (%s)", kind, strings.Join(controlKinds, ", "))
 	}
 	if max < 1 || max > math.MaxInt32 {
 		return nil, fmt.Errorf("control history: %d rows: ask for at least one", max)

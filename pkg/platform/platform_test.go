@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/ledger"
 	"github.com/atmost/atmost/pkg/platform"
 )
@@ -89,7 +90,7 @@ func TestReasonsAndResultsAreTheLedgers(t *testing.T) {
 		{platform.ReasonSendUnknown, ledger.ReasonSendUnknown, ledger.Indeterminate},
 	} {
 		require.Equal(t, string(c.ledger), string(c.reason))
-		rule, ok := ledger.Reasons[ledger.Reason(c.reason)]
+		rule, ok := atmosttype.Reasons()[ledger.Reason(c.reason)]
 		require.True(t, ok, c.reason)
 		require.Equal(t, c.state, rule.State, c.reason)
 	}
