@@ -168,6 +168,9 @@ func TestTheStateMachineIsHandedOutAsCopies(t *testing.T) {
 	to, ok := ledger.Allowed(ledger.PhaseIndeterminate, ledger.OpReconcile)
 	require.True(t, ok)
 	require.Equal(t, []ledger.State{ledger.Published, ledger.Failed, ledger.Parked}, to)
+	to[0] = ledger.Pending
+	to, _ = ledger.Allowed(ledger.PhaseIndeterminate, ledger.OpReconcile)
+	require.Equal(t, []ledger.State{ledger.Published, ledger.Failed, ledger.Parked}, to)
 	_, ok = ledger.Allowed(ledger.PhasePublished, ledger.OpRetry)
 	require.False(t, ok)
 
