@@ -169,7 +169,7 @@ func (s *Server) switchAct(w http.ResponseWriter, r *http.Request, v visitor) {
 			s.refuseConfirmation(w, v, back)
 			return
 		}
-		ch, err := s.l.SetSwitch(r.Context(), scope, engaged, v.actor(), note)
+		ch, err := s.l.SetSwitch(r.Context(), scope, engaged, ledger.Actor{Name: v.actor(), Reason: note})
 		if err != nil {
 			s.audit(r, v, "switch "+onOff[engaged], scopeName("switch", scope), "refused: "+err.Error())
 			s.flash(v, "Refused, nothing was changed: "+err.Error())
@@ -282,7 +282,7 @@ func (s *Server) policyAct(w http.ResponseWriter, r *http.Request, v visitor) {
 			s.refuseConfirmation(w, v, back)
 			return
 		}
-		ch, err := s.l.SetPolicy(r.Context(), scope, edit, v.actor(), note)
+		ch, err := s.l.SetPolicy(r.Context(), scope, edit, ledger.Actor{Name: v.actor(), Reason: note})
 		if err != nil {
 			s.audit(r, v, "policy "+strings.Join(parts, " "), scopeName("policy", scope), "refused: "+err.Error())
 			s.flash(v, "Refused, nothing was changed: "+err.Error())

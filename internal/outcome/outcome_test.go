@@ -42,7 +42,7 @@ func ask(t *testing.T, nc *nats.Conn, subject, body string) *nats.Msg {
 func TestTheServiceAnswersWithAnOutcomeOrACode(t *testing.T) {
 	t.Parallel()
 	w := worldtest.New(t)
-	require.NoError(t, w.Ledger.AddAccount(w.Ctx, ledger.Account{ID: "a.b", Platform: "sim"}, "test", "a test account"))
+	require.NoError(t, w.Ledger.AddAccount(w.Ctx, ledger.Account{ID: "a.b", Platform: "sim"}, ledger.Actor{Name: "test", Reason: "a test account"}))
 	w.Exec(`INSERT INTO accounts (account_id, platform) VALUES ('acct-1', 'sim')`)
 	key := w.Submit("a.b", "an account with a dot")[0]
 	svc, err := outcome.Start(connect(t, w.NATSURL), w.Ledger, outcome.Config{})

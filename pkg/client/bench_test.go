@@ -46,7 +46,7 @@ func BenchmarkPublishAll(b *testing.B) {
 // through NATS, the service and one ledger read, as p50 and p99.
 func BenchmarkStatus(b *testing.B) {
 	w := worldtest.New(b)
-	require.NoError(b, w.Ledger.AddAccount(w.Ctx, ledger.Account{ID: "acct-1", Platform: "sim"}, "test", "a test account"))
+	require.NoError(b, w.Ledger.AddAccount(w.Ctx, ledger.Account{ID: "acct-1", Platform: "sim"}, ledger.Actor{Name: "test", Reason: "a test account"}))
 	const stored = 10_000
 	var keys []identity.DeliveryKey
 	for i := 0; i < stored; i += 500 {

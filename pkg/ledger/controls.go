@@ -35,13 +35,22 @@ type SwitchChange struct {
 	After  Switch
 }
 
+// Actor is who makes a change of the controls (a switch, a policy, an account, an operator, the
+// epoch) and why: the control history records both with the change. Name is held to MaxActor
+// and Reason to CheckNote's rules, as each method says.
+type Actor struct {
+	Name   string // the operator or process, as history names it
+	Reason string // why, in the operator's words
+}
+
 // SetSwitch turns a kill switch on (engaged) or off, and appends the change to the control
 // history with actor and reason in the same statement. An engaged switch stops every
 // authorization in its scope from the next Authorize on; work already authorized is not
 // recalled (its outcome or its lease decides). scope is GlobalScope or a configured account
 // (else ErrUnknownAccount). Setting a switch to the state it is in still records who said so
 // and why.
-func (l *Ledger) SetSwitch(ctx context.Context, scope string, engaged bool, actor, reason string) (SwitchChange, error) {
+func (l *Ledger) SetSwitch(ctx context.Context, scope string, engaged bool, by Actor) (SwitchChange, error) {
+	actor, reason := by.Name, by.Reason
 	if strings.TrimSpace(actor) == "" {
 		return SwitchChange{}, errors.New("set switch: an operator must be named")
 	}
@@ -229,7 +238,8 @@ type PolicyChange struct {
 // row as it stands when the statement runs, so operators changing different fields never undo
 // each other. Every value must lie in its range and every retryable reason must be a
 // failed-state reason: nothing else may ever be retried.
-func (l *Ledger) SetPolicy(ctx context.Context, scope string, edit PolicyEdit, actor, reason string) (PolicyChange, error) {
+func (l *Ledger) SetPolicy(ctx context.Context, scope string, edit PolicyEdit, by Actor) (PolicyChange, error) {
+	actor, reason := by.Name, by.Reason
 	if strings.TrimSpace(actor) == "" {
 		return PolicyChange{}, errors.New("set policy: an operator must be named")
 	}
