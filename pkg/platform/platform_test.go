@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/ledger"
 	"github.com/atmost/atmost/pkg/platform"
 )
@@ -90,7 +89,7 @@ func TestReasonsAndResultsAreTheLedgers(t *testing.T) {
 		{platform.ReasonSendUnknown, ledger.ReasonSendUnknown, ledger.Indeterminate},
 	} {
 		require.Equal(t, string(c.ledger), string(c.reason))
-		rule, ok := atmosttype.Reasons()[ledger.Reason(c.reason)]
+		rule, ok := c.reason.Rule()
 		require.True(t, ok, c.reason)
 		require.Equal(t, c.state, rule.State, c.reason)
 	}
