@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/atmost/atmost/internal/role/ingest"
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
 )
@@ -112,7 +113,7 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, v visitor) {
 		s.refuseConfirmation(w, v, back)
 		return
 	}
-	why, err := s.apply(r, v, verb, to, objectID, note, in, seq, nil)
+	why, err := s.apply(r, v, change{verb: verb, to: to, objectID: objectID, note: note, in: in, seq: seq})
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -166,9 +167,21 @@ func (s *Server) effect(ctx context.Context, in ledger.Intent, verb, to, objectI
 	return []string{from + " → failed (operator_failed).", "Its text is released; a retry (by policy or a person) may send it again."}, nil
 }
 
+// change is one change of an intent a person confirmed: the verb (park, retry, resolve,
+// resolve-failed), the state a resolve leads to and its object, the person's note, the intent as
+// previewed and its seq then ("" to skip the check), and, for a bulk park, the states it parks
+// from.
+type change struct {
+	verb, to, objectID, note string
+	in                       ledger.Intent
+	seq                      string
+	from                     []ledger.State
+}
+
 // apply makes the change through the ledger, logs it, and returns why it was refused ("" when
 // made). from, when given, holds a park to those states (a bulk park's).
-func (s *Server) apply(r *http.Request, v visitor, verb, to, objectID, note string, in ledger.Intent, seq string, from []ledger.State) (why string, err error) {
+func (s *Server) apply(r *http.Request, v visitor, c change) (why string, err error) {
+	verb, to, objectID, note, in, from := c.verb, c.to, c.objectID, c.note, c.in, c.from
 	defer func() {
 		result := "done"
 		switch {
@@ -179,7 +192,7 @@ func (s *Server) apply(r *http.Request, v visitor, verb, to, objectID, note stri
 		}
 		s.audit(r, v, strings.ToLower(verbTitle(verb, to)), in.Key.String(), result)
 	}()
-	if seq != "" && seq != strconv.FormatInt(in.Seq, 10) {
+	if c.seq != "" && c.seq != strconv.FormatInt(in.Seq, 10) {
 		return fmt.Sprintf("%s moved since the preview (it is now %s, %s): look at it again.", in.Key, in.State, in.Reason), nil
 	}
 	ctx := r.Context()
@@ -273,7 +286,7 @@ func (s *Server) renderBulk(w http.ResponseWriter, r *http.Request, v visitor, l
 		s.fail(w, err)
 		return
 	}
-	s.render(w, status, "bulk", v, bulkData{Filter: lf, Problems: problems, States: ledger.States, Reasons: sortedReasons(), Accounts: accounts, Verb: verb, Note: note})
+	s.render(w, status, "bulk", v, bulkData{Filter: lf, Problems: problems, States: atmosttype.States(), Reasons: sortedReasons(), Accounts: accounts, Verb: verb, Note: note})
 }
 
 func (s *Server) bulk(w http.ResponseWriter, r *http.Request, v visitor) {
@@ -372,7 +385,7 @@ func (s *Server) applyBulk(w http.ResponseWriter, r *http.Request, v visitor, pl
 		}
 		// Each intent only from the states the bulk action starts from: the ledger's statement
 		// refuses one that moved on since the preview.
-		why, err := s.apply(r, v, plan.verb, "failed", "", plan.note, in, strconv.FormatInt(planned.Seq, 10), bulkVerbs[plan.verb])
+		why, err := s.apply(r, v, change{verb: plan.verb, to: "failed", note: plan.note, in: in, seq: strconv.FormatInt(planned.Seq, 10), from: bulkVerbs[plan.verb]})
 		if err != nil {
 			res.Refused = append(res.Refused, refusal{planned.Key, err.Error()})
 			continue

@@ -343,7 +343,7 @@ func TestThePagesShowWhatTheLedgerHolds(t *testing.T) {
 	_, body := c.get("/")
 	require.Regexp(t, `(?s)Waiting.*s-parked">parked</span></a> <span class="total">1</span>.*reconcile_not_found</a> <b>1</b>.*s-failed">failed`, body)
 	require.Contains(t, body, "Every account can be served.")
-	_, err := h.Ledger.SetAccountDisabled(h.Ctx, "acct-b", true, "user:bob", "the platform asked us to pause")
+	_, err := h.Ledger.SetAccountDisabled(h.Ctx, "acct-b", true, ledger.Actor{Name: "user:bob", Reason: "the platform asked us to pause"})
 	require.NoError(t, err)
 	_, body = c.get("/")
 	require.Contains(t, body, "acct-b: disabled (atmost accounts enable serves it again; its intents wait), by user:bob: the platform asked us to pause")

@@ -87,7 +87,7 @@ func fieldValue(o ledger.PolicyOverride, f ledger.PolicyField) (string, bool) {
 
 func viewOf(row ledger.PolicyRow) policyView {
 	pv := policyView{Scope: row.Scope, UpdatedBy: row.UpdatedBy, UpdatedAt: row.UpdatedAt}
-	for _, f := range ledger.PolicyFields {
+	for _, f := range ledger.PolicyFields() {
 		v, set := fieldValue(row.PolicyOverride, f)
 		pv.Fields = append(pv.Fields, policyFieldView{f, v, set})
 	}
@@ -135,7 +135,7 @@ func (s *Server) controls(w http.ResponseWriter, r *http.Request, v visitor) {
 		s.fail(w, err)
 		return
 	}
-	d.Fields, d.Failed = ledger.PolicyFields, ledger.FailedReasons()
+	d.Fields, d.Failed = ledger.PolicyFields(), ledger.FailedReasons()
 	s.render(w, http.StatusOK, "controls", v, d)
 }
 
@@ -169,7 +169,7 @@ func (s *Server) switchAct(w http.ResponseWriter, r *http.Request, v visitor) {
 			s.refuseConfirmation(w, v, back)
 			return
 		}
-		ch, err := s.l.SetSwitch(r.Context(), scope, engaged, v.actor(), note)
+		ch, err := s.l.SetSwitch(r.Context(), scope, engaged, ledger.Actor{Name: v.actor(), Reason: note})
 		if err != nil {
 			s.audit(r, v, "switch "+onOff[engaged], scopeName("switch", scope), "refused: "+err.Error())
 			s.flash(v, "Refused, nothing was changed: "+err.Error())
@@ -200,7 +200,7 @@ func (s *Server) switchAct(w http.ResponseWriter, r *http.Request, v visitor) {
 func policyEdit(r *http.Request) (ledger.PolicyEdit, []string, error) {
 	var edit ledger.PolicyEdit
 	var parts []string
-	for _, f := range ledger.PolicyFields {
+	for _, f := range ledger.PolicyFields() {
 		raw := strings.TrimSpace(r.PostFormValue(string(f)))
 		if r.PostFormValue("inherit_"+string(f)) == "on" {
 			if raw != "" {
@@ -282,7 +282,7 @@ func (s *Server) policyAct(w http.ResponseWriter, r *http.Request, v visitor) {
 			s.refuseConfirmation(w, v, back)
 			return
 		}
-		ch, err := s.l.SetPolicy(r.Context(), scope, edit, v.actor(), note)
+		ch, err := s.l.SetPolicy(r.Context(), scope, edit, ledger.Actor{Name: v.actor(), Reason: note})
 		if err != nil {
 			s.audit(r, v, "policy "+strings.Join(parts, " "), scopeName("policy", scope), "refused: "+err.Error())
 			s.flash(v, "Refused, nothing was changed: "+err.Error())
@@ -306,7 +306,7 @@ func (s *Server) policyAct(w http.ResponseWriter, r *http.Request, v visitor) {
 		}
 	}
 	effect := []string{"Change " + scopeName("policy", scope) + ":"}
-	for _, f := range ledger.PolicyFields {
+	for _, f := range ledger.PolicyFields() {
 		b, bSet := fieldValue(before, f)
 		a, aSet := fieldValue(edit.Set, f)
 		switch {
@@ -319,7 +319,7 @@ func (s *Server) policyAct(w http.ResponseWriter, r *http.Request, v visitor) {
 	effect = append(effect, "Fields not named keep their value as it stands when the change is made.",
 		fmt.Sprintf("Recorded in the control history as %s: %q.", v.actor(), note))
 	fields := map[string]string{"scope": scope, "note": note}
-	for _, f := range ledger.PolicyFields {
+	for _, f := range ledger.PolicyFields() {
 		if raw := strings.TrimSpace(r.PostFormValue(string(f))); raw != "" {
 			fields[string(f)] = raw
 		}
@@ -343,7 +343,7 @@ func changedFields(ch ledger.PolicyChange) []string {
 		before = *ch.Before
 	}
 	var out []string
-	for _, f := range ledger.PolicyFields {
+	for _, f := range ledger.PolicyFields() {
 		b, bSet := fieldValue(before, f)
 		a, aSet := fieldValue(ch.After, f)
 		if b != a || bSet != aSet {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/atmost/atmost/internal/adapters"
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
@@ -225,7 +226,7 @@ func sortedReasons() []ledger.Reason {
 	var out []ledger.Reason
 	for _, st := range waitingOrder {
 		var rs []ledger.Reason
-		for r, rule := range ledger.Reasons {
+		for r, rule := range atmosttype.Reasons() {
 			if rule.State == st {
 				rs = append(rs, r)
 			}
@@ -272,7 +273,7 @@ func (s *Server) intents(w http.ResponseWriter, r *http.Request, v visitor) {
 		s.fail(w, err)
 		return
 	}
-	d := intentsData{Filter: lf, Problems: problems, Page: pg, First: after.IsZero(), States: ledger.States, Reasons: sortedReasons(),
+	d := intentsData{Filter: lf, Problems: problems, Page: pg, First: after.IsZero(), States: atmosttype.States(), Reasons: sortedReasons(),
 		Window: ledger.BrowseWindow, Took: time.Since(start)}
 	if d.Accounts, err = s.accountIDs(r); err != nil {
 		s.fail(w, err)
