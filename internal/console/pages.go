@@ -69,9 +69,12 @@ type overviewData struct {
 	OutboxOldest time.Duration
 	Engaged      []ledger.Switch
 	Unservable   []unservable
-	Recent       []ledger.Intent
-	Epoch        ledger.EpochStart
-	At           time.Time
+	// AllHeld says what holds every account when the global kill switch does, in one line
+	// instead of the same line for each account; Unservable then lists only the others.
+	AllHeld string
+	Recent  []ledger.Intent
+	Epoch   ledger.EpochStart
+	At      time.Time
 }
 
 func (s *Server) overviewData(r *http.Request) (overviewData, error) {
@@ -105,7 +108,12 @@ func (s *Server) overviewData(r *http.Request) (overviewData, error) {
 		return d, err
 	}
 	for _, id := range slices.Sorted(maps.Keys(holds)) {
-		d.Unservable = append(d.Unservable, unservable{id, holdText(holds[id])})
+		h := holds[id]
+		if h.Reason == ledger.ReasonKillSwitch && h.Scope == ledger.GlobalScope {
+			d.AllHeld = holdText(h)
+			continue
+		}
+		d.Unservable = append(d.Unservable, unservable{id, holdText(h)})
 	}
 	recent, err := s.l.Browse(ctx, ledger.BrowseFilter{}, ledger.BrowseCursor{}, 10)
 	if err != nil {
