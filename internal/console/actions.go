@@ -65,8 +65,8 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, v visitor) {
 	back := "/intents/" + key.String()
 	problem := ""
 	switch {
-	case verb != "park" && verb != "resolve" && verb != "retry":
-		problem = "choose park, resolve or retry"
+	case verb != "park" && verb != "resolve" && verb != "retry" && verb != "resend":
+		problem = "choose park, resolve, retry, or not sent, send again"
 	case note == "":
 		problem = "say why (for a resolve: how you know): it is written to the history with your name"
 	case verb == "resolve" && to != "published" && to != "failed":
@@ -94,6 +94,21 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, v visitor) {
 		s.fail(w, err)
 		return
 	}
+	if verb == "resend" {
+		// Both steps must be allowed, the resolve and the retry after it: checked on the intent
+		// as it stands, at the preview and again at the confirmation.
+		p, err := s.l.PolicyFor(r.Context(), in.Account)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		if ok, why := verbAllowed(in, time.Now(), p.AttemptCap, verb); !ok {
+			s.audit(r, v, "not sent, send again", key.String(), "refused: "+why)
+			s.flash(v, "Nothing was changed: not sent, send again is not allowed now: "+why+".")
+			http.Redirect(w, r, back, http.StatusSeeOther)
+			return
+		}
+	}
 	confirm := r.PostFormValue("confirm")
 	if confirm == "" {
 		effect, err := s.effect(r.Context(), in, verb, to, objectID)
@@ -110,6 +125,16 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, v visitor) {
 	}
 	if _, ok := s.redeem(v, confirm, d); !ok {
 		s.refuseConfirmation(w, v, back)
+		return
+	}
+	if verb == "resend" {
+		msg, err := s.resend(r, v, note, in, seq)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		s.flash(v, msg)
+		http.Redirect(w, r, back, http.StatusSeeOther)
 		return
 	}
 	why, err := s.apply(r, v, verb, to, objectID, note, in, seq, nil)
@@ -139,6 +164,8 @@ func verbTitle(verb, to string) string {
 		return "Retry"
 	case "resolve-failed":
 		return "Resolve as failed"
+	case "resend":
+		return "Not sent, send again"
 	}
 	if to == "published" {
 		return "Resolve as published"
@@ -159,6 +186,16 @@ func (s *Server) effect(ctx context.Context, in ledger.Intent, verb, to, objectI
 		}
 		return []string{from + " → pending (retried), with a new work item; no attempt is opened until a dispatcher takes it.",
 			fmt.Sprintf("%d of the account's attempt cap of %d are used: at the cap it is parked (attempts_exhausted) instead.", in.AttemptsAuthorized, p.AttemptCap)}, nil
+	}
+	if verb == "resend" {
+		p, err := s.l.PolicyFor(ctx, in.Account)
+		if err != nil {
+			return nil, err
+		}
+		return []string{from + " → failed (operator_failed) → pending (retried), with a new work item; no attempt is opened until a dispatcher takes it.",
+			"Two steps, each through the ledger's guarded statement and each a history row under your name: it is resolved as failed (it was not sent, and its text is released), then retried.",
+			"If the retry is refused (the intent moved, or it met its cap meanwhile), the first step stands: it stays failed, or is parked at its cap (attempts_exhausted), and the result says so.",
+			fmt.Sprintf("%d of the account's attempt cap of %d are used.", in.AttemptsAuthorized, p.AttemptCap)}, nil
 	}
 	if to == "published" {
 		return []string{from + " → published (operator_published), object " + objectID + ".", "Final: a published intent never moves again and is never sent."}, nil
@@ -209,6 +246,29 @@ func (s *Server) apply(r *http.Request, v visitor, verb, to, objectID, note stri
 		return err.Error(), nil
 	}
 	return "", err
+}
+
+// resend applies "not sent, send again" to in: the ledger's guarded Resolve (to failed) and then
+// its guarded RetryAs, each a history row and an audit line of its own. A refused first step
+// changes nothing; a refused second leaves the first, and the message says which state the
+// intent is in.
+func (s *Server) resend(r *http.Request, v visitor, note string, in ledger.Intent, seq string) (string, error) {
+	why, err := s.apply(r, v, "resolve", "failed", "", note, in, seq, nil)
+	if err != nil {
+		return "", err
+	}
+	if why != "" {
+		return "Refused, nothing was changed: " + why, nil
+	}
+	first := "Resolved as failed (operator_failed), by " + v.actor() + "; "
+	why, err = s.apply(r, v, "retry", "", "", note, in, "", nil)
+	switch {
+	case err != nil:
+		return first + "the retry then failed (" + err.Error() + "), so it is failed now: retry it from this page. " + s.publish(r.Context(), []identity.DeliveryKey{in.Key}), nil
+	case why != "":
+		return first + "the retry was refused: " + why + " " + s.publish(r.Context(), []identity.DeliveryKey{in.Key}), nil
+	}
+	return "Not sent, send again: done, by " + v.actor() + ": resolved as failed, then retried. " + s.publish(r.Context(), []identity.DeliveryKey{in.Key}), nil
 }
 
 // publish publishes the changes' events right away when the console reads JetStream, and

@@ -250,3 +250,47 @@ func TestTheMainJourneysWorkFromTheKeyboard(t *testing.T) {
 	require.Contains(t, text(t, ctx, `p.flash`), "Retry: done, by console:alice")
 	require.Equal(t, ledger.Pending, h.Intent(key).State)
 }
+
+// A person reads the runbook on each parked reason's page, and sends a parked intent again
+// ("not sent, send again") through one preview and one confirmation.
+func TestAPersonSendsAParkedIntentAgainInABrowser(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, testToken)
+	r := h.realistic()
+	ctx := browser(t)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(h.srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`input[name=token]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name=token]`), h.operatorToken("alice", ledger.RoleOperator)),
+		chromedp.Submit(chromedp.CSS(`form`))))
+	waitVisible(t, ctx, `#overview-body`)
+
+	for k, want := range map[identity.DeliveryKey]string{
+		r.notFound:    "Then resolve as published with the object id when you find it",
+		r.unavailable: "Then as for reconcile_not_found, find the object on the platform yourself",
+		r.operator:    "Then whatever that person meant",
+		r.exhausted:   "Check why the attempts failed",
+		r.unsendable:  "Then resolve as failed, and tell the producer",
+	} {
+		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(h.srv.URL+"/intents/"+k.String())))
+		waitVisible(t, ctx, `#runbook`)
+		require.Contains(t, text(t, ctx, `#runbook`), want)
+	}
+
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(h.srv.URL+"/intents/"+r.notFound.String())))
+	waitVisible(t, ctx, `#resend`)
+	shot(t, ctx, "intent")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS(`#resend input[name=note]`), "not on the profile at 10:02; the platform's log shows no request"),
+		chromedp.Submit(chromedp.CSS(`#resend`))))
+	waitVisible(t, ctx, `#confirm`)
+	require.Contains(t, text(t, ctx, `ul.effect`), "parked (reconcile_not_found) → failed (operator_failed) → pending (retried)")
+	require.Equal(t, ledger.Parked, h.Intent(r.notFound).State, "the preview changed nothing")
+	shot(t, ctx, "resend-preview")
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#confirm`))))
+	waitVisible(t, ctx, `p.flash`)
+	require.Contains(t, text(t, ctx, `p.flash`), "Not sent, send again: done, by console:alice")
+	hist := text(t, ctx, `#history`)
+	require.Contains(t, hist, "operator_failed by console:alice")
+	require.Contains(t, hist, "retried by console:alice")
+	require.Equal(t, ledger.Pending, h.Intent(r.notFound).State)
+	shot(t, ctx, "intent-sent-again")
+}
