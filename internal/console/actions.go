@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -41,9 +42,11 @@ type confirmData struct {
 type resultData struct {
 	Title   string
 	Changed int
-	Refused []refusal
-	Back    string
-	Event   string
+	// ChangedKeys are the intents a bulk action changed, each linked on the result page.
+	ChangedKeys []identity.DeliveryKey
+	Refused     []refusal
+	Back        string
+	Event       string
 }
 
 type refusal struct {
@@ -305,11 +308,25 @@ var bulkVerbs = map[string][]ledger.State{
 	"retry":          {ledger.Failed},
 }
 
+// bulkOrder is the order the bulk page offers its actions in.
+var bulkOrder = []string{"resolve-failed", "retry", "park"}
+
 // bulkPlan is a previewed bulk action: exactly the intents previewed, each with the
 // transition it was at.
 type bulkPlan struct {
 	verb, note string
 	items      []ledger.Intent
+}
+
+// stateN is how many intents of a bulk set are in a state.
+type stateN struct {
+	State ledger.State
+	N     int
+}
+
+// verbOption is an action the bulk page offers for its set.
+type verbOption struct {
+	Value, Title string
 }
 
 type bulkData struct {
@@ -320,20 +337,147 @@ type bulkData struct {
 	Accounts []string
 	Verb     string
 	Note     string
+	// Chosen: a set is chosen, by filter or by selection, and counted.
+	Chosen bool
+	// Keys are the selected intents' keys, for a set chosen by selection; none for a filter's.
+	Keys []string
+	// FilterFields carry the filter to the action's form.
+	FilterFields map[string]string
+	// Count is the set's exact size; ByState its intents by state.
+	Count   int
+	ByState []stateN
+	// Verbs are the actions that fit every intent of the set, by the states they start from.
+	Verbs []verbOption
 }
+
+// fittingVerbs are the bulk actions that apply to an intent in each of states.
+func fittingVerbs(states []ledger.State) []verbOption {
+	var out []verbOption
+	for _, verb := range bulkOrder {
+		ok := len(states) > 0
+		for _, st := range states {
+			ok = ok && slices.Contains(bulkVerbs[verb], st)
+		}
+		if ok {
+			out = append(out, verbOption{verb, fmt.Sprintf("%s (%s)", strings.ToLower(verbTitle(verb, "")), statesText(bulkVerbs[verb]))})
+		}
+	}
+	return out
+}
+
+// chooses says whether the filter chooses anything: the bulk page counts a set only then.
+func (lf listFilter) chooses() bool { return len(lf.Query()) > 0 }
 
 func (s *Server) bulkForm(w http.ResponseWriter, r *http.Request, v visitor) {
 	lf, problems := parseFilter(r.URL.Query())
-	s.renderBulk(w, r, v, lf, problems, r.URL.Query().Get("verb"), "", http.StatusOK)
+	s.renderBulk(w, r, v, lf, nil, problems, r.URL.Query().Get("verb"), "", http.StatusOK)
 }
 
-func (s *Server) renderBulk(w http.ResponseWriter, r *http.Request, v visitor, lf listFilter, problems []string, verb, note string, status int) {
+// bulkSet reads the intents a bulk action would change: the selected keys, or those the filter
+// matches, at most bulkMax. problem says why there is no set to act on.
+func (s *Server) bulkSet(r *http.Request, lf listFilter, keys []string) (items []ledger.Intent, problem string, err error) {
+	if len(keys) > 0 {
+		if len(keys) > bulkMax {
+			return nil, fmt.Sprintf("%d intents are selected: one bulk action changes at most %d", len(keys), bulkMax), nil
+		}
+		seen := map[string]bool{}
+		for _, raw := range keys {
+			k, ok := parseKey(raw)
+			if !ok {
+				return nil, fmt.Sprintf("%q is not a delivery key", raw), nil
+			}
+			if seen[k.String()] {
+				continue
+			}
+			seen[k.String()] = true
+			in, err := s.l.Get(r.Context(), k)
+			if errors.Is(err, ledger.ErrNotFound) {
+				return nil, "no intent has the delivery key " + k.String(), nil
+			}
+			if err != nil {
+				return nil, "", err
+			}
+			items = append(items, in)
+		}
+		return items, "", nil
+	}
+	var after ledger.BrowseCursor
+	for len(items) <= bulkMax {
+		pg, err := s.l.Browse(r.Context(), lf.f, after, 500)
+		if err != nil {
+			return nil, "", err
+		}
+		items = append(items, pg.Intents...)
+		if pg.Next == nil {
+			break
+		}
+		after = *pg.Next
+	}
+	switch {
+	case len(items) > bulkMax:
+		return nil, fmt.Sprintf("more than %d intents match: narrow the filter (a state, an account, a time range) and act on them in parts", bulkMax), nil
+	case len(items) == 0:
+		return nil, "no intent matches this filter: nothing to do", nil
+	}
+	return items, "", nil
+}
+
+// statesOf counts items by state, in the overview's order.
+func statesOf(items []ledger.Intent) []stateN {
+	n := map[ledger.State]int{}
+	for _, in := range items {
+		n[in.State]++
+	}
+	var out []stateN
+	for _, st := range waitingOrder {
+		if n[st] > 0 {
+			out = append(out, stateN{st, n[st]})
+		}
+	}
+	return out
+}
+
+// renderBulk shows the bulk page: the filter, and for a chosen set (keys, or a filter that
+// chooses) its exact count by state and the actions that fit all of it.
+func (s *Server) renderBulk(w http.ResponseWriter, r *http.Request, v visitor, lf listFilter, keys []string, problems []string, verb, note string, status int) {
 	accounts, err := s.accountIDs(r)
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	s.render(w, status, "bulk", v, bulkData{Filter: lf, Problems: problems, States: ledger.States, Reasons: sortedReasons(), Accounts: accounts, Verb: verb, Note: note})
+	d := bulkData{Filter: lf, Problems: problems, States: ledger.States, Reasons: sortedReasons(), Accounts: accounts, Verb: verb, Note: note,
+		Keys: keys, FilterFields: map[string]string{}}
+	for k, vs := range lf.Query() {
+		d.FilterFields[k] = vs[0]
+	}
+	if v.canChange() && (len(keys) > 0 || lf.chooses()) {
+		items, problem, err := s.bulkSet(r, lf, keys)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		if problem != "" {
+			d.Problems = append(d.Problems, problem)
+		} else {
+			d.Chosen, d.Count, d.ByState = true, len(items), statesOf(items)
+			var states []ledger.State
+			for _, sn := range d.ByState {
+				states = append(states, sn.State)
+			}
+			d.Verbs = fittingVerbs(states)
+		}
+	}
+	s.render(w, status, "bulk", v, d)
+}
+
+// selectionDigest names a selection of intents by their keys, in order.
+func selectionDigest(items []ledger.Intent) string {
+	keys := make([]string, len(items))
+	for i, in := range items {
+		keys[i] = in.Key.String()
+	}
+	sort.Strings(keys)
+	return digest(keys...)
 }
 
 func (s *Server) bulk(w http.ResponseWriter, r *http.Request, v visitor) {
@@ -342,10 +486,16 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request, v visitor) {
 		return
 	}
 	lf, problems := parseFilter(r.PostForm)
+	keys := r.PostForm["key"]
 	verb, note := r.PostFormValue("verb"), strings.TrimSpace(r.PostFormValue("note"))
 	back := "/bulk?" + lf.Query().Encode()
 	if confirm := r.PostFormValue("confirm"); confirm != "" {
-		c, ok := s.redeem(v, confirm, digest("bulk", verb, note, lf.Query().Encode()))
+		// A selection is carried to the confirmation by its digest; the plan holds its intents.
+		chosen := lf.Query().Encode()
+		if sel := r.PostFormValue("sel"); sel != "" {
+			chosen, back = "sel:"+sel, "/intents"
+		}
+		c, ok := s.redeem(v, confirm, digest("bulk", verb, note, chosen))
 		var plan *bulkPlan
 		if ok {
 			plan, _ = c.plan.(*bulkPlan)
@@ -357,43 +507,42 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request, v visitor) {
 		s.applyBulk(w, r, v, plan, back)
 		return
 	}
+	if verb == "" && note == "" {
+		// From the intents page's selection: its count and the actions that fit it.
+		s.renderBulk(w, r, v, lf, keys, problems, "", "", http.StatusOK)
+		return
+	}
+	if len(problems) > 0 {
+		s.renderBulk(w, r, v, lf, keys, problems, verb, note, http.StatusBadRequest)
+		return
+	}
+	items, problem, err := s.bulkSet(r, lf, keys)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if problem != "" {
+		s.renderBulk(w, r, v, lf, keys, []string{problem}, verb, note, http.StatusBadRequest)
+		return
+	}
+	var states []ledger.State
+	for _, sn := range statesOf(items) {
+		states = append(states, sn.State)
+	}
 	from, known := bulkVerbs[verb]
 	switch {
 	case !known:
-		problems = append(problems, "choose the action: park, resolve as failed, or retry")
-	case !slices.Contains(from, ledger.State(lf.State)):
-		problems = append(problems, fmt.Sprintf("%s applies to intents in %s: choose that state in the filter", verbTitle(verb, ""), statesText(from)))
+		problems = append(problems, "choose the action: resolve as failed, retry, or park")
+	case !slices.ContainsFunc(fittingVerbs(states), func(o verbOption) bool { return o.Value == verb }):
+		problems = append(problems, fmt.Sprintf("%s applies to intents in %s, and these are in %s: choose the intents of one state", verbTitle(verb, ""), statesText(from), statesText(states)))
 	}
 	if note == "" {
 		problems = append(problems, "say why (for a resolve: how you know): it is written to every intent's history with your name")
 	}
 	if len(problems) > 0 {
-		s.renderBulk(w, r, v, lf, problems, verb, note, http.StatusBadRequest)
+		s.renderBulk(w, r, v, lf, keys, problems, verb, note, http.StatusBadRequest)
 		return
 	}
-	var items []ledger.Intent
-	var after ledger.BrowseCursor
-	for len(items) <= bulkMax {
-		pg, err := s.l.Browse(r.Context(), lf.f, after, 500)
-		if err != nil {
-			s.fail(w, err)
-			return
-		}
-		items = append(items, pg.Intents...)
-		if pg.Next == nil {
-			break
-		}
-		after = *pg.Next
-	}
-	if len(items) > bulkMax {
-		s.renderBulk(w, r, v, lf, []string{fmt.Sprintf("more than %d intents match: narrow the filter (an account, a time range) and act on them in parts", bulkMax)}, verb, note, http.StatusBadRequest)
-		return
-	}
-	if len(items) == 0 {
-		s.renderBulk(w, r, v, lf, []string{"no intent matches this filter: nothing to do"}, verb, note, http.StatusOK)
-		return
-	}
-	sample := items[:min(len(items), 10)]
 	effect := []string{fmt.Sprintf("%s %d intents, each through the ledger's guarded statement; an intent that moved since this preview is refused and left as it is.", verbTitle(verb, ""), len(items))}
 	switch verb {
 	case "park":
@@ -405,12 +554,18 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request, v visitor) {
 	}
 	effect = append(effect, fmt.Sprintf("Recorded as %s: %q.", v.actor(), note))
 	fields := map[string]string{"verb": verb, "note": note}
-	for k, vs := range lf.Query() {
-		fields[k] = vs[0]
+	chosen := lf.Query().Encode()
+	if len(keys) > 0 {
+		fields["sel"] = selectionDigest(items)
+		chosen, back = "sel:"+fields["sel"], "/intents"
+	} else {
+		for k, vs := range lf.Query() {
+			fields[k] = vs[0]
+		}
 	}
 	plan := &bulkPlan{verb: verb, note: note, items: items}
 	s.render(w, http.StatusOK, "confirm", v, confirmData{Title: fmt.Sprintf("%s: %d intents", verbTitle(verb, ""), len(items)), Effect: effect,
-		Action: "/bulk", Fields: fields, Confirm: s.issue(v, digest("bulk", verb, note, lf.Query().Encode()), plan), Back: back, Sample: sample, Count: len(items)})
+		Action: "/bulk", Fields: fields, Confirm: s.issue(v, digest("bulk", verb, note, chosen), plan), Back: back, Sample: items, Count: len(items)})
 }
 
 func statesText(states []ledger.State) string {
@@ -444,6 +599,7 @@ func (s *Server) applyBulk(w http.ResponseWriter, r *http.Request, v visitor, pl
 		changed = append(changed, planned.Key)
 	}
 	res.Changed = len(changed)
+	res.ChangedKeys = changed
 	if len(changed) > 0 {
 		res.Event = s.publish(r.Context(), changed)
 	}
