@@ -142,7 +142,7 @@ func TestAPersonRetriesSelectedIntentsInABrowser(t *testing.T) {
 	for _, k := range failed[:2] {
 		require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#pick input[value="`+k.String()+`"]`))))
 	}
-	shot(t, ctx, "intents")
+	shot(t, ctx, "intents-selected")
 	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#act-on-selected`))))
 	waitVisible(t, ctx, `#bulk-action`)
 	require.Equal(t, "2 selected", text(t, ctx, `#bulk-count`))
@@ -157,7 +157,7 @@ func TestAPersonRetriesSelectedIntentsInABrowser(t *testing.T) {
 	require.Contains(t, text(t, ctx, `h1`), "Retry: 2 intents")
 	require.Equal(t, "All 2", text(t, ctx, `#sample-count`))
 	require.Equal(t, ledger.Failed, h.Intent(failed[0]).State, "the preview changed nothing")
-	shot(t, ctx, "bulk-preview")
+	shot(t, ctx, "bulk-selection-preview")
 	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#confirm`))))
 	waitVisible(t, ctx, `#changed-list`)
 	require.Equal(t, "2", text(t, ctx, `#changed`))
@@ -167,5 +167,5 @@ func TestAPersonRetriesSelectedIntentsInABrowser(t *testing.T) {
 		require.Equal(t, ledger.Pending, h.Intent(k).State)
 	}
 	require.Equal(t, ledger.Failed, h.Intent(failed[2]).State, "not selected")
-	shot(t, ctx, "bulk-result")
+	shot(t, ctx, "bulk-selection-result")
 }

@@ -277,7 +277,7 @@ func TestAPersonSendsAParkedIntentAgainInABrowser(t *testing.T) {
 
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(h.srv.URL+"/intents/"+r.notFound.String())))
 	waitVisible(t, ctx, `#resend`)
-	shot(t, ctx, "intent")
+	shot(t, ctx, "intent-runbook")
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.SendKeys(chromedp.CSS(`#resend input[name=note]`), "not on the profile at 10:02; the platform's log shows no request"),
 		chromedp.Submit(chromedp.CSS(`#resend`))))
