@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
@@ -29,9 +30,15 @@ const longAccount = "newsroom-eu-west-secondary-publishing"
 
 func (h *harness) realistic() realistic {
 	h.t.Helper()
-	h.addAccount(longAccount)
-	one := 1
+	require.NoError(h.t, h.Ledger.AddAccount(h.Ctx, ledger.Account{ID: longAccount, Platform: "sim",
+		Settings: json.RawMessage(`{"url":"http://platform-simulator.internal.example.net:9300/v1/newsroom-eu-west-secondary-publishing","reconcile_delay":"2s"}`)},
+		"user:test", "the EU newsroom's second account"))
+	one, window := 1, 36*time.Hour
 	_, err := h.Ledger.SetPolicy(h.Ctx, longAccount, ledger.PolicyEdit{Set: ledger.PolicyOverride{AttemptCap: &one}}, "user:test", "one attempt for this account")
+	require.NoError(h.t, err)
+	_, err = h.Ledger.SetPolicy(h.Ctx, ledger.GlobalScope, ledger.PolicyEdit{Set: ledger.PolicyOverride{TextWindow: &window, RetryableReasons: []ledger.Reason{
+		ledger.ReasonConnectionFailed, ledger.ReasonRateLimited, ledger.ReasonKillSwitch, ledger.ReasonCredentialRotating, ledger.ReasonAccountDisabled}}},
+		"user:test", "retry what sent nothing, and a longer duplicate-text window after the double-posting incident")
 	require.NoError(h.t, err)
 	var r realistic
 	for _, text := range []string{"Good morning", "New blog post is up", "Thanks for 10k followers"} {
@@ -48,6 +55,7 @@ func (h *harness) realistic() realistic {
 	r.unsendable = h.Submit("acct-a", "A poll with 14 options")[0]
 	require.NoError(h.t, h.Ledger.ParkUnsendable(h.Ctx, r.unsendable, "the platform takes at most 4 poll options"))
 	h.refuse("acct-9", "Hello from the new account: "+strings.Repeat("a-very-long-word-without-a-space-", 12))
+	h.refuse(longAccount+"-staging-2026", "A post for an account that is not there yet")
 	_, err = h.Ledger.SetSwitch(h.Ctx, ledger.GlobalScope, true, "console:carol", "incident 42: the platform double-posts")
 	require.NoError(h.t, err)
 	h.drain()
@@ -139,6 +147,36 @@ func TestEveryPageFitsAPhoneAndADesktop(t *testing.T) {
 				shot(t, ctx, "phone-intent")
 			}
 		}
+		// A bulk action's page, preview and result, and a replay's preview, keep to the width too.
+		reason := map[int64]string{390: "operator_parked", 1366: "request_unsendable"}[width]
+		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(h.srv.URL+"/bulk?state=parked&reason="+reason)))
+		waitVisible(t, ctx, `#bulk-action`)
+		require.NoError(t, chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS(`#bulk-action select[name=verb]`), "resolve-failed"),
+			chromedp.SendKeys(chromedp.CSS(`#bulk-action input[name=note]`), "nobody wants it any more"),
+			chromedp.Submit(chromedp.CSS(`#bulk-action`))))
+		waitVisible(t, ctx, `#confirm`)
+		fits(t, ctx, fmt.Sprintf("a bulk preview at %d px", width))
+		require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#confirm`))))
+		waitVisible(t, ctx, `#changed-list`)
+		fits(t, ctx, fmt.Sprintf("a bulk result at %d px", width))
+		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(h.srv.URL+"/rejects")))
+		waitVisible(t, ctx, `form.replay-one`)
+		require.NoError(t, chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS(`form.replay-one input[name=note]`), "acct-9 is coming"),
+			chromedp.Submit(chromedp.CSS(`form.replay-one`))))
+		waitVisible(t, ctx, `#confirm, #replay-totals`)
+		fits(t, ctx, fmt.Sprintf("a replay preview at %d px", width))
+		if width == 1366 {
+			// A reject's message is read in a column of its own width, not squeezed by the others.
+			require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(h.srv.URL+"/rejects")))
+			waitVisible(t, ctx, `#rejects td.msg`)
+			var msg float64
+			require.NoError(t, reread(func() (err error) {
+				msg, err = chromedp.Run(ctx, chromedp.Evaluate[float64](`document.querySelector("#rejects td.msg").getBoundingClientRect().width`))
+				return err
+			}))
+			require.GreaterOrEqual(t, msg, 300.0, "the message column's width at 1366 px")
+		}
+
 		// A preview, and the form that was refused, keep to the width too.
 		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(h.srv.URL+"/intents/"+r.failed.String()), chromedp.WaitVisible(chromedp.CSS(`#retry`)),
 			chromedp.SendKeys(chromedp.CSS(`#retry input[name=note]`), "the maintenance window moved; send it again"),
