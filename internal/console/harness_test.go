@@ -223,3 +223,8 @@ func history(h *harness, key identity.DeliveryKey) []ledger.Transition {
 }
 
 var _ = fmt.Sprint
+
+// regexpField matches the value of the hidden field name.
+func regexpField(name string) *regexp.Regexp {
+	return regexp.MustCompile(`name="` + regexp.QuoteMeta(name) + `" value="([^"]+)"`)
+}

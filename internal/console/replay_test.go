@@ -74,7 +74,7 @@ func (h *harness) replays() int {
 	return h.Count(`SELECT count(*) FROM control_history WHERE kind = 'reject_replay'`)
 }
 
-var totalCell = regexp.MustCompile(`<td id="n-([a-z-]+)">(\d+)</td>`)
+var totalCell = regexp.MustCompile(`<td id="n-([a-z-]+)"[^>]*>(\d+)</td>`)
 
 // previewTotals reads a replay preview's counts.
 func previewTotals(t *testing.T, body string) map[string]string {
