@@ -40,7 +40,8 @@ type controlsData struct {
 	Epoch    ledger.EpochStart
 	History  []ledger.ControlChange
 	Fields   []ledger.PolicyField
-	Failed   []ledger.Reason
+	Failed   []ledger.Reason // the reasons a policy governs
+	Always   []ledger.Reason // the reasons retried always, which no policy governs
 }
 
 func fieldValue(o ledger.PolicyOverride, f ledger.PolicyField) (string, bool) {
@@ -135,7 +136,7 @@ func (s *Server) controls(w http.ResponseWriter, r *http.Request, v visitor) {
 		s.fail(w, err)
 		return
 	}
-	d.Fields, d.Failed = ledger.PolicyFields, ledger.FailedReasons()
+	d.Fields, d.Failed, d.Always = ledger.PolicyFields, ledger.GovernedReasons(), alwaysRetried()
 	s.render(w, http.StatusOK, "controls", v, d)
 }
 
@@ -352,6 +353,17 @@ func changedFields(ch ledger.PolicyChange) []string {
 	}
 	if len(out) == 0 {
 		out = []string{"no field changed"}
+	}
+	return out
+}
+
+// alwaysRetried lists the failed-state reasons retried whatever the policy says.
+func alwaysRetried() []ledger.Reason {
+	var out []ledger.Reason
+	for _, r := range ledger.FailedReasons() {
+		if ledger.Reasons[r].Retry == ledger.RetryYes {
+			out = append(out, r)
+		}
 	}
 	return out
 }

@@ -55,7 +55,9 @@ const (
 	Progress Retryability = "progress"
 	// Done: published; nothing is ever sent again.
 	Done Retryability = "done"
-	// RetryYes: nothing was sent; retried automatically.
+	// RetryYes: nothing was sent; retried automatically, whatever the policy says: the intent
+	// waits for an operator's change (account_disabled: until the account is enabled), and no
+	// policy governs it.
 	RetryYes Retryability = "yes"
 	// RetryByPolicy: nothing was sent; retried automatically when the policy lists the reason.
 	RetryByPolicy Retryability = "by policy"
@@ -72,6 +74,7 @@ const (
 	ReasonAbandoned      Reason = "abandoned"       // the pre-authorization lease expired: nothing was sent
 	ReasonRetried        Reason = "retried"         // Retry reopened a failed intent
 	ReasonRestoreResumed Reason = "restore_resumed" // after a restore: the stream shows it pending, never authorized since the backup
+	ReasonHeld           Reason = "held"            // Authorize found the account holding: the claim ended, no attempt spent
 
 	ReasonAuthorized Reason = "authorized"
 
@@ -123,6 +126,7 @@ var Reasons = map[Reason]ReasonRule{
 	ReasonAbandoned:      {Pending, Progress},
 	ReasonRetried:        {Pending, Progress},
 	ReasonRestoreResumed: {Pending, Progress},
+	ReasonHeld:           {Pending, Progress},
 
 	ReasonAuthorized: {Authorized, Progress},
 
@@ -133,7 +137,7 @@ var Reasons = map[Reason]ReasonRule{
 	ReasonOperatorPublished: {Published, Done},
 	ReasonRestorePublished:  {Published, Done},
 
-	ReasonConnectionFailed:   {Failed, RetryYes},
+	ReasonConnectionFailed:   {Failed, RetryByPolicy},
 	ReasonPlatformRejected:   {Failed, RetryByPolicy},
 	ReasonKillSwitch:         {Failed, RetryByPolicy},
 	ReasonAccountDisabled:    {Failed, RetryYes},
@@ -223,11 +227,11 @@ var Transitions = map[Phase]map[Operation][]State{
 		OpSubmit: {Pending},
 	},
 	PhasePendingFree: {
-		OpBegin: {Pending, Parked}, // a claim, or parked when the attempt cap is reached
+		OpBegin: {Pending, Parked}, // a claim (none while the account holds), or parked when the attempt cap is reached
 		OpPark:  {Parked},
 	},
 	PhasePendingClaimed: {
-		OpAuthorize: {Authorized, Failed, Parked}, // passed, a transient gate, a terminal gate
+		OpAuthorize: {Authorized, Failed, Parked, Pending}, // passed, a transient gate, a terminal gate, the account holds
 		OpPark:      {Parked},
 	},
 	PhasePendingStale: {
@@ -303,6 +307,18 @@ func alwaysRetried() []string {
 		}
 	}
 	slices.Sort(out)
+	return out
+}
+
+// GovernedReasons lists the reasons of the failed state a policy's retryable_reasons governs,
+// in name order: all but those retried always (RetryYes), which a policy may not name.
+func GovernedReasons() []Reason {
+	var out []Reason
+	for _, r := range FailedReasons() {
+		if Reasons[r].Retry == RetryByPolicy {
+			out = append(out, r)
+		}
+	}
 	return out
 }
 
