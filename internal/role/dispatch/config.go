@@ -43,6 +43,12 @@ type Config struct {
 	// switch, a disabled account or a revoked credential refuses it, or its adapter does not
 	// open. A rate limit delays work by the time until the next token instead. Default 5 s.
 	GateDelay time.Duration
+	// HeldDelay is the longest the work of an account its health holds waits before it is
+	// looked at again: until the account's next probe when that is sooner, GateDelay while a
+	// probe is on its way (its outcome comes within a send), HeldDelay for a hold no probe ends
+	// (an authentication failure, unknown outcomes: an operator's resume, or the reconciler,
+	// ends it). Default 30 s.
+	HeldDelay time.Duration
 	// Pipelines is how many batches are taken through the ledger steps at once. More overlap
 	// more round trips, but under SERIALIZABLE they also conflict: measured on 2 cores, 4
 	// pipelines collapsed to 300 intents/s while 2 gave 1,432 (1,737 at READ COMMITTED).
@@ -109,6 +115,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.GateDelay == 0 {
 		c.GateDelay = 5 * time.Second
+	}
+	if c.HeldDelay == 0 {
+		c.HeldDelay = 30 * time.Second
 	}
 	if c.Pipelines == 0 {
 		c.Pipelines = 2

@@ -1,0 +1,131 @@
+package dispatch_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/internal/testkit/worldtest"
+	"github.com/atmost/atmost/internal/tools/platformsim"
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+// outage serves a handler on an address the test stops and starts again: stopped, every
+// connection is refused, as a platform that is down refuses them.
+type outage struct {
+	t    *testing.T
+	addr string
+	h    http.Handler
+	mu   sync.Mutex
+	srv  *http.Server
+}
+
+func newOutage(t *testing.T, h http.Handler) *outage {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	o := &outage{t: t, addr: ln.Addr().String(), h: h}
+	o.serve(ln)
+	t.Cleanup(o.stop)
+	return o
+}
+
+func (o *outage) serve(ln net.Listener) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.srv = &http.Server{Handler: o.h, ReadHeaderTimeout: 5 * time.Second}
+	go func(srv *http.Server) { _ = srv.Serve(ln) }(o.srv)
+}
+
+func (o *outage) stop() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_ = o.srv.Close()
+}
+
+func (o *outage) start() {
+	ln, err := net.Listen("tcp", o.addr)
+	require.NoError(o.t, err)
+	o.serve(ln)
+}
+
+// retrying runs the sweeper's retry of failed intents every interval until the test ends, as
+// the sweeper role would, publishing their work items.
+func (e *env) retrying(interval time.Duration) {
+	e.Run(func(ctx context.Context) error {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+			pass, err := e.Ledger.RetryDue(ctx, 100)
+			if err == nil && len(pass.Changed) > 0 {
+				_ = e.Relay.AfterCommit(ctx, pass.Changed)
+			}
+		}
+	})
+}
+
+func (e *env) healthOf(account string) ledger.Health {
+	e.T.Helper()
+	hs, err := e.Ledger.AccountHealth(e.Ctx, account)
+	require.NoError(e.T, err)
+	require.Len(e.T, hs, 1)
+	return hs[0]
+}
+
+// A platform that stops: the account trips after trip_failures connection failures, the
+// intents due meanwhile wait pending with no attempt opened and nothing parked, one probe goes
+// per wait, and when the platform is back every intent is published once.
+func TestAnOutageHoldsTheAccountAndItsIntentsWaitForItsReturn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, platformsim.Config{})
+	platform := newOutage(t, e.sim.Handler())
+	e.addAccount("acct-out", fmt.Sprintf(`{"url":%q}`, "http://"+platform.addr))
+	e.Exec(`UPDATE policies SET trip_failures = 3, trip_unknowns = 3, probe_base_ms = 300, probe_max_ms = 600, backoff_base_ms = 100 WHERE scope = ''`)
+	cfg := e.config()
+	cfg.Batch = 1 // one send at a time: the figures below do not depend on how a batch was cut
+	cfg.HeldDelay = time.Second
+	e.run(cfg)
+	e.retrying(100 * time.Millisecond)
+
+	platform.stop()
+	first := e.Submit("acct-out", worldtest.Texts("due as it stopped", 3)...)
+	require.Eventually(t, func() bool { return e.healthOf("acct-out").State != ledger.Serving }, 20*time.Second, 20*time.Millisecond)
+	require.Equal(t, ledger.CausePlatformUnavailable, e.healthOf("acct-out").Cause)
+	due := e.Submit("acct-out", worldtest.Texts("due while it is down", 30)...)
+	time.Sleep(3 * time.Second) // several probe waits
+	for _, k := range append(append([]identity.DeliveryKey{}, first...), due...) {
+		require.NotEqual(t, ledger.Parked, e.Intent(k).State, "nothing is parked because of the outage")
+	}
+	// The sends are the authorizations: before the trip, those in flight as it came; after it,
+	// the probes alone.
+	tripped := `(SELECT min(at) FROM control_history WHERE kind = 'health' AND after ->> 'state' = 'holding')`
+	before := e.Count(`SELECT count(*) FROM history WHERE to_state = 'authorized' AND at <= ` + tripped)
+	after := e.Count(`SELECT count(*) FROM history WHERE to_state = 'authorized' AND at > ` + tripped)
+	probes := e.Count(`SELECT coalesce(sum(attempts_uncounted), 0) FROM intents`)
+	t.Logf("while down: %d sends until it tripped, %d after (%d probes), for %d intents due", before, after, probes, len(first)+len(due))
+	require.Equal(t, probes, after, "while it holds, only probes are sent")
+	require.LessOrEqual(t, probes, 12, "one probe per wait (300-600 ms over 3 s), not one per intent")
+	require.Zero(t, e.Count(`SELECT count(*) FROM intents WHERE attempts_authorized - attempts_uncounted >= 3`), "the outage exhausted no intent")
+
+	back := time.Now()
+	platform.start()
+	all := append(append([]identity.DeliveryKey{}, first...), due...)
+	intents := e.settle(all, 30*time.Second)
+	require.Equal(t, map[ledger.State]int{ledger.Published: len(all)}, states(intents))
+	t.Logf("all %d published %s after the platform's return", len(all), time.Since(back).Round(100*time.Millisecond))
+	for _, k := range all {
+		require.Equal(t, 1, e.sim.Created(k.String()), "published once")
+	}
+	require.Equal(t, ledger.Serving, e.healthOf("acct-out").State)
+}
