@@ -222,6 +222,7 @@ var cockroachSuite = []func(*testing.T){
 	TestUnknownOutcomesHoldUntilReconciled,
 	TestAttemptCapCountsOnlyAttemptsWhileServing,
 	TestConcurrentReportsTripOnce,
+	TestAPolicyGovernsEveryFailedReasonItMayName,
 }
 
 // cockroachLeftOut are the tests of this package the lane does not run, and why: what touches

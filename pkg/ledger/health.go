@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
 )
 
@@ -258,6 +259,69 @@ func (l *Ledger) reportHealth(ctx context.Context, reports []healthReport) ([]He
 			c.NextProbe = *r.NextProbeAt
 		}
 		out = append(out, c)
+	}
+	return out, nil
+}
+
+// HealthRecord is one change of an account's health as control_history holds it.
+type HealthRecord struct {
+	ID      string // the control_history row's id
+	Account string
+	From    HealthState
+	To      HealthState
+	Cause   string // the cause after the change ("" when it serves)
+	Actor   string // the role or the operator
+	Reason  string // the operator's reason, or the cause
+	// NextProbe is when the next probe may go, as the change set it ("" when none).
+	NextProbe string
+	At        time.Time
+}
+
+// HealthChangesSince returns the changes of accounts' health recorded after since, oldest
+// first, at most max: what alerts tell.
+func (l *Ledger) HealthChangesSince(ctx context.Context, since time.Time, max int) ([]HealthRecord, error) {
+	var rows []dbsqlc.HealthChangesSinceRow
+	err := l.scan(ctx, "health changes", func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.HealthChangesSince(ctx, dbsqlc.HealthChangesSinceParams{Since: since, MaxRows: int32(max)})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]HealthRecord, len(rows))
+	for i, r := range rows {
+		out[i] = HealthRecord{ID: r.ControlID, Account: r.AccountID, From: HealthState(r.BeforeState), To: HealthState(r.AfterState),
+			Cause: r.AfterCause, Actor: r.Actor, Reason: r.Reason, NextProbe: r.NextProbeAt, At: r.At}
+	}
+	return out, nil
+}
+
+// ParkedRecord is one intent parked, for alerts.
+type ParkedRecord struct {
+	Key     identity.DeliveryKey
+	Account string
+	Reason  Reason
+	Seq     int64
+	At      time.Time
+}
+
+// ParkedSince returns the intents parked after since, oldest first, at most max.
+func (l *Ledger) ParkedSince(ctx context.Context, since time.Time, max int) ([]ParkedRecord, error) {
+	var rows []dbsqlc.ParkedSinceRow
+	err := l.scan(ctx, "parked since", func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.ParkedSince(ctx, dbsqlc.ParkedSinceParams{Since: since, MaxRows: int32(max)})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ParkedRecord, 0, len(rows))
+	for _, r := range rows {
+		key, err := identity.DeliveryKeyFromBytes(r.DeliveryKey)
+		if err != nil {
+			return nil, fmt.Errorf("parked since: %w", err)
+		}
+		out = append(out, ParkedRecord{Key: key, Account: r.AccountID, Reason: Reason(r.Reason), Seq: r.TransitionSeq, At: r.UpdatedAt})
 	}
 	return out, nil
 }

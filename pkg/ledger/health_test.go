@@ -347,3 +347,17 @@ func TestConcurrentReportsTripOnce(t *testing.T) {
 		})
 	}
 }
+
+// A policy governs every failed reason but those retried always: it may list connection_failed
+// (and leave it out), and is refused account_disabled, which it cannot govern.
+func TestAPolicyGovernsEveryFailedReasonItMayName(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, err := e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{RetryableReasons: []ledger.Reason{ledger.ReasonAccountDisabled}}}, "alice", "try")
+	require.ErrorContains(t, err, "retried always")
+	require.Zero(t, e.count(`SELECT count(*) FROM control_history WHERE kind = 'policy' AND scope = $1`, account))
+	_, err = e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{RetryableReasons: []ledger.Reason{}}}, "alice", "retry nothing")
+	require.NoError(t, err)
+	require.Contains(t, ledger.GovernedReasons(), ledger.ReasonConnectionFailed)
+	require.NotContains(t, ledger.GovernedReasons(), ledger.ReasonAccountDisabled)
+}

@@ -214,3 +214,26 @@ FROM accounts a
 LEFT JOIN account_health h ON h.account_id = a.account_id
 WHERE (cardinality(@account_ids::TEXT[]) = 0 OR a.account_id = ANY(@account_ids::TEXT[]))
 ORDER BY a.account_id;
+
+-- name: HealthChangesSince :many
+-- The changes of accounts' health recorded after @since, oldest first, at most @max_rows: what
+-- the sweeper's alerts tell (a trip, a heal). Through control_history_at_idx.
+SELECT h.control_id::TEXT AS control_id, h.scope AS account_id, h.actor, h.reason,
+       coalesce(h.before ->> 'state', '')::TEXT AS before_state,
+       coalesce(h.after ->> 'state', '')::TEXT AS after_state,
+       coalesce(h.after ->> 'cause', '')::TEXT AS after_cause,
+       coalesce(h.after ->> 'next_probe_at', '')::TEXT AS next_probe_at,
+       h.at
+FROM control_history h
+WHERE h.at > @since::TIMESTAMPTZ AND h.kind = 'health'
+ORDER BY h.at, h.control_id
+LIMIT @max_rows::INT;
+
+-- name: ParkedSince :many
+-- The intents parked after @since, oldest first, at most @max_rows: what the sweeper's alerts
+-- tell. Through intents_parked_at_idx.
+SELECT i.delivery_key, i.account_id, i.reason, i.transition_seq, i.updated_at
+FROM intents i
+WHERE i.state = 'parked' AND i.updated_at > @since::TIMESTAMPTZ
+ORDER BY i.updated_at, i.delivery_key
+LIMIT @max_rows::INT;

@@ -363,3 +363,114 @@ func (q *Queries) AccountHealthResume(ctx context.Context, arg AccountHealthResu
 	err := row.Scan(&i.Outcome, &i.PriorState, &i.PriorCause)
 	return i, err
 }
+
+const healthChangesSince = `-- name: HealthChangesSince :many
+SELECT h.control_id::TEXT AS control_id, h.scope AS account_id, h.actor, h.reason,
+       coalesce(h.before ->> 'state', '')::TEXT AS before_state,
+       coalesce(h.after ->> 'state', '')::TEXT AS after_state,
+       coalesce(h.after ->> 'cause', '')::TEXT AS after_cause,
+       coalesce(h.after ->> 'next_probe_at', '')::TEXT AS next_probe_at,
+       h.at
+FROM control_history h
+WHERE h.at > $1::TIMESTAMPTZ AND h.kind = 'health'
+ORDER BY h.at, h.control_id
+LIMIT $2::INT
+`
+
+type HealthChangesSinceParams struct {
+	Since   time.Time
+	MaxRows int32
+}
+
+type HealthChangesSinceRow struct {
+	ControlID   string
+	AccountID   string
+	Actor       string
+	Reason      string
+	BeforeState string
+	AfterState  string
+	AfterCause  string
+	NextProbeAt string
+	At          time.Time
+}
+
+// The changes of accounts' health recorded after @since, oldest first, at most @max_rows: what
+// the sweeper's alerts tell (a trip, a heal). Through control_history_at_idx.
+func (q *Queries) HealthChangesSince(ctx context.Context, arg HealthChangesSinceParams) ([]HealthChangesSinceRow, error) {
+	rows, err := q.db.Query(ctx, healthChangesSince, arg.Since, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []HealthChangesSinceRow
+	for rows.Next() {
+		var i HealthChangesSinceRow
+		if err := rows.Scan(
+			&i.ControlID,
+			&i.AccountID,
+			&i.Actor,
+			&i.Reason,
+			&i.BeforeState,
+			&i.AfterState,
+			&i.AfterCause,
+			&i.NextProbeAt,
+			&i.At,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const parkedSince = `-- name: ParkedSince :many
+SELECT i.delivery_key, i.account_id, i.reason, i.transition_seq, i.updated_at
+FROM intents i
+WHERE i.state = 'parked' AND i.updated_at > $1::TIMESTAMPTZ
+ORDER BY i.updated_at, i.delivery_key
+LIMIT $2::INT
+`
+
+type ParkedSinceParams struct {
+	Since   time.Time
+	MaxRows int32
+}
+
+type ParkedSinceRow struct {
+	DeliveryKey   []byte
+	AccountID     string
+	Reason        string
+	TransitionSeq int64
+	UpdatedAt     time.Time
+}
+
+// The intents parked after @since, oldest first, at most @max_rows: what the sweeper's alerts
+// tell. Through intents_parked_at_idx.
+func (q *Queries) ParkedSince(ctx context.Context, arg ParkedSinceParams) ([]ParkedSinceRow, error) {
+	rows, err := q.db.Query(ctx, parkedSince, arg.Since, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ParkedSinceRow
+	for rows.Next() {
+		var i ParkedSinceRow
+		if err := rows.Scan(
+			&i.DeliveryKey,
+			&i.AccountID,
+			&i.Reason,
+			&i.TransitionSeq,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
