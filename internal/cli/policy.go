@@ -288,10 +288,6 @@ func policyEdit(c *line, scope string, p policyFlags) (ledger.PolicyEdit, int) {
 					return edit, c.usageError("--retryable: %q is not a reason of the failed state, and only those can be retried; give some of: %s",
 						r, strings.Join(reasonList(governed), ", "))
 				}
-				if !slices.Contains(governed, r) {
-					return edit, c.usageError("--retryable: %q is retried always (its intents wait for an operator's change, e.g. accounts enable), so no policy governs it; give some of: %s",
-						r, strings.Join(reasonList(governed), ", "))
-				}
 				if !slices.Contains(edit.Set.RetryableReasons, r) {
 					edit.Set.RetryableReasons = append(edit.Set.RetryableReasons, r)
 				}
