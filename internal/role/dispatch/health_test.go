@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/atmost/atmost/internal/role/reconcile"
 	"github.com/atmost/atmost/internal/testkit/worldtest"
 	"github.com/atmost/atmost/internal/tools/platformsim"
 	"github.com/atmost/atmost/pkg/identity"
@@ -128,4 +130,57 @@ func TestAnOutageHoldsTheAccountAndItsIntentsWaitForItsReturn(t *testing.T) {
 		require.Equal(t, 1, e.sim.Created(k.String()), "published once")
 	}
 	require.Equal(t, ledger.Serving, e.healthOf("acct-out").State)
+}
+
+var (
+	outageIntents = flag.Int("outage.intents", 200, "TestAnOutageOfAPlatformWithUnknownOutcomes: intents due while the platform is down (the issue's figure: 2000)")
+	outageDown    = flag.Duration("outage.down", 5*time.Second, "TestAnOutageOfAPlatformWithUnknownOutcomes: how long the platform is down (the issue's figure: 2m)")
+)
+
+// The issue's scenario, scaled down unless the flags say otherwise: a platform with a status
+// lookup, 5 % of its creates answered by a dropped connection (an unknown outcome, the object
+// created), stopped while intents are due. A reconciler looks the unknowns up; a sweeper's
+// retry and heal run. Nothing is sent twice, nothing is parked by the outage, and every intent
+// is published once the platform is back; the log gives the figures.
+func TestAnOutageOfAPlatformWithUnknownOutcomes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, platformsim.Config{StatusLookup: true, Plan: platformsim.Plan{Seed: 7, Rates: map[platformsim.Fault]float64{platformsim.FaultDropAfterCommit: 0.05}}})
+	platform := newOutage(t, e.sim.Handler())
+	e.addAccount("acct-out", fmt.Sprintf(`{"url":%q,"status_lookup":true,"reconcile_delay":"500ms"}`, "http://"+platform.addr))
+	e.Exec(`UPDATE policies SET trip_failures = 3, trip_unknowns = 3, backoff_base_ms = 200 WHERE scope = ''`)
+	cfg := e.config()
+	cfg.HeldDelay = 5 * time.Second
+	e.run(cfg)
+	e.retrying(200 * time.Millisecond)
+	e.Run(func(ctx context.Context) error {
+		for ctx.Err() == nil {
+			_, _ = e.Ledger.HealReconciled(ctx)
+			time.Sleep(200 * time.Millisecond)
+		}
+		return nil
+	})
+	rec, err := reconcile.New(e.Ctx, e.JS, e.Ledger, e.Relay, reconcile.Config{Platforms: cfg.Platforms, RetryDelay: time.Second})
+	require.NoError(t, err)
+	e.Run(rec.Run)
+
+	platform.stop()
+	stopped := time.Now()
+	keys := e.Submit("acct-out", worldtest.Texts("due while it is down", *outageIntents)...)
+	time.Sleep(time.Until(stopped.Add(*outageDown)))
+	whileDown := e.Count(`SELECT count(*) FROM history h JOIN intents i USING (delivery_key) WHERE i.account_id = 'acct-out' AND h.to_state = 'authorized'`)
+	probes := e.Count(`SELECT coalesce(sum(attempts_uncounted), 0) FROM intents WHERE account_id = 'acct-out'`)
+	parked := e.Count(`SELECT count(*) FROM intents WHERE account_id = 'acct-out' AND state = 'parked'`)
+
+	back := time.Now()
+	platform.start()
+	intents := e.Settle(keys, 5*time.Minute, func(s ledger.State) bool { return s != ledger.Published && s != ledger.Parked })
+	took := time.Since(back)
+	t.Logf("%d intents due, platform down %s: %d sends while down (%d probes), %d parked by the outage; all published or parked %s after its return: %v; unknown outcomes: %d",
+		len(keys), *outageDown, whileDown, probes, parked, took.Round(100*time.Millisecond), states(intents),
+		e.Count(`SELECT count(DISTINCT delivery_key) FROM history WHERE to_state = 'indeterminate'`))
+	require.Zero(t, parked, "nothing parked by the outage")
+	require.Equal(t, map[ledger.State]int{ledger.Published: len(keys)}, states(intents))
+	for _, k := range keys {
+		require.Equal(t, 1, e.sim.Created(k.String()), "published once")
+	}
 }
