@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/atmost/atmost/internal/role/dispatch"
 	"github.com/atmost/atmost/internal/role/reconcile"
 	"github.com/atmost/atmost/internal/testkit/worldtest"
 	"github.com/atmost/atmost/internal/tools/platformsim"
@@ -182,5 +183,43 @@ func TestAnOutageOfAPlatformWithUnknownOutcomes(t *testing.T) {
 	require.Equal(t, map[ledger.State]int{ledger.Published: len(keys)}, states(intents))
 	for _, k := range keys {
 		require.Equal(t, 1, e.sim.Created(k.String()), "published once")
+	}
+}
+
+// A credential that starts answering 401: the account holds after trip_failures of them, for
+// an operator (no probe), its other intents open no attempt; rotated and resumed, they are sent.
+func TestACredentialAnswering401HoldsTheAccountUntilResumed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, platformsim.Config{Plan: platformsim.Plan{Seed: 3, Rates: map[platformsim.Fault]float64{platformsim.FaultReject: 1}, DefinitiveStatus: 401}})
+	e.Exec(`UPDATE policies SET trip_failures = 3 WHERE scope = ''`)
+	cfg := e.config()
+	cfg.Batch = 1
+	cfg.HeldDelay = 500 * time.Millisecond
+	d, err := dispatch.New(e.Ctx, e.JS, e.Ledger, e.Relay, cfg)
+	require.NoError(t, err)
+	e.Run(d.Run)
+
+	first := e.Submit("acct-1", worldtest.Texts("refused credential", 3)...)
+	require.Eventually(t, func() bool { return e.healthOf("acct-1").State == ledger.Holding }, 20*time.Second, 20*time.Millisecond)
+	h := e.healthOf("acct-1")
+	require.Equal(t, ledger.CauseAuthFailed, h.Cause)
+	require.True(t, h.NextProbe.IsZero(), "a refused credential is not probed")
+	waiting := e.Submit("acct-1", worldtest.Texts("waits for the new credential", 10)...)
+	require.Eventually(t, func() bool { return dispatch.WorkCount(d, "gated_held") >= 10 }, 20*time.Second, 20*time.Millisecond)
+	for _, k := range waiting {
+		in := e.Intent(k)
+		require.Equal(t, ledger.Pending, in.State)
+		require.Zero(t, in.AttemptsAuthorized, "no attempt while it holds")
+	}
+
+	require.NoError(t, e.sim.SetPlan(platformsim.Plan{Seed: 3}))
+	_, err = e.Ledger.RotateCredential(e.Ctx, "acct-1", "", "alice", "new token")
+	require.NoError(t, err)
+	_, err = e.Ledger.ResumeAccount(e.Ctx, "acct-1", "alice", "rotated")
+	require.NoError(t, err)
+	intents := e.settle(waiting, 30*time.Second)
+	require.Equal(t, map[ledger.State]int{ledger.Published: len(waiting)}, states(intents))
+	for _, k := range first {
+		require.Equal(t, ledger.Failed, e.Intent(k).State, "refused: failed, for an operator's retry (the policy does not retry platform_rejected)")
 	}
 }
