@@ -12,8 +12,8 @@ import (
 	"github.com/atmost/atmost/pkg/ledger"
 )
 
-// healthEnv is newEnv with the default policy's health thresholds, which newEnv lifts out of
-// the way of the tests that are not about health.
+// healthEnv is newEnv with health thresholds small enough to reach (the default's trip_failures,
+// 3 unknowns), which newEnv lifts out of the way of the tests that are not about health.
 func healthEnv(t *testing.T) *env { return healthEnvAt(t, pgx.Serializable) }
 
 func healthEnvAt(t *testing.T, iso pgx.TxIsoLevel) *env {

@@ -156,7 +156,8 @@ func TestAnOutageOfAPlatformWithUnknownOutcomes(t *testing.T) {
 	e := newEnv(t, platformsim.Config{StatusLookup: true, Plan: platformsim.Plan{Seed: 7, Rates: map[platformsim.Fault]float64{platformsim.FaultDropAfterCommit: 0.05}}})
 	platform := newOutage(t, e.sim.Handler())
 	e.addAccount("acct-out", fmt.Sprintf(`{"url":%q,"status_lookup":true,"reconcile_delay":"500ms"}`, "http://"+platform.addr))
-	e.Exec(`UPDATE policies SET trip_failures = 3, trip_unknowns = 3, backoff_base_ms = 200 WHERE scope = ''`)
+	// The default policy's thresholds, which env lifted.
+	e.Exec(`UPDATE policies SET trip_failures = 3, trip_unknowns = 10, backoff_base_ms = 200 WHERE scope = ''`)
 	cfg := e.config()
 	cfg.HeldDelay = 5 * time.Second
 	e.run(cfg)
