@@ -106,6 +106,16 @@ func (w Wait) String() string {
 		what = fmt.Sprintf("account %s is disabled", w.Account)
 	case h.Reason == ledger.ReasonCredentialRevoked:
 		what = fmt.Sprintf("account %s's credential is revoked", w.Account)
+	case h.Reason == ledger.ReasonHeld:
+		next := "no probe: atmost accounts resume " + w.Account + " ends it"
+		if h.NextProbe != nil {
+			next = "next probe " + h.NextProbe.UTC().Format(time.RFC3339)
+		}
+		since := ""
+		if h.Since != nil {
+			since = " since " + h.Since.UTC().Format(time.RFC3339)
+		}
+		return fmt.Sprintf("account %s is %s (%s)%s, %s", w.Account, h.Health, h.Why, since, next)
 	default:
 		what = fmt.Sprintf("account %s is held (%s)", w.Account, h.Reason)
 	}

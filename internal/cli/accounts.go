@@ -40,7 +40,7 @@ func accountsCommand() *Command {
 		}
 	}
 	show := func(f *Flags) { f.Ledger("the ledger database"); f.JSON("print JSON instead of a table") }
-	return &Command{Name: "accounts", Summary: "accounts add, ls, show, update, disable, enable, rotate, revoke: checked by their adapter, every change in the control history",
+	return &Command{Name: "accounts", Summary: "accounts add, ls, show, update, disable, enable, rotate, revoke, resume: checked by their adapter, every change in the control history",
 		About: `add, update and rotate open the platform's adapter as the roles will, sending nothing, and
 refuse what it refuses (an unknown platform, a setting it does not know or needs) with its
 own message; nothing is stored then. The credential itself never enters the ledger:
@@ -73,6 +73,8 @@ written to the control history (atmost controls log).`,
 				f.String(&ref, "credential-ref", "REF", "", "where the new credential lives (env:NAME or file:/path; default the same reference)")
 			}),
 			changeCommand("revoke", "every authorization refused until the next rotate", nil),
+			{Name: "resume", Summary: "serve an account its health holds (after a rotate, once its unknowns are looked into, or a platform known to be back)",
+				Args: []string{"ACCOUNT"}, Flags: change, Run: resumeAccount},
 		},
 	}
 }
@@ -192,6 +194,56 @@ func changeAccount(ctx context.Context, c *line, sub string, v accountFlags) int
 	return ExitOK
 }
 
+// resumeAccount is accounts resume ACCOUNT: an operator's word that a holding account serves
+// again (docs/operators.md#account-health).
+func resumeAccount(ctx context.Context, c *line) int {
+	account := c.args[0]
+	operator, reason, code := c.change()
+	if code != ExitOK {
+		return code
+	}
+	l, closeLedger, err := openLedger(ctx, c.databaseURL)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer closeLedger()
+	ch, err := l.ResumeAccount(ctx, account, ledger.Actor{Name: operator, Reason: reason})
+	if errors.Is(err, ledger.ErrNotHolding) {
+		return c.refused("account %s is serving: nothing to resume", account)
+	}
+	if err != nil {
+		return c.fail(err)
+	}
+	if c.asJSON {
+		return writeJSON(c.io, struct {
+			Account string `json:"account"`
+			Before  string `json:"before"`
+			Cause   string `json:"cause"`
+			After   string `json:"after"`
+		}{account, string(ch.From), ch.Cause, string(ch.To)})
+	}
+	fmt.Fprintf(c.io.Stdout, "account %s: %s (%s) -> serving by %s: %s\n", account, ch.From, ch.Cause, operator, reason)
+	return ExitOK
+}
+
+// healthLine says an account's health for accounts show: its state, cause, since when and the
+// next probe.
+func healthLine(h ledger.Health) string {
+	if h.State == ledger.Serving {
+		return "serving"
+	}
+	s := fmt.Sprintf("%s (%s) since %s", h.State, h.Cause, timestamp(h.Since))
+	switch {
+	case !h.NextProbe.IsZero():
+		s += ", next probe " + timestamp(h.NextProbe)
+	case h.Cause == ledger.CauseUnknownOutcomes:
+		s += ", no probe: serves again once its unknown outcomes are reconciled, or atmost accounts resume " + shellQuote(h.Account)
+	default:
+		s += ", no probe: atmost accounts resume " + shellQuote(h.Account) + " ends it"
+	}
+	return s
+}
+
 // checkAccount opens a's adapter as the roles will, sending nothing (adapters.CheckAccount),
 // and reports a refusal; a credential that cannot be read here is said on standard error, and
 // is no refusal.
@@ -246,8 +298,20 @@ func showAccounts(ctx context.Context, c *line, pos []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
+	ids := make([]string, len(accounts))
+	for i, a := range accounts {
+		ids[i] = a.ID
+	}
+	healths, err := l.AccountHealth(ctx, ids...)
+	if err != nil {
+		return c.fail(err)
+	}
+	health := make(map[string]ledger.Health, len(healths))
+	for _, h := range healths {
+		health[h.Account] = h
+	}
 	if len(pos) == 0 {
-		return listAccounts(c, accounts, waits)
+		return listAccounts(c, accounts, waits, health)
 	}
 	a := accounts[0]
 	pending, err := l.PendingCounts(ctx, []string{a.ID})
@@ -258,13 +322,14 @@ func showAccounts(ctx context.Context, c *line, pos []string) int {
 	if c.asJSON {
 		out := struct {
 			accountJSON
-			Pending int64   `json:"pending_intents"`
-			Waiting *string `json:"waiting"`
-			Cause   *string `json:"waiting_cause"`
-			Adapter string  `json:"adapter"`
+			Pending int64      `json:"pending_intents"`
+			Waiting *string    `json:"waiting"`
+			Cause   *string    `json:"waiting_cause"`
+			Health  healthJSON `json:"health"`
+			Adapter string     `json:"adapter"`
 			// Credential is what this command could see of the credential (none, read, unread).
 			Credential adapters.CredentialCheck `json:"credential_check"`
-		}{accountJSON: toAccountJSON(a), Pending: pending[a.ID], Adapter: "opens", Credential: check.Credential}
+		}{accountJSON: toAccountJSON(a), Pending: pending[a.ID], Adapter: "opens", Credential: check.Credential, Health: toHealthJSON(health[a.ID])}
 		if w, ok := waits[a.ID]; ok {
 			text, cause := w.String(), w.Cause
 			out.Waiting, out.Cause = &text, &cause
@@ -287,6 +352,7 @@ func showAccounts(ctx context.Context, c *line, pos []string) int {
 	}
 	fmt.Fprintf(w, "credential\t%s\n", credential)
 	fmt.Fprintf(w, "state\t%s\n", accountState(a))
+	fmt.Fprintf(w, "health\t%s\n", healthLine(health[a.ID]))
 	fmt.Fprintf(w, "contract\t%s\n", dash(a.ContractVersion))
 	adapter := "opens (nothing sent)"
 	if checkErr != nil {
@@ -304,22 +370,30 @@ func showAccounts(ctx context.Context, c *line, pos []string) int {
 	return ExitOK
 }
 
-func listAccounts(c *line, accounts []ledger.Account, waits map[string]adapters.Wait) int {
+func listAccounts(c *line, accounts []ledger.Account, waits map[string]adapters.Wait, health map[string]ledger.Health) int {
 	if c.asJSON {
-		out := make([]accountJSON, len(accounts))
+		type listed struct {
+			accountJSON
+			Health healthJSON `json:"health"`
+		}
+		out := make([]listed, len(accounts))
 		for i, a := range accounts {
-			out[i] = toAccountJSON(a)
+			out[i] = listed{toAccountJSON(a), toHealthJSON(health[a.ID])}
 		}
 		return writeJSON(c.io, out)
 	}
 	w := tabwriter.NewWriter(c.io.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ACCOUNT\tPLATFORM\tSTATE\tCREDENTIAL\tVERSION\tCONTRACT\tWAITING")
+	fmt.Fprintln(w, "ACCOUNT\tPLATFORM\tSTATE\tHEALTH\tCREDENTIAL\tVERSION\tCONTRACT\tWAITING")
 	for _, a := range accounts {
 		waiting := "-"
 		if wt, ok := waits[a.ID]; ok {
 			waiting = wt.Cause
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", a.ID, a.Platform, accountState(a), dash(a.CredentialRef), a.CredentialVersion, dash(a.ContractVersion), waiting)
+		h := string(ledger.Serving)
+		if hh, ok := health[a.ID]; ok && hh.State != ledger.Serving {
+			h = fmt.Sprintf("%s (%s)", hh.State, hh.Cause)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", a.ID, a.Platform, accountState(a), h, dash(a.CredentialRef), a.CredentialVersion, dash(a.ContractVersion), waiting)
 	}
 	_ = w.Flush()
 	return ExitOK

@@ -30,3 +30,26 @@ func toAccountJSON(a ledger.Account) accountJSON {
 	return accountJSON{Account: a.ID, Platform: a.Platform, Settings: rawJSON(a.Settings), CredentialRef: a.CredentialRef,
 		CredentialVersion: a.CredentialVersion, Revoked: a.Revoked, Disabled: a.Disabled, ContractVersion: a.ContractVersion, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt}
 }
+
+// healthJSON is an account's health as accounts ls --json and accounts show --json print it:
+// since and next_probe null when there is none.
+type healthJSON struct {
+	State     string     `json:"state"`
+	Cause     string     `json:"cause"`
+	Since     *time.Time `json:"since"`
+	NextProbe *time.Time `json:"next_probe"`
+}
+
+func toHealthJSON(h ledger.Health) healthJSON {
+	out := healthJSON{State: string(h.State), Cause: h.Cause}
+	if out.State == "" {
+		out.State = string(ledger.Serving)
+	}
+	if !h.Since.IsZero() {
+		out.Since = &h.Since
+	}
+	if !h.NextProbe.IsZero() {
+		out.NextProbe = &h.NextProbe
+	}
+	return out
+}

@@ -207,7 +207,7 @@ func TestAccountsLifecycleIsWrittenToTheControlsLog(t *testing.T) {
 	require.Equal(t, true, accounts[0]["disabled"])
 	require.EqualValues(t, 4, accounts[0]["credential_version"])
 	res = run(env, "accounts", "ls")
-	require.Regexp(t, `acct-b\s+webhook\s+disabled\s+-\s+4\s+-\s+account_disabled`, res.stdout)
+	require.Regexp(t, `acct-b\s+webhook\s+disabled\s+serving\s+-\s+4\s+-\s+account_disabled`, res.stdout)
 
 	for _, sub := range []string{"show", "update", "disable", "enable", "rotate", "revoke"} {
 		res := run(env, "accounts", sub, "acct-nobody", "--reason", "x", "--contract-version", "v")
@@ -301,4 +301,56 @@ func TestIntentsShowSaysWhyAnIntentWaits(t *testing.T) {
 	res = s.run("accounts", "update", "acct-1", "--platform", "sim", "--reason", "fix the old row")
 	require.Equal(t, cli.ExitOK, res.code, res.stderr)
 	require.NotContains(t, s.run("intents", "show", key).stdout, "waiting")
+}
+
+// An account its health holds shows it (state, cause, since, what ends it) in accounts show
+// and ls, and accounts resume, with an operator and a reason, serves it again, once: the change
+// is in the control history.
+func TestAccountsResumeServesAHoldingAccount(t *testing.T) {
+	t.Parallel()
+	db, env := accountsEnv(t)
+	res := run(env, "accounts", "add", "acct-h", "--platform", "webhook", "--settings", hookURL, "--reason", "new hook")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	_, err := db.Pool.Exec(context.Background(), `INSERT INTO account_health (account_id, state, cause) VALUES ('acct-h', 'holding', 'auth_failed')`)
+	require.NoError(t, err)
+
+	res = run(env, "accounts", "show", "acct-h")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.Regexp(t, `health\s+holding \(auth_failed\) since \S+, no probe: atmost accounts resume acct-h ends it`, res.stdout)
+	require.Regexp(t, `held\s+account acct-h is holding \(auth_failed\) since \S+, no probe`, res.stdout)
+	res = run(env, "accounts", "ls")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.Regexp(t, `acct-h\s+webhook\s+enabled\s+holding \(auth_failed\)`, res.stdout)
+	res = run(env, "accounts", "show", "acct-h", "--json")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	var shown struct {
+		Health struct {
+			State     string  `json:"state"`
+			Cause     string  `json:"cause"`
+			NextProbe *string `json:"next_probe"`
+		} `json:"health"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &shown))
+	require.Equal(t, "holding", shown.Health.State)
+	require.Equal(t, "auth_failed", shown.Health.Cause)
+	require.Nil(t, shown.Health.NextProbe)
+
+	before := accountsState(t, db)
+	res = run(env, "accounts", "resume", "acct-h")
+	require.Equal(t, cli.ExitUsage, res.code)
+	require.Contains(t, res.stderr, "--reason is required")
+	require.Equal(t, before, accountsState(t, db))
+
+	res = run(env, "accounts", "resume", "acct-h", "--reason", "rotated the token")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.Equal(t, "account acct-h: holding (auth_failed) -> serving by alice: rotated the token\n", res.stdout)
+	res = run(env, "accounts", "resume", "acct-h", "--reason", "again")
+	require.Equal(t, cli.ExitError, res.code)
+	require.Contains(t, res.stderr, "account acct-h is serving: nothing to resume")
+	res = run(env, "accounts", "show", "acct-h")
+	require.Regexp(t, `health\s+serving\n`, res.stdout)
+
+	res = run(env, "controls", "log", "--kind", "health")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.Regexp(t, `health\s+acct-h\s+alice\s+.*rotated the token`, res.stdout)
 }

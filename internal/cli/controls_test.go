@@ -278,6 +278,7 @@ func TestBadControlCommandLinesExitWithUsageAndChangeNothing(t *testing.T) {
 		{[]string{"policy", "set", "--text-window", "1500ms", "--reason", "x"}, "whole number of seconds"},
 		{[]string{"policy", "set", "--retryable", "send_unknown", "--reason", "x"}, "connection_failed, credential_revoked"},
 		{[]string{"policy", "set", "--retryable", "", "--reason", "x"}, "say none"},
+		{[]string{"policy", "set", "--retryable", "account_disabled", "--reason", "x"}, "account_disabled\" is retried always"},
 		{[]string{"policy", "set", "--inherit", "attempt-cap", "--reason", "x"}, "the default policy sets every field"},
 		{[]string{"policy", "set", "--account", "acct-1", "--inherit", "colour", "--reason", "x"}, "attempt-cap, backoff-base"},
 		{[]string{"policy", "set", "--account", "acct-1", "--inherit", "attempt-cap", "--attempt-cap", "4", "--reason", "x"}, "contradict"},

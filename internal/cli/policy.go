@@ -142,7 +142,9 @@ only the fields it is given and keeps the others; --inherit clears an account's 
 the named fields (attempt-cap, backoff-base, backoff-max, rate-per-minute, rate-burst,
 text-window, retryable), so the account follows the default again. The default policy always
 sets every field. Durations are Go durations (500ms, 5s, 10m, 24h); a rate of 0 a minute is
-unlimited. Only reasons of the failed state can be retried by policy. Every change is written to
+unlimited. Only reasons of the failed state can be retried by policy, and of them
+account_disabled is retried always (its intents wait until the account is enabled), so
+--retryable governs the others and refuses it. Every change is written to
 the control history (atmost controls log) with the operator.`,
 		Subs: []*Command{
 			{Name: "get", Summary: "the policy in force, and which fields an account overrides",
@@ -269,7 +271,7 @@ func policyEdit(c *line, scope string, p policyFlags) (ledger.PolicyEdit, int) {
 	if given("text-window") {
 		edit.Set.TextWindow = &p.textWindow
 	}
-	failed := ledger.FailedReasons()
+	failed, governed := ledger.FailedReasons(), ledger.GovernedReasons()
 	if given("retryable") {
 		if given("inherit-retryable") {
 			return edit, c.usageError("--retryable and --inherit-retryable contradict each other: give one")
@@ -284,7 +286,7 @@ func policyEdit(c *line, scope string, p policyFlags) (ledger.PolicyEdit, int) {
 				r := ledger.Reason(strings.TrimSpace(name))
 				if !slices.Contains(failed, r) {
 					return edit, c.usageError("--retryable: %q is not a reason of the failed state, and only those can be retried; give some of: %s",
-						r, strings.Join(reasonList(failed), ", "))
+						r, strings.Join(reasonList(governed), ", "))
 				}
 				if !slices.Contains(edit.Set.RetryableReasons, r) {
 					edit.Set.RetryableReasons = append(edit.Set.RetryableReasons, r)

@@ -360,6 +360,16 @@ func TestThePagesShowWhatTheLedgerHolds(t *testing.T) {
 	_, body = c.get("/")
 	require.Contains(t, body, "acct-b: disabled (atmost accounts enable serves it again; its intents wait), by user:bob: the platform asked us to pause")
 	require.NotContains(t, body, "acct-a:", "only the account a gate holds")
+	// An account its health holds: state, cause, since and the next probe.
+	h.Exec(`INSERT INTO account_health (account_id, state, cause, next_probe_at) VALUES ('acct-a', 'holding', 'platform_unavailable', now() + INTERVAL '30 seconds')
+	        ON CONFLICT (account_id) DO UPDATE SET state = excluded.state, cause = excluded.cause, next_probe_at = excluded.next_probe_at`)
+	_, body = c.get("/")
+	require.Regexp(t, `acct-a: holding \(platform_unavailable\), its intents wait since \S+; next probe \S+`, body)
+	h.Exec(`UPDATE account_health SET cause = 'auth_failed', next_probe_at = NULL WHERE account_id = 'acct-a'`)
+	_, body = c.get("/")
+	require.Contains(t, body, "acct-a: holding (auth_failed), its intents wait since ")
+	require.Contains(t, body, "; no probe: atmost accounts resume ends it")
+	h.Exec(`DELETE FROM account_health`)
 
 	_, body = c.get("/intents?state=parked&account=acct-b")
 	require.Contains(t, body, parked.String())

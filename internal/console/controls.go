@@ -40,7 +40,8 @@ type controlsData struct {
 	Epoch    ledger.EpochStart
 	History  []ledger.ControlChange
 	Fields   []ledger.PolicyField
-	Failed   []ledger.Reason
+	Failed   []ledger.Reason // the reasons a policy governs
+	Always   []ledger.Reason // the reasons retried always, which no policy governs
 	// Form is the policy form as last posted, kept when it is refused; Problems says why.
 	Form     policyForm
 	Problems []string
@@ -161,7 +162,7 @@ func (s *Server) renderControls(w http.ResponseWriter, r *http.Request, v visito
 		s.fail(w, err)
 		return
 	}
-	d.Fields, d.Failed = ledger.PolicyFields(), ledger.FailedReasons()
+	d.Fields, d.Failed, d.Always = ledger.PolicyFields(), ledger.GovernedReasons(), alwaysRetried()
 	s.render(w, status, "controls", v, d)
 }
 
@@ -385,6 +386,17 @@ func changedFields(ch ledger.PolicyChange) []string {
 	}
 	if len(out) == 0 {
 		out = []string{"no field changed"}
+	}
+	return out
+}
+
+// alwaysRetried lists the failed-state reasons retried whatever the policy says.
+func alwaysRetried() []ledger.Reason {
+	var out []ledger.Reason
+	for _, r := range ledger.FailedReasons() {
+		if rule, _ := r.Rule(); rule.Retry == ledger.RetryYes {
+			out = append(out, r)
+		}
 	}
 	return out
 }

@@ -417,6 +417,16 @@ func holdText(h ledger.Hold) string {
 		what = "disabled (atmost accounts enable serves it again; its intents wait)"
 	case h.Reason == ledger.ReasonCredentialRevoked:
 		what = "credential revoked (atmost accounts rotate gives it a new one)"
+	case h.Reason == ledger.ReasonHeld:
+		// Its health: no operator did it, so no "by"; state, cause, since and what ends it.
+		what = fmt.Sprintf("%s (%s), its intents wait", h.Health, h.Why)
+		if h.Since != nil {
+			what += " since " + h.Since.UTC().Format(time.RFC3339)
+		}
+		if h.NextProbe != nil {
+			return what + "; next probe " + h.NextProbe.UTC().Format(time.RFC3339)
+		}
+		return what + "; no probe: atmost accounts resume ends it"
 	default:
 		what = string(h.Reason)
 	}

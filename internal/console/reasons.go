@@ -10,6 +10,7 @@ var reasonMeaning = map[ledger.Reason]string{
 	ledger.ReasonAbandoned:      "a claim expired before authorization: nothing was sent",
 	ledger.ReasonRetried:        "reopened after a failure that sent nothing",
 	ledger.ReasonRestoreResumed: "after a restore: the stream shows it pending, never authorized since the backup",
+	ledger.ReasonHeld:           "its account held when it came to authorization: the claim ended, nothing was sent, no attempt spent",
 
 	ledger.ReasonAuthorized: "authorized: bytes may be leaving right now",
 

@@ -15,7 +15,9 @@ const (
 	Progress Retryability = "progress"
 	// Done: published; nothing is ever sent again.
 	Done Retryability = "done"
-	// RetryYes: nothing was sent; retried automatically.
+	// RetryYes: nothing was sent; retried automatically, whatever the policy says: the intent
+	// waits for an operator's change (account_disabled: until the account is enabled), and no
+	// policy governs it.
 	RetryYes Retryability = "yes"
 	// RetryByPolicy: nothing was sent; retried automatically when the policy lists the reason.
 	RetryByPolicy Retryability = "by policy"
@@ -32,6 +34,7 @@ const (
 	ReasonAbandoned      Reason = "abandoned"       // the pre-authorization lease expired: nothing was sent
 	ReasonRetried        Reason = "retried"         // Retry reopened a failed intent
 	ReasonRestoreResumed Reason = "restore_resumed" // after a restore: the stream shows it pending, never authorized since the backup
+	ReasonHeld           Reason = "held"            // Authorize found the account holding: the claim ended, no attempt spent
 
 	ReasonAuthorized Reason = "authorized"
 
@@ -83,6 +86,7 @@ var reasons = map[Reason]ReasonRule{
 	ReasonAbandoned:      {Pending, Progress},
 	ReasonRetried:        {Pending, Progress},
 	ReasonRestoreResumed: {Pending, Progress},
+	ReasonHeld:           {Pending, Progress},
 
 	ReasonAuthorized: {Authorized, Progress},
 
@@ -93,7 +97,7 @@ var reasons = map[Reason]ReasonRule{
 	ReasonOperatorPublished: {Published, Done},
 	ReasonRestorePublished:  {Published, Done},
 
-	ReasonConnectionFailed:   {Failed, RetryYes},
+	ReasonConnectionFailed:   {Failed, RetryByPolicy},
 	ReasonPlatformRejected:   {Failed, RetryByPolicy},
 	ReasonKillSwitch:         {Failed, RetryByPolicy},
 	ReasonAccountDisabled:    {Failed, RetryYes},

@@ -235,7 +235,7 @@ func (l *Ledger) changeAccount(ctx context.Context, what string, p dbsqlc.Accoun
 }
 
 // Hold is a gate that holds every intent of an account now: the reason Authorize would give
-// (kill_switch, account_disabled or credential_revoked, in the order it checks them) and the
+// (kill_switch, account_disabled, credential_revoked or held, in the order it checks them) and the
 // operator change that set it. For a kill switch Scope is GlobalScope or the account. By, Why
 // and Since are empty when the ledger holds no record of the change (a credential revoked
 // before account changes were recorded).
@@ -245,6 +245,11 @@ type Hold struct {
 	By     string
 	Why    string
 	Since  *time.Time
+	// Health is the account's health when it is what holds (Reason ReasonHeld: Why is its
+	// cause, By "atmost"), and NextProbe when a probe may next go (nil: only an operator's
+	// `atmost accounts resume`, or the unknowns reconciled, end the hold).
+	Health    HealthState
+	NextProbe *time.Time
 }
 
 // Holds returns what holds each of accounts (every account when accounts is empty) that a gate
@@ -266,13 +271,19 @@ func (l *Ledger) Holds(ctx context.Context, accounts []string) (map[string]Hold,
 		var h Hold
 		switch {
 		case r.OwnSwitchAt != nil:
-			h = Hold{ReasonKillSwitch, r.AccountID, r.OwnSwitchActor.String, r.OwnSwitchReason.String, r.OwnSwitchAt}
+			h = Hold{Reason: ReasonKillSwitch, Scope: r.AccountID, By: r.OwnSwitchActor.String, Why: r.OwnSwitchReason.String, Since: r.OwnSwitchAt}
 		case r.GlobalSwitchAt != nil:
-			h = Hold{ReasonKillSwitch, GlobalScope, r.GlobalSwitchActor.String, r.GlobalSwitchReason.String, r.GlobalSwitchAt}
+			h = Hold{Reason: ReasonKillSwitch, Scope: GlobalScope, By: r.GlobalSwitchActor.String, Why: r.GlobalSwitchReason.String, Since: r.GlobalSwitchAt}
 		case r.Disabled:
-			h = Hold{ReasonAccountDisabled, r.AccountID, r.DisabledActor.String, r.DisabledReason.String, r.DisabledAt}
+			h = Hold{Reason: ReasonAccountDisabled, Scope: r.AccountID, By: r.DisabledActor.String, Why: r.DisabledReason.String, Since: r.DisabledAt}
 		case r.Revoked:
-			h = Hold{ReasonCredentialRevoked, r.AccountID, r.RevokedActor.String, r.RevokedReason.String, r.RevokedAt}
+			h = Hold{Reason: ReasonCredentialRevoked, Scope: r.AccountID, By: r.RevokedActor.String, Why: r.RevokedReason.String, Since: r.RevokedAt}
+		case r.HealthState.Valid:
+			h = Hold{Reason: ReasonHeld, Scope: r.AccountID, By: "atmost", Why: r.HealthCause.String, Since: r.HealthSince,
+				Health: HealthState(r.HealthState.String), NextProbe: r.HealthNextProbeAt}
+			if h.Health == Probing {
+				h.NextProbe = r.HealthProbeUntil
+			}
 		default:
 			continue
 		}

@@ -13,7 +13,9 @@ import (
 // Authorization is the verdict of Authorize on a claim that still held its fence.
 type Authorization struct {
 	// State is Authorized when the send may go ahead, otherwise Failed (a transient gate
-	// refused: nothing was sent, retryable by policy) or Parked (a terminal gate refused).
+	// refused: nothing was sent, retryable by policy), Parked (a terminal gate refused) or
+	// Pending with ReasonHeld (the account holds: the claim ended, no attempt was spent, and the
+	// intent waits for the account to serve again).
 	State State
 	// Reason is ReasonAuthorized or the gate that refused.
 	Reason Reason
@@ -52,7 +54,8 @@ type AuthorizationResult struct {
 // Authorize is the before-byte checkpoint, to be called immediately before the first byte.
 // It checks the claim's fence (ErrInvalidTransition, ErrLeaseLost, ErrFenced or
 // ErrRequestMismatch, changing nothing) and then re-checks every gate; a refusal is not an
-// error but an Authorization in Failed or Parked, which ends the attempt. contractVersion is
+// error but an Authorization in Failed, Parked or (the account holds) Pending, which ends the
+// attempt. contractVersion is
 // the platform contract the adapter speaks; an account that pins another is refused.
 func (l *Ledger) Authorize(ctx context.Context, c Claim, inFlight time.Duration, contractVersion string) (Authorization, error) {
 	res, err := l.AuthorizeMany(ctx, []Claim{c}, inFlight, contractVersion)

@@ -60,7 +60,8 @@ type BeginResult struct {
 // lease is live (so a worker restarted after a crash before Authorize cannot claim twice), and
 // with ErrInvalidTransition unless the intent is pending. An earlier claim whose lease expired
 // is closed as abandoned first. When the attempt cap is reached, Begin parks the intent and
-// returns ErrAttemptsExhausted.
+// returns ErrAttemptsExhausted. While the intent's account holds (AccountHealth), Begin opens
+// no attempt and returns ErrAccountHolding, except for the one intent that takes a due probe.
 func (l *Ledger) Begin(ctx context.Context, key identity.DeliveryKey, requestHash [32]byte, lease time.Duration) (Claim, error) {
 	res, err := l.BeginMany(ctx, []BeginRequest{{Key: key, RequestHash: requestHash}}, lease)
 	if err != nil {
@@ -124,6 +125,8 @@ func (l *Ledger) BeginMany(ctx context.Context, reqs []BeginRequest, lease time.
 			out[i].Err = refused(OpBegin, ErrAttemptsExhausted, prior)
 		case row.Outcome.String == "invalid_transition":
 			out[i].Err = refused(OpBegin, ErrInvalidTransition, prior)
+		case row.Outcome.String == "holding":
+			out[i].Err = refused(OpBegin, ErrAccountHolding, prior)
 		case row.Outcome.String != "claim" || !row.AttemptWritten || row.LeaseExpiresAt == nil:
 			// A live claim, or (impossible under the row lock) a claim lost between the look
 			// and the update: either way another attempt holds the intent.

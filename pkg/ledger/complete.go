@@ -31,6 +31,11 @@ type Outcome struct {
 	// with the evidence: a restored ledger holding the attempt published names with it a
 	// message stored before its backup, where `atmost restore reconcile` replays from.
 	WitnessSeq uint64
+	// Signal is what the outcome says about the account's platform, fed to its health
+	// (docs/design.md#account-health); "" derives it from Result, Reason and the detail's
+	// "status" (SignalOf). An adapter that knows better (a status it declares an authentication
+	// failure, a 5xx it proves unsent) sets it.
+	Signal Signal
 }
 
 // verdict maps an outcome to the state and reason it leads to. Only a confirmed success
@@ -145,6 +150,29 @@ func (l *Ledger) CompleteMany(ctx context.Context, reports []Report) ([]Completi
 	})
 	if err != nil {
 		return nil, fmt.Errorf("complete %d intents: %w", len(reports), err)
+	}
+	// The completions that landed feed their accounts' health, in a transaction of their own
+	// (the completion's is one pipelined statement), and only when there is something to say:
+	// a signal other than ok, or an account whose health watches (holding, probing, counting).
+	// A crash between the two loses a count, never an outcome: the next reports trip it.
+	var health []healthReport
+	watch := false
+	for _, row := range rows {
+		if !row.NewState.Valid || !row.OutAccount.Valid {
+			continue
+		}
+		i, err := index.of(row.DeliveryKey)
+		if err != nil {
+			return nil, fmt.Errorf("complete: %w", err)
+		}
+		s := SignalOf(reports[i].Outcome)
+		watch = watch || row.HealthWatch || s != SignalOK
+		health = append(health, healthReport{row.OutAccount.String, reports[i].Claim.Token.Bytes(), s})
+	}
+	if watch {
+		if _, err := l.reportHealth(ctx, health); err != nil {
+			return nil, fmt.Errorf("complete %d intents: the outcomes are recorded, their accounts' health is not: %w", len(reports), err)
+		}
 	}
 	out := make([]CompletionResult, len(reports))
 	for _, row := range rows {

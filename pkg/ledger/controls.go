@@ -338,6 +338,8 @@ func policySetParams(scope string, edit PolicyEdit) (dbsqlc.PolicySetParams, err
 		for _, r := range set.RetryableReasons {
 			if rule, ok := r.Rule(); !ok || rule.State != Failed {
 				return p, fmt.Errorf("%q is not a reason of the failed state, so it can never be retried (failed-state reasons: %s)", r, strings.Join(reasonNames(FailedReasons()), ", "))
+			} else if rule.Retry != RetryByPolicy {
+				return p, fmt.Errorf("%q is retried always (its intents wait for an operator's change), so no policy governs it (the policy governs: %s)", r, strings.Join(reasonNames(GovernedReasons()), ", "))
 			}
 			p.RetryableReasons = append(p.RetryableReasons, string(r))
 		}
@@ -553,7 +555,11 @@ type ControlChange struct {
 // ControlKinds are the kinds of ControlChange.
 func ControlKinds() []string { return slices.Clone(controlKinds) }
 
-var controlKinds = []string{"switch", "policy", "epoch", "account", ReplayKind, OperatorKind, ProducerKind}
+var controlKinds = []string{"switch", "policy", "epoch", "account", ReplayKind, OperatorKind, ProducerKind, HealthKind}
+
+// HealthKind is the kind of the control_history rows an account's health writes: its trips,
+// probes, heals and an operator's resume.
+const HealthKind = "health"
 
 // ControlHistory returns up to max changes to controls, newest first: of kind, or of every kind
 // when kind is empty.

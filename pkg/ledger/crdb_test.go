@@ -211,6 +211,21 @@ var cockroachSuite = []func(*testing.T){
 	TestAReplayOfWhatIsNoStoredRejectWritesNothing,
 	TestRejectsToReplaySelectByReasonAndTime,
 	TestConcurrentReplaysOfARejectCreateOneIntent,
+
+	// Account health: trips, the gates in Begin and Authorize, the probe's one slot, raced.
+	TestHealthTripsOnConsecutiveUnavailableFailures,
+	TestHealthCountsOnlyConsecutiveFailures,
+	TestHealthThresholdIsThePolicys,
+	TestBeginOpensNoAttemptForAHoldingAccount,
+	TestAuthorizeHoldsAClaimOfAHoldingAccount,
+	TestProbeSlotIsTakenOnce,
+	TestProbeSuccessServesAgain,
+	TestProbeFailureHoldsLonger,
+	TestAuthenticationFailuresHoldUntilResumed,
+	TestUnknownOutcomesHoldUntilReconciled,
+	TestAttemptCapCountsOnlyAttemptsWhileServing,
+	TestConcurrentReportsTripOnce,
+	TestAPolicyGovernsEveryFailedReasonItMayName,
 }
 
 // cockroachLeftOut are the tests of this package the lane does not run, and why: what touches

@@ -38,6 +38,10 @@ var (
 	// ErrObjectNotSent: a resolve as failed named an object. Failed means nothing was sent, and a
 	// failed intent may be retried: with an object on the platform, a retry would post it twice.
 	ErrObjectNotSent = errors.New("ledger: an intent resolved as failed names no object")
+	// ErrAccountHolding: the intent's account holds (docs/design.md#account-health): Begin
+	// opened no attempt, and the intent waits pending until a probe, the account's healing or
+	// an operator's resume lets it through.
+	ErrAccountHolding = errors.New("ledger: the account holds: no attempt while its platform cannot take anything")
 )
 
 // RefusedError is returned for an operation the ledger refused: Err is one of the sentinels

@@ -36,7 +36,7 @@ func ExampleReason_Rule() {
 		fmt.Printf("%s: %s (retry: %s)\n", r, rule.State, rule.Retry)
 	}
 	// Output:
-	// connection_failed: failed (retry: yes)
+	// connection_failed: failed (retry: by policy)
 	// send_unknown: indeterminate (retry: never)
 	// reconcile_not_found: parked (retry: human)
 }

@@ -23,6 +23,14 @@ type Gate struct {
 	RatePerMinute int
 	// Tokens is what the account's rate bucket holds now.
 	Tokens float64
+	// Health is the account's health state and HealthCause why it holds; ProbeDue says a probe
+	// may be let through now (Begin gives the slot to one intent of the pool), NextProbe when
+	// one may next (zero: none will until an operator resumes the account or its unknowns are
+	// reconciled).
+	Health      HealthState
+	HealthCause string
+	ProbeDue    bool
+	NextProbe   time.Time
 }
 
 // Admits reports whether the n-th send (from 0) of a batch for this account finds a rate
@@ -36,8 +44,9 @@ func (g Gate) Admits(n int) (bool, time.Duration) {
 }
 
 // Refusal names the gate that refuses the whole account now ("" when none does), in the order
-// Authorize checks them: kill_switch, account_disabled or credential_revoked. The rate limit is
-// per send: see Admits.
+// Authorize checks them: kill_switch, account_disabled, credential_revoked or held (the account
+// holds and no probe is due; Begin and Authorize hold it too). The rate limit is per send: see
+// Admits.
 func (g Gate) Refusal() Reason {
 	switch {
 	case g.Stopped:
@@ -46,6 +55,8 @@ func (g Gate) Refusal() Reason {
 		return ReasonAccountDisabled
 	case g.Account.Revoked:
 		return ReasonCredentialRevoked
+	case g.Health != Serving && !g.ProbeDue:
+		return ReasonHeld
 	}
 	return ""
 }
@@ -69,6 +80,18 @@ func (l *Ledger) Gates(ctx context.Context, accounts []string) (map[string]Gate,
 			Stopped:       r.Stopped,
 			RatePerMinute: int(r.RatePerMinute),
 			Tokens:        r.Tokens,
+			Health:        HealthState(r.HealthState),
+			HealthCause:   r.HealthCause,
+			ProbeDue:      r.ProbeDue,
+		}
+		next := r.NextProbeAt
+		if HealthState(r.HealthState) == Probing {
+			next = r.ProbeUntil
+		}
+		if next != nil && HealthState(r.HealthState) != Serving {
+			g := out[r.AccountID]
+			g.NextProbe = *next
+			out[r.AccountID] = g
 		}
 	}
 	return out, nil

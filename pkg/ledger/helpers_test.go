@@ -61,6 +61,9 @@ func newEnvAt(t testing.TB, isolation pgx.TxIsoLevel) *env {
 	e.exec(`INSERT INTO accounts (account_id, platform) VALUES ($1, 'sim')`, account)
 	// Tests that are not about the rate limit must not meet it; those that are set their own.
 	e.setPolicy("rate_per_minute", 0)
+	// Nor account health's thresholds: they set their own (healthEnv).
+	e.setPolicy("trip_failures", 1_000_000)
+	e.setPolicy("trip_unknowns", 1_000_000)
 	return e
 }
 

@@ -84,11 +84,11 @@ var transitions = map[Phase]map[Operation][]State{
 		OpSubmit: {Pending},
 	},
 	PhasePendingFree: {
-		OpBegin: {Pending, Parked}, // a claim, or parked when the attempt cap is reached
+		OpBegin: {Pending, Parked}, // a claim (none while the account holds), or parked when the attempt cap is reached
 		OpPark:  {Parked},
 	},
 	PhasePendingClaimed: {
-		OpAuthorize: {Authorized, Failed, Parked}, // passed, a transient gate, a terminal gate
+		OpAuthorize: {Authorized, Failed, Parked, Pending}, // passed, a transient gate, a terminal gate, the account holds
 		OpPark:      {Parked},
 	},
 	PhasePendingStale: {
@@ -172,6 +172,18 @@ func alwaysRetried() []string {
 		}
 	}
 	slices.Sort(out)
+	return out
+}
+
+// GovernedReasons lists the reasons of the failed state a policy's retryable_reasons governs,
+// in name order: all but those retried always (RetryYes), which a policy may not name.
+func GovernedReasons() []Reason {
+	var out []Reason
+	for _, r := range FailedReasons() {
+		if rule, _ := r.Rule(); rule.Retry == RetryByPolicy {
+			out = append(out, r)
+		}
+	}
 	return out
 }
 

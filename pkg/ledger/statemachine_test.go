@@ -112,6 +112,14 @@ func TestQueriesWriteOnlyKnownReasons(t *testing.T) {
 		"operator": true, "role": true,
 		// a producer's control_history kind and the JSON key of its accounts
 		"producer": true, "accounts": true,
+		// account health: its kind, states and causes, the verdicts of its statements (and
+		// Begin's), its signals, and the JSON keys of its before and after
+		"health": true, "serving": true, "holding": true, "probing": true,
+		"platform_unavailable": true, "auth_failed": true, "unknown_outcomes": true, "unknowns_reconciled": true,
+		"trip": true, "reopen": true, "heal": true, "count": true, "none": true, "resumed": true, "auth": true,
+		"state": true, "cause": true, "since": true, "next_probe_at": true, "probe_until": true, "failures": true, "unknowns": true,
+		"trip_failures": true, "trip_unknowns": true, "trip_window_seconds": true, "probe_base_ms": true, "probe_max_ms": true,
+		"backoff_factor": true,
 	}
 	files, err := filepath.Glob("queries/*.sql")
 	require.NoError(t, err)

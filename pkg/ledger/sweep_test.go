@@ -89,17 +89,18 @@ func TestRetryDueRetriesRetryableReasonsAfterTheBackoffOnly(t *testing.T) {
 		"a retried intent gets a work item")
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM history WHERE delivery_key = $1 AND reason = 'retried' AND actor = 'test'`, always.Bytes()))
 
-	// The backoff doubles with each authorized attempt: base 60 s, second attempt 120 s.
+	// The backoff grows by the policy's factor (2) with each counted attempt: base 60 s, the
+	// second 120 s, of which equal jitter waits between half and all: 60 to 120 s.
 	c, err := e.l.Begin(e.ctx, always, requestHash("connection refused"), lease)
 	require.NoError(t, err)
 	_, err = e.l.Authorize(e.ctx, c, inFlight, contract)
 	require.NoError(t, err)
 	_, err = e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed})
 	require.NoError(t, err)
-	e.age(always, 90*time.Second)
+	e.age(always, 59*time.Second)
 	pass, err = e.l.RetryDue(e.ctx, 100)
 	require.NoError(t, err)
-	require.Zero(t, pass.Retried, "90 s is short of the second backoff (120 s)")
+	require.Zero(t, pass.Retried, "59 s is short of half the second backoff (120 s)")
 	e.age(always, 121*time.Second)
 	pass, err = e.l.RetryDue(e.ctx, 100)
 	require.NoError(t, err)
@@ -135,12 +136,14 @@ func TestRetryDueFollowsEachAccountsOwnRetryableReasons(t *testing.T) {
 	e.exec(`INSERT INTO policies (scope, retryable_reasons, updated_by) VALUES ($1, '{}', 'test'), ('acct-2', '{platform_rejected}', 'test')`, account)
 	listedElsewhere := e.failedFor(account, "listed by acct-2's policy only", ledger.ReasonPlatformRejected)
 	listedByDefault := e.failedFor(account, "listed by the default acct-1 replaced", ledger.ReasonKillSwitch)
-	always := e.failedFor(account, "retried whatever the policy", ledger.ReasonConnectionFailed)
+	always := e.failedFor(account, "retried whatever the policy", ledger.ReasonAccountDisabled)
+	governed := e.failedFor(account, "the policy governs connection failures too", ledger.ReasonConnectionFailed)
 	theirs := e.failedFor("acct-2", "listed by its own policy", ledger.ReasonPlatformRejected)
 
 	pass, err := e.l.RetryDue(e.ctx, 100)
 	require.NoError(t, err)
 	require.ElementsMatch(t, []identity.DeliveryKey{always, theirs}, pass.Changed)
+	require.Equal(t, ledger.Failed, e.state(governed), "a policy that retries nothing retried a connection failure")
 	require.Equal(t, ledger.Failed, e.state(listedElsewhere), "another account's list retried it")
 	require.Equal(t, ledger.Failed, e.state(listedByDefault), "the default's list retried it")
 }

@@ -144,9 +144,11 @@ func TestAnEarlierIntentThatWaitsKeepsItsText(t *testing.T) {
 				c := e.begin(k)
 				return func() ledger.Claim { return c }
 			},
-			"failed, connection_failed, which is always retried": func(acct string, k identity.DeliveryKey) func() ledger.Claim {
+			"failed, account_disabled, which is always retried": func(acct string, k identity.DeliveryKey) func() ledger.Claim {
 				e.exec(`INSERT INTO policies (scope, retryable_reasons, updated_by) VALUES ($1, '{}', 'test')`, acct)
+				// As Authorize leaves it when an operator disabled the account since Begin.
 				fail(k, ledger.ReasonConnectionFailed)
+				e.exec(`UPDATE intents SET reason = 'account_disabled' WHERE delivery_key = $1`, k.Bytes())
 				return retried(k)
 			},
 			"failed, for a reason its policy retries": func(acct string, k identity.DeliveryKey) func() ledger.Claim {

@@ -34,6 +34,7 @@ const (
 	ReasonAbandoned            = atmosttype.ReasonAbandoned
 	ReasonRetried              = atmosttype.ReasonRetried
 	ReasonRestoreResumed       = atmosttype.ReasonRestoreResumed
+	ReasonHeld                 = atmosttype.ReasonHeld
 	ReasonAuthorized           = atmosttype.ReasonAuthorized
 	ReasonPublished            = atmosttype.ReasonPublished
 	ReasonPublishedUnread      = atmosttype.ReasonPublishedUnread

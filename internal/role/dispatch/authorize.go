@@ -81,6 +81,11 @@ func (d *Dispatcher) authorize(ctx context.Context, batch []*work) []*work {
 				d.delay(w, "lease_lost", 0)
 			case r.Err != nil:
 				d.finish(w, "fenced")
+			case r.Authorization.Reason == ledger.ReasonHeld:
+				// The account tripped since Begin: the claim ended, nothing was sent, no
+				// attempt spent, and the intent is pending with no other work item: this one
+				// waits for the account.
+				d.delay(w, "held", d.heldWait(ledger.Probing, time.Time{}))
 			case !r.Authorization.Authorized():
 				d.finish(w, "refused_"+string(r.Authorization.Reason))
 			default:

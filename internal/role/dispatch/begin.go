@@ -58,6 +58,10 @@ func (d *Dispatcher) begin(ctx context.Context, batch []*work) []*work {
 		case errors.Is(r.Err, ledger.ErrClaimed):
 			// Another worker's claim is live; its lease decides.
 			d.delay(w, "claimed_elsewhere", d.cfg.ClaimLease)
+		case errors.Is(r.Err, ledger.ErrAccountHolding):
+			// The account holds (it tripped since the gate looked, or another dispatcher took
+			// the probe): no attempt was opened; the work waits for the probe's outcome.
+			d.delay(w, "gated_"+string(ledger.ReasonHeld), d.heldWait(ledger.Probing, time.Time{}))
 		case errors.Is(r.Err, ledger.ErrAttemptsExhausted):
 			d.finish(w, "attempts_exhausted")
 		case errors.Is(r.Err, ledger.ErrInvalidTransition), errors.Is(r.Err, ledger.ErrNotFound):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"go.uber.org/zap"
@@ -40,6 +41,7 @@ func (d *Dispatcher) gate(ctx context.Context, batch []*work) (keep, unsendable 
 		d.log.Warn("ledger read failed; the batch will be redelivered", zap.Error(err))
 		return d.delayAll(batch, "ledger_unavailable", time.Second), nil
 	}
+	probes := map[string]bool{}
 	for _, w := range batch {
 		g, ok := gates[w.intent.Account]
 		if !ok {
@@ -47,10 +49,23 @@ func (d *Dispatcher) gate(ctx context.Context, batch []*work) (keep, unsendable 
 			d.delay(w, "account_missing", d.cfg.GateDelay)
 			continue
 		}
-		if refusal := g.Refusal(); refusal != "" {
+		if refusal := g.Refusal(); refusal == ledger.ReasonHeld {
+			d.holding(w, fmt.Sprintf("%s (%s, %s)", refusal, g.Health, g.HealthCause), nil)
+			d.delay(w, "gated_"+string(refusal), d.heldWait(g.Health, g.NextProbe))
+			continue
+		} else if refusal != "" {
 			d.holding(w, string(refusal), nil)
 			d.delay(w, "gated_"+string(refusal), d.cfg.GateDelay)
 			continue
+		}
+		if g.Health != ledger.Serving {
+			// A probe is due: one intent of the account goes on to Begin, which gives the slot
+			// to one of the pool; the others wait for its outcome without a Begin each.
+			if probes[w.intent.Account] {
+				d.delay(w, "gated_"+string(ledger.ReasonHeld), d.heldWait(ledger.Probing, time.Time{}))
+				continue
+			}
+			probes[w.intent.Account] = true
 		}
 		if ok, wait := g.Admits(d.reserved[w.intent.Account]); !ok {
 			// Only as many sends as the bucket holds tokens go on to Begin; the others wait
@@ -90,6 +105,20 @@ func (d *Dispatcher) gate(ctx context.Context, batch []*work) (keep, unsendable 
 		keep = append(keep, w)
 	}
 	return keep, unsendable
+}
+
+// heldWait is how long the work of an account its health holds waits before it is looked at
+// again: GateDelay while a probe is on its way, else until the next probe, at most HeldDelay;
+// spread by up to a tenth more, so that a backlog does not come back as one burst.
+func (d *Dispatcher) heldWait(health ledger.HealthState, nextProbe time.Time) time.Duration {
+	wait := d.cfg.HeldDelay
+	switch {
+	case health == ledger.Probing:
+		wait = d.cfg.GateDelay
+	case !nextProbe.IsZero():
+		wait = min(wait, max(time.Until(nextProbe), 0))
+	}
+	return wait + rand.N(wait/10+time.Millisecond)
 }
 
 // holding logs why w's account holds its work (cause: a gate's reason, account_missing or

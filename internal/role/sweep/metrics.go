@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/atmost/atmost/internal/adapters"
+	"github.com/atmost/atmost/pkg/ledger"
 	"github.com/atmost/atmost/pkg/platform"
 )
 
@@ -25,7 +26,7 @@ func newCounters() *counters {
 		seconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "atmost_sweep_pass_seconds",
 			Help: "Duration of one sweep pass, every duty included.", Buckets: prometheus.DefBuckets}),
 		changes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "atmost_sweep_changes_total",
-			Help: "What the sweeper did, by duty: lease_abandoned, lease_expired, work_republished, retried, exhausted, retry_held, lookup_lost, never_reconciled, outbox_drained."},
+			Help: "What the sweeper did, by duty: lease_abandoned, lease_expired, work_republished, retried, exhausted, retry_held, lookup_lost, never_reconciled, healed, outbox_drained."},
 			[]string{"duty"}),
 	}
 }
@@ -39,7 +40,7 @@ func (c *counters) pass(r Report, ok bool) {
 	c.seconds.Observe(r.Took.Seconds())
 	for duty, n := range map[string]int{"lease_abandoned": r.Abandoned, "lease_expired": r.LeaseExpired, "work_republished": r.Republished,
 		"retried": r.Retried, "exhausted": r.Exhausted, "retry_held": r.RetryHeld, "lookup_lost": r.LookupLost,
-		"never_reconciled": r.NeverReconciled, "outbox_drained": r.Drained} {
+		"never_reconciled": r.NeverReconciled, "healed": r.Healed, "outbox_drained": r.Drained} {
 		c.changes.WithLabelValues(duty).Add(float64(n))
 	}
 }
@@ -47,7 +48,37 @@ func (c *counters) pass(r Report, ok bool) {
 // Collectors are the sweeper's metrics, for a role's registry.
 func (s *Sweeper) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{s.counts.passes, s.counts.seconds, s.counts.changes, intentsCollector{s.ledger}, backlogCollector{s.ledger},
-		waitingCollector{s.ledger, s.cfg.Platforms}}
+		waitingCollector{s.ledger, s.cfg.Platforms}, healthCollector{s.ledger}, s.alerts.alerts, s.alerts.webhook}
+}
+
+// healthCollector is the gauge atmost_account_health{account,state}: 1 for each account's
+// health state (serving, holding, probing), 0 for the other two, read from the ledger at each
+// scrape (docs/design.md#account-health).
+type healthCollector struct{ ledger Ledger }
+
+var accountHealthDesc = prometheus.NewDesc("atmost_account_health",
+	"An account's health: 1 for its state (serving, holding: its platform cannot take anything now and its intents wait; probing: one intent is let through), 0 for the others. Read from the ledger at each scrape.",
+	[]string{"account", "state"}, nil)
+
+func (c healthCollector) Describe(ch chan<- *prometheus.Desc) { ch <- accountHealthDesc }
+
+func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	healths, err := c.ledger.AccountHealth(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(accountHealthDesc, err)
+		return
+	}
+	for _, h := range healths {
+		for _, st := range []ledger.HealthState{ledger.Serving, ledger.Holding, ledger.Probing} {
+			v := 0.0
+			if h.State == st {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(accountHealthDesc, prometheus.GaugeValue, v, h.Account, string(st))
+		}
+	}
 }
 
 // waitingCollector is the gauge atmost_account_waiting_intents{account,cause}: for each account

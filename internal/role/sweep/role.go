@@ -23,11 +23,13 @@ type RoleConfig struct {
 	LookupStale       time.Duration // ATMOST_SWEEP_LOOKUP_STALE
 	UnreconciledAfter time.Duration // ATMOST_SWEEP_UNRECONCILED_AFTER
 	Drain             bool          // ATMOST_SWEEP_DRAIN
+	AlertURL          string        // ATMOST_ALERT_URL
+	AlertSecret       string        // ATMOST_ALERT_SECRET (environment only: never on a command line)
 }
 
 func (c RoleConfig) sweepConfig(log *zap.Logger) Config {
 	return Config{Interval: c.Interval, Batch: c.Batch, StrandedAfter: c.StrandedAfter, LookupStale: c.LookupStale,
-		UnreconciledAfter: c.UnreconciledAfter, NoDrain: !c.Drain, Logger: log}
+		UnreconciledAfter: c.UnreconciledAfter, NoDrain: !c.Drain, AlertURL: c.AlertURL, AlertSecret: c.AlertSecret, Logger: log}
 }
 
 func (c RoleConfig) validate() error {
@@ -40,6 +42,9 @@ func (c RoleConfig) validate() error {
 	}
 	if c.Batch < 1 {
 		return fmt.Errorf("batch %d: must be at least 1", c.Batch)
+	}
+	if c.AlertURL != "" && c.AlertSecret == "" {
+		return fmt.Errorf("alert-url %s: ATMOST_ALERT_SECRET must be set too: alerts are signed", c.AlertURL)
 	}
 	return c.Common.Validate()
 }
@@ -60,6 +65,8 @@ func Main(ctx context.Context, args []string, getenv func(string) (string, bool)
 		"a claimed reconciliation lookup unresolved this long is parked for a human, never looked up again (env ATMOST_SWEEP_LOOKUP_STALE)")
 	fs.DurationVar(&cfg.UnreconciledAfter, "unreconciled-after", env.Duration("ATMOST_SWEEP_UNRECONCILED_AFTER", def.UnreconciledAfter),
 		"an indeterminate intent with no lookup claimed this long is parked for a human (env ATMOST_SWEEP_UNRECONCILED_AFTER)")
+	fs.StringVar(&cfg.AlertURL, "alert-url", env.String("ATMOST_ALERT_URL", ""), "POST every alert (a trip, a heal, a park) here too, signed with ATMOST_ALERT_SECRET (env ATMOST_ALERT_URL)")
+	cfg.AlertSecret, _ = getenv("ATMOST_ALERT_SECRET")
 	fs.BoolVar(&cfg.Drain, "drain", env.Bool("ATMOST_SWEEP_DRAIN", true), "publish the outbox every pass, the relay's slow path; --drain=false when another role does (env ATMOST_SWEEP_DRAIN)")
 	code := role.Parse(fs, env, "sweeper", "Expires leases one way, republishes stranded work, retries failed intents by policy and at its rate, parks what no reconciler will finish, drains the outbox.",
 		args, stderr, func() error { return cfg.validate() })

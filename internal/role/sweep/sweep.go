@@ -48,6 +48,13 @@ type Config struct {
 	// an account whose adapter does not open holds its intents (adapter_unavailable). Default
 	// the adapters built into atmost.
 	Platforms platform.Registry
+	// AlertURL, when set, is where every alert is POSTed too (ATMOST_ALERT_URL), signed with
+	// AlertSecret (ATMOST_ALERT_SECRET, required with it) in the Atmost-Signature header;
+	// AlertQueue bounds the alerts waiting for it (default 1000): beyond, one is dropped and
+	// counted, never waited for.
+	AlertURL    string
+	AlertSecret string
+	AlertQueue  int
 	// Logger; nil means no logging.
 	Logger *zap.Logger
 }
@@ -74,6 +81,9 @@ func (c Config) withDefaults() Config {
 	if c.Platforms == nil {
 		c.Platforms = adapters.Builtin()
 	}
+	if c.AlertQueue == 0 {
+		c.AlertQueue = 1000
+	}
 	return c
 }
 
@@ -86,6 +96,12 @@ func (c Config) validate() error {
 	}
 	if c.Batch < 0 {
 		return fmt.Errorf("sweep batch %d: must be positive", c.Batch)
+	}
+	if c.AlertURL != "" && c.AlertSecret == "" {
+		return errors.New("sweep: an alert URL needs its secret (ATMOST_ALERT_SECRET): alerts are signed")
+	}
+	if c.AlertQueue < 0 {
+		return fmt.Errorf("sweep alert queue %d: must be positive", c.AlertQueue)
 	}
 	return nil
 }
@@ -100,6 +116,7 @@ type Report struct {
 	RetryHeld       int // due retries waiting for their account's rate
 	LookupLost      int // indeterminate intents parked: their claimed lookup never resolved
 	NeverReconciled int // indeterminate intents parked: no lookup claimed in time
+	Healed          int // accounts held for unknown outcomes served again, their unknowns reconciled
 	Drained         int // outbox rows published by the slow path
 	Took            time.Duration
 }
@@ -112,6 +129,7 @@ type Sweeper struct {
 	cfg    Config
 	log    *zap.Logger
 	counts *counters
+	alerts *alerter
 }
 
 // Ledger is what the sweeper does with the ledger: expire leases, find stranded work, retry what
@@ -129,6 +147,10 @@ type Ledger interface {
 	Accounts(ctx context.Context) ([]ledger.Account, error)
 	Holds(ctx context.Context, accounts []string) (map[string]ledger.Hold, error)
 	PendingCounts(ctx context.Context, accounts []string) (map[string]int64, error)
+	HealReconciled(ctx context.Context) ([]string, error)
+	HealthChangesSince(ctx context.Context, since time.Time, max int) ([]ledger.HealthRecord, error)
+	ParkedSince(ctx context.Context, since time.Time, max int) ([]ledger.ParkedRecord, error)
+	AccountHealth(ctx context.Context, accounts ...string) ([]ledger.Health, error)
 }
 
 // New returns a sweeper over l, publishing through rel and js.
@@ -137,12 +159,19 @@ func New(l Ledger, rel *relay.Relay, js jetstream.JetStream, cfg Config) (*Sweep
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	return &Sweeper{ledger: l, relay: rel, js: js, cfg: cfg, log: cfg.Logger, counts: newCounters()}, nil
+	var nc *nats.Conn
+	if js != nil {
+		nc = js.Conn()
+	}
+	return &Sweeper{ledger: l, relay: rel, js: js, cfg: cfg, log: cfg.Logger, counts: newCounters(), alerts: newAlerter(nc, cfg, cfg.Logger)}, nil
 }
 
 // Run makes a pass every Interval until ctx ends. A failed pass is logged and the next one
 // tries again: every duty resumes from what the ledger holds.
 func (s *Sweeper) Run(ctx context.Context) error {
+	if s.cfg.AlertURL != "" {
+		go s.alerts.run(ctx)
+	}
 	t := time.NewTicker(s.cfg.Interval)
 	defer t.Stop()
 	for {
@@ -156,7 +185,7 @@ func (s *Sweeper) Run(ctx context.Context) error {
 			s.log.Info("sweep pass", zap.Int("abandoned", r.Abandoned), zap.Int("lease_expired", r.LeaseExpired),
 				zap.Int("republished", r.Republished), zap.Int("retried", r.Retried), zap.Int("exhausted", r.Exhausted),
 				zap.Int("retry_held", r.RetryHeld), zap.Int("lookup_lost", r.LookupLost), zap.Int("never_reconciled", r.NeverReconciled),
-				zap.Int("drained", r.Drained), zap.Duration("took", r.Took))
+				zap.Int("healed", r.Healed), zap.Int("drained", r.Drained), zap.Duration("took", r.Took))
 		}
 		select {
 		case <-ctx.Done():
@@ -167,7 +196,18 @@ func (s *Sweeper) Run(ctx context.Context) error {
 }
 
 func (r Report) changed() bool {
-	return r.Abandoned+r.LeaseExpired+r.Republished+r.Retried+r.Exhausted+r.LookupLost+r.NeverReconciled > 0
+	return r.Abandoned+r.LeaseExpired+r.Republished+r.Retried+r.Exhausted+r.LookupLost+r.NeverReconciled+r.Healed > 0
+}
+
+// heal serves again the accounts held for unknown outcomes whose unknowns are reconciled down to
+// their policy's threshold (docs/design.md#account-health): the one hold no probe ends.
+func (s *Sweeper) heal(ctx context.Context, r *Report) error {
+	healed, err := s.ledger.HealReconciled(ctx)
+	r.Healed = len(healed)
+	for _, account := range healed {
+		s.log.Info("account served again: its unknown outcomes are reconciled", zap.String("account", account))
+	}
+	return err
 }
 
 // Pass runs every duty once and publishes the transitions it made. Each duty runs even when
@@ -187,6 +227,12 @@ func (s *Sweeper) Pass(ctx context.Context) (Report, error) {
 	}
 	if err := s.park(ctx, &r); err != nil {
 		errs = append(errs, fmt.Errorf("park unreconciled intents: %w", err))
+	}
+	if err := s.heal(ctx, &r); err != nil {
+		errs = append(errs, fmt.Errorf("heal reconciled accounts: %w", err))
+	}
+	if err := s.alerts.tell(ctx, s.ledger, s.cfg.Batch); err != nil {
+		errs = append(errs, fmt.Errorf("tell alerts: %w", err))
 	}
 	if !s.cfg.NoDrain {
 		n, err := s.relay.DrainSettled(ctx)

@@ -13,6 +13,7 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -95,6 +96,9 @@ type Result struct {
 	NATSRestarts, NATSKills, LeaderKills int
 	NATSPauses                           int
 	Pauses                               int
+	// Outages counts the platform's outages (every create refused with 429, nothing created,
+	// for OutageFor): the accounts hold, their intents wait, and none is parked by it.
+	Outages int
 	// LeaderChanges counts, per stream, the changes of its cluster leader the driver saw
 	// (it polls: a lower bound). Empty on one server.
 	LeaderChanges map[string]int
@@ -185,6 +189,7 @@ type run struct {
 	nats      []*natsServer
 	sim       *proc
 	simURL    string
+	plan      []byte // the platform's fault plan, put back after the outage
 	roleNames []string
 	roles     map[string]*proc
 	out       io.Writer
@@ -313,6 +318,7 @@ func (r *run) startAll(ctx context.Context, bin string) error {
 	if err != nil {
 		return err
 	}
+	r.plan = plan
 	r.simURL = fmt.Sprintf("http://127.0.0.1:%d", simPort)
 	r.sim = &proc{name: "platformsim", bin: filepath.Join(bin, "platformsim"), log: filepath.Join(logs, "platformsim.log"),
 		env: []string{fmt.Sprintf("ATMOST_SIM_ADDR=127.0.0.1:%d", simPort), "ATMOST_SIM_STATUS_LOOKUP=true", "ATMOST_SIM_PLAN=" + string(plan)}}
@@ -436,7 +442,7 @@ func (r *run) chaos(ctx context.Context, d time.Duration, res *Result) {
 		watcher.Wait()
 	}()
 
-	pauseDone, natsOver := false, false
+	pauseDone, outageDone, natsOver := false, false, false
 	var paused sync.WaitGroup
 	for (time.Since(r.began) < d || !natsOver) && ctx.Err() == nil {
 		time.Sleep(time.Duration(800+r.rng.IntN(1700)) * time.Millisecond)
@@ -453,6 +459,23 @@ func (r *run) chaos(ctx context.Context, d time.Duration, res *Result) {
 		case r.opts.ConnectionFaults:
 			// The connections' faults are the run's: a role killed or paused would park intents
 			// of its own.
+		case !outageDone && elapsed > d/3:
+			outageDone = true
+			fmt.Fprintf(r.out, "chaos: %5s platform outage: every create refused (429) for %s\n", r.elapsed(), OutageFor)
+			if err := r.putPlan(ctx, outagePlan); err != nil {
+				fmt.Fprintf(r.out, "chaos: the outage did not start: %v\n", err)
+				continue
+			}
+			res.Outages++
+			paused.Add(1)
+			go func() {
+				defer paused.Done()
+				time.Sleep(OutageFor)
+				if err := r.putPlan(context.WithoutCancel(ctx), r.plan); err != nil {
+					fmt.Fprintf(r.out, "chaos: the platform did not come back: %v\n", err)
+				}
+				fmt.Fprintf(r.out, "chaos: %5s the platform is back\n", r.elapsed())
+			}()
 		case !pauseDone && elapsed > 2*d/3:
 			pauseDone = true
 			victim := r.roles["dispatcher-2"]
@@ -493,6 +516,32 @@ func (r *run) chaos(ctx context.Context, d time.Duration, res *Result) {
 	stopNATS()
 	<-watching
 	res.LeaderChanges = r.leaders.counts()
+}
+
+// OutageFor is how long the platform's outage lasts: longer than a probe's longest wait, so
+// that probes fail and the accounts hold again before it ends.
+const OutageFor = 40 * time.Second
+
+// outagePlan refuses every create with 429, creating nothing: a platform that cannot take
+// anything now (the sim adapter declares 429 definitive).
+var outagePlan = []byte(`{"seed": 1, "rates": {"rate_limited": 1}}`)
+
+// putPlan sets the platform simulator's fault plan.
+func (r *run) putPlan(ctx context.Context, plan []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, r.simURL+"/v1/plan", bytes.NewReader(plan))
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("status %d: %s", resp.StatusCode, b)
+	}
+	return nil
 }
 
 // natsSchedule does the topology's NATS faults, each once its moment came and the servers
@@ -879,8 +928,8 @@ func (res Result) Report(w io.Writer) {
 		nats = fmt.Sprintf("NATS kills: %d (%d of a stream's leader), NATS pauses: %d, leader changes: %d (%s)",
 			res.NATSKills, res.LeaderKills, res.NATSPauses, sum(res.LeaderChanges), formatCounts(res.LeaderChanges))
 	}
-	fmt.Fprintf(w, "chaos: %d messages published, %d distinct valid intents accepted, %d objects created; SIGKILLs: %s; %s; dispatcher pauses: %d; %s\n",
-		res.Produced, res.Accepted, res.Objects, formatCounts(res.Kills), nats, res.Pauses, res.Took.Round(time.Second))
+	fmt.Fprintf(w, "chaos: %d messages published, %d distinct valid intents accepted, %d objects created; SIGKILLs: %s; %s; dispatcher pauses: %d; platform outages: %d; %s\n",
+		res.Produced, res.Accepted, res.Objects, formatCounts(res.Kills), nats, res.Pauses, res.Outages, res.Took.Round(time.Second))
 	if len(res.Exited) > 0 {
 		fmt.Fprintf(w, "roles that exited by themselves and were restarted: %s\n", formatCounts(res.Exited))
 	}

@@ -4,8 +4,12 @@
 -- pre-authorization lease. An expired earlier claim is closed first (evidence 'abandoned',
 -- history 'abandoned'). When the attempt cap is already reached it parks the intent
 -- (attempts_exhausted) instead. Rows are reached by primary key and locked in key order, so
--- concurrent batches never deadlock. One row per input key; outcome: claim | exhausted |
--- claimed (a live claim exists) | invalid_transition | NULL (no such intent). Each row also
+-- concurrent batches never deadlock. The account's health gates it too: while the account holds
+-- (or probes with another intent), Begin opens no attempt and changes nothing (holding); when a
+-- probe is due, one intent per account, the first by key, takes the probe slot (the health row
+-- moves to probing with that attempt's token, guarded on the row as read and locked: two
+-- dispatchers can never both probe) and is claimed. One row per input key; outcome: claim |
+-- exhausted | claimed (a live claim exists) | holding | invalid_transition | NULL (no such intent). Each row also
 -- names the transition it wrote, as its event carries it (out_*, seq NULL for none: see
 -- outboxed, pkg/ledger/outbox.go); a stale claim's abandonment, written first, comes as one
 -- more row (older true).
@@ -19,7 +23,7 @@ WITH input AS (
 -- for a batch of 128, a quarter of the statement's CPU).
 cur AS (
     SELECT i.delivery_key, i.account_id, i.action, i.state, i.attempt_token, i.epoch,
-           i.generation, i.lease_expires_at, i.attempts_authorized, i.transition_seq,
+           i.generation, i.lease_expires_at, i.attempts_authorized, i.attempts_uncounted, i.transition_seq,
            input.attempt_token AS new_token, input.request_hash
     FROM input
     JOIN intents i ON i.delivery_key = input.delivery_key
@@ -31,18 +35,62 @@ facts AS (
            (SELECT max(e.epoch) FROM epochs e) AS current_epoch,
            a.credential_version,
            coalesce(p.attempt_cap, d.attempt_cap) AS attempt_cap,
-           (cur.state = 'pending' AND cur.lease_expires_at IS NOT NULL AND cur.lease_expires_at <= now()) AS stale_claim
+           (cur.state = 'pending' AND cur.lease_expires_at IS NOT NULL AND cur.lease_expires_at <= now()) AS stale_claim,
+           coalesce(hh.state, 'serving') AS health_state,
+           ((hh.state = 'holding' AND hh.next_probe_at <= now()) OR (hh.state = 'probing' AND hh.probe_until <= now())) IS TRUE AS probe_due
     FROM cur
     JOIN accounts a ON a.account_id = cur.account_id
     JOIN policies d ON d.scope = ''
     LEFT JOIN policies p ON p.scope = cur.account_id
+    LEFT JOIN account_health hh ON hh.account_id = cur.account_id
+),
+probe_pick AS (
+    -- Of each account whose probe is due, the first intent of the batch that Begin would claim.
+    SELECT DISTINCT ON (f.account_id) f.account_id, f.new_token
+    FROM facts f
+    WHERE f.probe_due AND f.state = 'pending' AND (f.lease_expires_at IS NULL OR f.lease_expires_at <= now())
+      AND f.attempts_authorized - f.attempts_uncounted < f.attempt_cap
+    ORDER BY f.account_id, f.delivery_key
+),
+probe_locked AS (
+    SELECT h.account_id, h.state, h.cause, h.since, h.version
+    FROM account_health h
+    WHERE h.account_id IN (SELECT pp.account_id FROM probe_pick pp)
+    ORDER BY h.account_id -- health rows are locked in account order: batches never deadlock
+    FOR UPDATE
+),
+probe AS (
+    UPDATE account_health h SET
+        state = 'probing',
+        probe_token = pp.new_token,
+        probe_until = now() + sqlc.arg(lease_ms)::BIGINT * INTERVAL '1 millisecond',
+        version = h.version + 1,
+        updated_at = now()
+    FROM probe_locked l
+    JOIN probe_pick pp ON pp.account_id = l.account_id
+    WHERE h.account_id = l.account_id
+      -- The probe's single slot, on the row as read and locked: a holding account whose probe
+      -- is due, or a probing one whose probe's lease ran out.
+      AND h.version = l.version
+      AND ((h.state = 'holding' AND h.next_probe_at <= now()) OR (h.state = 'probing' AND h.probe_until <= now()))
+    RETURNING h.account_id, h.probe_token, h.probe_until
+),
+probe_hist AS (
+    INSERT INTO control_history (kind, scope, actor, reason, before, after)
+    SELECT 'health', pr.account_id, @actor::TEXT, l.cause,
+           jsonb_build_object('state', l.state, 'cause', l.cause, 'since', l.since),
+           jsonb_build_object('state', 'probing', 'cause', l.cause, 'probe_until', pr.probe_until)
+    FROM probe pr
+    JOIN probe_locked l ON l.account_id = pr.account_id
+    RETURNING control_id
 ),
 verdict AS (
     SELECT f.*,
            (CASE
                 WHEN f.state <> 'pending' THEN 'invalid_transition'
                 WHEN f.lease_expires_at > now() THEN 'claimed'
-                WHEN f.attempts_authorized >= f.attempt_cap THEN 'exhausted'
+                WHEN f.attempts_authorized - f.attempts_uncounted >= f.attempt_cap THEN 'exhausted'
+                WHEN f.health_state <> 'serving' AND f.new_token NOT IN (SELECT pr.probe_token FROM probe pr) THEN 'holding'
                 ELSE 'claim'
             END)::TEXT AS outcome
     FROM facts f
@@ -66,7 +114,7 @@ changed AS (
       -- would scan every pending intent of a burst for each batch.
       AND (i.state = 'pending') IS TRUE
       AND (i.lease_expires_at IS NULL OR i.lease_expires_at <= now())
-      AND (i.attempts_authorized >= v.attempt_cap) = (v.outcome = 'exhausted')
+      AND (i.attempts_authorized - i.attempts_uncounted >= v.attempt_cap) = (v.outcome = 'exhausted')
     -- With what the rows below need of the verdict (the attempt's request and credential; the
     -- stale claim and the attempt it closes, as they were): joined to verdict again, PostgreSQL,
     -- estimating both at one row, nested each join (128 x 128 comparisons for a batch of 128).

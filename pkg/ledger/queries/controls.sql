@@ -60,7 +60,13 @@ SELECT coalesce(p.attempt_cap, d.attempt_cap)::INT AS attempt_cap,
        coalesce(p.rate_per_minute, d.rate_per_minute)::INT AS rate_per_minute,
        coalesce(p.rate_burst, d.rate_burst)::INT AS rate_burst,
        coalesce(p.text_window_seconds, d.text_window_seconds)::BIGINT AS text_window_seconds,
-       coalesce(p.retryable_reasons, d.retryable_reasons)::TEXT[] AS retryable_reasons
+       coalesce(p.retryable_reasons, d.retryable_reasons)::TEXT[] AS retryable_reasons,
+       coalesce(p.backoff_factor, d.backoff_factor)::DOUBLE PRECISION AS backoff_factor,
+       coalesce(p.trip_failures, d.trip_failures)::INT AS trip_failures,
+       coalesce(p.trip_unknowns, d.trip_unknowns)::INT AS trip_unknowns,
+       coalesce(p.trip_window_seconds, d.trip_window_seconds)::BIGINT AS trip_window_seconds,
+       coalesce(p.probe_base_ms, d.probe_base_ms)::BIGINT AS probe_base_ms,
+       coalesce(p.probe_max_ms, d.probe_max_ms)::BIGINT AS probe_max_ms
 FROM policies d
 LEFT JOIN policies p ON p.scope = @scope::TEXT AND @scope::TEXT <> ''
 WHERE d.scope = '';
@@ -131,7 +137,8 @@ LEFT JOIN hist h ON true;
 -- name: PoliciesList :many
 -- Every policy row: the default (the empty scope) first, then each account's overrides.
 SELECT scope, attempt_cap, backoff_base_ms, backoff_max_ms, rate_per_minute, rate_burst, text_window_seconds,
-       retryable_reasons, updated_by, updated_at
+       retryable_reasons, updated_by, updated_at, trip_failures, trip_unknowns, trip_window_seconds, probe_base_ms,
+       probe_max_ms, backoff_factor
 FROM policies
 ORDER BY scope;
 
@@ -139,7 +146,8 @@ ORDER BY scope;
 -- The default row and the account's own row, if it has one, read together so the effective
 -- policy computed from them is one consistent view.
 SELECT scope, attempt_cap, backoff_base_ms, backoff_max_ms, rate_per_minute, rate_burst, text_window_seconds,
-       retryable_reasons, updated_by, updated_at
+       retryable_reasons, updated_by, updated_at, trip_failures, trip_unknowns, trip_window_seconds, probe_base_ms,
+       probe_max_ms, backoff_factor
 FROM policies
 WHERE scope IN ('', @scope::TEXT)
 ORDER BY scope;

@@ -5,7 +5,7 @@
 -- intent does not exist. @actor is who asked (a role, or an operator), @detail (NULL: none)
 -- goes to the history row, e.g. an operator's note.
 WITH cur AS (
-    SELECT i.delivery_key, i.account_id, i.state, i.attempts_authorized, i.transition_seq,
+    SELECT i.delivery_key, i.account_id, i.state, i.attempts_authorized, i.attempts_uncounted, i.transition_seq,
            i.attempt_token, i.epoch, i.generation
     FROM intents i
     WHERE i.delivery_key = @delivery_key::BYTEA
@@ -16,7 +16,7 @@ verdict AS (
            coalesce(p.attempt_cap, d.attempt_cap) AS attempt_cap,
            (CASE
                 WHEN cur.state <> 'failed' THEN 'invalid_transition'
-                WHEN cur.attempts_authorized >= coalesce(p.attempt_cap, d.attempt_cap) THEN 'exhausted'
+                WHEN cur.attempts_authorized - cur.attempts_uncounted >= coalesce(p.attempt_cap, d.attempt_cap) THEN 'exhausted'
                 ELSE 'retry'
             END)::TEXT AS outcome
     FROM cur
@@ -34,7 +34,7 @@ changed AS (
       AND v.outcome IN ('retry', 'exhausted')
       -- The guard, on the row being changed: ONLY from failed.
       AND (i.state = 'failed') IS TRUE -- by primary key, never through intents_sweep_idx (docs/design.md#the-sql-dialect)
-      AND (i.attempts_authorized >= v.attempt_cap) = (v.outcome = 'exhausted')
+      AND (i.attempts_authorized - i.attempts_uncounted >= v.attempt_cap) = (v.outcome = 'exhausted')
     RETURNING i.delivery_key, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq
 ),
 hist AS (

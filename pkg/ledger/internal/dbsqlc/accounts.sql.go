@@ -303,10 +303,13 @@ SELECT a.account_id, a.disabled, a.revoked,
        own.actor AS own_switch_actor, own.reason AS own_switch_reason, own.updated_at AS own_switch_at,
        glob.actor AS global_switch_actor, glob.reason AS global_switch_reason, glob.updated_at AS global_switch_at,
        dis.actor AS disabled_actor, dis.reason AS disabled_reason, dis.at AS disabled_at,
-       rev.actor AS revoked_actor, rev.reason AS revoked_reason, rev.at AS revoked_at
+       rev.actor AS revoked_actor, rev.reason AS revoked_reason, rev.at AS revoked_at,
+       h.state AS health_state, h.cause AS health_cause, h.since AS health_since,
+       h.next_probe_at AS health_next_probe_at, h.probe_until AS health_probe_until
 FROM accounts a
 LEFT JOIN switches own ON own.scope = a.account_id AND own.engaged
 LEFT JOIN switches glob ON glob.scope = '' AND glob.engaged
+LEFT JOIN account_health h ON h.account_id = a.account_id AND h.state <> 'serving'
 LEFT JOIN control_history dis ON a.disabled AND dis.kind = 'account' AND dis.scope = a.account_id
     AND (dis.after ->> 'disabled') = 'true' AND coalesce(dis.before ->> 'disabled', 'false') = 'false'
     AND NOT EXISTS (SELECT 1 FROM control_history x
@@ -318,7 +321,7 @@ LEFT JOIN control_history rev ON a.revoked AND rev.kind = 'account' AND rev.scop
                     WHERE x.kind = 'account' AND x.scope = a.account_id AND (x.at, x.control_id) > (rev.at, rev.control_id)
                       AND (x.after ->> 'revoked') = 'true' AND coalesce(x.before ->> 'revoked', 'false') = 'false')
 WHERE (cardinality($1::TEXT[]) = 0 OR a.account_id = ANY($1::TEXT[]))
-  AND (own.scope IS NOT NULL OR glob.scope IS NOT NULL OR a.disabled OR a.revoked)
+  AND (own.scope IS NOT NULL OR glob.scope IS NOT NULL OR a.disabled OR a.revoked OR h.account_id IS NOT NULL)
 ORDER BY a.account_id
 `
 
@@ -338,13 +341,19 @@ type AccountHoldsRow struct {
 	RevokedActor       pgtype.Text
 	RevokedReason      pgtype.Text
 	RevokedAt          *time.Time
+	HealthState        pgtype.Text
+	HealthCause        pgtype.Text
+	HealthSince        *time.Time
+	HealthNextProbeAt  *time.Time
+	HealthProbeUntil   *time.Time
 }
 
 // The gates that hold every intent of an account now, in the order Authorize checks them, with
 // the operator change that set each: an engaged kill switch (own: the account's, global: every
 // account's), the account disabled, its credential revoked. The change that disabled or revoked
 // is the latest control_history row that turned the flag on; an account revoked before its
-// changes were recorded has none (NULL). An empty @account_ids means every account.
+// changes were recorded has none (NULL). Then its health: holding or probing, with its cause,
+// since when and the next probe. An empty @account_ids means every account.
 func (q *Queries) AccountHolds(ctx context.Context, accountIds []string) ([]AccountHoldsRow, error) {
 	rows, err := q.db.Query(ctx, accountHolds, accountIds)
 	if err != nil {
@@ -370,6 +379,11 @@ func (q *Queries) AccountHolds(ctx context.Context, accountIds []string) ([]Acco
 			&i.RevokedActor,
 			&i.RevokedReason,
 			&i.RevokedAt,
+			&i.HealthState,
+			&i.HealthCause,
+			&i.HealthSince,
+			&i.HealthNextProbeAt,
+			&i.HealthProbeUntil,
 		); err != nil {
 			return nil, err
 		}

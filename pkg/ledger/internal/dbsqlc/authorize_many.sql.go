@@ -25,7 +25,7 @@ input AS (
 ),
 cur AS (
     SELECT i.delivery_key, i.account_id, i.state, i.attempt_token, i.epoch, i.generation,
-           i.lease_expires_at, i.attempts_authorized, i.transition_seq, i.text_hash,
+           i.lease_expires_at, i.attempts_authorized, i.attempts_uncounted, i.transition_seq, i.text_hash,
            i.source_id, i.source_version, i.created_at, i.batch_ord
     FROM intents i
     WHERE i.delivery_key = ANY($3::BYTEA[])
@@ -35,14 +35,14 @@ cur AS (
 claimed AS (
     -- Each intent with its claim, planned on its own (OFFSET 0): joined among the tables of
     -- facts, PostgreSQL rescanned input for every intent (128 x 128 rows for a batch of 128).
-    SELECT cur.delivery_key, cur.account_id, cur.state, cur.attempt_token, cur.epoch, cur.generation, cur.lease_expires_at, cur.attempts_authorized, cur.transition_seq, cur.text_hash, cur.source_id, cur.source_version, cur.created_at, cur.batch_ord,
+    SELECT cur.delivery_key, cur.account_id, cur.state, cur.attempt_token, cur.epoch, cur.generation, cur.lease_expires_at, cur.attempts_authorized, cur.attempts_uncounted, cur.transition_seq, cur.text_hash, cur.source_id, cur.source_version, cur.created_at, cur.batch_ord,
            input.claim_token, input.claim_epoch, input.claim_generation, input.claim_request_hash
     FROM cur
     JOIN input ON input.delivery_key = cur.delivery_key
     OFFSET 0
 ),
 facts AS (
-    SELECT cur.delivery_key, cur.account_id, cur.state, cur.attempt_token, cur.epoch, cur.generation, cur.lease_expires_at, cur.attempts_authorized, cur.transition_seq, cur.text_hash, cur.source_id, cur.source_version, cur.created_at, cur.batch_ord, cur.claim_token, cur.claim_epoch, cur.claim_generation, cur.claim_request_hash,
+    SELECT cur.delivery_key, cur.account_id, cur.state, cur.attempt_token, cur.epoch, cur.generation, cur.lease_expires_at, cur.attempts_authorized, cur.attempts_uncounted, cur.transition_seq, cur.text_hash, cur.source_id, cur.source_version, cur.created_at, cur.batch_ord, cur.claim_token, cur.claim_epoch, cur.claim_generation, cur.claim_request_hash,
            att.request_hash,
            att.credential_version AS attempt_credential_version,
            a.credential_version AS account_credential_version,
@@ -56,16 +56,19 @@ facts AS (
            coalesce(p.rate_per_minute, d.rate_per_minute) AS rate_per_minute,
            coalesce(p.rate_burst, d.rate_burst) AS rate_burst,
            coalesce(p.text_window_seconds, d.text_window_seconds) AS text_window_seconds,
-           coalesce(p.retryable_reasons, d.retryable_reasons) AS retryable_reasons
+           coalesce(p.retryable_reasons, d.retryable_reasons) AS retryable_reasons,
+           coalesce(hh.state, 'serving') AS health_state,
+           (hh.state = 'probing' AND hh.probe_token = cur.claim_token) IS TRUE AS probe
     FROM claimed cur
     JOIN accounts a ON a.account_id = cur.account_id
     JOIN policies d ON d.scope = ''
     LEFT JOIN policies p ON p.scope = cur.account_id
     LEFT JOIN attempts att ON att.attempt_token = cur.attempt_token
     LEFT JOIN source_heads h ON h.source_id = cur.source_id
+    LEFT JOIN account_health hh ON hh.account_id = cur.account_id
 ),
 fence AS (
-    SELECT f.delivery_key, f.account_id, f.state, f.attempt_token, f.epoch, f.generation, f.lease_expires_at, f.attempts_authorized, f.transition_seq, f.text_hash, f.source_id, f.source_version, f.created_at, f.batch_ord, f.claim_token, f.claim_epoch, f.claim_generation, f.claim_request_hash, f.request_hash, f.attempt_credential_version, f.account_credential_version, f.revoked, f.disabled, f.contract_version, f.current_epoch, f.switched_off, f.head_version, f.attempt_cap, f.rate_per_minute, f.rate_burst, f.text_window_seconds, f.retryable_reasons,
+    SELECT f.delivery_key, f.account_id, f.state, f.attempt_token, f.epoch, f.generation, f.lease_expires_at, f.attempts_authorized, f.attempts_uncounted, f.transition_seq, f.text_hash, f.source_id, f.source_version, f.created_at, f.batch_ord, f.claim_token, f.claim_epoch, f.claim_generation, f.claim_request_hash, f.request_hash, f.attempt_credential_version, f.account_credential_version, f.revoked, f.disabled, f.contract_version, f.current_epoch, f.switched_off, f.head_version, f.attempt_cap, f.rate_per_minute, f.rate_burst, f.text_window_seconds, f.retryable_reasons, f.health_state, f.probe,
            (CASE
                 WHEN f.state <> 'pending' THEN 'invalid_transition'
                 WHEN f.attempt_token IS DISTINCT FROM f.claim_token THEN 'lease_lost'
@@ -78,16 +81,17 @@ fence AS (
     FROM facts f
 ),
 gates AS (
-    SELECT f.delivery_key, f.account_id, f.state, f.attempt_token, f.epoch, f.generation, f.lease_expires_at, f.attempts_authorized, f.transition_seq, f.text_hash, f.source_id, f.source_version, f.created_at, f.batch_ord, f.claim_token, f.claim_epoch, f.claim_generation, f.claim_request_hash, f.request_hash, f.attempt_credential_version, f.account_credential_version, f.revoked, f.disabled, f.contract_version, f.current_epoch, f.switched_off, f.head_version, f.attempt_cap, f.rate_per_minute, f.rate_burst, f.text_window_seconds, f.retryable_reasons, f.fence,
+    SELECT f.delivery_key, f.account_id, f.state, f.attempt_token, f.epoch, f.generation, f.lease_expires_at, f.attempts_authorized, f.attempts_uncounted, f.transition_seq, f.text_hash, f.source_id, f.source_version, f.created_at, f.batch_ord, f.claim_token, f.claim_epoch, f.claim_generation, f.claim_request_hash, f.request_hash, f.attempt_credential_version, f.account_credential_version, f.revoked, f.disabled, f.contract_version, f.current_epoch, f.switched_off, f.head_version, f.attempt_cap, f.rate_per_minute, f.rate_burst, f.text_window_seconds, f.retryable_reasons, f.health_state, f.probe, f.fence,
            (CASE
                 WHEN f.fence <> 'ok' THEN NULL
                 WHEN f.switched_off THEN 'kill_switch'
                 WHEN f.disabled THEN 'account_disabled'
                 WHEN f.revoked THEN 'credential_revoked'
+                WHEN f.health_state <> 'serving' AND NOT f.probe THEN 'held'
                 WHEN f.attempt_credential_version <> f.account_credential_version THEN 'credential_rotating'
                 WHEN f.contract_version <> '' AND f.contract_version <> $8::TEXT THEN 'contract_changed'
                 WHEN f.source_id IS NOT NULL AND f.head_version IS DISTINCT FROM f.source_version THEN 'superseded_source'
-                WHEN f.attempts_authorized >= f.attempt_cap THEN 'attempts_exhausted'
+                WHEN f.attempts_authorized - f.attempts_uncounted >= f.attempt_cap THEN 'attempts_exhausted'
             END)::TEXT AS refusal
     FROM fence f
 ),
@@ -164,7 +168,7 @@ text_earlier AS (
             WHERE o.account_id = t.account_id AND o.text_hash = t.text_hash
               AND o.state IN ('pending', 'failed')
               AND (o.state = 'pending' OR o.reason = ANY($9::TEXT[]) OR o.reason = ANY(t.retryable_reasons))
-              AND o.attempts_authorized < t.attempt_cap
+              AND o.attempts_authorized - o.attempts_uncounted < t.attempt_cap
               AND (o.source_id IS NULL OR oh.head_version = o.source_version)
               AND (o.created_at, o.batch_ord, o.delivery_key) < (t.created_at, t.batch_ord, t.delivery_key)
             ORDER BY o.created_at, o.batch_ord, o.delivery_key
@@ -219,7 +223,7 @@ text_held AS MATERIALIZED (
     LEFT JOIN text_claim c ON c.account_id = e.account_id AND c.text_hash = e.text_hash
 ),
 verdict AS (
-    SELECT g.delivery_key, g.account_id, g.state, g.attempt_token, g.epoch, g.generation, g.lease_expires_at, g.attempts_authorized, g.transition_seq, g.text_hash, g.source_id, g.source_version, g.created_at, g.batch_ord, g.claim_token, g.claim_epoch, g.claim_generation, g.claim_request_hash, g.request_hash, g.attempt_credential_version, g.account_credential_version, g.revoked, g.disabled, g.contract_version, g.current_epoch, g.switched_off, g.head_version, g.attempt_cap, g.rate_per_minute, g.rate_burst, g.text_window_seconds, g.retryable_reasons, g.fence, g.refusal,
+    SELECT g.delivery_key, g.account_id, g.state, g.attempt_token, g.epoch, g.generation, g.lease_expires_at, g.attempts_authorized, g.attempts_uncounted, g.transition_seq, g.text_hash, g.source_id, g.source_version, g.created_at, g.batch_ord, g.claim_token, g.claim_epoch, g.claim_generation, g.claim_request_hash, g.request_hash, g.attempt_credential_version, g.account_credential_version, g.revoked, g.disabled, g.contract_version, g.current_epoch, g.switched_off, g.head_version, g.attempt_cap, g.rate_per_minute, g.rate_burst, g.text_window_seconds, g.retryable_reasons, g.health_state, g.probe, g.fence, g.refusal,
            (CASE
                 WHEN g.fence <> 'ok' THEN g.fence
                 WHEN g.refusal IS NOT NULL THEN g.refusal
@@ -233,12 +237,14 @@ changed AS (
     UPDATE intents i SET
         state = (CASE
                      WHEN v.outcome = 'authorized' THEN 'authorized'
+                     WHEN v.outcome = 'held' THEN 'pending'
                      WHEN v.outcome = ANY($10::TEXT[]) THEN 'failed'
                      ELSE 'parked'
                  END),
         reason = v.outcome,
         lease_expires_at = (CASE WHEN v.outcome = 'authorized' THEN (SELECT clock.now FROM clock) + $11::BIGINT * INTERVAL '1 millisecond' END),
         attempts_authorized = i.attempts_authorized + (CASE WHEN v.outcome = 'authorized' THEN 1 ELSE 0 END),
+        attempts_uncounted = i.attempts_uncounted + (CASE WHEN v.outcome = 'authorized' AND v.probe THEN 1 ELSE 0 END),
         transition_seq = i.transition_seq + 1,
         updated_at = (SELECT clock.now FROM clock)
     FROM verdict v
@@ -254,7 +260,25 @@ changed AS (
       AND i.generation = v.claim_generation
       AND i.epoch = v.current_epoch
       AND (i.lease_expires_at > (SELECT clock.now FROM clock)) IS TRUE
-    RETURNING i.delivery_key, i.account_id, i.text_hash, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.lease_expires_at, i.transition_seq, i.traceparent
+    RETURNING i.delivery_key, i.account_id, i.text_hash, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.lease_expires_at, i.transition_seq, i.traceparent,
+              v.probe
+),
+probe_lease AS (
+    -- The authorized probe keeps its slot while its in-flight lease lasts: no second probe
+    -- while the first may still be sending.
+    UPDATE account_health h SET probe_until = c.lease_expires_at, version = h.version + 1, updated_at = now()
+    FROM changed c
+    WHERE h.account_id = c.account_id AND c.state = 'authorized' AND c.probe
+      AND h.state = 'probing' AND h.probe_token = c.attempt_token
+    RETURNING h.account_id
+),
+held AS (
+    -- A held claim's attempt ends as an abandoned one does: nothing was authorized or sent.
+    INSERT INTO attempt_evidence (attempt_token, delivery_key, epoch, generation, outcome, reason, fenced)
+    SELECT c.attempt_token, c.delivery_key, c.epoch, c.generation, 'abandoned', 'held', false
+    FROM changed c
+    WHERE c.reason = 'held'
+    RETURNING evidence_id
 ),
 hist AS (
     -- A duplicate_text refusal says which intent holds the text ("holder", a delivery key) and
@@ -330,10 +354,14 @@ type IntentsAuthorizeRow struct {
 // request hash is the one the attempt was opened with; a fence failure changes nothing. Then
 // every gate, re-checked here even though the dispatcher looked before Begin: kill switch
 // (global and per account), the account disabled, credential revoked or rotated, platform
-// contract, source still the stored head, attempt cap, rate limit (a token taken from the
+// contract, the account's health, source still the stored head, attempt cap (counting only the
+// attempts authorized while the account served), rate limit (a token taken from the
 // account's bucket) and the duplicate-text window (the account's claim on the text taken or refreshed). The first refusal
-// ends the attempt in failed (a transient gate: @failed_reasons) or parked (a terminal one);
-// passing them all writes authorized with the in-flight lease.
+// ends the attempt in failed (a transient gate: @failed_reasons) or parked (a terminal one),
+// except the account's health: while it holds, or probes with another attempt, the claim ends
+// and the intent waits pending (held), spending no attempt; passing them all writes authorized
+// with the in-flight lease (the probe's slot then lasts as long as the lease, and its attempt is
+// not counted against the cap).
 // Several intents of one account share its rate bucket: the take hands out as many tokens as
 // the bucket holds, to the intents in stored order (created_at, batch_ord, delivery_key); of
 // the intents of one account with the same text, the one stored first that still waits to be

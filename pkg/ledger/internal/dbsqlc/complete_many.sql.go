@@ -109,7 +109,10 @@ SELECT n.delivery_key::BYTEA AS delivery_key,
        c.transition_seq AS out_seq, false AS out_dispatch, c.account_id AS out_account,
        'authorized'::TEXT AS out_from, c.state AS out_to, c.reason AS out_reason,
        c.attempt_token AS out_token, c.epoch AS out_epoch, c.generation AS out_generation,
-       $1::TEXT AS out_actor, now()::TIMESTAMPTZ AS out_at, c.traceparent AS out_traceparent
+       $1::TEXT AS out_actor, now()::TIMESTAMPTZ AS out_at, c.traceparent AS out_traceparent,
+       -- Whether the account's health is watching (holding, probing, or counting failures), so
+       -- that even a success must be reported to it (AccountHealthReport): by primary key.
+       EXISTS (SELECT 1 FROM account_health h WHERE h.account_id = c.account_id AND (h.state <> 'serving' OR h.failures > 0))::BOOL AS health_watch
 FROM input n
 LEFT JOIN cur ON cur.delivery_key = n.delivery_key
 LEFT JOIN changed c ON c.delivery_key = n.delivery_key
@@ -150,6 +153,7 @@ type IntentsCompleteRow struct {
 	OutActor        string
 	OutAt           time.Time
 	OutTraceparent  pgtype.Text
+	HealthWatch     bool
 }
 
 // Records the transport's outcome of each authorized attempt of the batch. Where the fence
@@ -206,6 +210,7 @@ func (q *Queries) IntentsComplete(ctx context.Context, arg IntentsCompleteParams
 			&i.OutActor,
 			&i.OutAt,
 			&i.OutTraceparent,
+			&i.HealthWatch,
 		); err != nil {
 			return nil, err
 		}

@@ -68,7 +68,8 @@ func (q *Queries) ControlHistoryList(ctx context.Context, arg ControlHistoryList
 
 const policiesList = `-- name: PoliciesList :many
 SELECT scope, attempt_cap, backoff_base_ms, backoff_max_ms, rate_per_minute, rate_burst, text_window_seconds,
-       retryable_reasons, updated_by, updated_at
+       retryable_reasons, updated_by, updated_at, trip_failures, trip_unknowns, trip_window_seconds, probe_base_ms,
+       probe_max_ms, backoff_factor
 FROM policies
 ORDER BY scope
 `
@@ -94,6 +95,12 @@ func (q *Queries) PoliciesList(ctx context.Context) ([]Policy, error) {
 			&i.RetryableReasons,
 			&i.UpdatedBy,
 			&i.UpdatedAt,
+			&i.TripFailures,
+			&i.TripUnknowns,
+			&i.TripWindowSeconds,
+			&i.ProbeBaseMs,
+			&i.ProbeMaxMs,
+			&i.BackoffFactor,
 		); err != nil {
 			return nil, err
 		}
@@ -112,7 +119,13 @@ SELECT coalesce(p.attempt_cap, d.attempt_cap)::INT AS attempt_cap,
        coalesce(p.rate_per_minute, d.rate_per_minute)::INT AS rate_per_minute,
        coalesce(p.rate_burst, d.rate_burst)::INT AS rate_burst,
        coalesce(p.text_window_seconds, d.text_window_seconds)::BIGINT AS text_window_seconds,
-       coalesce(p.retryable_reasons, d.retryable_reasons)::TEXT[] AS retryable_reasons
+       coalesce(p.retryable_reasons, d.retryable_reasons)::TEXT[] AS retryable_reasons,
+       coalesce(p.backoff_factor, d.backoff_factor)::DOUBLE PRECISION AS backoff_factor,
+       coalesce(p.trip_failures, d.trip_failures)::INT AS trip_failures,
+       coalesce(p.trip_unknowns, d.trip_unknowns)::INT AS trip_unknowns,
+       coalesce(p.trip_window_seconds, d.trip_window_seconds)::BIGINT AS trip_window_seconds,
+       coalesce(p.probe_base_ms, d.probe_base_ms)::BIGINT AS probe_base_ms,
+       coalesce(p.probe_max_ms, d.probe_max_ms)::BIGINT AS probe_max_ms
 FROM policies d
 LEFT JOIN policies p ON p.scope = $1::TEXT AND $1::TEXT <> ''
 WHERE d.scope = ''
@@ -126,6 +139,12 @@ type PolicyEffectiveRow struct {
 	RateBurst         int32
 	TextWindowSeconds int64
 	RetryableReasons  []string
+	BackoffFactor     float64
+	TripFailures      int32
+	TripUnknowns      int32
+	TripWindowSeconds int64
+	ProbeBaseMs       int64
+	ProbeMaxMs        int64
 }
 
 // The policy in force for an account: its own row's columns where set, the default's elsewhere.
@@ -140,13 +159,20 @@ func (q *Queries) PolicyEffective(ctx context.Context, scope string) (PolicyEffe
 		&i.RateBurst,
 		&i.TextWindowSeconds,
 		&i.RetryableReasons,
+		&i.BackoffFactor,
+		&i.TripFailures,
+		&i.TripUnknowns,
+		&i.TripWindowSeconds,
+		&i.ProbeBaseMs,
+		&i.ProbeMaxMs,
 	)
 	return i, err
 }
 
 const policyLayersFor = `-- name: PolicyLayersFor :many
 SELECT scope, attempt_cap, backoff_base_ms, backoff_max_ms, rate_per_minute, rate_burst, text_window_seconds,
-       retryable_reasons, updated_by, updated_at
+       retryable_reasons, updated_by, updated_at, trip_failures, trip_unknowns, trip_window_seconds, probe_base_ms,
+       probe_max_ms, backoff_factor
 FROM policies
 WHERE scope IN ('', $1::TEXT)
 ORDER BY scope
@@ -174,6 +200,12 @@ func (q *Queries) PolicyLayersFor(ctx context.Context, scope string) ([]Policy, 
 			&i.RetryableReasons,
 			&i.UpdatedBy,
 			&i.UpdatedAt,
+			&i.TripFailures,
+			&i.TripUnknowns,
+			&i.TripWindowSeconds,
+			&i.ProbeBaseMs,
+			&i.ProbeMaxMs,
+			&i.BackoffFactor,
 		); err != nil {
 			return nil, err
 		}

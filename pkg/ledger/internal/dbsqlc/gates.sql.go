@@ -20,11 +20,17 @@ SELECT a.account_id, a.platform, a.settings, a.credential_ref, a.credential_vers
             ELSE least(coalesce(p.rate_burst, d.rate_burst)::DOUBLE PRECISION,
                        b.tokens + extract(epoch FROM coalesce($1::TIMESTAMPTZ, now()) - b.refilled_at)::DOUBLE PRECISION
                                   * coalesce(p.rate_per_minute, d.rate_per_minute) / 60.0)
-        END)::DOUBLE PRECISION AS tokens
+        END)::DOUBLE PRECISION AS tokens,
+       coalesce(h.state, 'serving')::TEXT AS health_state,
+       coalesce(h.cause, '')::TEXT AS health_cause,
+       h.next_probe_at, h.probe_until,
+       (((h.state = 'holding' AND h.next_probe_at <= coalesce($1::TIMESTAMPTZ, now()))
+        OR (h.state = 'probing' AND h.probe_until <= coalesce($1::TIMESTAMPTZ, now()))) IS TRUE)::BOOL AS probe_due
 FROM accounts a
 CROSS JOIN policies d
 LEFT JOIN policies p ON p.scope = a.account_id
 LEFT JOIN rate_buckets b ON b.account_id = a.account_id
+LEFT JOIN account_health h ON h.account_id = a.account_id
 WHERE d.scope = '' AND a.account_id = ANY($2::TEXT[])
 `
 
@@ -45,12 +51,19 @@ type DispatchGatesRow struct {
 	Stopped           bool
 	RatePerMinute     int32
 	Tokens            float64
+	HealthState       string
+	HealthCause       string
+	NextProbeAt       *time.Time
+	ProbeUntil        *time.Time
+	ProbeDue          bool
 }
 
 // The dispatcher's cheap look before Begin, per account: its configuration (disabled by an
 // operator included), whether a kill switch (its own or the global one) stops it, its rate
-// (0: unlimited) and the tokens its bucket holds now (a bucket never used is full). Reads
-// only; Authorize re-checks every gate in the statement that decides.
+// (0: unlimited), the tokens its bucket holds now (a bucket never used is full), and its health
+// (serving without a row) with when a probe may next be let through (NULL: none until an
+// operator resumes it or its unknowns are reconciled). Reads only; Begin and Authorize re-check
+// every gate in the statements that decide.
 func (q *Queries) DispatchGates(ctx context.Context, arg DispatchGatesParams) ([]DispatchGatesRow, error) {
 	rows, err := q.db.Query(ctx, dispatchGates, arg.Now, arg.AccountIds)
 	if err != nil {
@@ -72,6 +85,11 @@ func (q *Queries) DispatchGates(ctx context.Context, arg DispatchGatesParams) ([
 			&i.Stopped,
 			&i.RatePerMinute,
 			&i.Tokens,
+			&i.HealthState,
+			&i.HealthCause,
+			&i.NextProbeAt,
+			&i.ProbeUntil,
+			&i.ProbeDue,
 		); err != nil {
 			return nil, err
 		}

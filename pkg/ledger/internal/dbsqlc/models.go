@@ -23,6 +23,20 @@ type Account struct {
 	Disabled          bool
 }
 
+type AccountHealth struct {
+	AccountID   string
+	State       string
+	Cause       string
+	Since       time.Time
+	Failures    int32
+	Trips       int32
+	NextProbeAt *time.Time
+	ProbeToken  []byte
+	ProbeUntil  *time.Time
+	Version     int64
+	UpdatedAt   time.Time
+}
+
 type Attempt struct {
 	AttemptToken      []byte
 	DeliveryKey       []byte
@@ -105,6 +119,7 @@ type Intent struct {
 	UpdatedAt          time.Time
 	BatchOrd           int32
 	Traceparent        pgtype.Text
+	AttemptsUncounted  int32
 }
 
 type Operator struct {
@@ -134,6 +149,12 @@ type Policy struct {
 	RetryableReasons  []string
 	UpdatedBy         string
 	UpdatedAt         time.Time
+	TripFailures      pgtype.Int4
+	TripUnknowns      pgtype.Int4
+	TripWindowSeconds pgtype.Int8
+	ProbeBaseMs       pgtype.Int8
+	ProbeMaxMs        pgtype.Int8
+	BackoffFactor     pgtype.Float8
 }
 
 type Producer struct {

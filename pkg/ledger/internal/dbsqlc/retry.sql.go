@@ -13,18 +13,18 @@ import (
 
 const intentRetry = `-- name: IntentRetry :one
 WITH cur AS (
-    SELECT i.delivery_key, i.account_id, i.state, i.attempts_authorized, i.transition_seq,
+    SELECT i.delivery_key, i.account_id, i.state, i.attempts_authorized, i.attempts_uncounted, i.transition_seq,
            i.attempt_token, i.epoch, i.generation
     FROM intents i
     WHERE i.delivery_key = $1::BYTEA
     FOR UPDATE
 ),
 verdict AS (
-    SELECT cur.delivery_key, cur.account_id, cur.state, cur.attempts_authorized, cur.transition_seq, cur.attempt_token, cur.epoch, cur.generation,
+    SELECT cur.delivery_key, cur.account_id, cur.state, cur.attempts_authorized, cur.attempts_uncounted, cur.transition_seq, cur.attempt_token, cur.epoch, cur.generation,
            coalesce(p.attempt_cap, d.attempt_cap) AS attempt_cap,
            (CASE
                 WHEN cur.state <> 'failed' THEN 'invalid_transition'
-                WHEN cur.attempts_authorized >= coalesce(p.attempt_cap, d.attempt_cap) THEN 'exhausted'
+                WHEN cur.attempts_authorized - cur.attempts_uncounted >= coalesce(p.attempt_cap, d.attempt_cap) THEN 'exhausted'
                 ELSE 'retry'
             END)::TEXT AS outcome
     FROM cur
@@ -42,7 +42,7 @@ changed AS (
       AND v.outcome IN ('retry', 'exhausted')
       -- The guard, on the row being changed: ONLY from failed.
       AND (i.state = 'failed') IS TRUE -- by primary key, never through intents_sweep_idx (docs/design.md#the-sql-dialect)
-      AND (i.attempts_authorized >= v.attempt_cap) = (v.outcome = 'exhausted')
+      AND (i.attempts_authorized - i.attempts_uncounted >= v.attempt_cap) = (v.outcome = 'exhausted')
     RETURNING i.delivery_key, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq
 ),
 hist AS (

@@ -17,20 +17,20 @@ WITH input AS (
            unnest($2::BIGINT[]) AS seq
 ),
 cur AS (
-    SELECT i.delivery_key, i.account_id, i.state, i.reason, i.attempts_authorized, i.transition_seq
+    SELECT i.delivery_key, i.account_id, i.state, i.reason, i.attempts_authorized, i.attempts_uncounted, i.transition_seq
     FROM intents i
     WHERE i.delivery_key = ANY($1::BYTEA[])
     ORDER BY i.delivery_key
     FOR UPDATE
 ),
 verdict AS (
-    SELECT cur.delivery_key, cur.account_id, cur.state, cur.reason, cur.attempts_authorized, cur.transition_seq,
+    SELECT cur.delivery_key, cur.account_id, cur.state, cur.reason, cur.attempts_authorized, cur.attempts_uncounted, cur.transition_seq,
            coalesce(p.attempt_cap, d.attempt_cap) AS attempt_cap,
            coalesce(p.retryable_reasons, d.retryable_reasons) AS retryable_reasons,
            (CASE
                 WHEN cur.state <> 'failed' OR cur.transition_seq <> input.seq THEN 'moved'
                 WHEN NOT (cur.reason = ANY($3::TEXT[]) OR cur.reason = ANY(coalesce(p.retryable_reasons, d.retryable_reasons))) THEN 'not_retryable'
-                WHEN cur.attempts_authorized >= coalesce(p.attempt_cap, d.attempt_cap) THEN 'exhausted'
+                WHEN cur.attempts_authorized - cur.attempts_uncounted >= coalesce(p.attempt_cap, d.attempt_cap) THEN 'exhausted'
                 ELSE 'retry'
             END)::TEXT AS outcome
     FROM cur
@@ -52,7 +52,7 @@ changed AS (
       AND (i.state = 'failed') IS TRUE -- by primary key, never through intents_sweep_idx (docs/design.md#the-sql-dialect)
       AND i.transition_seq = v.transition_seq
       AND (i.reason = ANY($3::TEXT[]) OR i.reason = ANY(v.retryable_reasons))
-      AND (i.attempts_authorized >= v.attempt_cap) = (v.outcome = 'exhausted')
+      AND (i.attempts_authorized - i.attempts_uncounted >= v.attempt_cap) = (v.outcome = 'exhausted')
     RETURNING i.delivery_key, i.state, i.reason, i.attempt_token, i.epoch, i.generation, i.transition_seq
 ),
 hist AS (
@@ -165,7 +165,7 @@ func (q *Queries) RetryBucketSpend(ctx context.Context, arg RetryBucketSpendPara
 const sweepRetryCandidates = `-- name: SweepRetryCandidates :many
 WITH due AS (
     SELECT i.delivery_key, i.account_id, i.transition_seq, i.updated_at,
-           (i.attempts_authorized >= coalesce(p.attempt_cap, d.attempt_cap))::BOOL AS exhausted,
+           (i.attempts_authorized - i.attempts_uncounted >= coalesce(p.attempt_cap, d.attempt_cap))::BOOL AS exhausted,
            coalesce(p.rate_per_minute, d.rate_per_minute)::INT AS rate_per_minute,
            coalesce(p.rate_burst, d.rate_burst)::INT AS rate_burst
     FROM intents i
@@ -177,12 +177,16 @@ WITH due AS (
       -- Implied by the backoff test below (no backoff is shorter than its policy's first one),
       -- and the bound on updated_at the index can use: without it every failed intent inside
       -- its backoff is read on every pass.
-      AND i.updated_at <= now() - (SELECT min(least(coalesce(x.backoff_base_ms, dx.backoff_base_ms), coalesce(x.backoff_max_ms, dx.backoff_max_ms)))
+      AND i.updated_at <= now() - (SELECT min(least(coalesce(x.backoff_base_ms, dx.backoff_base_ms), coalesce(x.backoff_max_ms, dx.backoff_max_ms))) / 2
                                    FROM policies x JOIN policies dx ON dx.scope = '') * INTERVAL '1 millisecond'
+      -- Equal jitter: half the wait, plus up to another half spread by the attempt's generation
+      -- (consecutive within a batch, so one batch's failures come back spread over the half
+      -- instead of all at once).
       AND i.updated_at <= now() - least(
-              coalesce(p.backoff_base_ms, d.backoff_base_ms)::DOUBLE PRECISION * power(2::DOUBLE PRECISION, least(greatest(i.attempts_authorized - 1, 0), 30)::DOUBLE PRECISION),
+              coalesce(p.backoff_base_ms, d.backoff_base_ms)::DOUBLE PRECISION
+                  * power(coalesce(p.backoff_factor, d.backoff_factor)::DOUBLE PRECISION, least(greatest(i.attempts_authorized - i.attempts_uncounted - 1, 0), 30)::DOUBLE PRECISION),
               coalesce(p.backoff_max_ms, d.backoff_max_ms)::DOUBLE PRECISION
-          ) * INTERVAL '1 millisecond'
+          ) * (0.5 + 0.5 * mod(coalesce(i.generation, 0), 997)::DOUBLE PRECISION / 997.0) * INTERVAL '1 millisecond'
 ),
 ranked AS (
     SELECT due.delivery_key, due.account_id, due.transition_seq, due.updated_at, due.exhausted, due.rate_per_minute, due.rate_burst, row_number() OVER (PARTITION BY due.account_id, due.exhausted ORDER BY due.updated_at, due.delivery_key) AS rank
@@ -210,8 +214,8 @@ type SweepRetryCandidatesRow struct {
 }
 
 // Failed intents the policy retries now: the reason is always retryable (always) or listed by
-// the account's policy, and the backoff since the failure has passed (base * 2^(attempts - 1),
-// at most max). Each account contributes at most as many as its retry bucket could ever hold
+// the account's policy, and the backoff since the failure has passed (base * factor^(counted
+// attempts - 1), at most max, with equal jitter: between half of it and all of it). Each account contributes at most as many as its retry bucket could ever hold
 // (its burst; max_rows when its rate is unlimited), plus those at the attempt cap, which are
 // parked without spending a token. Found through intents_sweep_idx: only reasons some policy
 // retries are read, so failed intents nobody retries cost nothing, and only those older than
