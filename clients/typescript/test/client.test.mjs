@@ -180,11 +180,12 @@ test('follow hands each event over once, resumes after a restart, and keeps its 
     assert.deepEqual(filters, [`atmost.event.published.${account}`]);
     assert.throws(() => followFilters({ states: ['sent'] }), /not a state/);
 
-    // Follows until it has seen want, and returns every event it was handed.
+    // Follows until it has seen want (or 30 s passed), and returns every event it was handed.
     const follow = async (want, cfg = {}) => {
       const ac = new AbortController();
       const got = [];
-      await c.follow({ durable, accounts: [account], states: ['published'], signal: ac.signal, ...cfg }, (e) => {
+      const signal = AbortSignal.any([ac.signal, AbortSignal.timeout(30_000)]);
+      await c.follow({ durable, accounts: [account], states: ['published'], signal, ...cfg }, (e) => {
         got.push(e);
         if (e.delivery_key === want) ac.abort();
       });
