@@ -75,10 +75,10 @@ export function envelope(i: Intent): Envelope {
     if (text === undefined) throw new id.RejectError('invalid_request', 'request: not a JSON value');
     request = text;
   }
-  for (const [name, v] of [['account', i.account], ['action', i.action], ['target', i.target], ['occurrence', i.occurrence], ['source.id', i.source?.id]] as const) {
-    // A lone surrogate would reach the hash as U+FFFD (TextEncoder's repair): refused instead.
-    if (typeof v === 'string' && !v.isWellFormed()) throw new id.RejectError('invalid_utf8', `${name} is not valid UTF-16 (a lone surrogate)`);
-  }
+  // Request text with a lone surrogate would reach the hash, and the platform, as U+FFFD
+  // (TextEncoder's repair): refused, as ingest refuses it. The other fields go through
+  // JSON.stringify, which escapes a lone surrogate, and the parser refuses the escape.
+  if (!request.isWellFormed()) throw new id.RejectError('invalid_utf8', 'request is not valid UTF-16 (a lone surrogate)');
   // The request is parsed alone first, one level deep as in the envelope: text spliced into
   // the envelope must be one JSON value, never members of the envelope's own.
   try {

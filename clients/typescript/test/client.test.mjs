@@ -78,6 +78,7 @@ test('an intent ingest would refuse is refused before anything is sent, with its
   assert.equal(reason({ account: 'a', action: 'post', request: '{"a":1},"v":2' }), 'malformed_json', 'a request is one JSON value, never members of the envelope');
   assert.equal(reason({ account: 'a', action: 'post', request: { text: 'x\ud800' } }), 'invalid_utf8');
   assert.equal(reason({ account: 'a\ud800', action: 'post', request: {} }), 'invalid_utf8', 'a lone surrogate is refused, not hashed as U+FFFD');
+  assert.equal(reason({ account: 'a', action: 'post', request: '{"text":"x\ud800"}' }), 'invalid_utf8', 'nor in request text');
   assert.equal(reason({ account: 'a', action: 'post', request: new Uint8Array([0x7b, 0xff, 0x7d]) }), 'invalid_utf8');
   assert.equal(reason({ account: 'a', action: 'post', request: {}, occurrence: 'x\n' }), 'invalid_occurrence');
   assert.equal(reason({ account: 'a', action: 'post', request: {}, source: { id: 'x', version: 'sv1:00' } }), 'invalid_source');
@@ -180,11 +181,11 @@ test('follow hands each event over once, resumes after a restart, and keeps its 
     assert.deepEqual(filters, [`atmost.event.published.${account}`]);
     assert.throws(() => followFilters({ states: ['sent'] }), /not a state/);
 
-    // Follows until it has seen want (or 30 s passed), and returns every event it was handed.
+    // Follows until it has seen want (or 15 s passed), and returns every event it was handed.
     const follow = async (want, cfg = {}) => {
       const ac = new AbortController();
       const got = [];
-      const signal = AbortSignal.any([ac.signal, AbortSignal.timeout(30_000)]);
+      const signal = AbortSignal.any([ac.signal, AbortSignal.timeout(15_000)]);
       await c.follow({ durable, accounts: [account], states: ['published'], signal, ...cfg }, (e) => {
         got.push(e);
         if (e.delivery_key === want) ac.abort();
