@@ -221,6 +221,7 @@ export class Client {
    * StatusServiceError or the connection's error; asking again is always safe.
    */
   async status(account: string, key: string | null, opts: StatusOptions = {}): Promise<Outcome> {
+    if (!key && !opts.seq) throw new TypeError('atmost: status needs a delivery key or the sequence of the message that carried it');
     const body: Record<string, unknown> = {};
     if (key) body.delivery_key = key;
     if (opts.seq) body.seq = opts.seq;
