@@ -1,5 +1,3 @@
-// Package adapters opens the platform adapters of configured accounts: the adapters built
-// into atmost's roles, and a cache of open ones.
 package adapters
 
 import (

@@ -1,5 +1,12 @@
 package identity
 
+import "github.com/atmost/atmost/pkg/identity/canonicaljson"
+
+// MaxJSONDepth bounds how deeply arrays and objects may nest (the outermost
+// array or object is depth 1). The bound keeps the recursive parser's stack
+// small on hostile input; no legitimate request projection comes close.
+const MaxJSONDepth = canonicaljson.MaxDepth
+
 // CanonicalJSON returns the RFC 8785 (JCS) canonical form of one JSON value:
 // object members sorted by UTF-16 code units, no insignificant white space,
 // ECMAScript number spelling, minimal string escaping, literal UTF-8.
@@ -14,35 +21,9 @@ package identity
 // or a lone surrogate escape), ErrInexactNumber, ErrTooDeep.
 //
 // The output is always valid UTF-8 and CanonicalJSON(out) == out.
-func CanonicalJSON(data []byte) ([]byte, error) {
-	v, err := parseJSON(data)
-	if err != nil {
-		return nil, err
-	}
-	return appendCanonical(make([]byte, 0, len(data)), &v), nil
-}
+func CanonicalJSON(data []byte) ([]byte, error) { return canonicaljson.Canonicalize(data) }
 
 // CanonicalObject is CanonicalJSON for input that must be a JSON object. Any
 // other value fails with a *JSONError matching ErrNotObject; the other
 // failure modes are those of CanonicalJSON.
-func CanonicalObject(data []byte) ([]byte, error) {
-	v, err := parseJSON(data)
-	if err != nil {
-		return nil, err
-	}
-	if v.kind != kindObject {
-		return nil, &JSONError{Err: ErrNotObject, Offset: v.offset, Path: "$", Detail: "the value is " + article(v.kind)}
-	}
-	return appendCanonical(make([]byte, 0, len(data)), &v), nil
-}
-
-func article(k jsonKind) string {
-	switch k {
-	case kindArray, kindObject:
-		return "an " + k.String()
-	case kindNull:
-		return "null"
-	default:
-		return "a " + k.String()
-	}
-}
+func CanonicalObject(data []byte) ([]byte, error) { return canonicaljson.CanonicalizeObject(data) }

@@ -61,14 +61,8 @@
 //
 // # Canonical JSON
 //
-// CanonicalJSON implements RFC 8785 (JCS) with one deliberate strictness: a
-// number is accepted only if its canonical spelling denotes exactly the same
-// decimal value as the input spelling (1.0 and 1e0 are accepted and become 1;
-// 12345678901234567890, 0.10000000000000001 and 2^53+1 are rejected, where
-// RFC 8785 would hash the nearest double). What a producer sends is what is
-// hashed, never a silently rounded neighbour. Everything else is RFC 8785:
-// members in UTF-16 code unit order, ECMAScript number spelling (-0 is 0,
-// 1e21 is 1e+21, 1E-7 is 1e-7), only '"', '\' and C0 controls escaped.
+// CanonicalJSON is RFC 8785 (JCS) with one deliberate strictness, an exact
+// number spelling; package canonicaljson holds the canonicalizer and states its rules.
 //
 // # The envelope
 //

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/atmost/atmost/pkg/identity/canonicaljson"
 )
 
 // Limits of the envelope contract (docs/producers.md#the-envelope).
@@ -106,12 +108,12 @@ func ParseEnvelope(data []byte) (Envelope, error) {
 	if i := invalidUTF8At(data); i >= 0 {
 		return Envelope{}, reject(ReasonInvalidUTF8, fmt.Sprintf("byte 0x%02x at byte %d is not valid UTF-8", data[i], i))
 	}
-	root, err := parseJSON(data)
+	root, err := canonicaljson.Parse(data)
 	if err != nil {
 		return Envelope{}, rejectJSON(err)
 	}
-	if root.kind != kindObject {
-		return Envelope{}, reject(ReasonNotObject, "the message is "+article(root.kind)+", not an object")
+	if root.Kind != canonicaljson.KindObject {
+		return Envelope{}, reject(ReasonNotObject, "the message is "+canonicaljson.Article(root.Kind)+", not an object")
 	}
 	return envelopeFromObject(&root)
 }
@@ -135,8 +137,8 @@ func NewEnvelope(account, action, target string, request []byte, occurrence stri
 		return Envelope{}, reject(ReasonInvalidUTF8, "source.id is not valid UTF-8")
 	}
 	// The request sits one level inside the envelope object, and the
-	// envelope's canonical form must itself parse within MaxJSONDepth.
-	req, err := parseJSONAt(request, 1)
+	// envelope's canonical form must itself parse within MaxDepth.
+	req, err := canonicaljson.ParseAt(request, 1)
 	if err != nil {
 		var je *JSONError
 		if errors.As(err, &je) {
@@ -144,31 +146,33 @@ func NewEnvelope(account, action, target string, request []byte, occurrence stri
 		}
 		return Envelope{}, rejectJSON(err)
 	}
-	str := func(s string) jsonValue { return jsonValue{kind: kindString, str: s, offset: -1} }
+	str := func(s string) canonicaljson.Value {
+		return canonicaljson.Value{Kind: canonicaljson.KindString, Str: s, Offset: -1}
+	}
 	// A Go caller cannot leave a field out, only give its zero value: an empty account or
 	// action is the member left out, missing_field as from an envelope without it.
-	var members []jsonMember
+	var members []canonicaljson.Member
 	if account != "" {
-		members = append(members, jsonMember{key: "account", val: str(account)})
+		members = append(members, canonicaljson.Member{Key: "account", Val: str(account)})
 	}
 	if action != "" {
-		members = append(members, jsonMember{key: "action", val: str(action)})
+		members = append(members, canonicaljson.Member{Key: "action", Val: str(action)})
 	}
 	members = append(members,
-		jsonMember{key: "occurrence", val: str(occurrence)},
-		jsonMember{key: "request", val: req},
+		canonicaljson.Member{Key: "occurrence", Val: str(occurrence)},
+		canonicaljson.Member{Key: "request", Val: req},
 	)
 	if source != nil {
-		members = append(members, jsonMember{key: "source", val: jsonValue{kind: kindObject, offset: -1, obj: []jsonMember{
-			{key: "id", val: str(source.ID)},
-			{key: "version", val: str(source.Version.String())},
+		members = append(members, canonicaljson.Member{Key: "source", Val: canonicaljson.Value{Kind: canonicaljson.KindObject, Offset: -1, Obj: []canonicaljson.Member{
+			{Key: "id", Val: str(source.ID)},
+			{Key: "version", Val: str(source.Version.String())},
 		}}})
 	}
 	members = append(members,
-		jsonMember{key: "target", val: str(target)},
-		jsonMember{key: "v", val: jsonValue{kind: kindNumber, num: EnvelopeVersion, offset: -1}},
+		canonicaljson.Member{Key: "target", Val: str(target)},
+		canonicaljson.Member{Key: "v", Val: canonicaljson.Value{Kind: canonicaljson.KindNumber, Num: EnvelopeVersion, Offset: -1}},
 	)
-	return envelopeFromObject(&jsonValue{kind: kindObject, obj: members, offset: -1})
+	return envelopeFromObject(&canonicaljson.Value{Kind: canonicaljson.KindObject, Obj: members, Offset: -1})
 }
 
 // invalidUTF8At returns the offset of the first byte that is not part of a
@@ -196,15 +200,15 @@ func (e Envelope) DeliveryKey() DeliveryKey {
 // Text returns the request's normalized top-level "text" and true, or ""
 // and false when the request has no top-level text.
 func (e Envelope) Text() (string, bool) {
-	req, err := parseJSON(e.Request)
-	if err != nil || req.kind != kindObject {
+	req, err := canonicaljson.Parse(e.Request)
+	if err != nil || req.Kind != canonicaljson.KindObject {
 		return "", false
 	}
-	t, ok := req.member("text")
-	if !ok || t.kind != kindString {
+	t, ok := req.Member("text")
+	if !ok || t.Kind != canonicaljson.KindString {
 		return "", false
 	}
-	return t.str, true
+	return t.Str, true
 }
 
 // TextHash returns NewTextHash of the request's top-level text and true, or
@@ -226,11 +230,11 @@ func (e Envelope) TextHash() (TextHash, bool) {
 func (e Envelope) Canonical() []byte {
 	b := make([]byte, 0, 160+len(e.Account)+len(e.Target)+len(e.Request)+len(e.Occurrence))
 	b = append(b, `{"account":`...)
-	b = appendString(b, e.Account)
+	b = canonicaljson.AppendString(b, e.Account)
 	b = append(b, `,"action":`...)
-	b = appendString(b, e.Action)
+	b = canonicaljson.AppendString(b, e.Action)
 	b = append(b, `,"occurrence":`...)
-	b = appendString(b, e.Occurrence)
+	b = canonicaljson.AppendString(b, e.Occurrence)
 	b = append(b, `,"request":`...)
 	if len(e.Request) == 0 {
 		b = append(b, "{}"...)
@@ -239,13 +243,13 @@ func (e Envelope) Canonical() []byte {
 	}
 	if e.Source != nil {
 		b = append(b, `,"source":{"id":`...)
-		b = appendString(b, e.Source.ID)
+		b = canonicaljson.AppendString(b, e.Source.ID)
 		b = append(b, `,"version":`...)
-		b = appendString(b, e.Source.Version.String())
+		b = canonicaljson.AppendString(b, e.Source.Version.String())
 		b = append(b, '}')
 	}
 	b = append(b, `,"target":`...)
-	b = appendString(b, e.Target)
+	b = canonicaljson.AppendString(b, e.Target)
 	b = append(b, `,"v":`...)
 	b = strconv.AppendInt(b, int64(e.V), 10)
 	return append(b, '}')

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/atmost/atmost/pkg/identity/canonicaljson"
 )
 
 // rejectJSON maps a parse failure to its Reason. Numbers and nesting are a
@@ -49,27 +51,27 @@ func byteAt(offset int) string {
 
 // firstUnknown returns the member of obj that is not in known and comes first
 // in the message, so the detail names what the producer wrote first.
-func firstUnknown(obj *jsonValue, known []string) *jsonMember {
-	var first *jsonMember
-	for i := range obj.obj {
-		m := &obj.obj[i]
+func firstUnknown(obj *canonicaljson.Value, known []string) *canonicaljson.Member {
+	var first *canonicaljson.Member
+	for i := range obj.Obj {
+		m := &obj.Obj[i]
 		isKnown := false
 		for _, k := range known {
-			if m.key == k {
+			if m.Key == k {
 				isKnown = true
 				break
 			}
 		}
-		if !isKnown && (first == nil || m.offset < first.offset) {
+		if !isKnown && (first == nil || m.Offset < first.Offset) {
 			first = m
 		}
 	}
 	return first
 }
 
-func envelopeFromObject(root *jsonValue) (Envelope, error) {
+func envelopeFromObject(root *canonicaljson.Value) (Envelope, error) {
 	if m := firstUnknown(root, envelopeFields); m != nil {
-		return Envelope{}, reject(ReasonUnknownField, "unknown field "+quoteShort(m.key)+byteAt(m.offset))
+		return Envelope{}, reject(ReasonUnknownField, "unknown field "+quoteShort(m.Key)+byteAt(m.Offset))
 	}
 	e := Envelope{V: EnvelopeVersion}
 	var err error
@@ -100,16 +102,16 @@ func envelopeFromObject(root *jsonValue) (Envelope, error) {
 	return e, nil
 }
 
-func checkVersion(root *jsonValue) error {
-	v, ok := root.member("v")
+func checkVersion(root *canonicaljson.Value) error {
+	v, ok := root.Member("v")
 	if !ok {
 		return reject(ReasonMissingField, `missing field "v"`)
 	}
-	if v.kind != kindNumber {
-		return reject(ReasonUnsupportedVersion, "v must be the number 1, got "+article(v.kind)+byteAt(v.offset))
+	if v.Kind != canonicaljson.KindNumber {
+		return reject(ReasonUnsupportedVersion, "v must be the number 1, got "+canonicaljson.Article(v.Kind)+byteAt(v.Offset))
 	}
-	if v.num != EnvelopeVersion {
-		return reject(ReasonUnsupportedVersion, "v is "+string(appendNumber(nil, v.num))+"; only 1 is supported"+byteAt(v.offset))
+	if v.Num != EnvelopeVersion {
+		return reject(ReasonUnsupportedVersion, "v is "+string(canonicaljson.AppendNumber(nil, v.Num))+"; only 1 is supported"+byteAt(v.Offset))
 	}
 	return nil
 }
@@ -117,27 +119,27 @@ func checkVersion(root *jsonValue) error {
 // stringField reads a string member: required or optional (absent means ""),
 // at most maxBytes long, without control characters; the empty string is
 // refused only for required members.
-func stringField(root *jsonValue, name string, required bool, reason Reason, maxBytes int) (string, error) {
-	v, ok := root.member(name)
+func stringField(root *canonicaljson.Value, name string, required bool, reason Reason, maxBytes int) (string, error) {
+	v, ok := root.Member(name)
 	if !ok {
 		if required {
 			return "", reject(ReasonMissingField, "missing field "+strconv.Quote(name))
 		}
 		return "", nil
 	}
-	if v.kind != kindString {
-		return "", reject(reason, name+" must be a string, got "+article(v.kind)+byteAt(v.offset))
+	if v.Kind != canonicaljson.KindString {
+		return "", reject(reason, name+" must be a string, got "+canonicaljson.Article(v.Kind)+byteAt(v.Offset))
 	}
-	if required && v.str == "" {
-		return "", reject(reason, name+" is empty"+byteAt(v.offset))
+	if required && v.Str == "" {
+		return "", reject(reason, name+" is empty"+byteAt(v.Offset))
 	}
-	if len(v.str) > maxBytes {
-		return "", reject(reason, fmt.Sprintf("%s is %d bytes; the limit is %d%s", name, len(v.str), maxBytes, byteAt(v.offset)))
+	if len(v.Str) > maxBytes {
+		return "", reject(reason, fmt.Sprintf("%s is %d bytes; the limit is %d%s", name, len(v.Str), maxBytes, byteAt(v.Offset)))
 	}
-	if err := checkNoControl(name, v.str, reason); err != nil {
+	if err := checkNoControl(name, v.Str, reason); err != nil {
 		return "", err
 	}
-	return v.str, nil
+	return v.Str, nil
 }
 
 func checkNoControl(name, s string, reason Reason) error {
@@ -149,7 +151,7 @@ func checkNoControl(name, s string, reason Reason) error {
 	return nil
 }
 
-func actionField(root *jsonValue) (string, error) {
+func actionField(root *canonicaljson.Value) (string, error) {
 	s, err := stringField(root, "action", true, ReasonInvalidAction, MaxActionBytes)
 	if err != nil {
 		return "", err
@@ -164,71 +166,71 @@ func actionField(root *jsonValue) (string, error) {
 	return s, nil
 }
 
-func requestField(root *jsonValue) (json.RawMessage, error) {
-	v, ok := root.member("request")
+func requestField(root *canonicaljson.Value) (json.RawMessage, error) {
+	v, ok := root.Member("request")
 	if !ok {
 		return nil, reject(ReasonMissingField, `missing field "request"`)
 	}
-	if v.kind != kindObject {
-		return nil, reject(ReasonInvalidRequest, "request must be an object, got "+article(v.kind)+byteAt(v.offset))
+	if v.Kind != canonicaljson.KindObject {
+		return nil, reject(ReasonInvalidRequest, "request must be an object, got "+canonicaljson.Article(v.Kind)+byteAt(v.Offset))
 	}
 	// Work on a shallow copy so the caller's tree is left as parsed.
 	req := *v
-	req.obj = append([]jsonMember(nil), v.obj...)
-	for i := range req.obj {
-		m := &req.obj[i]
-		if m.key != "text" {
+	req.Obj = append([]canonicaljson.Member(nil), v.Obj...)
+	for i := range req.Obj {
+		m := &req.Obj[i]
+		if m.Key != "text" {
 			continue
 		}
-		if m.val.kind != kindString {
-			return nil, reject(ReasonInvalidRequest, "request.text must be a string, got "+article(m.val.kind)+byteAt(m.val.offset))
+		if m.Val.Kind != canonicaljson.KindString {
+			return nil, reject(ReasonInvalidRequest, "request.text must be a string, got "+canonicaljson.Article(m.Val.Kind)+byteAt(m.Val.Offset))
 		}
-		m.val.str = NormalizeText(m.val.str)
+		m.Val.Str = NormalizeText(m.Val.Str)
 	}
-	return appendCanonical(nil, &req), nil
+	return canonicaljson.AppendCanonical(nil, &req), nil
 }
 
-func sourceField(root *jsonValue) (*Source, error) {
-	v, ok := root.member("source")
+func sourceField(root *canonicaljson.Value) (*Source, error) {
+	v, ok := root.Member("source")
 	if !ok {
 		return nil, nil
 	}
-	if v.kind != kindObject {
-		return nil, reject(ReasonInvalidSource, "source must be an object, got "+article(v.kind)+byteAt(v.offset))
+	if v.Kind != canonicaljson.KindObject {
+		return nil, reject(ReasonInvalidSource, "source must be an object, got "+canonicaljson.Article(v.Kind)+byteAt(v.Offset))
 	}
 	if m := firstUnknown(v, sourceFields); m != nil {
-		return nil, reject(ReasonUnknownField, "unknown field "+quoteShort(m.key)+" in source"+byteAt(m.offset))
+		return nil, reject(ReasonUnknownField, "unknown field "+quoteShort(m.Key)+" in source"+byteAt(m.Offset))
 	}
-	id, ok := v.member("id")
+	id, ok := v.Member("id")
 	if !ok {
 		return nil, reject(ReasonMissingField, `missing field "source.id"`)
 	}
-	if id.kind != kindString {
-		return nil, reject(ReasonInvalidSource, "source.id must be a string, got "+article(id.kind)+byteAt(id.offset))
+	if id.Kind != canonicaljson.KindString {
+		return nil, reject(ReasonInvalidSource, "source.id must be a string, got "+canonicaljson.Article(id.Kind)+byteAt(id.Offset))
 	}
-	canonicalID, err := CanonicalSourceID(id.str)
+	canonicalID, err := CanonicalSourceID(id.Str)
 	if err != nil {
-		return nil, reject(ReasonInvalidSource, "source.id: "+err.Error()+byteAt(id.offset))
+		return nil, reject(ReasonInvalidSource, "source.id: "+err.Error()+byteAt(id.Offset))
 	}
 	if len(canonicalID) > MaxSourceIDBytes {
-		return nil, reject(ReasonInvalidSource, fmt.Sprintf("source.id is %d bytes canonicalized; the limit is %d%s", len(canonicalID), MaxSourceIDBytes, byteAt(id.offset)))
+		return nil, reject(ReasonInvalidSource, fmt.Sprintf("source.id is %d bytes canonicalized; the limit is %d%s", len(canonicalID), MaxSourceIDBytes, byteAt(id.Offset)))
 	}
 	if err := checkNoControl("source.id", canonicalID, ReasonInvalidSource); err != nil {
 		return nil, err
 	}
-	ver, ok := v.member("version")
+	ver, ok := v.Member("version")
 	if !ok {
 		return nil, reject(ReasonMissingField, `missing field "source.version"`)
 	}
-	if ver.kind != kindString {
-		return nil, reject(ReasonInvalidSource, "source.version must be a string, got "+article(ver.kind)+byteAt(ver.offset))
+	if ver.Kind != canonicaljson.KindString {
+		return nil, reject(ReasonInvalidSource, "source.version must be a string, got "+canonicaljson.Article(ver.Kind)+byteAt(ver.Offset))
 	}
-	version, err := ParseSourceVersion(ver.str)
+	version, err := ParseSourceVersion(ver.Str)
 	if err != nil {
-		return nil, reject(ReasonInvalidSource, "source.version: "+err.Error()+byteAt(ver.offset))
+		return nil, reject(ReasonInvalidSource, "source.version: "+err.Error()+byteAt(ver.Offset))
 	}
 	if version.IsZero() {
-		return nil, reject(ReasonInvalidSource, "source.version is the zero version"+byteAt(ver.offset))
+		return nil, reject(ReasonInvalidSource, "source.version is the zero version"+byteAt(ver.Offset))
 	}
 	return &Source{ID: canonicalID, Version: version}, nil
 }

@@ -2,32 +2,36 @@ package identity
 
 import (
 	"errors"
-	"fmt"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/atmost/atmost/pkg/identity/canonicaljson"
 )
 
 // Sentinel errors. Every error returned by this package matches one of them
 // with errors.Is, except *RejectError, which ParseEnvelope and
 // CheckDeliveryKeyHeader return and which is matched with errors.As.
 var (
+	// The JSON sentinels are canonicaljson's, the same values: CanonicalJSON,
+	// CanonicalObject and ParseEnvelope return them.
+
 	// ErrMalformedJSON: the input is not JSON (syntax error, unexpected end).
-	ErrMalformedJSON = errors.New("identity: malformed JSON")
+	ErrMalformedJSON = canonicaljson.ErrMalformedJSON
 	// ErrTrailingData: a complete JSON value is followed by more than white space.
-	ErrTrailingData = errors.New("identity: trailing data after JSON value")
+	ErrTrailingData = canonicaljson.ErrTrailingData
 	// ErrDuplicateKey: an object, at any depth, names the same member twice
 	// (after unescaping, so "a" and "\u0061" are the same name).
-	ErrDuplicateKey = errors.New("identity: duplicate object key")
+	ErrDuplicateKey = canonicaljson.ErrDuplicateKey
 	// ErrInvalidUTF8: raw bytes that are not UTF-8, or an escape that names a
 	// lone surrogate.
-	ErrInvalidUTF8 = errors.New("identity: invalid UTF-8")
+	ErrInvalidUTF8 = canonicaljson.ErrInvalidUTF8
 	// ErrNotObject: an object was required and the value is something else.
-	ErrNotObject = errors.New("identity: JSON value is not an object")
+	ErrNotObject = canonicaljson.ErrNotObject
 	// ErrInexactNumber: a number is not finite in float64, or its canonical
 	// spelling would denote a different decimal value than the one sent.
-	ErrInexactNumber = errors.New("identity: number does not round-trip exactly through float64")
+	ErrInexactNumber = canonicaljson.ErrInexactNumber
 	// ErrTooDeep: arrays and objects nest deeper than MaxJSONDepth.
-	ErrTooDeep = errors.New("identity: JSON nesting too deep")
+	ErrTooDeep = canonicaljson.ErrTooDeep
 
 	// ErrMalformedIdentity: text or bytes that are not a valid identity of the
 	// requested type (wrong prefix, wrong length, upper-case or non-hex digits).
@@ -49,20 +53,7 @@ var (
 // which rule (Err, one of the JSON sentinels above), where (byte Offset into
 // the input, and Path, a JSONPath-like location such as `$.request.items[2]`)
 // and a short Detail that never echoes more than a few bytes of input.
-type JSONError struct {
-	Err    error
-	Offset int
-	Path   string
-	Detail string
-}
-
-// Error formats the rule, the location and the detail.
-func (e *JSONError) Error() string {
-	return fmt.Sprintf("%v at byte %d (%s): %s", e.Err, e.Offset, e.Path, e.Detail)
-}
-
-// Unwrap returns the sentinel, so errors.Is(err, ErrDuplicateKey) works.
-func (e *JSONError) Unwrap() error { return e.Err }
+type JSONError = canonicaljson.Error
 
 // maxEchoBytes bounds how much of the input an error message repeats, so a
 // rejection can be logged and published without carrying the payload.

@@ -8,6 +8,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/atmost/atmost/pkg/identity/canonicaljson"
 	"github.com/stretchr/testify/require"
 )
 
@@ -56,9 +57,9 @@ func (p projection) requestJSON() string {
 			b = append(b, ',')
 		}
 		first = false
-		b = appendString(b, k)
+		b = canonicaljson.AppendString(b, k)
 		b = append(b, ':')
-		b = appendString(b, v)
+		b = canonicaljson.AppendString(b, v)
 	}
 	return string(append(b, '}'))
 }

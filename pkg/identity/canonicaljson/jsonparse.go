@@ -1,4 +1,4 @@
-package identity
+package canonicaljson
 
 import (
 	"fmt"
@@ -9,13 +9,13 @@ import (
 	"unicode/utf8"
 )
 
-// MaxJSONDepth bounds how deeply arrays and objects may nest (the outermost
+// MaxDepth bounds how deeply arrays and objects may nest (the outermost
 // array or object is depth 1). The bound keeps the recursive parser's stack
 // small on hostile input; no legitimate request projection comes close.
-const MaxJSONDepth = 64
+const MaxDepth = 64
 
 type pathElem struct {
-	key   string
+	Key   string
 	index int // -1 for an object member
 }
 
@@ -29,14 +29,14 @@ type parser struct {
 	path  []pathElem
 }
 
-// parseJSON parses exactly one JSON value surrounded by optional white space.
-func parseJSON(data []byte) (jsonValue, error) {
-	return parseJSONAt(data, 0)
+// Parse parses exactly one JSON value surrounded by optional white space.
+func Parse(data []byte) (Value, error) {
+	return ParseAt(data, 0)
 }
 
-// parseJSONAt parses a value that will be embedded depth levels deep in a
-// larger document, so that the whole document stays within MaxJSONDepth.
-func parseJSONAt(data []byte, depth int) (jsonValue, error) {
+// ParseAt parses a value that will be embedded depth levels deep in a
+// larger document, so that the whole document stays within MaxDepth.
+func ParseAt(data []byte, depth int) (Value, error) {
 	// The path is for error messages only; an envelope is a few levels deep, so its first
 	// eight levels take one allocation rather than one per doubling.
 	var path [8]pathElem
@@ -44,17 +44,17 @@ func parseJSONAt(data []byte, depth int) (jsonValue, error) {
 	p.skipSpace()
 	v, err := p.value()
 	if err != nil {
-		return jsonValue{}, err
+		return Value{}, err
 	}
 	p.skipSpace()
 	if p.pos < len(p.data) {
-		return jsonValue{}, p.errAt(ErrTrailingData, p.pos, "unexpected %s after the value", p.describeByte(p.pos))
+		return Value{}, p.errAt(ErrTrailingData, p.pos, "unexpected %s after the value", p.describeByte(p.pos))
 	}
 	return v, nil
 }
 
 func (p *parser) errAt(kind error, offset int, format string, args ...any) error {
-	return &JSONError{Err: kind, Offset: offset, Path: formatPath(p.path), Detail: fmt.Sprintf(format, args...)}
+	return &Error{Err: kind, Offset: offset, Path: formatPath(p.path), Detail: fmt.Sprintf(format, args...)}
 }
 
 func formatPath(path []pathElem) string {
@@ -63,12 +63,12 @@ func formatPath(path []pathElem) string {
 	for _, e := range path {
 		if e.index >= 0 {
 			fmt.Fprintf(&b, "[%d]", e.index)
-		} else if isPlainName(e.key) {
+		} else if isPlainName(e.Key) {
 			b.WriteByte('.')
-			b.WriteString(e.key)
+			b.WriteString(e.Key)
 		} else {
 			b.WriteByte('[')
-			b.WriteString(quoteShort(e.key))
+			b.WriteString(quoteShort(e.Key))
 			b.WriteByte(']')
 		}
 	}
@@ -106,9 +106,9 @@ func (p *parser) skipSpace() {
 	}
 }
 
-func (p *parser) value() (jsonValue, error) {
+func (p *parser) value() (Value, error) {
 	if p.pos >= len(p.data) {
-		return jsonValue{}, p.errAt(ErrMalformedJSON, p.pos, "unexpected end of input, expected a value")
+		return Value{}, p.errAt(ErrMalformedJSON, p.pos, "unexpected end of input, expected a value")
 	}
 	start := p.pos
 	switch c := p.data[p.pos]; {
@@ -118,18 +118,18 @@ func (p *parser) value() (jsonValue, error) {
 		return p.array()
 	case c == '"':
 		s, err := p.string()
-		return jsonValue{kind: kindString, str: s, offset: start}, err
+		return Value{Kind: KindString, Str: s, Offset: start}, err
 	case c == 't':
-		return jsonValue{kind: kindBool, boolean: true, offset: start}, p.literal("true")
+		return Value{Kind: KindBool, Bool: true, Offset: start}, p.literal("true")
 	case c == 'f':
-		return jsonValue{kind: kindBool, offset: start}, p.literal("false")
+		return Value{Kind: KindBool, Offset: start}, p.literal("false")
 	case c == 'n':
-		return jsonValue{kind: kindNull, offset: start}, p.literal("null")
+		return Value{Kind: KindNull, Offset: start}, p.literal("null")
 	case c == '-' || c >= '0' && c <= '9':
 		f, err := p.number()
-		return jsonValue{kind: kindNumber, num: f, offset: start}, err
+		return Value{Kind: KindNumber, Num: f, Offset: start}, err
 	default:
-		return jsonValue{}, p.errAt(ErrMalformedJSON, p.pos, "unexpected %s, expected a value", p.describeByte(p.pos))
+		return Value{}, p.errAt(ErrMalformedJSON, p.pos, "unexpected %s, expected a value", p.describeByte(p.pos))
 	}
 }
 
@@ -145,37 +145,37 @@ func (p *parser) literal(word string) error {
 
 func (p *parser) enter(start int) error {
 	p.depth++
-	if p.depth > MaxJSONDepth {
-		return p.errAt(ErrTooDeep, start, "nesting exceeds %d levels", MaxJSONDepth)
+	if p.depth > MaxDepth {
+		return p.errAt(ErrTooDeep, start, "nesting exceeds %d levels", MaxDepth)
 	}
 	return nil
 }
 
-func (p *parser) array() (jsonValue, error) {
-	v := jsonValue{kind: kindArray, offset: p.pos}
+func (p *parser) array() (Value, error) {
+	v := Value{Kind: KindArray, Offset: p.pos}
 	if err := p.enter(p.pos); err != nil {
-		return jsonValue{}, err
+		return Value{}, err
 	}
 	p.pos++ // '['
 	p.skipSpace()
 	if p.pos < len(p.data) && p.data[p.pos] == ']' {
 		p.pos++
 		p.depth--
-		v.arr = []jsonValue{}
+		v.Arr = []Value{}
 		return v, nil
 	}
 	for {
-		p.path = append(p.path, pathElem{index: len(v.arr)})
+		p.path = append(p.path, pathElem{index: len(v.Arr)})
 		p.skipSpace()
 		elem, err := p.value()
 		if err != nil {
-			return jsonValue{}, err
+			return Value{}, err
 		}
 		p.path = p.path[:len(p.path)-1]
-		v.arr = append(v.arr, elem)
+		v.Arr = append(v.Arr, elem)
 		p.skipSpace()
 		if p.pos >= len(p.data) {
-			return jsonValue{}, p.errAt(ErrMalformedJSON, p.pos, "unexpected end of input in array")
+			return Value{}, p.errAt(ErrMalformedJSON, p.pos, "unexpected end of input in array")
 		}
 		switch p.data[p.pos] {
 		case ',':
@@ -185,51 +185,51 @@ func (p *parser) array() (jsonValue, error) {
 			p.depth--
 			return v, nil
 		default:
-			return jsonValue{}, p.errAt(ErrMalformedJSON, p.pos, "unexpected %s in array, expected ',' or ']'", p.describeByte(p.pos))
+			return Value{}, p.errAt(ErrMalformedJSON, p.pos, "unexpected %s in array, expected ',' or ']'", p.describeByte(p.pos))
 		}
 	}
 }
 
-func (p *parser) object() (jsonValue, error) {
-	v := jsonValue{kind: kindObject, offset: p.pos}
+func (p *parser) object() (Value, error) {
+	v := Value{Kind: KindObject, Offset: p.pos}
 	if err := p.enter(p.pos); err != nil {
-		return jsonValue{}, err
+		return Value{}, err
 	}
 	p.pos++ // '{'
 	p.skipSpace()
 	if p.pos < len(p.data) && p.data[p.pos] == '}' {
 		p.pos++
 		p.depth--
-		v.obj = []jsonMember{}
+		v.Obj = []Member{}
 		return v, nil
 	}
-	v.obj = make([]jsonMember, 0, 4) // an envelope's objects hold a few members: one allocation, not one per doubling
+	v.Obj = make([]Member, 0, 4) // an envelope's objects hold a few members: one allocation, not one per doubling
 	for {
 		p.skipSpace()
 		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
-			return jsonValue{}, p.errAt(ErrMalformedJSON, p.pos, "unexpected %s in object, expected a member name", p.describeByte(p.pos))
+			return Value{}, p.errAt(ErrMalformedJSON, p.pos, "unexpected %s in object, expected a member name", p.describeByte(p.pos))
 		}
 		keyAt := p.pos
 		key, err := p.string()
 		if err != nil {
-			return jsonValue{}, err
+			return Value{}, err
 		}
 		p.skipSpace()
 		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
-			return jsonValue{}, p.errAt(ErrMalformedJSON, p.pos, "unexpected %s after member name, expected ':'", p.describeByte(p.pos))
+			return Value{}, p.errAt(ErrMalformedJSON, p.pos, "unexpected %s after member name, expected ':'", p.describeByte(p.pos))
 		}
 		p.pos++
 		p.skipSpace()
-		p.path = append(p.path, pathElem{key: key, index: -1})
+		p.path = append(p.path, pathElem{Key: key, index: -1})
 		val, err := p.value()
 		if err != nil {
-			return jsonValue{}, err
+			return Value{}, err
 		}
 		p.path = p.path[:len(p.path)-1]
-		v.obj = append(v.obj, jsonMember{key: key, val: val, offset: keyAt})
+		v.Obj = append(v.Obj, Member{Key: key, Val: val, Offset: keyAt})
 		p.skipSpace()
 		if p.pos >= len(p.data) {
-			return jsonValue{}, p.errAt(ErrMalformedJSON, p.pos, "unexpected end of input in object")
+			return Value{}, p.errAt(ErrMalformedJSON, p.pos, "unexpected end of input in object")
 		}
 		switch p.data[p.pos] {
 		case ',':
@@ -239,19 +239,19 @@ func (p *parser) object() (jsonValue, error) {
 			p.depth--
 			return v, p.sortMembers(&v)
 		default:
-			return jsonValue{}, p.errAt(ErrMalformedJSON, p.pos, "unexpected %s in object, expected ',' or '}'", p.describeByte(p.pos))
+			return Value{}, p.errAt(ErrMalformedJSON, p.pos, "unexpected %s in object, expected ',' or '}'", p.describeByte(p.pos))
 		}
 	}
 }
 
 // sortMembers puts members in JCS order and refuses duplicates, naming the
 // later of the two occurrences.
-func (p *parser) sortMembers(v *jsonValue) error {
-	slices.SortStableFunc(v.obj, func(a, b jsonMember) int { return compareUTF16(a.key, b.key) })
-	for i := 1; i < len(v.obj); i++ {
-		if v.obj[i].key == v.obj[i-1].key {
-			at := max(v.obj[i].offset, v.obj[i-1].offset)
-			return p.errAt(ErrDuplicateKey, at, "member %s appears more than once", quoteShort(v.obj[i].key))
+func (p *parser) sortMembers(v *Value) error {
+	slices.SortStableFunc(v.Obj, func(a, b Member) int { return compareUTF16(a.Key, b.Key) })
+	for i := 1; i < len(v.Obj); i++ {
+		if v.Obj[i].Key == v.Obj[i-1].Key {
+			at := max(v.Obj[i].Offset, v.Obj[i-1].Offset)
+			return p.errAt(ErrDuplicateKey, at, "member %s appears more than once", quoteShort(v.Obj[i].Key))
 		}
 	}
 	return nil

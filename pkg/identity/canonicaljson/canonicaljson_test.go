@@ -1,4 +1,4 @@
-package identity
+package canonicaljson
 
 import (
 	"errors"
@@ -42,9 +42,9 @@ var rfc8785NumberSamples = []struct {
 
 func TestNumbersAreSpelledAsRFC8785AppendixB(t *testing.T) {
 	for _, s := range rfc8785NumberSamples {
-		require.Equal(t, s.want, string(appendNumber(nil, math.Float64frombits(s.bits))), "bits %#016x", s.bits)
+		require.Equal(t, s.want, string(AppendNumber(nil, math.Float64frombits(s.bits))), "bits %#016x", s.bits)
 		// Every canonical spelling is itself accepted and is a fixed point.
-		out, err := CanonicalJSON([]byte(s.want))
+		out, err := Canonicalize([]byte(s.want))
 		require.NoError(t, err, s.want)
 		require.Equal(t, s.want, string(out))
 	}
@@ -65,7 +65,7 @@ func TestCanonicalJSONReproducesRFC8785SortingExample(t *testing.T) {
 	want := "{\"\\r\":\"Carriage Return\",\"1\":\"One\",\"\u0080\":\"Control\"," +
 		"\"\u00f6\":\"Latin Small Letter O With Diaeresis\",\"\u20ac\":\"Euro Sign\"," +
 		"\"\U0001F600\":\"Emoji: Grinning Face\",\"\ufb33\":\"Hebrew Letter Dalet With Dagesh\"}"
-	out, err := CanonicalJSON([]byte(in))
+	out, err := Canonicalize([]byte(in))
 	require.NoError(t, err)
 	require.Equal(t, want, string(out))
 }
@@ -81,13 +81,13 @@ func TestCanonicalJSONReproducesRFC8785StructureExample(t *testing.T) {
 	}`
 	want := `{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],` +
 		`"string":"€$\u000f\nA'B\"\\\\\"/"}`
-	out, err := CanonicalJSON([]byte(in))
+	out, err := Canonicalize([]byte(in))
 	require.NoError(t, err)
 	require.Equal(t, want, string(out))
 }
 
 func TestCanonicalJSONRefusesNumbersItWouldRound(t *testing.T) {
-	_, err := CanonicalJSON([]byte(`[333333333.33333329]`))
+	_, err := Canonicalize([]byte(`[333333333.33333329]`))
 	require.ErrorIs(t, err, ErrInexactNumber)
 }
 
@@ -123,10 +123,10 @@ func TestCanonicalJSONSpellsValuesAsJCS(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out, err := CanonicalJSON([]byte(c.in))
+			out, err := Canonicalize([]byte(c.in))
 			require.NoError(t, err)
 			require.Equal(t, c.want, string(out))
-			again, err := CanonicalJSON(out)
+			again, err := Canonicalize(out)
 			require.NoError(t, err)
 			require.Equal(t, out, again, "canonical form must be a fixed point")
 		})
@@ -134,7 +134,7 @@ func TestCanonicalJSONSpellsValuesAsJCS(t *testing.T) {
 }
 
 func TestCanonicalJSONRefusesRatherThanRepairs(t *testing.T) {
-	deep := strings.Repeat("[", MaxJSONDepth+1) + strings.Repeat("]", MaxJSONDepth+1)
+	deep := strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1)
 	cases := []struct {
 		name string
 		in   string
@@ -188,9 +188,9 @@ func TestCanonicalJSONRefusesRatherThanRepairs(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := CanonicalJSON([]byte(c.in))
+			_, err := Canonicalize([]byte(c.in))
 			require.ErrorIs(t, err, c.want)
-			var je *JSONError
+			var je *Error
 			require.ErrorAs(t, err, &je)
 			require.GreaterOrEqual(t, je.Offset, 0)
 			require.LessOrEqual(t, je.Offset, len(c.in))
@@ -199,33 +199,33 @@ func TestCanonicalJSONRefusesRatherThanRepairs(t *testing.T) {
 }
 
 func TestNestingAtTheBoundIsAccepted(t *testing.T) {
-	in := strings.Repeat("[", MaxJSONDepth) + strings.Repeat("]", MaxJSONDepth)
-	out, err := CanonicalJSON([]byte(in))
+	in := strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth)
+	out, err := Canonicalize([]byte(in))
 	require.NoError(t, err)
 	require.Equal(t, in, string(out))
 }
 
 func TestCanonicalObjectRequiresAnObject(t *testing.T) {
 	for _, in := range []string{`[]`, `1`, `"s"`, `null`, `true`} {
-		_, err := CanonicalObject([]byte(in))
+		_, err := CanonicalizeObject([]byte(in))
 		require.ErrorIs(t, err, ErrNotObject, in)
 	}
-	out, err := CanonicalObject([]byte(` { "b" : 1 , "a" : 2 } `))
+	out, err := CanonicalizeObject([]byte(` { "b" : 1 , "a" : 2 } `))
 	require.NoError(t, err)
 	require.Equal(t, `{"a":2,"b":1}`, string(out))
-	_, err = CanonicalObject([]byte(`{"a":1,"a":2}`))
+	_, err = CanonicalizeObject([]byte(`{"a":1,"a":2}`))
 	require.ErrorIs(t, err, ErrDuplicateKey, "other failures are reported as for CanonicalJSON")
 }
 
 func TestJSONErrorNamesPathAndOffset(t *testing.T) {
 	in := `{"a":[1,{"b":1,"b":2}]}`
-	_, err := CanonicalJSON([]byte(in))
-	var je *JSONError
+	_, err := Canonicalize([]byte(in))
+	var je *Error
 	require.ErrorAs(t, err, &je)
 	require.Equal(t, "$.a[1]", je.Path)
 	require.Equal(t, strings.LastIndex(in, `"b"`), je.Offset)
 
-	_, err = CanonicalJSON([]byte(`{"x y":[0, 1e999]}`))
+	_, err = Canonicalize([]byte(`{"x y":[0, 1e999]}`))
 	require.ErrorAs(t, err, &je)
 	require.Equal(t, `$["x y"][1]`, je.Path)
 	require.Equal(t, 11, je.Offset)
@@ -238,7 +238,7 @@ func TestJSONErrorDoesNotEchoLargeInput(t *testing.T) {
 		`[` + strings.Repeat("1", 5000) + `]`,
 		`{"` + long + `":1e999}`,
 	} {
-		_, err := CanonicalJSON([]byte(in))
+		_, err := Canonicalize([]byte(in))
 		require.Error(t, err)
 		require.Less(t, len(err.Error()), 300, err.Error())
 	}
@@ -254,7 +254,7 @@ func TestCompareUTF16OrdersSurrogatesBeforeHighBMP(t *testing.T) {
 }
 
 func TestJSONErrorUnwrapsToItsSentinel(t *testing.T) {
-	_, err := CanonicalJSON([]byte(`{"a":1,"a":2}`))
+	_, err := Canonicalize([]byte(`{"a":1,"a":2}`))
 	require.True(t, errors.Is(err, ErrDuplicateKey))
 	require.False(t, errors.Is(err, ErrMalformedJSON))
 	require.Contains(t, err.Error(), `"a"`)

@@ -1,4 +1,4 @@
-package identity
+package canonicaljson
 
 import (
 	"math"
@@ -80,11 +80,11 @@ func parseExponent(s string) int64 {
 	return e
 }
 
-// appendNumber appends f (finite) as ECMAScript's Number.prototype.toString
+// AppendNumber appends f (finite) as ECMAScript's Number.prototype.toString
 // spells it, which is what RFC 8785 section 3.2.2.3 requires: the shortest
 // digits that round-trip, plain notation for exponents in [-7, 21), otherwise
 // d.ddde±n; -0 is written as 0.
-func appendNumber(dst []byte, f float64) []byte {
+func AppendNumber(dst []byte, f float64) []byte {
 	if f == 0 {
 		return append(dst, '0')
 	}

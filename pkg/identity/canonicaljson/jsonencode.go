@@ -1,48 +1,48 @@
-package identity
+package canonicaljson
 
-// appendCanonical appends v in RFC 8785 form. Members are already in UTF-16
+// AppendCanonical appends v in RFC 8785 form. Members are already in UTF-16
 // order (the parser sorts them), so this is a straight walk.
-func appendCanonical(dst []byte, v *jsonValue) []byte {
-	switch v.kind {
-	case kindNull:
+func AppendCanonical(dst []byte, v *Value) []byte {
+	switch v.Kind {
+	case KindNull:
 		return append(dst, "null"...)
-	case kindBool:
-		if v.boolean {
+	case KindBool:
+		if v.Bool {
 			return append(dst, "true"...)
 		}
 		return append(dst, "false"...)
-	case kindNumber:
-		return appendNumber(dst, v.num)
-	case kindString:
-		return appendString(dst, v.str)
-	case kindArray:
+	case KindNumber:
+		return AppendNumber(dst, v.Num)
+	case KindString:
+		return AppendString(dst, v.Str)
+	case KindArray:
 		dst = append(dst, '[')
-		for i := range v.arr {
+		for i := range v.Arr {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendCanonical(dst, &v.arr[i])
+			dst = AppendCanonical(dst, &v.Arr[i])
 		}
 		return append(dst, ']')
 	default:
 		dst = append(dst, '{')
-		for i := range v.obj {
+		for i := range v.Obj {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendString(dst, v.obj[i].key)
+			dst = AppendString(dst, v.Obj[i].Key)
 			dst = append(dst, ':')
-			dst = appendCanonical(dst, &v.obj[i].val)
+			dst = AppendCanonical(dst, &v.Obj[i].Val)
 		}
 		return append(dst, '}')
 	}
 }
 
-// appendString appends s (valid UTF-8) as a JCS string: only '"', '\\' and
+// AppendString appends s (valid UTF-8) as a JCS string: only '"', '\\' and
 // the C0 controls are escaped, the seven with short forms by them and the
 // rest as \u00xx in lower-case hex. Everything else, U+007F and U+2028
 // included, is written as literal UTF-8.
-func appendString(dst []byte, s string) []byte {
+func AppendString(dst []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	start := 0
