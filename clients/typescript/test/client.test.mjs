@@ -9,7 +9,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { connect } from '@nats-io/transport-node';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstreamManager, AckPolicy } from '@nats-io/jetstream';
 import {
   Client, RejectError, Rejection, MaybePublishedError, NotPublishedError, NotFoundError, AwaitAbortedError,
   deliveryKey, envelope, followFilters, settled, DELIVERY_KEY_HEADER, MSG_ID_HEADER, INTENTS_STREAM,
@@ -217,5 +217,28 @@ test('follow hands each event over once, resumes after a restart, and keeps its 
     }), (e) => e === boom);
     const later = await follow(third.key);
     assert.ok(later.some((e) => e.delivery_key === third.key), 'the event its handler refused is delivered again');
+  });
+});
+
+test("a bound follow reads the consumer an operator made, as it is", async () => {
+  await withClient({}, async (c, nc) => {
+    const durable = `ts-bound-${process.pid}`;
+    // The operator's consumer (docs/producers.md#nats-accounts), created apart from the client.
+    const jsm = await jetstreamManager(nc);
+    await jsm.consumers.add('ATMOST_EVENTS', { durable_name: durable, filter_subject: `atmost.event.published.${account}`, ack_policy: AckPolicy.Explicit });
+    await assert.rejects(c.follow({ durable, bind: true, accounts: [account] }, () => {}), /is bound/);
+    const r = await c.publish(post('followed bound'));
+    const ac = new AbortController();
+    const signal = AbortSignal.any([ac.signal, AbortSignal.timeout(15_000)]);
+    const got = [];
+    await c.follow({ durable, bind: true, signal }, (e) => {
+      got.push(e);
+      if (e.delivery_key === r.key) ac.abort();
+    });
+    assert.ok(got.some((e) => e.delivery_key === r.key && e.to === 'published'));
+    assert.ok(got.every((e) => e.to === 'published'), "the consumer's own filter decides");
+    const info = await jsm.consumers.info('ATMOST_EVENTS', durable);
+    assert.equal(info.config.filter_subject, `atmost.event.published.${account}`, 'nothing of it was changed');
+    await assert.rejects(c.status(account, null), TypeError);
   });
 });
