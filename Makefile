@@ -9,7 +9,10 @@ BIN         ?= bin
 # The build links it into every binary, and `atmost version` prints it.
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 LDFLAGS     := -X github.com/atmost/atmost/internal/version.Version=$(VERSION)
-STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+GOLANGCI_LINT_VERSION := v2.15.0
+# make lint installs golangci-lint once per version into TOOLS (a cache outside the repository).
+TOOLS       ?= $(HOME)/.cache/atmost-tools
+GOLANGCI_LINT := $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-lint
 SQLC        := github.com/sqlc-dev/sqlc/cmd/sqlc@v1.31.1
 FUZZTIME    ?= 3m
 BENCHTIME   ?= 20000x
@@ -19,7 +22,7 @@ ATMOST_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=
 ATMOST_DEMO_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/atmost_demo?sslmode=disable
 export ATMOST_DATABASE_URL ATMOST_TEST_DATABASE_URL ATMOST_DEMO_DATABASE_URL
 
-.PHONY: help build postgres test lint fmt generate migrate fuzz bench bench-pool bench-peer bench-steady mutate clean-test-databases demo dev chaos chaos-cluster chaos-conn
+.PHONY: help build postgres test test-short hooks lint fmt generate migrate fuzz bench bench-pool bench-peer bench-steady mutate clean-test-databases demo dev chaos chaos-cluster chaos-conn
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-21s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -48,12 +51,28 @@ test-bluesky: ## the Bluesky lane on a real PDS on loopback: installs Node 22 an
 	scripts/bluesky-pds/install
 	ATMOST_BLUESKY_LANE=1 $(GO) test -race -count=1 -timeout 10m -v ./internal/testkit/blueskylane/
 
-lint: ## go vet, staticcheck and a gofmt check (bench/peer, a module of its own, included)
+test-short: ## the fast lane, about a minute: go test -short, which skips the tests that take seconds each (a database of their own, a browser, every binary built); under CI=true nothing skips; never instead of make test
+	$(GO) test -short ./...
+
+hooks: ## install scripts/commit-msg as this clone's commit-msg hook (a subject of at most 72 characters, then a blank line); an existing hook of another kind is left alone
+	@hook=$$(git rev-parse --git-path hooks)/commit-msg; \
+	if [ -e "$$hook" ] && ! grep -q scripts/commit-msg "$$hook"; then echo "make hooks: $$hook exists and is not ours; call scripts/commit-msg \"\$$1\" from it"; exit 1; fi; \
+	mkdir -p "$$(dirname "$$hook")"; \
+	printf '%s\n' '#!/bin/sh' '# make hooks: the rule is scripts/commit-msg, of the worktree committed from (none there: no check)' \
+		'rule="$$(git rev-parse --show-toplevel)/scripts/commit-msg"' '[ -x "$$rule" ] || exit 0' 'exec "$$rule" "$$@"' >"$$hook"; \
+	chmod +x "$$hook"; echo "make hooks: $$hook runs scripts/commit-msg"
+
+$(GOLANGCI_LINT):
+	GOBIN=$(dir $@) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+lint: $(GOLANGCI_LINT) ## golangci-lint (.golangci.yml) and go vet on both modules, gofmt, sqlc diff (the generated ledger code is current), and the subjects of the commits after scripts/commit-base
 	$(GO) vet ./...
-	$(GO) run $(STATICCHECK) ./...
-	cd bench/peer && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
+	$(GOLANGCI_LINT) run ./...
+	cd bench/peer && $(GO) vet ./... && $(GOLANGCI_LINT) run --config ../../.golangci.yml ./...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
+	@$(GO) run $(SQLC) diff || { echo "make lint: pkg/ledger/internal/dbsqlc is not what pkg/ledger/queries and migrations generate: run make generate and commit it"; exit 1; }
+	scripts/check-commits
 
 fmt: ## format every Go file
 	gofmt -w $$(git ls-files '*.go')

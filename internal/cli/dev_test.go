@@ -99,7 +99,7 @@ func TestDevGivesEachRoleItsOwnAddressWhateverATMOST_HTTP_ADDRSays(t *testing.T)
 			[]string{"dev", "--nats-port", "0", "--data-dir", t.TempDir(), "--log", t.TempDir() + "/roles.log", "--ingest-http-addr", "127.0.0.1:0",
 				"--dispatcher-http-addr", "127.0.0.1:0", "--sweeper-http-addr", "127.0.0.1:0", "--reconciler-http-addr", "127.0.0.1:0", "--console", "127.0.0.1:0", "--sim", "127.0.0.1:0"})
 	}()
-	require.Eventually(t, func() bool { return bytes.Contains([]byte(stdout.String()), []byte("running; Ctrl-C")) }, 30*time.Second, 50*time.Millisecond,
+	require.Eventually(t, func() bool { return strings.Contains(stdout.String(), "running; Ctrl-C") }, 30*time.Second, 50*time.Millisecond,
 		"stdout: %s\nstderr: %s", &stdout, &stderr)
 	require.Contains(t, stdout.String(), "roles (/healthz, /readyz and /metrics): ingest 127.0.0.1:0, dispatcher 127.0.0.1:0, sweeper 127.0.0.1:0, reconciler 127.0.0.1:0")
 	require.Contains(t, stderr.String(), "atmost dev: ATMOST_HTTP_ADDR is one role's address and is not used")

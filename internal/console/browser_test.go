@@ -74,32 +74,37 @@ func shot(t *testing.T, ctx context.Context, name string) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644))
 }
 
+// text reads the visible text of the first element sel matches, in one turn of the page's own
+// JavaScript: no node id is held between finding the element and reading it, so a live update
+// that replaces nodes (the overview's) cannot take the node from under the read.
 func text(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
-	var s string
-	require.NoError(t, reread(func() (err error) { s, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel))); return err }))
-	return s
+	js := fmt.Sprintf(`(e => e === null ? null : e.innerText)(document.querySelector(%q))`, sel)
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[*string](js))
+	require.NoError(t, err)
+	require.NotNil(t, s, "no element %s on the page", sel)
+	return *s
 }
 
-// waitVisible waits until sel is visible on the page a submit or a click is navigating to.
-func waitVisible(t *testing.T, ctx context.Context, sel string) {
+// leave runs steps that end by leaving the page (a submit, a click on a link or a button) and
+// returns once the page they lead to has loaded. The page it starts on is marked first, and the
+// wait ends only in a document without the mark whose loading is complete, so what comes after
+// finds the new page's nodes, never those of the page on its way out.
+func leave(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	require.NoError(t, reread(func() error { return chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(sel))) }))
-}
-
-// reread runs a read of the page, again when the node it had found was replaced under it: a
-// navigation that lands while the read resolves its node answers "No node with given id found"
-// (-32000), and under load that race is won now and then. Only reads are run again, never a
-// submit or a click.
-func reread(read func() error) error {
-	var err error
-	for range 5 {
-		if err = read(); err == nil || !strings.Contains(err.Error(), "No node with given id found") {
-			return err
+	_, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.atmostLeaving = true`))
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx, steps...))
+	for {
+		// While the navigation lands the old document's context can be gone: an error is
+		// "not yet", and the test's own deadline bounds the wait.
+		arrived, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.atmostLeaving !== true && document.readyState === "complete"`))
+		if err == nil && arrived {
+			return
 		}
-		time.Sleep(100 * time.Millisecond)
+		require.NoError(t, ctx.Err(), "the page was not left: %v", err)
+		time.Sleep(20 * time.Millisecond)
 	}
-	return err
 }
 
 // fetchStatus posts a form from the page with the browser's own cookies and returns the status.
@@ -151,10 +156,9 @@ func TestAPersonResolvesParkedIntentsInABrowser(t *testing.T) {
 	shot(t, ctx, "login")
 
 	// Log in; back to the page asked for.
-	require.NoError(t, chromedp.Do(ctx,
-		chromedp.SendKeys(chromedp.CSS(`input[name=token]`), h.operatorToken("alice", ledger.RoleOperator)),
-		chromedp.Submit(chromedp.CSS(`form`)),
-		chromedp.WaitVisible(chromedp.CSS(`#history`)),
+	leave(t, ctx, chromedp.SendKeys(chromedp.CSS(`input[name=token]`), h.operatorToken("alice", ledger.RoleOperator)),
+		chromedp.Submit(chromedp.CSS(`form`)))
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#history`)),
 		chromedp.Navigate(h.srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#overview-body`))))
 	waiting := text(t, ctx, `#overview-body`)
 	require.Contains(t, waiting, "reconcile_not_found")
@@ -163,12 +167,12 @@ func TestAPersonResolvesParkedIntentsInABrowser(t *testing.T) {
 	shot(t, ctx, "overview")
 
 	// Find the parked intents of acct-b by filter.
-	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(h.srv.URL+"/intents"), chromedp.WaitVisible(chromedp.CSS(`form.filters`)),
-		chromedp.SetValue(chromedp.CSS(`select[name=state]`), "parked"),
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(h.srv.URL+"/intents"), chromedp.WaitVisible(chromedp.CSS(`form.filters`))))
+	leave(t, ctx, chromedp.SetValue(chromedp.CSS(`select[name=state]`), "parked"),
 		chromedp.SetValue(chromedp.CSS(`select[name=reason]`), "reconcile_not_found"),
 		chromedp.SetValue(chromedp.CSS(`select[name=account]`), "acct-b"),
-		chromedp.Submit(chromedp.CSS(`form.filters`)),
-		chromedp.WaitVisible(chromedp.CSS(`table.list`))))
+		chromedp.Submit(chromedp.CSS(`form.filters`)))
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`table.list`))))
 	loc, err = chromedp.Run(ctx, chromedp.Location())
 	require.NoError(t, err)
 	require.Contains(t, loc, "account=acct-b")
@@ -178,18 +182,18 @@ func TestAPersonResolvesParkedIntentsInABrowser(t *testing.T) {
 	shot(t, ctx, "intents")
 
 	// Open it and resolve it as failed, with the evidence.
-	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`a[href="/intents/`+target.String()+`"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#resolve-failed`))))
+	leave(t, ctx, chromedp.Click(chromedp.CSS(`a[href="/intents/`+target.String()+`"]`)))
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#resolve-failed`))))
 	require.Contains(t, text(t, ctx, `blockquote.text`), "Launch post for the spring sale")
 	shot(t, ctx, "intent")
-	require.NoError(t, chromedp.Do(ctx,
-		chromedp.SendKeys(chromedp.CSS(`#resolve-failed input[name=note]`), "not on the profile at 10:02; the platform's log shows no request"),
-		chromedp.Submit(chromedp.CSS(`#resolve-failed`)),
-		chromedp.WaitVisible(chromedp.CSS(`#confirm`))))
+	leave(t, ctx, chromedp.SendKeys(chromedp.CSS(`#resolve-failed input[name=note]`), "not on the profile at 10:02; the platform's log shows no request"),
+		chromedp.Submit(chromedp.CSS(`#resolve-failed`)))
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#confirm`))))
 	require.Contains(t, text(t, ctx, `ul.effect`), "parked (reconcile_not_found) → failed (operator_failed)")
 	require.Equal(t, ledger.Parked, h.Intent(target).State, "the preview changed nothing")
 	shot(t, ctx, "confirm")
-	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#confirm`)), chromedp.WaitVisible(chromedp.CSS(`p.flash`))))
+	leave(t, ctx, chromedp.Click(chromedp.CSS(`#confirm`)))
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`p.flash`))))
 	require.Contains(t, text(t, ctx, `p.flash`), "Resolve as failed: done, by console:alice")
 	hist := text(t, ctx, `#history li:last-child`)
 	require.Contains(t, hist, "failed")
@@ -208,13 +212,15 @@ func TestAPersonResolvesParkedIntentsInABrowser(t *testing.T) {
 
 	// The rest of the filter in bulk: the count and a sample first, then each one.
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(h.srv.URL+"/bulk?state=parked&reason=reconcile_not_found&account=acct-b"),
-		chromedp.WaitVisible(chromedp.CSS(`select[name=verb]`)),
-		chromedp.SetValue(chromedp.CSS(`select[name=verb]`), "resolve-failed"),
+		chromedp.WaitVisible(chromedp.CSS(`select[name=verb]`))))
+	leave(t, ctx, chromedp.SetValue(chromedp.CSS(`select[name=verb]`), "resolve-failed"),
 		chromedp.SendKeys(chromedp.CSS(`input[name=note]`), "none of these is on the profile (checked 10:05)"),
-		chromedp.Submit(chromedp.CSS(`form.filters`)), chromedp.WaitVisible(chromedp.CSS(`#confirm`))))
+		chromedp.Submit(chromedp.CSS(`form.filters`)))
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#confirm`))))
 	require.Contains(t, text(t, ctx, `h1`), "Resolve as failed: 2 intents")
 	shot(t, ctx, "bulk-preview")
-	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#confirm`)), chromedp.WaitVisible(chromedp.CSS(`#changed`))))
+	leave(t, ctx, chromedp.Click(chromedp.CSS(`#confirm`)))
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#changed`))))
 	require.Equal(t, "2", text(t, ctx, `#changed`))
 	require.Equal(t, "0", text(t, ctx, `#refused`))
 	shot(t, ctx, "bulk-result")
@@ -228,7 +234,8 @@ func TestAPersonResolvesParkedIntentsInABrowser(t *testing.T) {
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(h.srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#overview-body`))))
 
 	// Logged out, the right CSRF token is worth nothing: no session, no change.
-	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`form.who button`)), chromedp.WaitVisible(chromedp.CSS(`input[name=token]`))))
+	leave(t, ctx, chromedp.Click(chromedp.CSS(`form.who button`)))
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`input[name=token]`))))
 	require.Equal(t, 401, fetchStatus(t, ctx, "/intents/"+parked[3].String()+"/act", map[string]string{"verb": "resolve", "to": "failed", "note": "no session", "csrf": csrf}))
 	require.Equal(t, ledger.Parked, h.Intent(parked[3]).State)
 }
@@ -257,24 +264,23 @@ func TestAPersonReplaysRejectsInABrowser(t *testing.T) {
 	require.NotEmpty(t, row)
 	ctx := browser(t)
 
-	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(h.srv.URL+"/rejects"), chromedp.WaitVisible(chromedp.CSS(`input[name=token]`)),
-		chromedp.SendKeys(chromedp.CSS(`input[name=token]`), h.operatorToken("alice", ledger.RoleOperator)),
-		chromedp.Submit(chromedp.CSS(`form`))))
-	waitVisible(t, ctx, `#rejects`)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(h.srv.URL+"/rejects"), chromedp.WaitVisible(chromedp.CSS(`input[name=token]`))))
+	leave(t, ctx, chromedp.SendKeys(chromedp.CSS(`input[name=token]`), h.operatorToken("alice", ledger.RoleOperator)),
+		chromedp.Submit(chromedp.CSS(`form`)))
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#rejects`))))
 	require.Equal(t, 4, strings.Count(text(t, ctx, `#rejects tbody`), "unknown_account"))
 	shot(t, ctx, "rejects")
 
 	// One reject, from its row.
-	require.NoError(t, chromedp.Do(ctx,
-		chromedp.SendKeys(chromedp.CSS(row+` input[name=note]`), "acct-9 added (OPS-7)"),
-		chromedp.Submit(chromedp.CSS(row+` form.replay-one`))))
-	waitVisible(t, ctx, `#confirm`)
+	leave(t, ctx, chromedp.SendKeys(chromedp.CSS(row+` input[name=note]`), "acct-9 added (OPS-7)"),
+		chromedp.Submit(chromedp.CSS(row+` form.replay-one`)))
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#confirm`))))
 	require.Equal(t, "1", text(t, ctx, `#n-created`))
 	require.Contains(t, text(t, ctx, `table.replayed`), "acct-9")
 	require.Zero(t, h.Count(`SELECT count(*) FROM intents`), "the preview changed nothing")
 	shot(t, ctx, "replay-preview")
-	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#confirm`))))
-	waitVisible(t, ctx, `#replay-summary`)
+	leave(t, ctx, chromedp.Click(chromedp.CSS(`#confirm`)))
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#replay-summary`))))
 	require.Equal(t, "1", text(t, ctx, `#created`))
 	require.Contains(t, text(t, ctx, `#replay-event`), "published right away")
 	in := h.Intent(first)
@@ -283,16 +289,16 @@ func TestAPersonReplaysRejectsInABrowser(t *testing.T) {
 	require.Equal(t, 1, h.Count(`SELECT count(*) FROM intents`), "the other acct-9 reject was not in the replay")
 
 	// acct-7's, by filter.
-	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(h.srv.URL+"/rejects"), chromedp.WaitVisible(chromedp.CSS(`#replay-filter`)),
-		chromedp.SetValue(chromedp.CSS(`#replay-filter select[name=reason]`), "unknown_account"),
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(h.srv.URL+"/rejects"), chromedp.WaitVisible(chromedp.CSS(`#replay-filter`))))
+	leave(t, ctx, chromedp.SetValue(chromedp.CSS(`#replay-filter select[name=reason]`), "unknown_account"),
 		chromedp.SendKeys(chromedp.CSS(`#replay-filter input[name=account]`), "acct-7"),
 		chromedp.SendKeys(chromedp.CSS(`#replay-filter input[name=note]`), "acct-7 added (OPS-8)"),
-		chromedp.Submit(chromedp.CSS(`#replay-filter`))))
-	waitVisible(t, ctx, `#confirm`)
+		chromedp.Submit(chromedp.CSS(`#replay-filter`)))
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#confirm`))))
 	require.Contains(t, text(t, ctx, `h1`), "Replay 2 rejects")
 	require.Equal(t, "2", text(t, ctx, `#n-created`))
-	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#confirm`))))
-	waitVisible(t, ctx, `#replay-summary`)
+	leave(t, ctx, chromedp.Click(chromedp.CSS(`#confirm`)))
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#replay-summary`))))
 	require.Equal(t, "2", text(t, ctx, `#created`))
 	shot(t, ctx, "replay-result")
 	for _, k := range later {

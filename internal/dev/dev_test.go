@@ -41,7 +41,7 @@ func TestTheDemoEndsAtMostOnceWithEveryIntentAccountedFor(t *testing.T) {
 	db := dbtest.New(t, dbtest.Empty())
 	name := fmt.Sprintf("atmost_test_demo_%d", time.Now().UnixNano())
 	t.Cleanup(func() {
-		db.Pool.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+		_, _ = db.Pool.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 	})
 	var out bytes.Buffer
 	r, err := dev.Demo(context.Background(), dev.DemoOptions{DatabaseURL: withDatabase(t, db.URL, name), Intents: 400, Seed: 3, Timeout: 2 * time.Minute, Out: &out,

@@ -2,8 +2,9 @@ package role
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
-	"runtime"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -12,11 +13,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/atmost/atmost/internal/backoff"
+	"github.com/atmost/atmost/internal/natsconn"
 	"github.com/atmost/atmost/internal/relay"
 	"github.com/atmost/atmost/internal/serve"
 	"github.com/atmost/atmost/internal/streams"
 	"github.com/atmost/atmost/internal/tracing"
-	"github.com/atmost/atmost/internal/version"
 	"github.com/atmost/atmost/pkg/ledger"
 )
 
@@ -54,7 +56,7 @@ func Start(ctx context.Context, name string, c Common, relayCfg relay.Config, lo
 		d.Close()
 		return nil, err
 	}
-	if d.NATS, err = ConnectNATS(ctx, name, c.NATSURL, log); err != nil {
+	if d.NATS, err = natsconn.Connect(ctx, name, c.NATSURL, log); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -62,7 +64,7 @@ func Start(ctx context.Context, name string, c Common, relayCfg relay.Config, lo
 		d.Close()
 		return nil, err
 	}
-	if err := Retry(ctx, log, "create streams", func() error {
+	if err := backoff.Retry(ctx, log, "create streams", func() error {
 		return streams.Ensure(ctx, d.NATS, d.JS, streams.Config{Replicas: c.Replicas})
 	}); err != nil {
 		d.Close()
@@ -84,34 +86,6 @@ func Start(ctx context.Context, name string, c Common, relayCfg relay.Config, lo
 		buildInfo())
 	d.Registry.MustRegister(d.Relay.Collectors()...)
 	return d, nil
-}
-
-// outboxCollector is atmost_relay_lag_seconds and atmost_outbox_rows, read from the ledger
-// once per scrape, within a second.
-type outboxCollector struct{ ledger *ledger.Ledger }
-
-var (
-	relayLagDesc = prometheus.NewDesc("atmost_relay_lag_seconds",
-		"Age of the oldest transition waiting in the outbox, by the database's clock (0 when it is empty).", nil, nil)
-	outboxRowsDesc = prometheus.NewDesc("atmost_outbox_rows", "Transitions waiting in the outbox for a relay.", nil, nil)
-)
-
-func (c outboxCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- relayLagDesc
-	ch <- outboxRowsDesc
-}
-
-func (c outboxCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	rows, oldest, err := c.ledger.OutboxLag(ctx)
-	if err != nil {
-		ch <- prometheus.NewInvalidMetric(relayLagDesc, err)
-		ch <- prometheus.NewInvalidMetric(outboxRowsDesc, err)
-		return
-	}
-	ch <- prometheus.MustNewConstMetric(relayLagDesc, prometheus.GaugeValue, oldest.Seconds())
-	ch <- prometheus.MustNewConstMetric(outboxRowsDesc, prometheus.GaugeValue, float64(rows))
 }
 
 // Serve serves /healthz, /readyz (PostgreSQL and NATS) and /metrics on addr until ctx ends.
@@ -137,25 +111,25 @@ func (d *Deps) Close() {
 	_ = d.Tracer.Shutdown(ctx)
 }
 
-// ConsumerPending is a gauge of the messages waiting for consumer c on its stream, read from
-// JetStream at each scrape within a second (-1 when JetStream did not answer).
-func ConsumerPending(name, help string, c jetstream.Consumer) prometheus.Collector {
-	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		info, err := c.Info(ctx)
-		if err != nil {
-			return -1
-		}
-		return float64(info.NumPending)
-	})
+// OpenPool opens the ledger's connection pool (lazily: an unreachable server is reported by
+// the first use and by /readyz, not here).
+func OpenPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("database URL: %w", err)
+	}
+	return pool, nil
 }
 
-// buildInfo is atmost_build_info: always 1, its labels say which build runs, so a dashboard can
-// tell the versions of a pool apart during a rollout.
-func buildInfo() prometheus.Collector {
-	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "atmost_build_info",
-		Help: "The build of this process (always 1): its version, VCS revision and Go version."}, []string{"version", "revision", "go_version"})
-	g.WithLabelValues(version.String(), version.Revision(), runtime.Version()).Set(1)
-	return g
+// Checks are the readiness checks of a role on PostgreSQL and NATS.
+func Checks(pool *pgxpool.Pool, nc *nats.Conn) map[string]serve.Check {
+	return map[string]serve.Check{
+		"postgresql": func(ctx context.Context) error { return pool.Ping(ctx) },
+		"nats": func(context.Context) error {
+			if !nc.IsConnected() {
+				return errors.New("not connected")
+			}
+			return nil
+		},
+	}
 }

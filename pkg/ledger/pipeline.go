@@ -93,8 +93,7 @@ func (a ahead) read(rows pgx.Rows) error {
 // were not. At 1,000 intents a second on a new ledger whose autovacuum never ran, a batch's
 // GetMany of 22-32 intents took 4.7-7.0 ms and Begin, Authorize and Complete 5 to 13 ms each,
 // and PostgreSQL spent 0.97-1.22 ms of CPU per intent; with sequential scans off, 0.67-0.69
-// ms, as on a ledger analyzed at its size, where the plans do not change
-// (docs/performance.md, "Plans that outlive the tables they were made for"). Bitmap scans
+// ms, as on a ledger analyzed at its size, where the plans do not change. Bitmap scans
 // stay on for them: they lock their rows in key order themselves (ORDER BY ... FOR UPDATE).
 //
 // Both sets of statements are planned once per connection (plan_cache_mode

@@ -13,8 +13,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/atmost/atmost/internal/adapters"
+	"github.com/atmost/atmost/internal/natsconn"
 	"github.com/atmost/atmost/internal/relay"
-	"github.com/atmost/atmost/internal/role"
 	"github.com/atmost/atmost/internal/tracing"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
@@ -114,7 +114,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	go func() {
 		defer close(msgs)
 		for {
-			m, err := role.Next(it, d.log)
+			m, err := natsconn.Next(it, d.log)
 			if err != nil {
 				if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 					iterErr = err

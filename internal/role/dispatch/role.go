@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/atmost/atmost/internal/adapters"
+	"github.com/atmost/atmost/internal/backoff"
 	"github.com/atmost/atmost/internal/relay"
 	"github.com/atmost/atmost/internal/role"
 	"github.com/atmost/atmost/pkg/platform"
@@ -91,7 +92,7 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 	}
 	defer deps.Close()
 	var d *Dispatcher
-	if err := role.Retry(ctx, log, "create the dispatch consumer", func() (err error) {
+	if err := backoff.Retry(ctx, log, "create the dispatch consumer", func() (err error) {
 		dc := cfg.dispatchConfig(adapters.Builtin(), log)
 		dc.Tracer = deps.Tracer
 		d, err = New(ctx, deps.JS, deps.Ledger, deps.Relay, dc)

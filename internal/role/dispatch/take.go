@@ -8,7 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
-	"github.com/atmost/atmost/internal/role"
+	"github.com/atmost/atmost/internal/natsconn"
 	"github.com/atmost/atmost/internal/tracing"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
@@ -103,7 +103,7 @@ func (d *Dispatcher) parse(msgs []jetstream.Msg) []*work {
 			continue
 		}
 		seen[item.DeliveryKey] = true
-		w.stop = role.KeepAlive(m, d.cfg.AckWait/3)
+		w.stop = natsconn.KeepAlive(m, d.cfg.AckWait/3)
 		batch = append(batch, w)
 	}
 	return batch

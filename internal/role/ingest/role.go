@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/atmost/atmost/internal/backoff"
 	"github.com/atmost/atmost/internal/outcome"
 	"github.com/atmost/atmost/internal/relay"
 	"github.com/atmost/atmost/internal/role"
@@ -108,7 +109,7 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 	// As the dispatcher and the reconciler do: on a cluster, the JetStream API does not answer
 	// while the meta group or the stream elects a leader.
 	var in *Ingester
-	if err := role.Retry(ctx, log, "create the ingest consumer", func() (err error) {
+	if err := backoff.Retry(ctx, log, "create the ingest consumer", func() (err error) {
 		in, err = New(ctx, deps.JS, deps.Ledger, cfg.ingesterConfig(log, deps.Tracer))
 		return err
 	}); err != nil {
@@ -157,7 +158,7 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 		if err != nil {
 			metrics.batches.WithLabelValues("retried").Inc()
 			log.Warn("batch not ingested; it will be redelivered", zap.Error(err))
-			role.Sleep(ctx, time.Second)
+			backoff.Sleep(ctx, time.Second)
 			continue
 		}
 		if stats != (Stats{}) {

@@ -20,8 +20,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/atmost/atmost/internal/adapters"
+	"github.com/atmost/atmost/internal/natsconn"
 	"github.com/atmost/atmost/internal/relay"
-	"github.com/atmost/atmost/internal/role"
 	"github.com/atmost/atmost/internal/tracing"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
@@ -132,7 +132,7 @@ func (c Config) validate() error {
 		}
 	}
 	if c.AckWait < time.Second {
-		// A lookup is kept alive every third of it (role.KeepAlive), as the dispatcher's sends are.
+		// A lookup is kept alive every third of it (natsconn.KeepAlive), as the dispatcher's sends are.
 		return fmt.Errorf("reconcile: ack wait %s: must be at least 1s", c.AckWait)
 	}
 	return nil
@@ -230,7 +230,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	defer stop()
 	var iterErr error
 	for {
-		m, err := role.Next(it, r.log)
+		m, err := natsconn.Next(it, r.log)
 		if err != nil {
 			if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 				iterErr = err
@@ -280,7 +280,7 @@ func (r *Reconciler) handle(ctx context.Context, m jetstream.Msg) {
 		_ = m.NakWithDelay(wait)
 		return
 	}
-	keep := role.KeepAlive(m, r.cfg.AckWait/3)
+	keep := natsconn.KeepAlive(m, r.cfg.AckWait/3)
 	v := r.Reconcile(context.WithoutCancel(ctx), e.DeliveryKey)
 	keep()
 	if v.Wait > 0 {

@@ -231,7 +231,7 @@ func TestCrashingReconciler(t *testing.T) {
 	require.NoError(t, err)
 	reconcile.SetCrash(func(step string) {
 		if step == "after-claim" {
-			os.Stderr.WriteString("claimed, killed\n")
+			_, _ = os.Stderr.WriteString("claimed, killed\n")
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {}
 		}

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/atmost/atmost/internal/adapters"
+	"github.com/atmost/atmost/internal/backoff"
 	"github.com/atmost/atmost/internal/relay"
 	"github.com/atmost/atmost/internal/role"
 )
@@ -87,7 +88,7 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 	}
 	defer deps.Close()
 	var r *Reconciler
-	if err := role.Retry(ctx, log, "create the reconciler consumer", func() (err error) {
+	if err := backoff.Retry(ctx, log, "create the reconciler consumer", func() (err error) {
 		rc := cfg.reconcileConfig(log)
 		rc.Tracer = deps.Tracer
 		r, err = New(ctx, deps.JS, deps.Ledger, deps.Relay, rc)

@@ -16,6 +16,9 @@
 // the real-database lane.
 //
 // UseCockroachDB points New at a CockroachDB cluster instead, for the optional CockroachDB lane.
+//
+// Under go test -short (make test-short) without CI=true, New skips its test: see
+// SkipInShortLane.
 package dbtest
 
 import (
@@ -91,6 +94,7 @@ func Empty() Option {
 // it when t ends (set ATMOST_TEST_KEEP_DB=1 to keep it for a look after a failure).
 func New(t testing.TB, opts ...Option) *DB {
 	t.Helper()
+	SkipInShortLane(t, "it clones a database of its own")
 	o := options{isolation: Serializable}
 	for _, opt := range opts {
 		opt(&o)
@@ -137,6 +141,18 @@ func New(t testing.TB, opts ...Option) *DB {
 		}
 	})
 	return db
+}
+
+// SkipInShortLane skips t in make test-short's lane (go test -short without CI=true), saying why
+// the test is slow; make test, and anything under CI=true, runs it. The lane leaves out what
+// takes seconds a test (a database of its own, a browser, a build of every binary) so that a
+// contributor gets the rest in about a minute; it proves less than make test and never stands
+// for it.
+func SkipInShortLane(t testing.TB, why string) {
+	t.Helper()
+	if testing.Short() && os.Getenv("CI") != "true" {
+		t.Skipf("not in the short lane (go test -short): %s; make test runs it", why)
+	}
 }
 
 // AppURL connects to the test's database as the application role (migrations.AppRole), with

@@ -13,6 +13,7 @@ import (
 // Two tests that run at the same time must each see an empty ledger of their own: each writes
 // a row, waits until the other has written too, and must still see only its own.
 func TestParallelTestsSeeTheirOwnEmptyLedger(t *testing.T) {
+	dbtest.SkipInShortLane(t, "its two subtests clone a database each")
 	var wrote sync.WaitGroup
 	wrote.Add(2)
 	names := make(chan string, 2)

@@ -37,3 +37,37 @@ func TestASkipIsAnnouncedWithoutVerbose(t *testing.T) {
 		"stderr: %s", &stderr)
 	require.Contains(t, stderr.String(), "run make postgres")
 }
+
+// shortLaneHelper, set in the environment, makes TestAShortLaneTest run its body.
+const shortLaneHelper = "ATMOST_DBTEST_SHORT_LANE_HELPER"
+
+// TestAShortLaneTest is the slow test the next test runs in a go test of its own; otherwise it
+// does nothing.
+func TestAShortLaneTest(t *testing.T) {
+	if os.Getenv(shortLaneHelper) != "1" {
+		return
+	}
+	dbtest.SkipInShortLane(t, "a slow test")
+	t.Log("the slow test ran")
+}
+
+// go test -short skips a slow test, saying why and where it runs; under CI=true nothing skips,
+// -short or not, so CI's run can never pass by leaving the slow tests out.
+func TestTheShortLaneSkipsSlowTestsButNeverUnderCI(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		ci   string
+		ran  bool
+		want string
+	}{
+		{ci: "", ran: false, want: "not in the short lane (go test -short): a slow test; make test runs it"},
+		{ci: "true", ran: true, want: "the slow test ran"},
+	} {
+		cmd := exec.Command("go", "test", "-short", "-v", "-count=1", "-run", "^TestAShortLaneTest$", ".")
+		cmd.Env = append(os.Environ(), "CI="+tc.ci, shortLaneHelper+"=1")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.Contains(t, string(out), tc.want, "CI=%q", tc.ci)
+		require.Equal(t, !tc.ran, bytes.Contains(out, []byte("--- SKIP: TestAShortLaneTest")), "CI=%q: %s", tc.ci, out)
+	}
+}

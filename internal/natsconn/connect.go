@@ -1,14 +1,13 @@
-package role
+package natsconn
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/atmost/atmost/internal/backoff"
 	"github.com/atmost/atmost/internal/redact"
 )
 
@@ -24,12 +23,12 @@ const (
 	natsMaxPingsOut  = 2
 )
 
-// ConnectNATS connects, waiting with backoff while the server is unreachable at start-up; once
+// Connect connects, waiting with backoff while the server is unreachable at start-up; once
 // connected, nats.go reconnects by itself for as long as the process lives, and the role logs
 // each disconnection and reconnection.
-func ConnectNATS(ctx context.Context, name, url string, log *zap.Logger) (*nats.Conn, error) {
+func Connect(ctx context.Context, name, url string, log *zap.Logger) (*nats.Conn, error) {
 	var nc *nats.Conn
-	err := Retry(ctx, log, "connect to NATS at "+redact.URL(url), func() (err error) {
+	err := backoff.Retry(ctx, log, "connect to NATS at "+redact.URL(url), func() (err error) {
 		nc, err = nats.Connect(url, natsOptions(name, log)...)
 		return err
 	})
@@ -48,21 +47,5 @@ func natsOptions(name string, log *zap.Logger) []nats.Option {
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("reconnected to NATS", zap.String("server", nc.ConnectedUrlRedacted()))
 		}),
-	}
-}
-
-// Next returns the next message of a pull consumer's iterator, or the error that ended it.
-// A missed heartbeat does not end it: the consumer's pull request was lost (its leader moved
-// to another server of a cluster, or the server went silent), and the iterator, which resets
-// what it counted pending and pulls again, stays usable; Next logs it and waits on. Only an
-// iterator that was stopped, a connection closed for good or a consumer deleted end it.
-func Next(it jetstream.MessagesContext, log *zap.Logger) (jetstream.Msg, error) {
-	for {
-		m, err := it.Next()
-		if errors.Is(err, jetstream.ErrNoHeartbeat) {
-			log.Warn("the consumer's heartbeats stopped (a leader change, a silent server); pulling again", zap.Error(err))
-			continue
-		}
-		return m, err
 	}
 }

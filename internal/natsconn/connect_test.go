@@ -1,4 +1,4 @@
-package role_test
+package natsconn_test
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/atmost/atmost/internal/natsconn"
 	"github.com/atmost/atmost/internal/role"
 	"github.com/atmost/atmost/internal/testkit/natstest"
 )
@@ -21,7 +22,7 @@ func TestARoleLeavesANATSServerThatStopsAnswering(t *testing.T) {
 	a, b := natstest.NewProxy(t, natstest.New(t).URL), natstest.NewProxy(t, natstest.New(t).URL)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	nc, err := role.ConnectNATS(ctx, "test", a.URL+","+b.URL, zap.NewNop())
+	nc, err := natsconn.Connect(ctx, "test", a.URL+","+b.URL, zap.NewNop())
 	require.NoError(t, err)
 	defer nc.Close()
 	stuck, other := a, b
@@ -44,7 +45,7 @@ func TestARoleNeverLogsTheSecretOfItsNATSURL(t *testing.T) {
 	for _, url := range []string{"nats://atmost:pw-s3cret@" + host, "nats://tok-s3cret@" + host} {
 		var logs bytes.Buffer
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := role.ConnectNATS(ctx, "test", url, role.Logger(&logs))
+		_, err := natsconn.Connect(ctx, "test", url, role.Logger(&logs))
 		cancel()
 		require.Error(t, err)
 		require.Contains(t, logs.String(), "connect to NATS at nats://", "the attempt is logged")

@@ -1,4 +1,4 @@
-package role_test
+package natsconn_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/atmost/atmost/internal/role"
+	"github.com/atmost/atmost/internal/natsconn"
 	"github.com/atmost/atmost/internal/testkit/natstest"
 )
 
@@ -47,10 +47,10 @@ func TestKeepAliveHoldsAMessageBeyondItsAckWait(t *testing.T) {
 
 	held := next(time.Second)
 	require.NotNil(t, held)
-	stopHeld := role.KeepAlive(held, ackWait/3)
+	stopHeld := natsconn.KeepAlive(held, ackWait/3)
 	released := next(time.Second)
 	require.NotNil(t, released)
-	stopReleased := role.KeepAlive(released, ackWait/3)
+	stopReleased := natsconn.KeepAlive(released, ackWait/3)
 	stopReleased()
 	stopReleased() // a second stop is harmless
 
@@ -83,7 +83,7 @@ func TestKeepAliveRemindsUntilStopReturnsAndNeverAfter(t *testing.T) {
 	t.Parallel()
 	for range 20 {
 		m := &reminders{}
-		stop := role.KeepAlive(m, time.Millisecond)
+		stop := natsconn.KeepAlive(m, time.Millisecond)
 		require.Eventually(t, func() bool { return m.n.Load() >= 3 }, 5*time.Second, time.Millisecond)
 		stop()
 		after := m.n.Load()
@@ -91,5 +91,5 @@ func TestKeepAliveRemindsUntilStopReturnsAndNeverAfter(t *testing.T) {
 		require.Equal(t, after, m.n.Load(), "a reminder was sent after stop returned")
 		stop()
 	}
-	require.Panics(t, func() { role.KeepAlive(&reminders{}, 0) })
+	require.Panics(t, func() { natsconn.KeepAlive(&reminders{}, 0) })
 }

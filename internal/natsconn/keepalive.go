@@ -1,4 +1,4 @@
-package role
+package natsconn
 
 import (
 	"fmt"
@@ -22,7 +22,7 @@ func KeepAlive(msg jetstream.Msg, interval time.Duration) (stop func()) {
 	if interval <= 0 {
 		// A timer set again at once would send reminders without end; the roles refuse an
 		// AckWait under a second.
-		panic(fmt.Sprintf("role: KeepAlive needs a positive interval, not %s", interval))
+		panic(fmt.Sprintf("natsconn: KeepAlive needs a positive interval, not %s", interval))
 	}
 	var (
 		mu      sync.Mutex
