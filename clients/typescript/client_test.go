@@ -21,6 +21,7 @@ import (
 
 	"github.com/atmost/atmost/internal/role/dispatch"
 	"github.com/atmost/atmost/internal/role/ingest"
+	"github.com/atmost/atmost/internal/testkit/dbtest"
 	"github.com/atmost/atmost/internal/testkit/roletest"
 	"github.com/atmost/atmost/internal/testkit/worldtest"
 	"github.com/atmost/atmost/internal/tools/platformsim"
@@ -73,6 +74,7 @@ func run(t *testing.T, ctx context.Context, dir string, env []string, name strin
 
 func TestTheTypeScriptClient(t *testing.T) {
 	t.Parallel()
+	dbtest.SkipInShortLane(t, "it builds the TypeScript client and runs node against a ledger of its own, JetStream and the roles")
 	node, npm := needs(t, ".", agentDir)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
