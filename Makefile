@@ -51,6 +51,11 @@ test-bluesky: ## the Bluesky lane on a real PDS on loopback: installs Node 22 an
 	scripts/bluesky-pds/install
 	ATMOST_BLUESKY_LANE=1 $(GO) test -race -count=1 -timeout 10m -v ./internal/testkit/blueskylane/
 
+.PHONY: test-matrix
+test-matrix: postgres ## the Matrix lane on a real Dendrite on loopback: builds Dendrite v0.13.8 from the Go module proxy into a cache (scripts/dendrite/install: minutes the first time), then runs the conformance suite and 500 intents with 5 % of the answers lost; fails, never skips, without it
+	scripts/dendrite/install
+	ATMOST_MATRIX_LANE=1 $(GO) test -race -count=1 -timeout 20m -v ./internal/testkit/matrixlane/
+
 test-short: ## the fast lane, about a minute: go test -short, which skips the tests that take seconds each (a database of their own, a browser, every binary built); under CI=true nothing skips; never instead of make test
 	$(GO) test -short ./...
 
@@ -83,10 +88,12 @@ generate: ## regenerate the ledger's query code from pkg/ledger/queries with sql
 migrate: build ## create and migrate the ledger at ATMOST_DATABASE_URL
 	$(BIN)/atmost migrate --create-database
 
-bench: postgres ## benchmarks on the real database and JetStream: the ledger at both isolation levels, ingest of 100,000 intents, the relay, a sweeper pass over 100,000 intents, end to end through ingest, dispatcher and platformsim, reconciliation at 5 % and 20 % unknown outcomes and of a backlog of 10,000, the client publishing 100,000 intents and its Status latency, the console's pages on a ledger of 1,000,000 intents
+bench: postgres ## benchmarks on the real database and JetStream: the ledger at both isolation levels, ingest of 100,000 intents, the relay, a sweeper pass over 100,000 intents, end to end through ingest, dispatcher and platformsim, reconciliation at 5 % and 20 % unknown outcomes and of a backlog of 10,000, the client publishing 100,000 intents and its Status latency, publishing over HTTP and NATS (rate, and latency to the outcome), the console's pages on a ledger of 1,000,000 intents
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./pkg/ledger/ -args -isolation=serializable
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./pkg/ledger/ -args -isolation=read-committed
-	$(GO) test -run '^$$' -bench . -benchtime 100000x ./internal/role/ingest/
+	$(GO) test -run '^$$' -bench '^BenchmarkIngest$$' -benchtime 100000x ./internal/role/ingest/
+	$(GO) test -run '^$$' -bench PublishRate -benchtime 20000x ./internal/role/ingest/
+	$(GO) test -run '^$$' -bench PublishToOutcome -benchtime 1000x ./internal/role/ingest/
 	$(GO) test -run '^$$' -bench . -benchtime 100000x ./internal/relay/
 	$(GO) test -run '^$$' -bench SweepPass -benchtime 20x ./internal/role/sweep/
 	$(GO) test -run '^$$' -bench EndToEnd -benchtime 10000x ./internal/role/dispatch/ -args -isolation=serializable

@@ -44,6 +44,7 @@ func rootCommand() *Command {
 		operatorsCommand(),
 		parkCommand(),
 		policyCommand(),
+		producersCommand(),
 		rejectsCommand(),
 		resolveCommand(),
 		restoreCommand(),

@@ -135,6 +135,27 @@ func (f *Flags) Duration(p *time.Duration, name, value string, def time.Duration
 	return f.add(&Flag{name: name, value: value, usage: usage, def: nonZero(def != 0, def.String())})
 }
 
+// Strings declares a text flag that may be given more than once; each value is appended to p.
+func (f *Flags) Strings(p *[]string, name, value, usage string) *Flag {
+	f.fs.Var((*stringsValue)(p), name, usage)
+	return f.add(&Flag{name: name, value: value, usage: usage + " (repeat for more)"})
+}
+
+// stringsValue is a repeated flag's values; String joins them, so a Required check sees none
+// as blank.
+type stringsValue []string
+
+func (v *stringsValue) String() string {
+	if v == nil {
+		return ""
+	}
+	return strings.Join(*v, ",")
+}
+
+func (v *stringsValue) Set(s string) error { *v = append(*v, s); return nil }
+
+func (v *stringsValue) Get() any { return []string(*v) }
+
 // Bool declares a flag that is off unless given.
 func (f *Flags) Bool(p *bool, name, usage string) *Flag {
 	f.fs.BoolVar(p, name, false, usage)

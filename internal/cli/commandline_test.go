@@ -30,7 +30,7 @@ func flagSample(t *testing.T, f cli.DeclaredFlag) []string {
 		return []string{"--" + f.Name, "1"}
 	case "time.Duration":
 		return []string{"--" + f.Name, "1s"}
-	case "string":
+	case "string", "[]string":
 		return []string{"--" + f.Name, "x"}
 	}
 	t.Fatalf("--%s: no sample for a flag of kind %s", f.Name, f.Kind)

@@ -195,77 +195,137 @@ func (s *Service) answer(r asked) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
 	defer cancel()
-	if req.Key.IsZero() {
-		key, ok := s.keyAt(ctx, r, account, req.Seq)
-		if !ok {
-			return
+	out, refusal := Lookup(ctx, s.ledger, s.cfg.Intents, func(a string) bool { return a == account }, req)
+	if refusal != nil {
+		if refusal.Answer == AnswerUnavailable {
+			s.cfg.Logger.Warn("the outcome service could not read the ledger or the intents stream", zap.Stringer("delivery_key", req.Key), zap.Error(refusal.Err))
 		}
-		req.Key = key
-	}
-	in, err := s.ledger.Get(ctx, req.Key)
-	if errors.Is(err, ledger.ErrNotFound) && req.Seq > 0 {
-		var rej *client.Rejection
-		if rej, err = s.rejected(ctx, account, req); err == nil {
-			s.requests.WithLabelValues("rejected").Inc()
-			s.respond(r, client.Outcome{Key: req.Key, Account: account, Rejected: rej})
-			return
-		}
-	}
-	switch {
-	case errors.Is(err, ledger.ErrNotFound), err == nil && in.Account != account:
-		// Another account's intent is not found for this one: its state is not this asker's.
-		s.fail(r, "not_found", client.CodeNotFound, fmt.Sprintf("no intent %s of account %q", req.Key, account))
-		return
-	case err != nil:
-		s.cfg.Logger.Warn("the outcome service could not read the ledger", zap.Stringer("delivery_key", req.Key), zap.Error(err))
-		s.fail(r, "unavailable", client.CodeUnavailable, "the ledger could not be read; ask again")
+		s.fail(r, string(refusal.Answer), refusal.Answer.Code(), refusal.Description)
 		return
 	}
-	rule, _ := in.Reason.Rule()
-	out := client.Outcome{Key: in.Key, Account: in.Account, State: string(in.State), Reason: string(in.Reason), Retry: string(rule.Retry),
-		Seq: in.Seq, ObjectID: in.ObjectID, UpdatedAt: in.UpdatedAt}
-	s.requests.WithLabelValues("found").Inc()
+	if out.Rejected != nil {
+		s.requests.WithLabelValues(string(AnswerRejected)).Inc()
+	} else {
+		s.requests.WithLabelValues(string(AnswerFound)).Inc()
+	}
 	s.respond(r, out)
 }
 
-// keyAt derives the delivery key of the message at seq in ATMOST_INTENTS, as ingest does, and
-// answers the request itself when there is none to give. The message counts only if it came on
-// the account's own subject: a sequence alone must not reveal another account's intent.
-func (s *Service) keyAt(ctx context.Context, r asked, account string, seq uint64) (identity.DeliveryKey, bool) {
-	msg, err := s.cfg.Intents.GetMsg(ctx, seq)
+// Answer is what became of one request, as atmost_status_requests_total counts it.
+type Answer string
+
+// The answers to a request.
+const (
+	AnswerFound       Answer = "found"       // a stored intent's outcome
+	AnswerRejected    Answer = "rejected"    // ingest refused the message the request named
+	AnswerNotFound    Answer = "not_found"   // nothing the asker may see
+	AnswerBadRequest  Answer = "bad_request" // not a request
+	AnswerUnavailable Answer = "unavailable" // the ledger or the stream did not answer; ask again
+)
+
+// Code is the service error code of a refusal.
+func (a Answer) Code() string {
+	switch a {
+	case AnswerNotFound:
+		return client.CodeNotFound
+	case AnswerBadRequest:
+		return client.CodeBadRequest
+	}
+	return client.CodeUnavailable
+}
+
+// Refusal is a request Lookup answers with no outcome: not found, bad, or not answerable now.
+type Refusal struct {
+	Answer      Answer
+	Description string
+	Err         error // the ledger's or the stream's error, for AnswerUnavailable
+}
+
+// Lookup answers one request as the outcome service does, for an asker who may see the intents
+// of the accounts allowed admits: the outcome of the intent req.Key names (or, when req.Key is
+// zero, of the message req.Seq names), or ingest's refusal of the message req.Seq names, or a
+// Refusal. An intent, a message or a refusal of an account allowed does not admit is not found,
+// exactly as one that does not exist: the answer never tells another account's intents apart
+// from none. intents may be nil when req.Key is set. The outcome service asks it with the one
+// account of the request's subject, ingest's HTTP API with the accounts of the producer's token.
+func Lookup(ctx context.Context, l Ledger, intents IntentReader, allowed func(account string) bool, req client.StatusRequest) (client.Outcome, *Refusal) {
+	if req.Key.IsZero() {
+		if req.Seq == 0 || intents == nil {
+			return client.Outcome{}, &Refusal{Answer: AnswerBadRequest, Description: "no delivery key, and no sequence to find it by"}
+		}
+		key, refusal := keyAt(ctx, intents, allowed, req.Seq)
+		if refusal != nil {
+			return client.Outcome{}, refusal
+		}
+		req.Key = key
+	}
+	in, err := l.Get(ctx, req.Key)
+	if errors.Is(err, ledger.ErrNotFound) && req.Seq > 0 {
+		var out client.Outcome
+		if out, err = rejected(ctx, l, allowed, req); err == nil {
+			return out, nil
+		}
+	}
+	switch {
+	case errors.Is(err, ledger.ErrNotFound), err == nil && !allowed(in.Account):
+		// Another account's intent is not found for this one: its state is not this asker's.
+		return client.Outcome{}, &Refusal{Answer: AnswerNotFound, Description: fmt.Sprintf("no intent %s of this account", req.Key)}
+	case err != nil:
+		return client.Outcome{}, &Refusal{Answer: AnswerUnavailable, Description: "the ledger could not be read; ask again", Err: err}
+	}
+	rule, _ := in.Reason.Rule()
+	return client.Outcome{Key: in.Key, Account: in.Account, State: string(in.State), Reason: string(in.Reason), Retry: string(rule.Retry),
+		Seq: in.Seq, ObjectID: in.ObjectID, UpdatedAt: in.UpdatedAt}, nil
+}
+
+// subjectAccount is the account whose intent subject subject is, and whether it is one.
+func subjectAccount(subject string) (string, bool) {
+	token, ok := strings.CutPrefix(subject, "atmost.intent.")
+	if !ok {
+		return "", false
+	}
+	account, err := identity.ParseAccountToken(token)
+	return account, err == nil && events.IntentSubject(account) == subject
+}
+
+// keyAt derives the delivery key of the message at seq in ATMOST_INTENTS, as ingest does. The
+// message counts only if it came on the subject of an account allowed admits: a sequence alone
+// must not reveal another account's intent.
+func keyAt(ctx context.Context, intents IntentReader, allowed func(string) bool, seq uint64) (identity.DeliveryKey, *Refusal) {
+	msg, err := intents.GetMsg(ctx, seq)
+	notFound := &Refusal{Answer: AnswerNotFound, Description: fmt.Sprintf("no message %d of this account on %s", seq, events.IntentsStream)}
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
-		s.fail(r, "not_found", client.CodeNotFound, fmt.Sprintf("no message %d of account %q on %s", seq, account, events.IntentsStream))
-		return identity.DeliveryKey{}, false
+		return identity.DeliveryKey{}, notFound
 	case err != nil:
-		s.cfg.Logger.Warn("the outcome service could not read the intents stream", zap.Uint64("seq", seq), zap.Error(err))
-		s.fail(r, "unavailable", client.CodeUnavailable, "the intents stream could not be read; ask again")
-		return identity.DeliveryKey{}, false
-	case msg.Subject != events.IntentSubject(account):
-		s.fail(r, "not_found", client.CodeNotFound, fmt.Sprintf("no message %d of account %q on %s", seq, account, events.IntentsStream))
-		return identity.DeliveryKey{}, false
+		return identity.DeliveryKey{}, &Refusal{Answer: AnswerUnavailable, Description: "the intents stream could not be read; ask again", Err: err}
+	}
+	if account, ok := subjectAccount(msg.Subject); !ok || !allowed(account) {
+		return identity.DeliveryKey{}, notFound
 	}
 	env, err := identity.ParseEnvelope(msg.Data)
 	if err != nil {
-		s.fail(r, "not_found", client.CodeNotFound, fmt.Sprintf("message %d holds no valid envelope: %v", seq, err))
-		return identity.DeliveryKey{}, false
+		return identity.DeliveryKey{}, &Refusal{Answer: AnswerNotFound, Description: fmt.Sprintf("message %d holds no valid envelope: %v", seq, err)}
 	}
-	return env.DeliveryKey(), true
+	return env.DeliveryKey(), nil
 }
 
 // rejected returns ingest's refusal of the message req.Seq names, or ledger.ErrNotFound. The
-// refusal counts only for a message on the account's subject that named this key in its
-// Atmost-Delivery-Key header: a sequence alone would let anyone read any message's refusal.
-func (s *Service) rejected(ctx context.Context, account string, req client.StatusRequest) (*client.Rejection, error) {
-	stored, err := s.ledger.RejectAt(ctx, events.IntentsStream, int64(req.Seq))
+// refusal counts only for a message on the subject of an account allowed admits that named this
+// key in its Atmost-Delivery-Key header: a sequence alone would let anyone read any message's
+// refusal.
+func rejected(ctx context.Context, l Ledger, allowed func(string) bool, req client.StatusRequest) (client.Outcome, error) {
+	stored, err := l.RejectAt(ctx, events.IntentsStream, int64(req.Seq))
 	if err != nil {
-		return nil, err
+		return client.Outcome{}, err
 	}
-	if stored.Subject != events.IntentSubject(account) || !slices.Contains(stored.Headers[identity.DeliveryKeyHeader], req.Key.String()) {
-		return nil, ledger.ErrNotFound
+	account, ok := subjectAccount(stored.Subject)
+	if !ok || !allowed(account) || !slices.Contains(stored.Headers[identity.DeliveryKeyHeader], req.Key.String()) {
+		return client.Outcome{}, ledger.ErrNotFound
 	}
 	reason := identity.Reason(stored.Reason)
-	return &client.Rejection{Reason: reason, Detail: stored.Detail, Remedy: client.Remedy(reason, account)}, nil
+	return client.Outcome{Key: req.Key, Account: account,
+		Rejected: &client.Rejection{Reason: reason, Detail: stored.Detail, Remedy: client.Remedy(reason, account)}}, nil
 }
 
 func (s *Service) respond(r asked, out client.Outcome) {

@@ -519,9 +519,10 @@ func (l *Ledger) PolicyLayersFor(ctx context.Context, account string) (PolicyLay
 // ControlChange is one row of the control history: an operator's change to a kill switch
 // (Kind "switch"), a policy row ("policy"), the restore epoch ("epoch"), an account
 // ("account": added, updated, disabled, enabled, rotated, revoked), or an operator's replay of
-// a stored reject (ReplayKind), or a console operator added or revoked (OperatorKind). Scope is
+// a stored reject (ReplayKind), a console operator added or revoked (OperatorKind), or a producer
+// of the HTTP API added or revoked (ProducerKind). Scope is
 // the account id, or GlobalScope for the global switch, the default policy and the epoch; for
-// a replay, the reject's id; for an operator, its name. Before is JSON null when the
+// a replay, the reject's id; for an operator or a producer, its name. Before is JSON null when the
 // change created the control; Before and After hold the control's settings as the ledger's
 // columns name them, and for a replay the reject as stored (reason, detail, stream,
 // stream_seq) and what the replay did (outcome, account, delivery_key, and the reason and
@@ -538,7 +539,7 @@ type ControlChange struct {
 }
 
 // ControlKinds are the kinds of ControlChange.
-var ControlKinds = []string{"switch", "policy", "epoch", "account", ReplayKind, OperatorKind}
+var ControlKinds = []string{"switch", "policy", "epoch", "account", ReplayKind, OperatorKind, ProducerKind}
 
 // ControlHistory returns up to max changes to controls, newest first: of kind, or of every kind
 // when kind is empty.

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +29,7 @@ type RoleConfig struct {
 	MaxDeliveries int           // ATMOST_INGEST_MAX_DELIVERIES
 	RelayInterval time.Duration // ATMOST_RELAY_INTERVAL
 	Status        bool          // ATMOST_INGEST_STATUS
+	HTTPAPI       string        // ATMOST_INGEST_HTTP_API
 }
 
 func (c RoleConfig) validate() error {
@@ -78,6 +80,7 @@ func parseRoleConfig(args []string, getenv func(string) (string, bool), stderr i
 	fs.IntVar(&cfg.MaxDeliveries, "max-deliveries", env.Int("ATMOST_INGEST_MAX_DELIVERIES", def.MaxDeliveries), "the delivery on which a message the database refused every time is recorded as unstorable and acknowledged (env ATMOST_INGEST_MAX_DELIVERIES)")
 	fs.DurationVar(&cfg.RelayInterval, "relay-interval", env.Duration("ATMOST_RELAY_INTERVAL", relay.DefaultInterval), "how often the relay drains the outbox (env ATMOST_RELAY_INTERVAL)")
 	fs.BoolVar(&cfg.Status, "status", env.Bool("ATMOST_INGEST_STATUS", true), "serve the outcome service "+client.StatusService+" on "+client.StatusSubjects+", which answers producers' Status and Await from the ledger; --status=false leaves it to other instances (env ATMOST_INGEST_STATUS)")
+	fs.StringVar(&cfg.HTTPAPI, "http-api", env.String("ATMOST_INGEST_HTTP_API", ""), "serve the producers' HTTP API (docs/http-api.yaml) on this address, such as 127.0.0.1:8088; off when empty (env ATMOST_INGEST_HTTP_API)")
 	code := role.Parse(fs, env, "ingest", "Consumes ATMOST_INTENTS into the ledger and relays the outbox to ATMOST_EVENTS and ATMOST_DISPATCH.", args, stderr, func() error { return cfg.validate() })
 	return cfg, code
 }
@@ -130,11 +133,34 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 	metrics := newRoleMetrics(deps.Registry)
 	deps.Registry.MustRegister(role.ConsumerPending("atmost_ingest_consumer_pending",
 		"Producers' messages waiting on ATMOST_INTENTS for ingest (-1 when JetStream did not answer).", in.consumer))
+	apiAddr := ""
+	if cfg.HTTPAPI != "" {
+		api, err := NewHTTPAPI(ctx, deps.JS, deps.Ledger, HTTPConfig{Logger: log})
+		if err != nil {
+			return err
+		}
+		ln, err := net.Listen("tcp", cfg.HTTPAPI)
+		if err != nil {
+			return fmt.Errorf("ingest: the HTTP API: listen on %s: %w", cfg.HTTPAPI, err)
+		}
+		deps.Registry.MustRegister(api.Collectors()...)
+		apiAddr = ln.Addr().String()
+		apiCtx, stopAPI := context.WithCancel(ctx)
+		apiDone := make(chan struct{})
+		go func() {
+			defer close(apiDone)
+			if err := api.Serve(apiCtx, ln); err != nil {
+				log.Error("the HTTP API stopped", zap.Error(err))
+			}
+		}()
+		// Its requests end before deps.Close drains the connection they publish on.
+		defer func() { stopAPI(); <-apiDone }()
+	}
 	addr, err := deps.Serve(ctx, cfg.HTTPAddr, log)
 	if err != nil {
 		return err
 	}
-	log.Info("ingest running", zap.String("http", addr.String()), zap.Int("batch", cfg.Batch), zap.Duration("linger", cfg.Linger), zap.Int("max_deliveries", cfg.MaxDeliveries), zap.String("isolation", cfg.Isolation), zap.Bool("status", cfg.Status))
+	log.Info("ingest running", zap.String("http", addr.String()), zap.String("http_api", apiAddr), zap.Int("batch", cfg.Batch), zap.Duration("linger", cfg.Linger), zap.Int("max_deliveries", cfg.MaxDeliveries), zap.String("isolation", cfg.Isolation), zap.Bool("status", cfg.Status))
 
 	relayDone := make(chan struct{})
 	go func() {

@@ -136,6 +136,14 @@ type Policy struct {
 	UpdatedAt         time.Time
 }
 
+type Producer struct {
+	Name        string
+	TokenSha256 []byte
+	Accounts    []string
+	CreatedAt   time.Time
+	RevokedAt   *time.Time
+}
+
 type RateBucket struct {
 	AccountID     string
 	Tokens        float64
