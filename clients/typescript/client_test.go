@@ -1,7 +1,7 @@
 // Package typescript_test runs the TypeScript client's own tests (test/*.test.mjs, node's test
 // runner) and the TypeScript example agent against a real ledger, JetStream, the ingest role
-// (with the outcome service) and a dispatcher sending to the platform simulator, as a producer
-// written in TypeScript meets them.
+// (with the outcome service and the HTTP API) and a dispatcher sending to the platform
+// simulator, as a producer written in TypeScript meets them.
 package typescript_test
 
 import (
@@ -89,12 +89,19 @@ func TestTheTypeScriptClient(t *testing.T) {
 		_, err := w.Ledger.SetPolicy(w.Ctx, a, ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, "test", "not about the rate limit")
 		require.NoError(t, err)
 	}
-	roletest.Start(t, ingest.Main, map[string]string{"ATMOST_DATABASE_URL": w.DB.AppURL(), "ATMOST_NATS_URL": w.NATSURL},
-		"--relay-interval", "100ms").WaitReady(t)
+	// The HTTP API's producer token acts for ts-1 and for ts-nobody, an account nobody configured.
+	token, err := w.Ledger.AddProducer(w.Ctx, "ts-bot", []string{"ts-1", "ts-nobody"}, "test", "the TypeScript client's HTTP tests")
+	require.NoError(t, err)
+	in := roletest.Start(t, ingest.Main, map[string]string{"ATMOST_DATABASE_URL": w.DB.AppURL(), "ATMOST_NATS_URL": w.NATSURL},
+		"--relay-interval", "100ms", "--http-api", "127.0.0.1:0")
+	in.WaitReady(t)
+	api, ok := httpAPI(in.Stderr())
+	require.True(t, ok, "ingest logged no HTTP API address: %s", in.Stderr())
 	roletest.Start(t, dispatch.Main, map[string]string{"ATMOST_DATABASE_URL": w.DB.AppURL(), "ATMOST_NATS_URL": w.NATSURL,
 		"ATMOST_CLAIM_LEASE": "5s", "ATMOST_INFLIGHT_LEASE": "10s", "ATMOST_SEND_TIMEOUT": "2s", "ATMOST_READBACK_TIMEOUT": "1s"}).WaitReady(t)
 	env := []string{"ATMOST_NATS_URL=" + w.NATSURL, "ATMOST_TEST_ACCOUNT=ts-1", "ATMOST_TEST_OTHER_ACCOUNT=ts-2",
-		"ATMOST_TEST_VECTORS=" + mustAbs(t, "../../testdata/identity-vectors.json")}
+		"ATMOST_TEST_VECTORS=" + mustAbs(t, "../../testdata/identity-vectors.json"),
+		"ATMOST_HTTP_URL=http://" + api, "ATMOST_HTTP_TOKEN=" + token}
 
 	out := run(t, ctx, ".", env, node, "--test", "--test-reporter=spec", "test/")
 	t.Logf("node --test:\n%s", out)
@@ -122,6 +129,20 @@ func TestTheTypeScriptClient(t *testing.T) {
 		require.Contains(t, string(b), "unknown_account")
 		require.Contains(t, string(b), "atmost rejects replay --account nobody")
 	})
+}
+
+// httpAPI finds the HTTP API's address in ingest's start-up line (its "http_api" field).
+func httpAPI(log string) (string, bool) {
+	for _, line := range strings.Split(log, "\n") {
+		var entry struct {
+			Msg     string `json:"msg"`
+			HTTPAPI string `json:"http_api"`
+		}
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "ingest running" && entry.HTTPAPI != "" {
+			return entry.HTTPAPI, true
+		}
+	}
+	return "", false
 }
 
 func mustAbs(t *testing.T, p string) string {
