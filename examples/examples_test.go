@@ -32,9 +32,9 @@ func TestTheExamplesPublishAwaitAndFollow(t *testing.T) {
 	t.Parallel()
 	w := worldtest.New(t)
 	_, simURL := w.Simulator(platformsim.Config{})
-	require.NoError(t, w.Ledger.AddAccount(w.Ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(fmt.Sprintf(`{"url":%q}`, simURL))}, "test", "a test account"))
+	require.NoError(t, w.Ledger.AddAccount(w.Ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(fmt.Sprintf(`{"url":%q}`, simURL))}, ledger.Actor{Name: "test", Reason: "a test account"}))
 	unlimited := 0
-	_, err := w.Ledger.SetPolicy(w.Ctx, "acct-1", ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, "test", "not about the rate limit")
+	_, err := w.Ledger.SetPolicy(w.Ctx, "acct-1", ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, ledger.Actor{Name: "test", Reason: "not about the rate limit"})
 	require.NoError(t, err)
 
 	bin := t.TempDir()

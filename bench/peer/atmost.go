@@ -156,11 +156,11 @@ func configureAccount(ctx context.Context, pool *pgxpool.Pool, simURL, adapter s
 		}
 		a = ledger.Account{ID: account, Platform: webhook.Name, Settings: settings}
 	}
-	if err := l.AddAccount(ctx, a, "bench", "the peer benchmark's account"); err != nil {
+	if err := l.AddAccount(ctx, a, ledger.Actor{Name: "bench", Reason: "the peer benchmark's account"}); err != nil {
 		return err
 	}
 	unlimited := 0
-	_, err = l.SetPolicy(ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, "bench", "no rate limit in the benchmark")
+	_, err = l.SetPolicy(ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, ledger.Actor{Name: "bench", Reason: "no rate limit in the benchmark"})
 	return err
 }
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/client"
 )
 
@@ -85,7 +86,7 @@ func run(ctx context.Context, url string, intent client.Intent) error {
 		return fmt.Errorf("%s: %w", receipt.Key, o.Rejected) // its remedy, when an operator can fix it
 	}
 	fmt.Printf("%s %s (%s) %s\n", o.State, o.Reason, o.Retry, o.ObjectID)
-	if o.State != "published" {
+	if o.State != atmosttype.Published {
 		return fmt.Errorf("%s is %s: %s", o.Key, o.State, o.Reason)
 	}
 	return nil

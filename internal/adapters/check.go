@@ -46,10 +46,26 @@ const credentialStandIn = "atmost-check-stand-in"
 // checks (os.LookupEnv in a role). The credential's value goes to the adapter only, which is
 // dropped; no message holds it.
 func CheckAccount(r platform.Registry, a ledger.Account, lookupEnv func(string) (string, bool)) (Check, error) {
+	_, check, err := openChecked(r, a, lookupEnv)
+	return check, err
+}
+
+// CapabilitiesOf opens a's adapter as CheckAccount does, sending nothing, and returns what the
+// adapter declares (its reconcile delay, whether its lookup proves not-sent), or why it does
+// not open.
+func CapabilitiesOf(r platform.Registry, a ledger.Account, lookupEnv func(string) (string, bool)) (platform.Capabilities, error) {
+	ad, _, err := openChecked(r, a, lookupEnv)
+	if err != nil {
+		return platform.Capabilities{}, err
+	}
+	return ad.Capabilities(), nil
+}
+
+func openChecked(r platform.Registry, a ledger.Account, lookupEnv func(string) (string, bool)) (platform.Adapter, Check, error) {
 	check := Check{Credential: CredentialNone}
 	kind, name, err := platform.ParseCredentialRef(a.CredentialRef)
 	if err != nil {
-		return check, fmt.Errorf("account %q: %w", a.ID, err)
+		return nil, check, fmt.Errorf("account %q: %w", a.ID, err)
 	}
 	var secret string
 	switch kind {
@@ -83,8 +99,9 @@ func CheckAccount(r platform.Registry, a ledger.Account, lookupEnv func(string) 
 			return secret, nil
 		}
 	}
-	if _, err := r.Open(acct); err != nil {
-		return check, err
+	ad, err := r.Open(acct)
+	if err != nil {
+		return nil, check, err
 	}
-	return check, nil
+	return ad, check, nil
 }

@@ -118,7 +118,7 @@ func changeAccount(ctx context.Context, c *line, sub string, v accountFlags) int
 		if !c.checkAccount(a) {
 			return ExitError
 		}
-		if err := l.AddAccount(ctx, a, operator, reason); err != nil {
+		if err := l.AddAccount(ctx, a, ledger.Actor{Name: operator, Reason: reason}); err != nil {
 			return c.fail(err)
 		}
 		if ch.After, err = l.Account(ctx, account); err != nil {
@@ -140,9 +140,9 @@ func changeAccount(ctx context.Context, c *line, sub string, v accountFlags) int
 				return ExitError
 			}
 		}
-		ch, err = l.UpdateAccount(ctx, account, u, operator, reason)
+		ch, err = l.UpdateAccount(ctx, account, u, ledger.Actor{Name: operator, Reason: reason})
 	case "disable", "enable":
-		ch, err = l.SetAccountDisabled(ctx, account, sub == "disable", operator, reason)
+		ch, err = l.SetAccountDisabled(ctx, account, sub == "disable", ledger.Actor{Name: operator, Reason: reason})
 	case "rotate":
 		var a ledger.Account
 		if a, err = l.Account(ctx, account); err != nil {
@@ -154,9 +154,9 @@ func changeAccount(ctx context.Context, c *line, sub string, v accountFlags) int
 		if !c.checkAccount(a) {
 			return ExitError
 		}
-		ch, err = l.RotateCredential(ctx, account, v.ref, operator, reason)
+		ch, err = l.RotateCredential(ctx, account, v.ref, ledger.Actor{Name: operator, Reason: reason})
 	case "revoke":
-		ch, err = l.RevokeCredential(ctx, account, operator, reason)
+		ch, err = l.RevokeCredential(ctx, account, ledger.Actor{Name: operator, Reason: reason})
 	}
 	if errors.Is(err, ledger.ErrAccountBusy) {
 		return c.refused("%v: wait until they are published or failed, or park them (atmost intents ls --account %s --state indeterminate)",

@@ -96,7 +96,7 @@ settings before and after; for a replay, the reject's id as its scope, and its r
 -> what the replay did. The log is append-only.`,
 		Subs: []*Command{{Name: "log", Summary: "the changes, newest first",
 			Flags: func(f *Flags) {
-				f.String(&kind, "kind", strings.Join(ledger.ControlKinds, "|"), "", "only changes of this kind")
+				f.String(&kind, "kind", strings.Join(ledger.ControlKinds(), "|"), "", "only changes of this kind")
 				f.Int(&limit, "limit", "N", 20, "at most this many changes")
 				f.Ledger("the ledger database")
 				f.JSON("print JSON instead of a table")
@@ -107,8 +107,8 @@ settings before and after; for a replay, the reject's id as its scope, and its r
 }
 
 func controlsLog(ctx context.Context, c *line, kind string, limit int) int {
-	if kind != "" && !slices.Contains(ledger.ControlKinds, kind) {
-		return c.usageError("--kind %q: give one of %s", kind, strings.Join(ledger.ControlKinds, ", "))
+	if kind != "" && !slices.Contains(ledger.ControlKinds(), kind) {
+		return c.usageError("--kind %q: give one of %s", kind, strings.Join(ledger.ControlKinds(), ", "))
 	}
 	if limit < 1 {
 		return c.usageError("--limit %d: give at least 1", limit)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"text/tabwriter"
+
+	"github.com/atmost/atmost/pkg/ledger"
 )
 
 func epochCommand() *Command {
@@ -56,7 +58,7 @@ func runEpoch(ctx context.Context, c *line, bump bool) int {
 		_ = w.Flush()
 		return ExitOK
 	}
-	epoch, err := l.BumpEpoch(ctx, operator, reason)
+	epoch, err := l.BumpEpoch(ctx, ledger.Actor{Name: operator, Reason: reason})
 	if err != nil {
 		return c.fail(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/atmost/atmost/internal/adapters"
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
 )
@@ -159,7 +160,7 @@ func intentsFilter(c *line, p intentsFlags, now time.Time) (ledger.IntentFilter,
 	case string(ledger.SortCreated), string(ledger.SortUpdated):
 		f.Sort = ledger.IntentSort(sort)
 	default:
-		return f, c.usageError("--sort %q: give one of %s", p.sort, strings.Join(ledger.IntentSorts, ", "))
+		return f, c.usageError("--sort %q: give one of %s", p.sort, strings.Join(ledger.IntentSorts(), ", "))
 	}
 	f.Descending = p.desc
 	if f.Descending && f.Sort == ledger.SortKey {
@@ -194,7 +195,7 @@ func intentsFilter(c *line, p intentsFlags, now time.Time) (ledger.IntentFilter,
 // reasonNames are the reasons of the state, or every reason, in name order.
 func reasonNames(state ledger.State) []string {
 	var out []string
-	for r, rule := range ledger.Reasons {
+	for r, rule := range atmosttype.Reasons() {
 		if state == "" || rule.State == state {
 			out = append(out, string(r))
 		}
@@ -297,8 +298,8 @@ func nextPage(f ledger.IntentFilter, limit int, next string) string {
 }
 
 func stateList() string {
-	names := make([]string, len(ledger.States))
-	for i, s := range ledger.States {
+	names := make([]string, len(atmosttype.States()))
+	for i, s := range atmosttype.States() {
 		names[i] = string(s)
 	}
 	return strings.Join(names, ", ")

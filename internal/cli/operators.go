@@ -89,7 +89,7 @@ func addOperator(ctx context.Context, c *line, role string) int {
 		return c.fail(err)
 	}
 	defer closeLedger()
-	token, err := l.AddOperator(ctx, name, r, actor, reason)
+	token, err := l.AddOperator(ctx, name, r, ledger.Actor{Name: actor, Reason: reason})
 	if errors.Is(err, ledger.ErrOperatorExists) {
 		return c.refused("%v: a name, revoked or not, names one person for good; choose another", err)
 	}
@@ -151,7 +151,7 @@ func revokeOperator(ctx context.Context, c *line) int {
 		return c.fail(err)
 	}
 	defer closeLedger()
-	op, err := l.RevokeOperator(ctx, name, actor, reason)
+	op, err := l.RevokeOperator(ctx, name, ledger.Actor{Name: actor, Reason: reason})
 	if errors.Is(err, ledger.ErrUnknownOperator) || errors.Is(err, ledger.ErrOperatorRevoked) {
 		return c.refused("%v", err)
 	}

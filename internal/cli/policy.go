@@ -200,7 +200,7 @@ func setPolicy(ctx context.Context, c *line, p policyFlags) int {
 		return c.fail(err)
 	}
 	defer closeLedger()
-	ch, err := l.SetPolicy(ctx, scope, edit, operator, reason)
+	ch, err := l.SetPolicy(ctx, scope, edit, ledger.Actor{Name: operator, Reason: reason})
 	if err != nil {
 		return c.fail(err)
 	}

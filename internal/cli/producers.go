@@ -87,7 +87,7 @@ func addProducer(ctx context.Context, c *line, accounts []string) int {
 		return c.fail(err)
 	}
 	defer closeLedger()
-	token, err := l.AddProducer(ctx, name, accounts, actor, reason)
+	token, err := l.AddProducer(ctx, name, accounts, ledger.Actor{Name: actor, Reason: reason})
 	if errors.Is(err, ledger.ErrProducerExists) {
 		return c.refused("%v: a name, revoked or not, names one producer for good; choose another", err)
 	}
@@ -157,7 +157,7 @@ func revokeProducer(ctx context.Context, c *line) int {
 		return c.fail(err)
 	}
 	defer closeLedger()
-	p, err := l.RevokeProducer(ctx, name, actor, reason)
+	p, err := l.RevokeProducer(ctx, name, ledger.Actor{Name: actor, Reason: reason})
 	if errors.Is(err, ledger.ErrUnknownProducer) || errors.Is(err, ledger.ErrProducerRevoked) {
 		return c.refused("%v", err)
 	}

@@ -62,48 +62,52 @@ var replayReading = struct {
 	patience time.Duration
 }{batch: 256, maxWait: 2 * time.Second, patience: 30 * time.Second}
 
+// restoreFlags are the flags of `atmost restore reconcile`.
+type restoreFlags struct {
+	since, natsURL               string
+	dryRun, bump, skipUnreadable bool
+}
+
 func restoreCommand() *Command {
-	var since, natsURL string
-	var dryRun, bump, skipUnreadable bool
+	var fl restoreFlags
 	return &Command{Name: "restore", Summary: "restore reconcile --since T: after a ledger restore, bring it up to ATMOST_EVENTS before any worker starts",
 		About: restoreAbout,
 		Subs: []*Command{{Name: "reconcile", Summary: "bring the restored ledger up to ATMOST_EVENTS",
 			Synopsis: []string{"--since TIME [--dry-run] [--bump-epoch --reason TEXT] [--skip-unreadable] [--operator NAME] [--nats-url URL] [--database-url URL] [--json]"},
 			Flags: func(f *Flags) {
-				f.String(&since, "since", "TIME", "", "the time the backup was taken (RFC 3339), or earlier: the epoch checks take it as the backup's time").
+				f.String(&fl.since, "since", "TIME", "", "the time the backup was taken (RFC 3339), or earlier: the epoch checks take it as the backup's time").
 					Required("the time the backup was taken, e.g. 2026-01-02T02:00:00Z")
-				f.Bool(&dryRun, "dry-run", "change nothing, print what would change")
-				f.Bool(&bump, "bump-epoch", "bump the restore epoch first (requires --reason)")
+				f.Bool(&fl.dryRun, "dry-run", "change nothing, print what would change")
+				f.Bool(&fl.bump, "bump-epoch", "bump the restore epoch first (requires --reason)")
 				f.String(&f.c.reason, "reason", "TEXT", "", "with --bump-epoch: why, written to the control history")
-				f.Bool(&skipUnreadable, "skip-unreadable", "go on without the events it cannot read, list them and exit 1")
+				f.Bool(&fl.skipUnreadable, "skip-unreadable", "go on without the events it cannot read, list them and exit 1")
 				f.Operator()
-				f.String(&natsURL, "nats-url", "URL", DefaultNATSURL, "the NATS server holding ATMOST_EVENTS").Env("ATMOST_NATS_URL")
+				f.String(&fl.natsURL, "nats-url", "URL", DefaultNATSURL, "the NATS server holding ATMOST_EVENTS").Env("ATMOST_NATS_URL")
 				f.Ledger("the restored ledger")
 				f.JSON("print the report as JSON")
 			},
 			Run: func(ctx context.Context, c *line) int {
-				return restoreReconcile(ctx, c, since, natsURL, dryRun, bump, skipUnreadable)
+				return restoreReconcile(ctx, c, fl)
 			},
 		}},
 	}
 }
 
-func restoreReconcile(ctx context.Context, c *line, sinceFlag, natsFlag string, dryRunFlag, bumpFlag, skipFlag bool) int {
+func restoreReconcile(ctx context.Context, c *line, fl restoreFlags) int {
 	io := c.io
-	since, natsURL, dryRun, bump, skipUnreadable := &sinceFlag, &natsFlag, &dryRunFlag, &bumpFlag, &skipFlag
 	var code int
-	from, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(*since))
+	from, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(fl.since))
 	if err != nil {
-		return c.usageError("--since %q: give an RFC 3339 time, e.g. 2026-01-02T02:00:00Z", *since)
+		return c.usageError("--since %q: give an RFC 3339 time, e.g. 2026-01-02T02:00:00Z", fl.since)
 	}
 	if from.After(time.Now()) {
 		return c.usageError("--since %s is in the future", timestamp(from))
 	}
-	if *bump && *dryRun {
+	if fl.bump && fl.dryRun {
 		return c.usageError("--bump-epoch and --dry-run: a dry run changes nothing; leave one out")
 	}
 	var operator, reason string
-	if *bump {
+	if fl.bump {
 		if operator, reason, code = c.change(); code != ExitOK {
 			return code
 		}
@@ -137,16 +141,16 @@ func restoreReconcile(ctx context.Context, c *line, sinceFlag, natsFlag string, 
 	}
 	// The restore protocol: the epoch first, so that no worker of the old epoch can claim or
 	// complete anything on the restored ledger.
-	if !*bump {
+	if !fl.bump {
 		if msg := epochProblem(pt, from); msg != "" {
-			if !*dryRun {
+			if !fl.dryRun {
 				return refuse("%s", msg)
 			}
 			c.note("warning: %s", msg)
 		}
 	}
 
-	nc, err := connectNATS(*natsURL)
+	nc, err := connectNATS(fl.natsURL)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -161,7 +165,7 @@ func restoreReconcile(ctx context.Context, c *line, sinceFlag, natsFlag string, 
 	}
 	if len(replay.unreadable) > 0 {
 		list := unreadableList(replay.unreadable)
-		if !*skipUnreadable {
+		if !fl.skipUnreadable {
 			return refuse("%d events on %s cannot be read, so the replay cannot prove what happened to their intents: %s (--skip-unreadable goes on without them, and exits 1)",
 				len(replay.unreadable), events.EventsStream, list)
 		}
@@ -194,8 +198,8 @@ func restoreReconcile(ctx context.Context, c *line, sinceFlag, natsFlag string, 
 		return refuse("%d intents have transitions ahead of the ledger that the replay does not hold (removed from the stream, or unreadable), so what happened to them is unknown: %s",
 			len(gaps), shortList(gaps))
 	}
-	if *bump {
-		if _, err := l.BumpEpoch(ctx, operator, reason); err != nil {
+	if fl.bump {
+		if _, err := l.BumpEpoch(ctx, ledger.Actor{Name: operator, Reason: reason}); err != nil {
 			return c.fail(err)
 		}
 		if pt, err = l.RestorePoint(ctx); err != nil {
@@ -212,7 +216,7 @@ func restoreReconcile(ctx context.Context, c *line, sinceFlag, natsFlag string, 
 	if replay.maxEpoch >= pt.Epoch.Epoch {
 		msg := fmt.Sprintf("%s shows transitions of epoch %d, and the current epoch is %d: bump the epoch past %d before any worker reconnects",
 			events.EventsStream, replay.maxEpoch, pt.Epoch.Epoch, replay.maxEpoch)
-		if !*dryRun {
+		if !fl.dryRun {
 			return refuse("%s", msg)
 		}
 		c.note("warning: %s", msg)
@@ -224,12 +228,12 @@ func restoreReconcile(ctx context.Context, c *line, sinceFlag, natsFlag string, 
 		}
 	}
 
-	report := restoreReport{Since: from, DryRun: *dryRun, Epoch: pt.Epoch.Epoch, Events: replay.events, Intents: len(keys),
+	report := restoreReport{Since: from, DryRun: fl.dryRun, Epoch: pt.Epoch.Epoch, Events: replay.events, Intents: len(keys),
 		FromSequence: replay.first, ToSequence: replay.last, WholeStream: replay.whole, Witness: replay.witness, WitnessRecorded: replay.recorded,
 		Missing: len(missing), EnvelopesFound: envelopes, Unreadable: replay.unreadable, Totals: map[string]int{}}
 	detail := map[string]any{"since": timestamp(from), "command": "atmost restore reconcile", "epoch": pt.Epoch.Epoch}
 	for _, k := range keys {
-		res, err := l.Restore(ctx, *replay.histories[k], operator, detail, *dryRun)
+		res, err := l.Restore(ctx, *replay.histories[k], operator, detail, fl.dryRun)
 		if err != nil {
 			return c.fail(err)
 		}
@@ -254,7 +258,7 @@ func restoreReconcile(ctx context.Context, c *line, sinceFlag, natsFlag string, 
 	var unfinished []string
 	if report.NeedsHuman > 0 {
 		blocked := "their delivery keys are blocked: a producer publishing one again gets a duplicate"
-		if *dryRun {
+		if fl.dryRun {
 			blocked = "a run without --dry-run blocks their delivery keys"
 		}
 		unfinished = append(unfinished, fmt.Sprintf("%d intents the stream knows are not in the ledger and could not be recreated: a human must decide each (%s)", report.NeedsHuman, blocked))

@@ -233,9 +233,9 @@ func sendingWorld(t *testing.T) (*restoreWorld, *natstest.Server) {
 	simURL, _, err := s.Serve(ctx, "127.0.0.1:0")
 	require.NoError(t, err)
 	w := (&restoreWorld{t: t, ctx: ctx, js: js, sim: s}).on(dbtest.New(t))
-	require.NoError(t, w.l.AddAccount(ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(fmt.Sprintf(`{"url":%q}`, simURL))}, "test", "a test account"))
+	require.NoError(t, w.l.AddAccount(ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(fmt.Sprintf(`{"url":%q}`, simURL))}, ledger.Actor{Name: "test", Reason: "a test account"}))
 	unlimited := 0
-	_, err = w.l.SetPolicy(ctx, "acct-1", ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, "test", "not about the rate limit")
+	_, err = w.l.SetPolicy(ctx, "acct-1", ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, ledger.Actor{Name: "test", Reason: "not about the rate limit"})
 	require.NoError(t, err)
 	return w, srv
 }
@@ -437,7 +437,7 @@ func TestRestoreReconcileListsIntentsItCannotRecreate(t *testing.T) {
 	js := srv.Streams(t)
 	db := dbtest.New(t)
 	w := (&restoreWorld{t: t, ctx: ctx, js: js}).on(db)
-	require.NoError(t, w.l.AddAccount(ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(`{"url":"http://127.0.0.1:1"}`)}, "test", "a test account"))
+	require.NoError(t, w.l.AddAccount(ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(`{"url":"http://127.0.0.1:1"}`)}, ledger.Actor{Name: "test", Reason: "a test account"}))
 	since := afterStreams(t)
 	// Submitted and relayed, but its envelope never reached ATMOST_INTENTS here; then the
 	// ledger loses it (the restore of a backup without it). The backup holds another intent.
@@ -511,7 +511,7 @@ func restoreCase(t *testing.T, ensure bool) (*restoreWorld, *natstest.Server, ma
 	}
 	db := dbtest.New(t)
 	w := (&restoreWorld{t: t, ctx: ctx, js: js}).on(db)
-	require.NoError(t, w.l.AddAccount(ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(`{"url":"http://127.0.0.1:1"}`)}, "test", "a test account"))
+	require.NoError(t, w.l.AddAccount(ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(`{"url":"http://127.0.0.1:1"}`)}, ledger.Actor{Name: "test", Reason: "a test account"}))
 	return w, srv, map[string]string{"ATMOST_DATABASE_URL": db.URL, "ATMOST_NATS_URL": srv.URL, "ATMOST_OPERATOR": "alice"}
 }
 
@@ -742,7 +742,7 @@ func TestRestoreReconcileRefusesAnEpochThatWasNotBumpedAfterTheRestore(t *testin
 	w, _, env := restoreCase(t, true)
 	since := afterStreams(t)
 	w.published("before the bump")
-	_, err := w.l.BumpEpoch(w.ctx, "bob", "an epoch bump before the backup")
+	_, err := w.l.BumpEpoch(w.ctx, ledger.Actor{Name: "bob", Reason: "an epoch bump before the backup"})
 	require.NoError(t, err)
 	time.Sleep(20 * time.Millisecond)
 	key := w.submit("claimed in the new epoch, before the backup", 1)[0]
@@ -800,7 +800,7 @@ func restoreUnderSkew(t *testing.T, ahead, recorded bool) result {
 	later := w.submit("submitted after the backup", 2)
 
 	r := w.restore(dump)
-	_, err := r.l.BumpEpoch(r.ctx, "alice", "restored from the backup")
+	_, err := r.l.BumpEpoch(r.ctx, ledger.Actor{Name: "alice", Reason: "restored from the backup"})
 	require.NoError(t, err)
 	_, err = r.db.Pool.Exec(r.ctx, `UPDATE history SET at = at + make_interval(secs => $1)`, skew.Seconds())
 	require.NoError(t, err)

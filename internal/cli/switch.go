@@ -67,7 +67,7 @@ func setSwitch(ctx context.Context, c *line, account string, engaged bool) int {
 		return c.fail(err)
 	}
 	defer closeLedger()
-	ch, err := l.SetSwitch(ctx, scope, engaged, operator, reason)
+	ch, err := l.SetSwitch(ctx, scope, engaged, ledger.Actor{Name: operator, Reason: reason})
 	if err != nil {
 		return c.fail(err)
 	}

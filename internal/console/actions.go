@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/atmost/atmost/internal/role/ingest"
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
 )
@@ -41,9 +43,11 @@ type confirmData struct {
 type resultData struct {
 	Title   string
 	Changed int
-	Refused []refusal
-	Back    string
-	Event   string
+	// ChangedKeys are the intents a bulk action changed, each linked on the result page.
+	ChangedKeys []identity.DeliveryKey
+	Refused     []refusal
+	Back        string
+	Event       string
 }
 
 type refusal struct {
@@ -65,8 +69,8 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, v visitor) {
 	back := "/intents/" + key.String()
 	problem := ""
 	switch {
-	case verb != "park" && verb != "resolve" && verb != "retry":
-		problem = "choose park, resolve or retry"
+	case verb != "park" && verb != "resolve" && verb != "retry" && verb != "resend":
+		problem = "choose park, resolve, retry, or not sent, send again"
 	case note == "":
 		problem = "say why (for a resolve: how you know): it is written to the history with your name"
 	case verb == "resolve" && to != "published" && to != "failed":
@@ -94,6 +98,21 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, v visitor) {
 		s.fail(w, err)
 		return
 	}
+	if verb == "resend" {
+		// Both steps must be allowed, the resolve and the retry after it: checked on the intent
+		// as it stands, at the preview and again at the confirmation.
+		p, err := s.l.PolicyFor(r.Context(), in.Account)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		if ok, why := verbAllowed(in, time.Now(), p.AttemptCap, verb); !ok {
+			s.audit(r, v, "not sent, send again", key.String(), "refused: "+why)
+			s.flash(v, "Nothing was changed: not sent, send again is not allowed now: "+why+".")
+			http.Redirect(w, r, back, http.StatusSeeOther)
+			return
+		}
+	}
 	confirm := r.PostFormValue("confirm")
 	if confirm == "" {
 		effect, err := s.effect(r.Context(), in, verb, to, objectID)
@@ -112,7 +131,17 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, v visitor) {
 		s.refuseConfirmation(w, v, back)
 		return
 	}
-	why, err := s.apply(r, v, verb, to, objectID, note, in, seq, nil)
+	if verb == "resend" {
+		msg, err := s.resend(r, v, note, in, seq)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		s.flash(v, msg)
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	}
+	why, err := s.apply(r, v, change{verb: verb, to: to, objectID: objectID, note: note, in: in, seq: seq})
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -139,6 +168,8 @@ func verbTitle(verb, to string) string {
 		return "Retry"
 	case "resolve-failed":
 		return "Resolve as failed"
+	case "resend":
+		return "Not sent, send again"
 	}
 	if to == "published" {
 		return "Resolve as published"
@@ -160,15 +191,37 @@ func (s *Server) effect(ctx context.Context, in ledger.Intent, verb, to, objectI
 		return []string{from + " → pending (retried), with a new work item; no attempt is opened until a dispatcher takes it.",
 			fmt.Sprintf("%d of the account's attempt cap of %d are used: at the cap it is parked (attempts_exhausted) instead.", in.AttemptsAuthorized, p.AttemptCap)}, nil
 	}
+	if verb == "resend" {
+		p, err := s.l.PolicyFor(ctx, in.Account)
+		if err != nil {
+			return nil, err
+		}
+		return []string{from + " → failed (operator_failed) → pending (retried), with a new work item; no attempt is opened until a dispatcher takes it.",
+			"Two steps, each through the ledger's guarded statement and each a history row under your name: it is resolved as failed (it was not sent, and its text is released), then retried.",
+			"If the retry is refused (the intent moved, or it met its cap meanwhile), the first step stands: it stays failed, or is parked at its cap (attempts_exhausted), and the result says so.",
+			fmt.Sprintf("%d of the account's attempt cap of %d are used.", in.AttemptsAuthorized, p.AttemptCap)}, nil
+	}
 	if to == "published" {
 		return []string{from + " → published (operator_published), object " + objectID + ".", "Final: a published intent never moves again and is never sent."}, nil
 	}
 	return []string{from + " → failed (operator_failed).", "Its text is released; a retry (by policy or a person) may send it again."}, nil
 }
 
+// change is one change of an intent a person confirmed: the verb (park, retry, resolve,
+// resolve-failed), the state a resolve leads to and its object, the person's note, the intent as
+// previewed and its seq then ("" to skip the check), and, for a bulk park, the states it parks
+// from.
+type change struct {
+	verb, to, objectID, note string
+	in                       ledger.Intent
+	seq                      string
+	from                     []ledger.State
+}
+
 // apply makes the change through the ledger, logs it, and returns why it was refused ("" when
 // made). from, when given, holds a park to those states (a bulk park's).
-func (s *Server) apply(r *http.Request, v visitor, verb, to, objectID, note string, in ledger.Intent, seq string, from []ledger.State) (why string, err error) {
+func (s *Server) apply(r *http.Request, v visitor, c change) (why string, err error) {
+	verb, to, objectID, note, in, from := c.verb, c.to, c.objectID, c.note, c.in, c.from
 	defer func() {
 		result := "done"
 		switch {
@@ -179,7 +232,7 @@ func (s *Server) apply(r *http.Request, v visitor, verb, to, objectID, note stri
 		}
 		s.audit(r, v, strings.ToLower(verbTitle(verb, to)), in.Key.String(), result)
 	}()
-	if seq != "" && seq != strconv.FormatInt(in.Seq, 10) {
+	if c.seq != "" && c.seq != strconv.FormatInt(in.Seq, 10) {
 		return fmt.Sprintf("%s moved since the preview (it is now %s, %s): look at it again.", in.Key, in.State, in.Reason), nil
 	}
 	ctx := r.Context()
@@ -209,6 +262,29 @@ func (s *Server) apply(r *http.Request, v visitor, verb, to, objectID, note stri
 		return err.Error(), nil
 	}
 	return "", err
+}
+
+// resend applies "not sent, send again" to in: the ledger's guarded Resolve (to failed) and then
+// its guarded RetryAs, each a history row and an audit line of its own. A refused first step
+// changes nothing; a refused second leaves the first, and the message says which state the
+// intent is in.
+func (s *Server) resend(r *http.Request, v visitor, note string, in ledger.Intent, seq string) (string, error) {
+	why, err := s.apply(r, v, change{verb: "resolve", to: "failed", note: note, in: in, seq: seq})
+	if err != nil {
+		return "", err
+	}
+	if why != "" {
+		return "Refused, nothing was changed: " + why, nil
+	}
+	first := "Resolved as failed (operator_failed), by " + v.actor() + "; "
+	why, err = s.apply(r, v, change{verb: "retry", note: note, in: in})
+	switch {
+	case err != nil:
+		return first + "the retry then failed (" + err.Error() + "), so it is failed now: retry it from this page. " + s.publish(r.Context(), []identity.DeliveryKey{in.Key}), nil
+	case why != "":
+		return first + "the retry was refused: " + why + " " + s.publish(r.Context(), []identity.DeliveryKey{in.Key}), nil
+	}
+	return "Not sent, send again: done, by " + v.actor() + ": resolved as failed, then retried. " + s.publish(r.Context(), []identity.DeliveryKey{in.Key}), nil
 }
 
 // publish publishes the changes' events right away when the console reads JetStream, and
@@ -245,11 +321,25 @@ var bulkVerbs = map[string][]ledger.State{
 	"retry":          {ledger.Failed},
 }
 
+// bulkOrder is the order the bulk page offers its actions in.
+var bulkOrder = []string{"resolve-failed", "retry", "park"}
+
 // bulkPlan is a previewed bulk action: exactly the intents previewed, each with the
 // transition it was at.
 type bulkPlan struct {
 	verb, note string
 	items      []ledger.Intent
+}
+
+// stateN is how many intents of a bulk set are in a state.
+type stateN struct {
+	State ledger.State
+	N     int
+}
+
+// verbOption is an action the bulk page offers for its set.
+type verbOption struct {
+	Value, Title string
 }
 
 type bulkData struct {
@@ -260,20 +350,147 @@ type bulkData struct {
 	Accounts []string
 	Verb     string
 	Note     string
+	// Chosen: a set is chosen, by filter or by selection, and counted.
+	Chosen bool
+	// Keys are the selected intents' keys, for a set chosen by selection; none for a filter's.
+	Keys []string
+	// FilterFields carry the filter to the action's form.
+	FilterFields map[string]string
+	// Count is the set's exact size; ByState its intents by state.
+	Count   int
+	ByState []stateN
+	// Verbs are the actions that fit every intent of the set, by the states they start from.
+	Verbs []verbOption
 }
+
+// fittingVerbs are the bulk actions that apply to an intent in each of states.
+func fittingVerbs(states []ledger.State) []verbOption {
+	var out []verbOption
+	for _, verb := range bulkOrder {
+		ok := len(states) > 0
+		for _, st := range states {
+			ok = ok && slices.Contains(bulkVerbs[verb], st)
+		}
+		if ok {
+			out = append(out, verbOption{verb, fmt.Sprintf("%s (%s)", strings.ToLower(verbTitle(verb, "")), statesText(bulkVerbs[verb]))})
+		}
+	}
+	return out
+}
+
+// chooses says whether the filter chooses anything: the bulk page counts a set only then.
+func (lf listFilter) chooses() bool { return len(lf.Query()) > 0 }
 
 func (s *Server) bulkForm(w http.ResponseWriter, r *http.Request, v visitor) {
 	lf, problems := parseFilter(r.URL.Query())
-	s.renderBulk(w, r, v, lf, problems, r.URL.Query().Get("verb"), "", http.StatusOK)
+	s.renderBulk(w, r, v, lf, nil, problems, r.URL.Query().Get("verb"), "", http.StatusOK)
 }
 
-func (s *Server) renderBulk(w http.ResponseWriter, r *http.Request, v visitor, lf listFilter, problems []string, verb, note string, status int) {
+// bulkSet reads the intents a bulk action would change: the selected keys, or those the filter
+// matches, at most bulkMax. problem says why there is no set to act on.
+func (s *Server) bulkSet(r *http.Request, lf listFilter, keys []string) (items []ledger.Intent, problem string, err error) {
+	if len(keys) > 0 {
+		if len(keys) > bulkMax {
+			return nil, fmt.Sprintf("%d intents are selected: one bulk action changes at most %d", len(keys), bulkMax), nil
+		}
+		seen := map[string]bool{}
+		for _, raw := range keys {
+			k, ok := parseKey(raw)
+			if !ok {
+				return nil, fmt.Sprintf("%q is not a delivery key", raw), nil
+			}
+			if seen[k.String()] {
+				continue
+			}
+			seen[k.String()] = true
+			in, err := s.l.Get(r.Context(), k)
+			if errors.Is(err, ledger.ErrNotFound) {
+				return nil, "no intent has the delivery key " + k.String(), nil
+			}
+			if err != nil {
+				return nil, "", err
+			}
+			items = append(items, in)
+		}
+		return items, "", nil
+	}
+	var after ledger.BrowseCursor
+	for len(items) <= bulkMax {
+		pg, err := s.l.Browse(r.Context(), lf.f, after, 500)
+		if err != nil {
+			return nil, "", err
+		}
+		items = append(items, pg.Intents...)
+		if pg.Next == nil {
+			break
+		}
+		after = *pg.Next
+	}
+	switch {
+	case len(items) > bulkMax:
+		return nil, fmt.Sprintf("more than %d intents match: narrow the filter (a state, an account, a time range) and act on them in parts", bulkMax), nil
+	case len(items) == 0:
+		return nil, "no intent matches this filter: nothing to do", nil
+	}
+	return items, "", nil
+}
+
+// statesOf counts items by state, in the overview's order.
+func statesOf(items []ledger.Intent) []stateN {
+	n := map[ledger.State]int{}
+	for _, in := range items {
+		n[in.State]++
+	}
+	var out []stateN
+	for _, st := range waitingOrder {
+		if n[st] > 0 {
+			out = append(out, stateN{st, n[st]})
+		}
+	}
+	return out
+}
+
+// renderBulk shows the bulk page: the filter, and for a chosen set (keys, or a filter that
+// chooses) its exact count by state and the actions that fit all of it.
+func (s *Server) renderBulk(w http.ResponseWriter, r *http.Request, v visitor, lf listFilter, keys []string, problems []string, verb, note string, status int) {
 	accounts, err := s.accountIDs(r)
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	s.render(w, status, "bulk", v, bulkData{Filter: lf, Problems: problems, States: ledger.States, Reasons: sortedReasons(), Accounts: accounts, Verb: verb, Note: note})
+	d := bulkData{Filter: lf, Problems: problems, States: atmosttype.States(), Reasons: sortedReasons(), Accounts: accounts, Verb: verb, Note: note,
+		Keys: keys, FilterFields: map[string]string{}}
+	for k, vs := range lf.Query() {
+		d.FilterFields[k] = vs[0]
+	}
+	if v.canChange() && (len(keys) > 0 || lf.chooses()) {
+		items, problem, err := s.bulkSet(r, lf, keys)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		if problem != "" {
+			d.Problems = append(d.Problems, problem)
+		} else {
+			d.Chosen, d.Count, d.ByState = true, len(items), statesOf(items)
+			var states []ledger.State
+			for _, sn := range d.ByState {
+				states = append(states, sn.State)
+			}
+			d.Verbs = fittingVerbs(states)
+		}
+	}
+	s.render(w, status, "bulk", v, d)
+}
+
+// selectionDigest names a selection of intents by their keys, in order.
+func selectionDigest(items []ledger.Intent) string {
+	keys := make([]string, len(items))
+	for i, in := range items {
+		keys[i] = in.Key.String()
+	}
+	sort.Strings(keys)
+	return digest(keys...)
 }
 
 func (s *Server) bulk(w http.ResponseWriter, r *http.Request, v visitor) {
@@ -282,10 +499,16 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request, v visitor) {
 		return
 	}
 	lf, problems := parseFilter(r.PostForm)
+	keys := r.PostForm["key"]
 	verb, note := r.PostFormValue("verb"), strings.TrimSpace(r.PostFormValue("note"))
 	back := "/bulk?" + lf.Query().Encode()
 	if confirm := r.PostFormValue("confirm"); confirm != "" {
-		c, ok := s.redeem(v, confirm, digest("bulk", verb, note, lf.Query().Encode()))
+		// A selection is carried to the confirmation by its digest; the plan holds its intents.
+		chosen := lf.Query().Encode()
+		if sel := r.PostFormValue("sel"); sel != "" {
+			chosen, back = "sel:"+sel, "/intents"
+		}
+		c, ok := s.redeem(v, confirm, digest("bulk", verb, note, chosen))
 		var plan *bulkPlan
 		if ok {
 			plan, _ = c.plan.(*bulkPlan)
@@ -297,43 +520,42 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request, v visitor) {
 		s.applyBulk(w, r, v, plan, back)
 		return
 	}
+	if verb == "" && note == "" {
+		// From the intents page's selection: its count and the actions that fit it.
+		s.renderBulk(w, r, v, lf, keys, problems, "", "", http.StatusOK)
+		return
+	}
+	if len(problems) > 0 {
+		s.renderBulk(w, r, v, lf, keys, problems, verb, note, http.StatusBadRequest)
+		return
+	}
+	items, problem, err := s.bulkSet(r, lf, keys)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if problem != "" {
+		s.renderBulk(w, r, v, lf, keys, []string{problem}, verb, note, http.StatusBadRequest)
+		return
+	}
+	var states []ledger.State
+	for _, sn := range statesOf(items) {
+		states = append(states, sn.State)
+	}
 	from, known := bulkVerbs[verb]
 	switch {
 	case !known:
-		problems = append(problems, "choose the action: park, resolve as failed, or retry")
-	case !slices.Contains(from, ledger.State(lf.State)):
-		problems = append(problems, fmt.Sprintf("%s applies to intents in %s: choose that state in the filter", verbTitle(verb, ""), statesText(from)))
+		problems = append(problems, "choose the action: resolve as failed, retry, or park")
+	case !slices.ContainsFunc(fittingVerbs(states), func(o verbOption) bool { return o.Value == verb }):
+		problems = append(problems, fmt.Sprintf("%s applies to intents in %s, and these are in %s: choose the intents of one state", verbTitle(verb, ""), statesText(from), statesText(states)))
 	}
 	if note == "" {
 		problems = append(problems, "say why (for a resolve: how you know): it is written to every intent's history with your name")
 	}
 	if len(problems) > 0 {
-		s.renderBulk(w, r, v, lf, problems, verb, note, http.StatusBadRequest)
+		s.renderBulk(w, r, v, lf, keys, problems, verb, note, http.StatusBadRequest)
 		return
 	}
-	var items []ledger.Intent
-	var after ledger.BrowseCursor
-	for len(items) <= bulkMax {
-		pg, err := s.l.Browse(r.Context(), lf.f, after, 500)
-		if err != nil {
-			s.fail(w, err)
-			return
-		}
-		items = append(items, pg.Intents...)
-		if pg.Next == nil {
-			break
-		}
-		after = *pg.Next
-	}
-	if len(items) > bulkMax {
-		s.renderBulk(w, r, v, lf, []string{fmt.Sprintf("more than %d intents match: narrow the filter (an account, a time range) and act on them in parts", bulkMax)}, verb, note, http.StatusBadRequest)
-		return
-	}
-	if len(items) == 0 {
-		s.renderBulk(w, r, v, lf, []string{"no intent matches this filter: nothing to do"}, verb, note, http.StatusOK)
-		return
-	}
-	sample := items[:min(len(items), 10)]
 	effect := []string{fmt.Sprintf("%s %d intents, each through the ledger's guarded statement; an intent that moved since this preview is refused and left as it is.", verbTitle(verb, ""), len(items))}
 	switch verb {
 	case "park":
@@ -345,12 +567,18 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request, v visitor) {
 	}
 	effect = append(effect, fmt.Sprintf("Recorded as %s: %q.", v.actor(), note))
 	fields := map[string]string{"verb": verb, "note": note}
-	for k, vs := range lf.Query() {
-		fields[k] = vs[0]
+	chosen := lf.Query().Encode()
+	if len(keys) > 0 {
+		fields["sel"] = selectionDigest(items)
+		chosen, back = "sel:"+fields["sel"], "/intents"
+	} else {
+		for k, vs := range lf.Query() {
+			fields[k] = vs[0]
+		}
 	}
 	plan := &bulkPlan{verb: verb, note: note, items: items}
 	s.render(w, http.StatusOK, "confirm", v, confirmData{Title: fmt.Sprintf("%s: %d intents", verbTitle(verb, ""), len(items)), Effect: effect,
-		Action: "/bulk", Fields: fields, Confirm: s.issue(v, digest("bulk", verb, note, lf.Query().Encode()), plan), Back: back, Sample: sample, Count: len(items)})
+		Action: "/bulk", Fields: fields, Confirm: s.issue(v, digest("bulk", verb, note, chosen), plan), Back: back, Sample: items, Count: len(items)})
 }
 
 func statesText(states []ledger.State) string {
@@ -372,7 +600,7 @@ func (s *Server) applyBulk(w http.ResponseWriter, r *http.Request, v visitor, pl
 		}
 		// Each intent only from the states the bulk action starts from: the ledger's statement
 		// refuses one that moved on since the preview.
-		why, err := s.apply(r, v, plan.verb, "failed", "", plan.note, in, strconv.FormatInt(planned.Seq, 10), bulkVerbs[plan.verb])
+		why, err := s.apply(r, v, change{verb: plan.verb, to: "failed", note: plan.note, in: in, seq: strconv.FormatInt(planned.Seq, 10), from: bulkVerbs[plan.verb]})
 		if err != nil {
 			res.Refused = append(res.Refused, refusal{planned.Key, err.Error()})
 			continue
@@ -384,6 +612,7 @@ func (s *Server) applyBulk(w http.ResponseWriter, r *http.Request, v visitor, pl
 		changed = append(changed, planned.Key)
 	}
 	res.Changed = len(changed)
+	res.ChangedKeys = changed
 	if len(changed) > 0 {
 		res.Event = s.publish(r.Context(), changed)
 	}

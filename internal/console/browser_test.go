@@ -55,7 +55,7 @@ func browser(t *testing.T) context.Context {
 	t.Cleanup(cancelAlloc)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(cancel)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute) // a bound on a hang, not a timed assertion: a loaded machine is slow
 	t.Cleanup(cancelTimeout)
 	require.NoError(t, chromedp.Do(ctx), "start chromium")
 	return ctx
@@ -84,6 +84,22 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 	require.NoError(t, err)
 	require.NotNil(t, s, "no element %s on the page", sel)
 	return *s
+}
+
+// waitVisible waits until the first element sel matches is rendered, asking the page's own
+// JavaScript each time, so no node id is held across a live update or a navigation; the
+// test's deadline bounds the wait.
+func waitVisible(t *testing.T, ctx context.Context, sel string) {
+	t.Helper()
+	js := fmt.Sprintf(`(e => e !== null && e.getClientRects().length > 0 && getComputedStyle(e).visibility !== "hidden")(document.querySelector(%q))`, sel)
+	for {
+		visible, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js))
+		if err == nil && visible {
+			return
+		}
+		require.NoError(t, ctx.Err(), "%s never showed: %v", sel, err)
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // leave runs steps that end by leaving the page (a submit, a click on a link or a button) and
@@ -212,10 +228,11 @@ func TestAPersonResolvesParkedIntentsInABrowser(t *testing.T) {
 
 	// The rest of the filter in bulk: the count and a sample first, then each one.
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(h.srv.URL+"/bulk?state=parked&reason=reconcile_not_found&account=acct-b"),
-		chromedp.WaitVisible(chromedp.CSS(`select[name=verb]`))))
-	leave(t, ctx, chromedp.SetValue(chromedp.CSS(`select[name=verb]`), "resolve-failed"),
-		chromedp.SendKeys(chromedp.CSS(`input[name=note]`), "none of these is on the profile (checked 10:05)"),
-		chromedp.Submit(chromedp.CSS(`form.filters`)))
+		chromedp.WaitVisible(chromedp.CSS(`#bulk-action select[name=verb]`))))
+	require.Equal(t, "All 2 that match", text(t, ctx, `#bulk-count`))
+	leave(t, ctx, chromedp.SetValue(chromedp.CSS(`#bulk-action select[name=verb]`), "resolve-failed"),
+		chromedp.SendKeys(chromedp.CSS(`#bulk-action input[name=note]`), "none of these is on the profile (checked 10:05)"),
+		chromedp.Submit(chromedp.CSS(`#bulk-action`)))
 	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#confirm`))))
 	require.Contains(t, text(t, ctx, `h1`), "Resolve as failed: 2 intents")
 	shot(t, ctx, "bulk-preview")

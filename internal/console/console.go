@@ -180,6 +180,11 @@ func (s *Server) routes() {
 		}
 		files.ServeHTTP(w, r)
 	})
+	m.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		// Where a browser looks for the icon of a page that names none (a plain-text answer).
+		w.Header().Set("Content-Type", "image/svg+xml")
+		http.ServeFileFS(w, r, assetFS, "assets/favicon.svg")
+	})
 	m.HandleFunc("GET /login", s.loginPage)
 	m.HandleFunc("POST /login", s.login)
 	m.HandleFunc("POST /logout", s.authed(s.logout))

@@ -322,11 +322,23 @@ func TestSwitchesAndPoliciesChangeThroughTheControlHistory(t *testing.T) {
 	require.Contains(t, body, "more tries for acct-a")
 
 	bad := values("csrf", csrf, "scope", "", "retryable_reasons", "send_unknown", "note", "never")
-	code, _, hdr := c.post("/controls/policy", bad)
-	require.Equal(t, http.StatusSeeOther, code, "refused before any preview")
-	require.Equal(t, "/controls", hdr.Get("Location"))
-	_, body = c.get("/controls")
+	code, body, _ = c.post("/controls/policy", bad)
+	require.Equal(t, http.StatusUnprocessableEntity, code, "refused before any preview")
 	require.Contains(t, body, "can never be retried")
+	require.Contains(t, body, `value="never"`, "the form keeps what was typed")
+	require.NotContains(t, body, `name="confirm"`)
+
+	// A value that is not a number is refused in the operator's words, the form as typed.
+	code, body, _ = c.post("/controls/policy", values("csrf", csrf, "scope", "acct-a", "attempt_cap", "abc", "backoff_max", "soon", "note", "more tries"))
+	require.Equal(t, http.StatusUnprocessableEntity, code)
+	require.Contains(t, body, "attempt_cap: give a whole number, such as 5 (you gave &#34;abc&#34;)")
+	require.NotContains(t, body, "strconv")
+	require.Contains(t, body, `value="abc"`)
+	require.Contains(t, body, `value="soon"`)
+	require.Contains(t, body, `<option selected>acct-a</option>`)
+	code, body, _ = c.post("/controls/policy", values("csrf", csrf, "scope", "", "backoff_max", "soon", "note", "more tries"))
+	require.Equal(t, http.StatusUnprocessableEntity, code)
+	require.Contains(t, body, "backoff_max: give a duration, such as 500ms, 5s or 10m (you gave &#34;soon&#34;)")
 }
 
 // The pages read what the ledger holds: the overview counts parked intents by reason first,
@@ -343,7 +355,7 @@ func TestThePagesShowWhatTheLedgerHolds(t *testing.T) {
 	_, body := c.get("/")
 	require.Regexp(t, `(?s)Waiting.*s-parked">parked</span></a> <span class="total">1</span>.*reconcile_not_found</a> <b>1</b>.*s-failed">failed`, body)
 	require.Contains(t, body, "Every account can be served.")
-	_, err := h.Ledger.SetAccountDisabled(h.Ctx, "acct-b", true, "user:bob", "the platform asked us to pause")
+	_, err := h.Ledger.SetAccountDisabled(h.Ctx, "acct-b", true, ledger.Actor{Name: "user:bob", Reason: "the platform asked us to pause"})
 	require.NoError(t, err)
 	_, body = c.get("/")
 	require.Contains(t, body, "acct-b: disabled (atmost accounts enable serves it again; its intents wait), by user:bob: the platform asked us to pause")

@@ -41,6 +41,26 @@ type controlsData struct {
 	History  []ledger.ControlChange
 	Fields   []ledger.PolicyField
 	Failed   []ledger.Reason
+	// Form is the policy form as last posted, kept when it is refused; Problems says why.
+	Form     policyForm
+	Problems []string
+}
+
+// policyForm is the policy form's fields as the person typed them.
+type policyForm struct {
+	Scope, Note string
+	Values      map[string]string
+	Inherit     map[string]bool
+}
+
+func policyFormOf(r *http.Request) policyForm {
+	f := policyForm{Scope: strings.TrimSpace(r.PostFormValue("scope")), Note: strings.TrimSpace(r.PostFormValue("note")),
+		Values: map[string]string{}, Inherit: map[string]bool{}}
+	for _, name := range ledger.PolicyFields() {
+		f.Values[string(name)] = strings.TrimSpace(r.PostFormValue(string(name)))
+		f.Inherit[string(name)] = r.PostFormValue("inherit_"+string(name)) == "on"
+	}
+	return f
 }
 
 func fieldValue(o ledger.PolicyOverride, f ledger.PolicyField) (string, bool) {
@@ -87,7 +107,7 @@ func fieldValue(o ledger.PolicyOverride, f ledger.PolicyField) (string, bool) {
 
 func viewOf(row ledger.PolicyRow) policyView {
 	pv := policyView{Scope: row.Scope, UpdatedBy: row.UpdatedBy, UpdatedAt: row.UpdatedAt}
-	for _, f := range ledger.PolicyFields {
+	for _, f := range ledger.PolicyFields() {
 		v, set := fieldValue(row.PolicyOverride, f)
 		pv.Fields = append(pv.Fields, policyFieldView{f, v, set})
 	}
@@ -95,8 +115,14 @@ func viewOf(row ledger.PolicyRow) policyView {
 }
 
 func (s *Server) controls(w http.ResponseWriter, r *http.Request, v visitor) {
+	s.renderControls(w, r, v, policyForm{}, nil, http.StatusOK)
+}
+
+// renderControls shows the controls, with the policy form as form fills it and the problems of
+// its last post.
+func (s *Server) renderControls(w http.ResponseWriter, r *http.Request, v visitor, form policyForm, problems []string, status int) {
 	ctx := r.Context()
-	var d controlsData
+	d := controlsData{Form: form, Problems: problems}
 	var err error
 	if d.Accounts, err = s.accountIDs(r); err != nil {
 		s.fail(w, err)
@@ -135,8 +161,8 @@ func (s *Server) controls(w http.ResponseWriter, r *http.Request, v visitor) {
 		s.fail(w, err)
 		return
 	}
-	d.Fields, d.Failed = ledger.PolicyFields, ledger.FailedReasons()
-	s.render(w, http.StatusOK, "controls", v, d)
+	d.Fields, d.Failed = ledger.PolicyFields(), ledger.FailedReasons()
+	s.render(w, status, "controls", v, d)
 }
 
 func scopeName(kind, scope string) string {
@@ -169,7 +195,7 @@ func (s *Server) switchAct(w http.ResponseWriter, r *http.Request, v visitor) {
 			s.refuseConfirmation(w, v, back)
 			return
 		}
-		ch, err := s.l.SetSwitch(r.Context(), scope, engaged, v.actor(), note)
+		ch, err := s.l.SetSwitch(r.Context(), scope, engaged, ledger.Actor{Name: v.actor(), Reason: note})
 		if err != nil {
 			s.audit(r, v, "switch "+onOff[engaged], scopeName("switch", scope), "refused: "+err.Error())
 			s.flash(v, "Refused, nothing was changed: "+err.Error())
@@ -200,7 +226,7 @@ func (s *Server) switchAct(w http.ResponseWriter, r *http.Request, v visitor) {
 func policyEdit(r *http.Request) (ledger.PolicyEdit, []string, error) {
 	var edit ledger.PolicyEdit
 	var parts []string
-	for _, f := range ledger.PolicyFields {
+	for _, f := range ledger.PolicyFields() {
 		raw := strings.TrimSpace(r.PostFormValue(string(f)))
 		if r.PostFormValue("inherit_"+string(f)) == "on" {
 			if raw != "" {
@@ -218,7 +244,9 @@ func policyEdit(r *http.Request) (ledger.PolicyEdit, []string, error) {
 		switch f {
 		case ledger.FieldAttemptCap, ledger.FieldRatePerMinute, ledger.FieldRateBurst:
 			n, e := strconv.Atoi(raw)
-			if err = e; err == nil {
+			if e != nil {
+				err = fmt.Errorf("%s: give a whole number, such as %s (you gave %q)", f, wholeExample[f], raw)
+			} else {
 				switch f {
 				case ledger.FieldAttemptCap:
 					edit.Set.AttemptCap = &n
@@ -230,7 +258,9 @@ func policyEdit(r *http.Request) (ledger.PolicyEdit, []string, error) {
 			}
 		case ledger.FieldBackoffBase, ledger.FieldBackoffMax, ledger.FieldTextWindow:
 			d, e := time.ParseDuration(raw)
-			if err = e; err == nil {
+			if e != nil {
+				err = fmt.Errorf("%s: give a duration, such as 500ms, 5s or 10m (you gave %q)", f, raw)
+			} else {
 				switch f {
 				case ledger.FieldBackoffBase:
 					edit.Set.BackoffBase = &d
@@ -251,7 +281,7 @@ func policyEdit(r *http.Request) (ledger.PolicyEdit, []string, error) {
 			}
 		}
 		if err != nil {
-			return edit, nil, fmt.Errorf("%s %q: %v", f, raw, err)
+			return edit, nil, err
 		}
 	}
 	return edit, parts, nil
@@ -272,8 +302,8 @@ func (s *Server) policyAct(w http.ResponseWriter, r *http.Request, v visitor) {
 		err = fmt.Errorf("say why: it is written to the control history with your name")
 	}
 	if err != nil {
-		s.flash(v, "Nothing was changed: "+err.Error()+".")
-		http.Redirect(w, r, back, http.StatusSeeOther)
+		// The controls again, the form as it was typed: the person corrects one field.
+		s.renderControls(w, r, v, policyFormOf(r), []string{"Nothing was changed: " + err.Error() + "."}, http.StatusUnprocessableEntity)
 		return
 	}
 	d := digest(append([]string{"policy", scope, note}, parts...)...)
@@ -282,7 +312,7 @@ func (s *Server) policyAct(w http.ResponseWriter, r *http.Request, v visitor) {
 			s.refuseConfirmation(w, v, back)
 			return
 		}
-		ch, err := s.l.SetPolicy(r.Context(), scope, edit, v.actor(), note)
+		ch, err := s.l.SetPolicy(r.Context(), scope, edit, ledger.Actor{Name: v.actor(), Reason: note})
 		if err != nil {
 			s.audit(r, v, "policy "+strings.Join(parts, " "), scopeName("policy", scope), "refused: "+err.Error())
 			s.flash(v, "Refused, nothing was changed: "+err.Error())
@@ -306,7 +336,7 @@ func (s *Server) policyAct(w http.ResponseWriter, r *http.Request, v visitor) {
 		}
 	}
 	effect := []string{"Change " + scopeName("policy", scope) + ":"}
-	for _, f := range ledger.PolicyFields {
+	for _, f := range ledger.PolicyFields() {
 		b, bSet := fieldValue(before, f)
 		a, aSet := fieldValue(edit.Set, f)
 		switch {
@@ -319,7 +349,7 @@ func (s *Server) policyAct(w http.ResponseWriter, r *http.Request, v visitor) {
 	effect = append(effect, "Fields not named keep their value as it stands when the change is made.",
 		fmt.Sprintf("Recorded in the control history as %s: %q.", v.actor(), note))
 	fields := map[string]string{"scope": scope, "note": note}
-	for _, f := range ledger.PolicyFields {
+	for _, f := range ledger.PolicyFields() {
 		if raw := strings.TrimSpace(r.PostFormValue(string(f))); raw != "" {
 			fields[string(f)] = raw
 		}
@@ -329,6 +359,9 @@ func (s *Server) policyAct(w http.ResponseWriter, r *http.Request, v visitor) {
 	}
 	s.render(w, http.StatusOK, "confirm", v, confirmData{Title: "Policy", Effect: effect, Action: "/controls/policy", Fields: fields, Confirm: s.issue(v, d, nil), Back: back})
 }
+
+// wholeExample is a value each whole-number field takes, for the form's problems.
+var wholeExample = map[ledger.PolicyField]string{ledger.FieldAttemptCap: "5", ledger.FieldRatePerMinute: "60", ledger.FieldRateBurst: "10"}
 
 func orInherit(v string, set bool) string {
 	if !set {
@@ -343,7 +376,7 @@ func changedFields(ch ledger.PolicyChange) []string {
 		before = *ch.Before
 	}
 	var out []string
-	for _, f := range ledger.PolicyFields {
+	for _, f := range ledger.PolicyFields() {
 		b, bSet := fieldValue(before, f)
 		a, aSet := fieldValue(ch.After, f)
 		if b != a || bSet != aSet {

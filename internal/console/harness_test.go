@@ -39,7 +39,7 @@ func newHarness(t *testing.T, token string) *harness {
 	t.Helper()
 	w := worldtest.New(t)
 	for _, id := range []string{"acct-a", "acct-b"} {
-		require.NoError(t, w.Ledger.AddAccount(w.Ctx, ledger.Account{ID: id, Platform: "sim", Settings: json.RawMessage(`{"url":"http://127.0.0.1:1"}`)}, "test", "the console's test accounts"))
+		require.NoError(t, w.Ledger.AddAccount(w.Ctx, ledger.Account{ID: id, Platform: "sim", Settings: json.RawMessage(`{"url":"http://127.0.0.1:1"}`)}, ledger.Actor{Name: "test", Reason: "the console's test accounts"}))
 	}
 	s, err := console.New(console.Config{Ledger: w.Ledger, Token: token, JetStream: w.JS})
 	require.NoError(t, err)
@@ -161,7 +161,7 @@ func (h *harness) operatorToken(name string, role ledger.OperatorRole) string {
 	if tok, ok := h.tokens[name]; ok {
 		return tok
 	}
-	tok, err := h.Ledger.AddOperator(h.Ctx, name, role, "user:test", "the console's tests")
+	tok, err := h.Ledger.AddOperator(h.Ctx, name, role, ledger.Actor{Name: "user:test", Reason: "the console's tests"})
 	require.NoError(h.t, err)
 	h.tokens[name] = tok
 	return tok
@@ -223,3 +223,8 @@ func history(h *harness, key identity.DeliveryKey) []ledger.Transition {
 }
 
 var _ = fmt.Sprint
+
+// regexpField matches the value of the hidden field name.
+func regexpField(name string) *regexp.Regexp {
+	return regexp.MustCompile(`name="` + regexp.QuoteMeta(name) + `" value="([^"]+)"`)
+}

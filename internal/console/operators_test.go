@@ -107,7 +107,7 @@ func TestARevokedOperatorsSessionsEndAndItsTokenStopsWorking(t *testing.T) {
 	code, _ = rex.bearerDo(token, http.MethodGet, "/intents", nil)
 	require.Equal(t, http.StatusOK, code)
 
-	_, err := h.Ledger.RevokeOperator(h.Ctx, "rex", "user:test", "left")
+	_, err := h.Ledger.RevokeOperator(h.Ctx, "rex", ledger.Actor{Name: "user:test", Reason: "left"})
 	require.NoError(t, err)
 
 	code, body := rex.get("/intents/" + key.String())

@@ -2,6 +2,7 @@ package console
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/atmost/atmost/internal/adapters"
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
@@ -69,9 +71,12 @@ type overviewData struct {
 	OutboxOldest time.Duration
 	Engaged      []ledger.Switch
 	Unservable   []unservable
-	Recent       []ledger.Intent
-	Epoch        ledger.EpochStart
-	At           time.Time
+	// AllHeld says what holds every account when the global kill switch does, in one line
+	// instead of the same line for each account; Unservable then lists only the others.
+	AllHeld string
+	Recent  []ledger.Intent
+	Epoch   ledger.EpochStart
+	At      time.Time
 }
 
 func (s *Server) overviewData(r *http.Request) (overviewData, error) {
@@ -105,7 +110,12 @@ func (s *Server) overviewData(r *http.Request) (overviewData, error) {
 		return d, err
 	}
 	for _, id := range slices.Sorted(maps.Keys(holds)) {
-		d.Unservable = append(d.Unservable, unservable{id, holdText(holds[id])})
+		h := holds[id]
+		if h.Reason == ledger.ReasonKillSwitch && h.Scope == ledger.GlobalScope {
+			d.AllHeld = holdText(h)
+			continue
+		}
+		d.Unservable = append(d.Unservable, unservable{id, holdText(h)})
 	}
 	recent, err := s.l.Browse(ctx, ledger.BrowseFilter{}, ledger.BrowseCursor{}, 10)
 	if err != nil {
@@ -225,7 +235,7 @@ func sortedReasons() []ledger.Reason {
 	var out []ledger.Reason
 	for _, st := range waitingOrder {
 		var rs []ledger.Reason
-		for r, rule := range ledger.Reasons {
+		for r, rule := range atmosttype.Reasons() {
 			if rule.State == st {
 				rs = append(rs, r)
 			}
@@ -272,7 +282,7 @@ func (s *Server) intents(w http.ResponseWriter, r *http.Request, v visitor) {
 		s.fail(w, err)
 		return
 	}
-	d := intentsData{Filter: lf, Problems: problems, Page: pg, First: after.IsZero(), States: ledger.States, Reasons: sortedReasons(),
+	d := intentsData{Filter: lf, Problems: problems, Page: pg, First: after.IsZero(), States: atmosttype.States(), Reasons: sortedReasons(),
 		Window: ledger.BrowseWindow, Took: time.Since(start)}
 	if d.Accounts, err = s.accountIDs(r); err != nil {
 		s.fail(w, err)
@@ -321,6 +331,10 @@ type intentData struct {
 	EventsNote  string
 	Verbs       []allowed
 	AttemptRows []attemptRow
+	// Runbook is the runbook of its reason, for a parked or indeterminate intent.
+	Runbook *runbookEntry
+	// Lookup says when an indeterminate intent's one lookup is due, or that it is claimed.
+	Lookup string
 }
 
 // waiting is why an intent waits: Cause as atmost_account_waiting_intents names it, Why as an
@@ -336,8 +350,10 @@ type attemptRow struct {
 }
 
 // verbs says what a person may do with in now, and why not the rest: the state machine's
-// table, as the ledger's guards will hold it.
-func verbs(in ledger.Intent, now time.Time) []allowed {
+// table, as the ledger's guards will hold it. attemptCap is the account's: a parked intent is
+// sent again ("resend": resolved as failed, then retried) only where its runbook offers it and
+// the retry would not meet the cap, so that both steps are allowed.
+func verbs(in ledger.Intent, now time.Time, attemptCap int) []allowed {
 	leaseLive := in.LeaseExpiresAt != nil && in.LeaseExpiresAt.After(now)
 	park := allowed{Verb: "park", OK: true}
 	resolve := allowed{Verb: "resolve"}
@@ -366,7 +382,27 @@ func verbs(in ledger.Intent, now time.Time) []allowed {
 		resolve.WhyNot = "only a parked intent is resolved by a person"
 		retry.WhyNot = "it is already on its way; only a failed intent can be retried"
 	}
-	return []allowed{park, resolve, retry}
+	if in.State != ledger.Parked {
+		return []allowed{park, resolve, retry}
+	}
+	resend := allowed{Verb: "resend", OK: true}
+	switch {
+	case !fits(in.Reason, fitResend):
+		resend = allowed{Verb: "resend", WhyNot: fmt.Sprintf("the runbook of %s does not send it again: %s", in.Reason, strings.TrimSuffix(runbook[in.Reason].Then, "."))}
+	case in.AttemptsAuthorized >= attemptCap:
+		resend = allowed{Verb: "resend", WhyNot: fmt.Sprintf("it has used %d of its account's attempt cap of %d, so the retry would park it again (attempts_exhausted): raise the cap (Controls) first", in.AttemptsAuthorized, attemptCap)}
+	}
+	return []allowed{park, resolve, retry, resend}
+}
+
+// verbAllowed says whether verb may be used on in now, and why not.
+func verbAllowed(in ledger.Intent, now time.Time, attemptCap int, verb string) (bool, string) {
+	for _, a := range verbs(in, now, attemptCap) {
+		if a.Verb == verb {
+			return a.OK, a.WhyNot
+		}
+	}
+	return false, "only a parked intent is resolved as not sent and sent again"
 }
 
 // holdText says what holds an account, who set it and why.
@@ -408,7 +444,21 @@ func (s *Server) intent(w http.ResponseWriter, r *http.Request, v visitor) {
 		s.fail(w, err)
 		return
 	}
-	d := intentData{Rec: rec, Text: requestText(rec.Intent.Request), Meaning: reasonMeaning[rec.Intent.Reason], Verbs: verbs(rec.Intent, time.Now())}
+	p, err := s.l.PolicyFor(r.Context(), rec.Intent.Account)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	d := intentData{Rec: rec, Text: requestText(rec.Intent.Request), Meaning: reasonMeaning[rec.Intent.Reason], Verbs: verbs(rec.Intent, time.Now(), p.AttemptCap)}
+	if e, ok := runbook[rec.Intent.Reason]; ok {
+		d.Runbook = &e
+	}
+	if rec.Intent.State == ledger.Indeterminate {
+		if d.Lookup, err = s.lookupDue(r, rec); err != nil {
+			s.fail(w, err)
+			return
+		}
+	}
 	if hold, ok := rec.TextHold(); ok {
 		d.Hold = &hold
 	}
@@ -439,6 +489,43 @@ func (s *Server) intent(w http.ResponseWriter, r *http.Request, v visitor) {
 		return
 	}
 	s.render(w, http.StatusOK, "intent", v, d)
+}
+
+// lookupDue says when the one lookup of rec, an indeterminate intent, is due: the account's
+// reconcile delay after it became indeterminate, as the reconciler waits it out (by the
+// database's clock), or that the lookup is claimed already.
+func (s *Server) lookupDue(r *http.Request, rec ledger.Record) (string, error) {
+	in := rec.Intent
+	st, err := s.l.ReconcileStatusOf(r.Context(), in.Key)
+	if err != nil {
+		return "", err
+	}
+	if st.Claimed {
+		for _, step := range rec.Reconciliations {
+			if step.Token == in.Token && step.Result == "" {
+				return fmt.Sprintf("Its one lookup was claimed at %s by %s: its result decides.", step.At.UTC().Format("2006-01-02 15:04:05Z"), step.Actor), nil
+			}
+		}
+		return "Its one lookup is claimed: its result decides.", nil
+	}
+	unclaimed := " If no reconciler claims it, the sweeper parks it once it has waited the sweeper's --unreconciled-after."
+	acct, err := s.l.Account(r.Context(), in.Account)
+	if err != nil {
+		return "", err
+	}
+	caps, err := adapters.CapabilitiesOf(s.cfg.Platforms, acct, s.cfg.LookupEnv)
+	if err != nil {
+		return fmt.Sprintf("No lookup can be made while the account's adapter does not open (%v): fix the account (atmost accounts update).", err) + unclaimed, nil
+	}
+	now := time.Now()
+	since := now.Add(-st.Age)
+	due := since.Add(caps.ReconcileDelay)
+	if due.After(now) {
+		return fmt.Sprintf("Its one lookup is due at %s (in %s): the account's reconcile delay of %s after it became indeterminate.",
+			due.UTC().Format("2006-01-02 15:04:05Z"), due.Sub(now).Round(time.Second), caps.ReconcileDelay) + unclaimed, nil
+	}
+	return fmt.Sprintf("Its one lookup has been due since %s (the account's reconcile delay of %s after it became indeterminate): it waits for a reconciler (atmost_reconcile_oldest_waiting_seconds).",
+		due.UTC().Format("2006-01-02 15:04:05Z"), caps.ReconcileDelay) + unclaimed, nil
 }
 
 // requestText is the request's "text" field, when it has one.

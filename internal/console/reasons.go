@@ -2,8 +2,8 @@ package console
 
 import "github.com/atmost/atmost/pkg/ledger"
 
-// reasonMeaning says in a line what each reason means to a person; docs/operators.md says what
-// to check and which action fits. A test requires a line for every reason of the ledger.
+// reasonMeaning says in a line what each reason means to a person; the runbook (runbook.go)
+// says, for the parked and indeterminate ones, what to check and which action fits. A test requires a line for every reason of the ledger.
 var reasonMeaning = map[ledger.Reason]string{
 	ledger.ReasonSubmitted:      "stored by ingest, waiting for a dispatcher",
 	ledger.ReasonClaimed:        "a dispatcher opened an attempt; nothing is authorized yet",

@@ -3,13 +3,12 @@ package console
 import (
 	"testing"
 
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/stretchr/testify/require"
-
-	"github.com/atmost/atmost/pkg/ledger"
 )
 
 func TestEveryReasonHasAMeaning(t *testing.T) {
-	for r := range ledger.Reasons {
+	for r := range atmosttype.Reasons() {
 		require.NotEmpty(t, reasonMeaning[r], r)
 	}
 	for r := range reasonMeaning {

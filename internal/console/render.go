@@ -71,11 +71,13 @@ var funcs = template.FuncMap{
 		}
 		return t
 	},
-	"ms":      func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) },
-	"num":     func(n int64) string { return thousands(n) },
-	"numi":    func(n int) string { return thousands(int64(n)) },
-	"query":   func(kv ...string) template.URL { return template.URL(queryOf(kv...)) },
-	"meaning": func(r ledger.Reason) string { return reasonMeaning[r] },
+	"ms":       func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) },
+	"num":      func(n int64) string { return thousands(n) },
+	"numi":     func(n int) string { return thousands(int64(n)) },
+	"query":    func(kv ...string) template.URL { return template.URL(queryOf(kv...)) },
+	"meaning":  func(r ledger.Reason) string { return reasonMeaning[r] },
+	"runbook":  runbookHTML,
+	"fitTitle": func(a string) string { return strings.TrimSuffix(fitTitles[a], "…") },
 	"dict": func(kv ...any) map[string]any {
 		m := map[string]any{}
 		for i := 0; i+1 < len(kv); i += 2 {

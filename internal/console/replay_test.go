@@ -66,7 +66,7 @@ func (h *harness) stored(seq int64, account, text string) identity.DeliveryKey {
 
 func (h *harness) addAccount(id string) {
 	h.t.Helper()
-	require.NoError(h.t, h.Ledger.AddAccount(h.Ctx, ledger.Account{ID: id, Platform: "sim", Settings: json.RawMessage(`{"url":"http://127.0.0.1:1"}`)}, "test", "the producer's account, added late"))
+	require.NoError(h.t, h.Ledger.AddAccount(h.Ctx, ledger.Account{ID: id, Platform: "sim", Settings: json.RawMessage(`{"url":"http://127.0.0.1:1"}`)}, ledger.Actor{Name: "test", Reason: "the producer's account, added late"}))
 }
 
 func (h *harness) replays() int {
@@ -74,7 +74,7 @@ func (h *harness) replays() int {
 	return h.Count(`SELECT count(*) FROM control_history WHERE kind = 'reject_replay'`)
 }
 
-var totalCell = regexp.MustCompile(`<td id="n-([a-z-]+)">(\d+)</td>`)
+var totalCell = regexp.MustCompile(`<td id="n-([a-z-]+)"[^>]*>(\d+)</td>`)
 
 // previewTotals reads a replay preview's counts.
 func previewTotals(t *testing.T, body string) map[string]string {
@@ -249,7 +249,7 @@ func TestTheIntentPageSaysWhyAPendingIntentWaits(t *testing.T) {
 	_, body := c.get("/intents/" + key.String())
 	require.NotContains(t, body, `id="waiting"`)
 
-	_, err := h.Ledger.SetAccountDisabled(h.Ctx, "acct-b", true, "user:bob", "the platform asked us to pause")
+	_, err := h.Ledger.SetAccountDisabled(h.Ctx, "acct-b", true, ledger.Actor{Name: "user:bob", Reason: "the platform asked us to pause"})
 	require.NoError(t, err)
 	var out bytes.Buffer
 	code := cli.Run(context.Background(), cli.IO{Stdout: &out, Stderr: &out, Env: func(name string) (string, bool) {
@@ -272,7 +272,7 @@ func TestTheIntentPageSaysWhyAPendingIntentWaits(t *testing.T) {
 	require.NotContains(t, body, `id="waiting"`, "only a pending intent waits for its account: a failed one waits for a retry")
 
 	// An adapter that does not open holds it too, once the account is enabled again.
-	_, err = h.Ledger.SetAccountDisabled(h.Ctx, "acct-b", false, "user:bob", "resumed")
+	_, err = h.Ledger.SetAccountDisabled(h.Ctx, "acct-b", false, ledger.Actor{Name: "user:bob", Reason: "resumed"})
 	require.NoError(t, err)
 	_, body = c.get("/intents/" + key.String())
 	require.NotContains(t, body, `id="waiting"`)

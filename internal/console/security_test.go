@@ -308,6 +308,16 @@ func TestTheAssetsListNoDirectory(t *testing.T) {
 	require.NotContains(t, body, "console.css")
 	code, _ = c.get("/assets/console.css")
 	require.Equal(t, http.StatusOK, code)
+
+	// The icon, named by every page and where a browser looks by itself, before any login.
+	_, body = c.get("/login")
+	require.Contains(t, body, `<link rel="icon" href="/assets/favicon.svg"`)
+	req, err := http.NewRequest(http.MethodGet, h.srv.URL+"/favicon.ico", nil)
+	require.NoError(t, err)
+	code, body, hdr := c.do(req)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "image/svg+xml", hdr.Get("Content-Type"))
+	require.Contains(t, body, "<svg")
 }
 
 // The login sends a person only to a path of this console: next values a browser would read

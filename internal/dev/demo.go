@@ -310,7 +310,7 @@ func configure(ctx context.Context, l *ledger.Ledger, simURL string) error {
 		if err != nil {
 			return err
 		}
-		if err := l.AddAccount(ctx, ledger.Account{ID: id, Platform: sim.Name, Settings: settings}, "demo", "the demo's accounts"); err != nil {
+		if err := l.AddAccount(ctx, ledger.Account{ID: id, Platform: sim.Name, Settings: settings}, ledger.Actor{Name: "demo", Reason: "the demo's accounts"}); err != nil {
 			return fmt.Errorf("add account %s: %w", id, err)
 		}
 	}
@@ -319,7 +319,7 @@ func configure(ctx context.Context, l *ledger.Ledger, simURL string) error {
 	retryable := []ledger.Reason{ledger.ReasonConnectionFailed, ledger.ReasonPlatformRejected, ledger.ReasonKillSwitch,
 		ledger.ReasonRateLimited, ledger.ReasonCredentialRotating, ledger.ReasonReconciledNotSent}
 	_, err := l.SetPolicy(ctx, ledger.GlobalScope, ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited,
-		AttemptCap: &cap3, BackoffBase: &base, BackoffMax: &maxBackoff, RetryableReasons: retryable}}, "demo", "the demo's policy")
+		AttemptCap: &cap3, BackoffBase: &base, BackoffMax: &maxBackoff, RetryableReasons: retryable}}, ledger.Actor{Name: "demo", Reason: "the demo's policy"})
 	return err
 }
 
@@ -454,7 +454,7 @@ func (p *producer) wait(ctx context.Context) error {
 // it was on (from a second after it committed, when no Authorize that began before it can
 // still be running): the ledger refuses them all.
 func (p *producer) killSwitch(ctx context.Context, d time.Duration) error {
-	if _, err := p.ledger.SetSwitch(ctx, ledger.GlobalScope, true, "demo", "the demo flips the kill switch mid-run"); err != nil {
+	if _, err := p.ledger.SetSwitch(ctx, ledger.GlobalScope, true, ledger.Actor{Name: "demo", Reason: "the demo flips the kill switch mid-run"}); err != nil {
 		return err
 	}
 	time.Sleep(time.Second)
@@ -468,7 +468,7 @@ func (p *producer) killSwitch(ctx context.Context, d time.Duration) error {
 		return err
 	}
 	p.switchAuthorizations = after - before
-	_, err = p.ledger.SetSwitch(ctx, ledger.GlobalScope, false, "demo", "the demo turns the kill switch off again")
+	_, err = p.ledger.SetSwitch(ctx, ledger.GlobalScope, false, ledger.Actor{Name: "demo", Reason: "the demo turns the kill switch off again"})
 	return err
 }
 

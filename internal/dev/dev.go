@@ -205,8 +205,7 @@ func (s *Stack) simAccount(ctx context.Context, simURL string) error {
 	if err != nil {
 		return err
 	}
-	err = l.AddAccount(ctx, ledger.Account{ID: SimAccount, Platform: sim.Name, Settings: settings}, "atmost-dev",
-		"atmost dev: a fresh ledger's account on its own platform simulator")
+	err = l.AddAccount(ctx, ledger.Account{ID: SimAccount, Platform: sim.Name, Settings: settings}, ledger.Actor{Name: "atmost-dev", Reason: "atmost dev: a fresh ledger's account on its own platform simulator"})
 	switch {
 	case errors.Is(err, ledger.ErrAccountExists): // another atmost dev on the same ledger, just now
 	case err != nil:

@@ -111,7 +111,7 @@ func TestTheDevStackRunsEveryRoleOnAnEmbeddedNATS(t *testing.T) {
 
 	l, err := ledger.New(db.Pool, ledger.Config{Actor: "test"})
 	require.NoError(t, err)
-	require.NoError(t, l.AddAccount(ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(fmt.Sprintf(`{"url":%q}`, simURL))}, "test", "a test account"))
+	require.NoError(t, l.AddAccount(ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(fmt.Sprintf(`{"url":%q}`, simURL))}, ledger.Actor{Name: "test", Reason: "a test account"}))
 	nc, err := nats.Connect(stack.NATSURL)
 	require.NoError(t, err)
 	defer nc.Close()
@@ -233,7 +233,7 @@ func TestTheDevStackGivesOnlyAFreshLedgerItsSimAccount(t *testing.T) {
 	someones := dbtest.New(t)
 	l, err := ledger.New(someones.Pool, ledger.Config{Actor: "test"})
 	require.NoError(t, err)
-	require.NoError(t, l.AddAccount(context.Background(), ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(`{"url":"http://127.0.0.1:1"}`)}, "test", "theirs"))
+	require.NoError(t, l.AddAccount(context.Background(), ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: json.RawMessage(`{"url":"http://127.0.0.1:1"}`)}, ledger.Actor{Name: "test", Reason: "theirs"}))
 	s = start(someones.URL, "http://127.0.0.1:9399")
 	require.Empty(t, s.SimAccount)
 	require.Len(t, accounts(someones), 1, "nothing added to a ledger with accounts")

@@ -274,7 +274,7 @@ func Lookup(ctx context.Context, l Ledger, intents IntentReader, allowed func(ac
 		return client.Outcome{}, &Refusal{Answer: AnswerUnavailable, Description: "the ledger could not be read; ask again", Err: err}
 	}
 	rule, _ := in.Reason.Rule()
-	return client.Outcome{Key: in.Key, Account: in.Account, State: string(in.State), Reason: string(in.Reason), Retry: string(rule.Retry),
+	return client.Outcome{Key: in.Key, Account: in.Account, State: in.State, Reason: in.Reason, Retry: rule.Retry,
 		Seq: in.Seq, ObjectID: in.ObjectID, UpdatedAt: in.UpdatedAt}, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/atmost/atmost/internal/outcome"
 	"github.com/atmost/atmost/internal/testkit/dbtest"
 	"github.com/atmost/atmost/internal/testkit/worldtest"
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/client"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
@@ -41,7 +42,7 @@ func ask(t *testing.T, nc *nats.Conn, subject, body string) *nats.Msg {
 func TestTheServiceAnswersWithAnOutcomeOrACode(t *testing.T) {
 	t.Parallel()
 	w := worldtest.New(t)
-	require.NoError(t, w.Ledger.AddAccount(w.Ctx, ledger.Account{ID: "a.b", Platform: "sim"}, "test", "a test account"))
+	require.NoError(t, w.Ledger.AddAccount(w.Ctx, ledger.Account{ID: "a.b", Platform: "sim"}, ledger.Actor{Name: "test", Reason: "a test account"}))
 	w.Exec(`INSERT INTO accounts (account_id, platform) VALUES ('acct-1', 'sim')`)
 	key := w.Submit("a.b", "an account with a dot")[0]
 	svc, err := outcome.Start(connect(t, w.NATSURL), w.Ledger, outcome.Config{})
@@ -53,7 +54,7 @@ func TestTheServiceAnswersWithAnOutcomeOrACode(t *testing.T) {
 	require.Empty(t, m.Header.Get(micro.ErrorCodeHeader))
 	var o client.Outcome
 	require.NoError(t, json.Unmarshal(m.Data, &o))
-	require.Equal(t, "pending", o.State)
+	require.Equal(t, atmosttype.Pending, o.State)
 	require.Equal(t, "a.b", o.Account)
 
 	for _, c := range []struct{ subject, body, code string }{
@@ -161,7 +162,7 @@ func TestASequenceAloneAnswersWithTheKeyOfTheAccountsOwnMessage(t *testing.T) {
 	var o client.Outcome
 	require.NoError(t, json.Unmarshal(m.Data, &o))
 	require.Equal(t, env.DeliveryKey(), o.Key)
-	require.Equal(t, "pending", o.State)
+	require.Equal(t, atmosttype.Pending, o.State)
 
 	// The same sequence asked for as another account is not found: the message is acct-1's.
 	m = ask(t, nc, client.StatusSubject("acct-2"), seq)

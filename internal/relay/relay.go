@@ -6,6 +6,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,7 +37,7 @@ type Outbox interface {
 
 // Config tunes a Relay. The zero value of every field means its default.
 type Config struct {
-	// Batch is how many outbox rows one round publishes. Default 500.
+	// Batch is how many outbox rows one round publishes. Default DefaultBatch.
 	Batch int
 	// Interval is the pause between rounds of Run when the outbox is empty. Default
 	// DefaultInterval.
@@ -49,7 +50,7 @@ type Config struct {
 	// left behind (it crashed, or JetStream failed it) is published by the loop Settle to
 	// Settle plus Interval after its commit. Default DefaultSettle; negative means 0.
 	Settle time.Duration
-	// AckTimeout bounds the wait for JetStream's acknowledgements of one round. Default 10 s.
+	// AckTimeout bounds the wait for JetStream's acknowledgements of one round. Default DefaultAckTimeout.
 	AckTimeout time.Duration
 	// RemoveLater leaves the removal of the rows a writer's own publication (PublishFor,
 	// Witness, AfterCommit) got acknowledged to that writer's next write transaction
@@ -68,22 +69,23 @@ const DefaultInterval = time.Second
 // at most).
 const DefaultSettle = 2 * time.Second
 
+// The defaults of Config's fields (the zero value of a field means its default), which the
+// role's flags show too.
+const (
+	DefaultBatch      = 500
+	DefaultAckTimeout = 10 * time.Second
+)
+
 func (c Config) withDefaults() Config {
-	if c.Batch == 0 {
-		c.Batch = 500
-	}
-	if c.Interval == 0 {
-		c.Interval = DefaultInterval
-	}
+	c.Batch = cmp.Or(c.Batch, DefaultBatch)
+	c.Interval = cmp.Or(c.Interval, DefaultInterval)
 	switch {
 	case c.Settle == 0:
 		c.Settle = DefaultSettle
 	case c.Settle < 0:
 		c.Settle = 0
 	}
-	if c.AckTimeout == 0 {
-		c.AckTimeout = 10 * time.Second
-	}
+	c.AckTimeout = cmp.Or(c.AckTimeout, DefaultAckTimeout)
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}

@@ -44,7 +44,7 @@ func newPipeline(t *testing.T, plan platformsim.Plan, ingestTP, dispatchTP, reco
 	s, url := w.Simulator(platformsim.Config{Plan: plan})
 	settings, err := json.Marshal(map[string]any{"url": url, "reconcile_delay": "200ms"})
 	require.NoError(t, err)
-	require.NoError(t, w.Ledger.AddAccount(w.Ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: settings}, "test", "a test account"))
+	require.NoError(t, w.Ledger.AddAccount(w.Ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: settings}, ledger.Actor{Name: "test", Reason: "a test account"}))
 	w.Exec(`UPDATE policies SET rate_per_minute = 0 WHERE scope = ''`)
 	actor := func(name string) (*ledger.Ledger, *relay.Relay) {
 		l, err := ledger.New(w.DB.AppPool(t), ledger.Config{Actor: name})

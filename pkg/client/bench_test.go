@@ -11,6 +11,7 @@ import (
 
 	"github.com/atmost/atmost/internal/testkit/natstest"
 	"github.com/atmost/atmost/internal/testkit/worldtest"
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/client"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
@@ -45,7 +46,7 @@ func BenchmarkPublishAll(b *testing.B) {
 // through NATS, the service and one ledger read, as p50 and p99.
 func BenchmarkStatus(b *testing.B) {
 	w := worldtest.New(b)
-	require.NoError(b, w.Ledger.AddAccount(w.Ctx, ledger.Account{ID: "acct-1", Platform: "sim"}, "test", "a test account"))
+	require.NoError(b, w.Ledger.AddAccount(w.Ctx, ledger.Account{ID: "acct-1", Platform: "sim"}, ledger.Actor{Name: "test", Reason: "a test account"}))
 	const stored = 10_000
 	var keys []identity.DeliveryKey
 	for i := 0; i < stored; i += 500 {
@@ -73,7 +74,7 @@ func BenchmarkStatus(b *testing.B) {
 		start := time.Now()
 		o, err := c.Status(ctx, "acct-1", keys[i%stored])
 		lat = append(lat, time.Since(start))
-		if err != nil || o.State != "pending" {
+		if err != nil || o.State != atmosttype.Pending {
 			b.Fatalf("status %d: %v %+v", i, err, o)
 		}
 	}

@@ -30,7 +30,7 @@ func newEnv(t *testing.T, cfg client.Config) *env {
 	t.Helper()
 	w := worldtest.New(t)
 	for _, a := range []string{"acct-1", "acct-2"} {
-		require.NoError(t, w.Ledger.AddAccount(w.Ctx, ledger.Account{ID: a, Platform: "sim", Settings: json.RawMessage(`{}`)}, "test", "a test account"))
+		require.NoError(t, w.Ledger.AddAccount(w.Ctx, ledger.Account{ID: a, Platform: "sim", Settings: json.RawMessage(`{}`)}, ledger.Actor{Name: "test", Reason: "a test account"}))
 	}
 	in, err := ingest.New(w.Ctx, w.JS, w.Ledger, ingest.Config{MaxWait: 100 * time.Millisecond})
 	require.NoError(t, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/atmost/atmost/internal/streams"
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/client"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
@@ -143,11 +144,11 @@ func ExampleClient_Await() {
 	switch {
 	case o.Rejected != nil:
 		fmt.Println("refused by ingest:", o.Rejected.Reason, o.Rejected.Detail)
-	case o.State == "published":
+	case o.State == atmosttype.Published:
 		fmt.Println("posted as", o.ObjectID)
-	case o.State == "failed":
+	case o.State == atmosttype.Failed:
 		fmt.Println("not sent:", o.Reason, "retry:", o.Retry)
-	case o.State == "parked":
+	case o.State == atmosttype.Parked:
 		fmt.Println("a person decides:", o.Reason)
 	}
 }

@@ -78,7 +78,7 @@ func (f *follower) stop(t *testing.T) error {
 func TestFollowHandsOverTheEventsOfItsFilterOnly(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, client.Config{})
-	require.NoError(t, e.Ledger.AddAccount(e.Ctx, ledger.Account{ID: "a.b*c", Platform: "sim", Settings: json.RawMessage(`{}`)}, "test", "a test account"))
+	require.NoError(t, e.Ledger.AddAccount(e.Ctx, ledger.Account{ID: "a.b*c", Platform: "sim", Settings: json.RawMessage(`{}`)}, ledger.Actor{Name: "test", Reason: "a test account"}))
 	one := e.Submit("acct-1", "one", "two")
 	e.Submit("acct-2", "three")
 	e.Submit("a.b*c", "four")

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
 )
@@ -62,12 +63,12 @@ type Outcome struct {
 	// State is one of the six: pending, authorized, published, failed, indeterminate, parked.
 	// State, Reason, Retry, Seq and UpdatedAt describe a stored intent: a refusal (Rejected)
 	// has none, and its JSON leaves them out rather than carry zero values.
-	State string `json:"state,omitempty"`
+	State atmosttype.State `json:"state,omitempty"`
 	// Reason says why it is in its state (the reasons table of docs/design.md).
-	Reason string `json:"reason,omitempty"`
+	Reason atmosttype.Reason `json:"reason,omitempty"`
 	// Retry is what may follow the reason: progress, done, yes, by policy (retried when the
 	// account's policy lists it), never (an unknown outcome, reconciled by one lookup) or human.
-	Retry string `json:"retry,omitempty"`
+	Retry atmosttype.Retryability `json:"retry,omitempty"`
 	// Seq is the number of the intent's latest transition, the seq of its latest event.
 	Seq int64 `json:"seq,omitzero"`
 	// ObjectID is the platform's id of what was created, once published.
@@ -122,7 +123,7 @@ func shellWord(s string) string {
 // parked (a person decides), or never stored because ingest refused its message (Rejected).
 // Pending, authorized and indeterminate intents are still moving.
 func (o Outcome) Settled() bool {
-	return o.State == "published" || o.State == "failed" || o.State == "parked" || o.Rejected != nil
+	return o.State == atmosttype.Published || o.State == atmosttype.Failed || o.State == atmosttype.Parked || o.Rejected != nil
 }
 
 var (
@@ -193,8 +194,8 @@ func Seq(seq uint64) Option {
 }
 
 // Until makes Await return at the first outcome for which done is true, instead of the first
-// settled one: Until(func(o Outcome) bool { return o.State == "published" || o.State ==
-// "parked" }) waits through the retries of a failed intent. Status ignores it.
+// settled one: Until(func(o Outcome) bool { return o.State == atmosttype.Published || o.State ==
+// atmosttype.Parked }) waits through the retries of a failed intent. Status ignores it.
 func Until(done func(Outcome) bool) Option {
 	return func(o *statusOptions) { o.done = done }
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/client"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
@@ -36,9 +37,9 @@ func TestStatusAnswersForAnIntentStoredBeforeTheCallerStarted(t *testing.T) {
 	require.NoError(t, e.Ledger.Park(ctx, key, "test", "a person looks at it"))
 	o, err = c.Status(ctx, "acct-1", key)
 	require.NoError(t, err)
-	require.Equal(t, "parked", o.State)
-	require.Equal(t, "operator_parked", o.Reason)
-	require.Equal(t, "human", o.Retry)
+	require.Equal(t, atmosttype.Parked, o.State)
+	require.Equal(t, atmosttype.ReasonOperatorParked, o.Reason)
+	require.Equal(t, atmosttype.Human, o.Retry)
 	require.Equal(t, int64(2), o.Seq)
 	require.True(t, o.Settled())
 }
@@ -92,7 +93,7 @@ func TestAwaitReturnsOnTheEventOfTheTransition(t *testing.T) {
 	go func() {
 		o, err := e.c.Await(ctx, r.Account, r.Key, client.Until(func(o client.Outcome) bool {
 			seen <- o
-			return o.State == "parked"
+			return o.State == atmosttype.Parked
 		}))
 		done <- result{o, err}
 	}()
@@ -100,7 +101,7 @@ func TestAwaitReturnsOnTheEventOfTheTransition(t *testing.T) {
 	require.Equal(t, 1, e.ingest().Created)
 	select {
 	case o := <-seen:
-		require.Equal(t, "pending", o.State)
+		require.Equal(t, atmosttype.Pending, o.State)
 	case <-time.After(20 * time.Second):
 		t.Fatal("Await never saw the intent ingest stored")
 	}
@@ -110,8 +111,8 @@ func TestAwaitReturnsOnTheEventOfTheTransition(t *testing.T) {
 	select {
 	case res := <-done:
 		require.NoError(t, res.err)
-		require.Equal(t, "parked", res.o.State)
-		require.Equal(t, "operator_parked", res.o.Reason)
+		require.Equal(t, atmosttype.Parked, res.o.State)
+		require.Equal(t, atmosttype.ReasonOperatorParked, res.o.Reason)
 		require.Equal(t, r.Key, res.o.Key)
 	case <-time.After(20 * time.Second):
 		t.Fatal("Await did not return on the parked event")
@@ -129,19 +130,19 @@ func TestAwaitEndsSettledOrWithItsContext(t *testing.T) {
 	require.NoError(t, e.Ledger.Park(ctx, keys[0], "test", "settled"))
 	o, err := e.c.Await(ctx, "acct-1", keys[0])
 	require.NoError(t, err)
-	require.Equal(t, "parked", o.State)
+	require.Equal(t, atmosttype.Parked, o.State)
 
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	o, err = e.c.Await(short, "acct-1", keys[1])
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.Equal(t, "pending", o.State)
+	require.Equal(t, atmosttype.Pending, o.State)
 }
 
 // The client's settled states and the outcome's fields are the ledger's names.
 func TestOutcomesNameTheLedgersStates(t *testing.T) {
-	for _, s := range ledger.States {
-		o := client.Outcome{State: string(s)}
+	for _, s := range atmosttype.States() {
+		o := client.Outcome{State: s}
 		want := s == ledger.Published || s == ledger.Failed || s == ledger.Parked
 		require.Equal(t, want, o.Settled(), s)
 	}

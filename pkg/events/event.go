@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/identity"
 )
 
@@ -32,11 +33,6 @@ type Event struct {
 	At          time.Time              `json:"at"`
 }
 
-// The six states an event may name, as the ledger spells them.
-var states = map[string]bool{
-	"pending": true, "authorized": true, "published": true, "failed": true, "indeterminate": true, "parked": true,
-}
-
 // Subject is the subject the event is published on.
 func (e Event) Subject() string { return EventSubject(e.To, e.Account) }
 
@@ -54,7 +50,7 @@ func (e Event) Validate() error {
 		return fmt.Errorf("events: id %q does not derive from the delivery key and seq %d", e.ID, e.Seq)
 	case e.Account == "":
 		return errors.New("events: no account")
-	case e.From != "" && !states[e.From], !states[e.To]:
+	case e.From != "" && !atmosttype.State(e.From).Valid(), !atmosttype.State(e.To).Valid():
 		return fmt.Errorf("events: %q -> %q is not between states", e.From, e.To)
 	case (e.From == "") != (e.Seq == 1):
 		return errors.New("events: only the first transition (seq 1) has no from state")

@@ -62,7 +62,8 @@ type AccountUpdate struct {
 // settings that are not a JSON object, and an id that exists (ErrAccountExists). Whether the
 // platform's adapter takes the settings is not the ledger's to know: the caller checks that
 // first (internal/adapters.Check).
-func (l *Ledger) AddAccount(ctx context.Context, a Account, actor, reason string) error {
+func (l *Ledger) AddAccount(ctx context.Context, a Account, by Actor) error {
+	actor, reason := by.Name, by.Reason
 	if err := identity.ValidateAccount(a.ID); err != nil {
 		return fmt.Errorf("add account: %w", err)
 	}
@@ -149,7 +150,7 @@ func (l *Ledger) Account(ctx context.Context, id string) (Account, error) {
 // refused at authorization) and are refused while an intent of the account is authorized or
 // indeterminate (ErrAccountBusy). As for AddAccount, whether the adapter takes them is the
 // caller's check.
-func (l *Ledger) UpdateAccount(ctx context.Context, id string, u AccountUpdate, actor, reason string) (AccountChange, error) {
+func (l *Ledger) UpdateAccount(ctx context.Context, id string, u AccountUpdate, by Actor) (AccountChange, error) {
 	p := dbsqlc.AccountChangeParams{AccountID: id}
 	if u.Platform != nil {
 		if strings.TrimSpace(*u.Platform) == "" {
@@ -170,37 +171,38 @@ func (l *Ledger) UpdateAccount(ctx context.Context, id string, u AccountUpdate, 
 	if p.Settings == nil && !p.Platform.Valid && !p.ContractVersion.Valid {
 		return AccountChange{}, fmt.Errorf("update account %q: nothing to change", id)
 	}
-	return l.changeAccount(ctx, "update", p, actor, reason)
+	return l.changeAccount(ctx, "update", p, by)
 }
 
 // SetAccountDisabled disables an account (its intents wait and are never authorized: Authorize
 // refuses account_disabled) or enables it again, and appends the change to the control history
 // with actor and reason in the same statement. Setting the state the account is in still
 // records who said so and why.
-func (l *Ledger) SetAccountDisabled(ctx context.Context, id string, disabled bool, actor, reason string) (AccountChange, error) {
+func (l *Ledger) SetAccountDisabled(ctx context.Context, id string, disabled bool, by Actor) (AccountChange, error) {
 	what := "enable"
 	if disabled {
 		what = "disable"
 	}
-	return l.changeAccount(ctx, what, dbsqlc.AccountChangeParams{AccountID: id, Disabled: pgtype.Bool{Bool: disabled, Valid: true}}, actor, reason)
+	return l.changeAccount(ctx, what, dbsqlc.AccountChangeParams{AccountID: id, Disabled: pgtype.Bool{Bool: disabled, Valid: true}}, by)
 }
 
 // RotateCredential records a new credential for the account (ref "" keeps the reference),
 // moving its credential version on, and appends the change to the control history. Attempts
 // opened with the old credential are refused at authorization; a revoked account is usable
 // again.
-func (l *Ledger) RotateCredential(ctx context.Context, id, ref, actor, reason string) (AccountChange, error) {
+func (l *Ledger) RotateCredential(ctx context.Context, id, ref string, by Actor) (AccountChange, error) {
 	return l.changeAccount(ctx, "rotate", dbsqlc.AccountChangeParams{AccountID: id, Rotate: true,
-		CredentialRef: pgtype.Text{String: ref, Valid: ref != ""}}, actor, reason)
+		CredentialRef: pgtype.Text{String: ref, Valid: ref != ""}}, by)
 }
 
 // RevokeCredential stops the account's credential: every authorization is refused
 // (credential_revoked) until a rotation. The change goes to the control history.
-func (l *Ledger) RevokeCredential(ctx context.Context, id, actor, reason string) (AccountChange, error) {
-	return l.changeAccount(ctx, "revoke", dbsqlc.AccountChangeParams{AccountID: id, Revoke: true}, actor, reason)
+func (l *Ledger) RevokeCredential(ctx context.Context, id string, by Actor) (AccountChange, error) {
+	return l.changeAccount(ctx, "revoke", dbsqlc.AccountChangeParams{AccountID: id, Revoke: true}, by)
 }
 
-func (l *Ledger) changeAccount(ctx context.Context, what string, p dbsqlc.AccountChangeParams, actor, reason string) (AccountChange, error) {
+func (l *Ledger) changeAccount(ctx context.Context, what string, p dbsqlc.AccountChangeParams, by Actor) (AccountChange, error) {
+	actor, reason := by.Name, by.Reason
 	if strings.TrimSpace(actor) == "" {
 		return AccountChange{}, fmt.Errorf("%s account %q: an operator must be named", what, p.AccountID)
 	}

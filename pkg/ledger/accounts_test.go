@@ -15,14 +15,14 @@ func TestAccountsAreAddedOnceAndValidated(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	require.NoError(t, e.l.AddAccount(e.ctx, ledger.Account{ID: "acct.two", Platform: "webhook", CredentialRef: "env:HOOK_TOKEN",
-		Settings: json.RawMessage(`{"url":"https://example.org/hook"}`)}, "user:alice", "the hook"))
-	require.ErrorIs(t, e.l.AddAccount(e.ctx, ledger.Account{ID: "acct.two", Platform: "webhook"}, "user:alice", "again"), ledger.ErrAccountExists)
+		Settings: json.RawMessage(`{"url":"https://example.org/hook"}`)}, ledger.Actor{Name: "user:alice", Reason: "the hook"}))
+	require.ErrorIs(t, e.l.AddAccount(e.ctx, ledger.Account{ID: "acct.two", Platform: "webhook"}, ledger.Actor{Name: "user:alice", Reason: "again"}), ledger.ErrAccountExists)
 	var rej *identity.RejectError
-	require.ErrorAs(t, e.l.AddAccount(e.ctx, ledger.Account{ID: "bad\u0007id", Platform: "sim"}, "user:alice", ""), &rej)
-	require.Error(t, e.l.AddAccount(e.ctx, ledger.Account{ID: "no-platform"}, "user:alice", ""))
-	require.Error(t, e.l.AddAccount(e.ctx, ledger.Account{ID: "bad-settings", Platform: "sim", Settings: json.RawMessage(`[1]`)}, "user:alice", ""))
-	require.Error(t, e.l.AddAccount(e.ctx, ledger.Account{ID: "null-settings", Platform: "sim", Settings: json.RawMessage(`null`)}, "user:alice", ""))
-	require.Error(t, e.l.AddAccount(e.ctx, ledger.Account{ID: "nobody", Platform: "sim"}, " ", ""), "a change names its operator")
+	require.ErrorAs(t, e.l.AddAccount(e.ctx, ledger.Account{ID: "bad\u0007id", Platform: "sim"}, ledger.Actor{Name: "user:alice", Reason: ""}), &rej)
+	require.Error(t, e.l.AddAccount(e.ctx, ledger.Account{ID: "no-platform"}, ledger.Actor{Name: "user:alice", Reason: ""}))
+	require.Error(t, e.l.AddAccount(e.ctx, ledger.Account{ID: "bad-settings", Platform: "sim", Settings: json.RawMessage(`[1]`)}, ledger.Actor{Name: "user:alice", Reason: ""}))
+	require.Error(t, e.l.AddAccount(e.ctx, ledger.Account{ID: "null-settings", Platform: "sim", Settings: json.RawMessage(`null`)}, ledger.Actor{Name: "user:alice", Reason: ""}))
+	require.Error(t, e.l.AddAccount(e.ctx, ledger.Account{ID: "nobody", Platform: "sim"}, ledger.Actor{Name: " ", Reason: ""}), "a change names its operator")
 
 	accounts, err := e.l.Accounts(e.ctx)
 	require.NoError(t, err)
@@ -55,35 +55,35 @@ func TestEveryAccountChangeIsRecordedWithItsOperator(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	const id = "acct-life"
-	require.NoError(t, e.l.AddAccount(e.ctx, ledger.Account{ID: id, Platform: "sim", Settings: json.RawMessage(`{"url":"http://127.0.0.1:1"}`)}, "op:add", "new"))
+	require.NoError(t, e.l.AddAccount(e.ctx, ledger.Account{ID: id, Platform: "sim", Settings: json.RawMessage(`{"url":"http://127.0.0.1:1"}`)}, ledger.Actor{Name: "op:add", Reason: "new"}))
 	settings, pin := json.RawMessage(`{"url":"http://127.0.0.1:2"}`), "sim/1"
-	ch, err := e.l.UpdateAccount(e.ctx, id, ledger.AccountUpdate{Settings: settings, ContractVersion: &pin}, "op:update", "moved")
+	ch, err := e.l.UpdateAccount(e.ctx, id, ledger.AccountUpdate{Settings: settings, ContractVersion: &pin}, ledger.Actor{Name: "op:update", Reason: "moved"})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"url":"http://127.0.0.1:1"}`, string(ch.Before.Settings))
 	require.JSONEq(t, string(settings), string(ch.After.Settings))
 	require.Equal(t, "sim/1", ch.After.ContractVersion)
 	require.Equal(t, int64(2), ch.After.CredentialVersion, "new settings are a new version of what the adapter opens with")
 
-	ch, err = e.l.UpdateAccount(e.ctx, id, ledger.AccountUpdate{Settings: json.RawMessage(`{ "url" : "http://127.0.0.1:2" }`)}, "op:update", "same")
+	ch, err = e.l.UpdateAccount(e.ctx, id, ledger.AccountUpdate{Settings: json.RawMessage(`{ "url" : "http://127.0.0.1:2" }`)}, ledger.Actor{Name: "op:update", Reason: "same"})
 	require.NoError(t, err)
 	require.Equal(t, int64(2), ch.After.CredentialVersion, "the same settings (as JSON) are no new version")
 
 	prev := ch
-	ch, err = e.l.SetAccountDisabled(e.ctx, id, true, "op:disable", "paused")
+	ch, err = e.l.SetAccountDisabled(e.ctx, id, true, ledger.Actor{Name: "op:disable", Reason: "paused"})
 	require.NoError(t, err)
 	require.False(t, ch.Before.Disabled)
 	require.True(t, prev.After.UpdatedAt.Equal(ch.Before.UpdatedAt), "before is the account as the previous change left it: %v, %v", prev.After.UpdatedAt, ch.Before.UpdatedAt)
 	require.True(t, ch.After.Disabled)
 	require.Equal(t, int64(2), ch.After.CredentialVersion, "disabling changes no credential")
-	ch, err = e.l.SetAccountDisabled(e.ctx, id, false, "op:enable", "resumed")
+	ch, err = e.l.SetAccountDisabled(e.ctx, id, false, ledger.Actor{Name: "op:enable", Reason: "resumed"})
 	require.NoError(t, err)
 	require.False(t, ch.After.Disabled)
 
-	ch, err = e.l.RevokeCredential(e.ctx, id, "op:revoke", "leaked")
+	ch, err = e.l.RevokeCredential(e.ctx, id, ledger.Actor{Name: "op:revoke", Reason: "leaked"})
 	require.NoError(t, err)
 	require.True(t, ch.After.Revoked)
 	require.Equal(t, int64(3), ch.After.CredentialVersion)
-	ch, err = e.l.RotateCredential(e.ctx, id, "env:NEW", "op:rotate", "new token")
+	ch, err = e.l.RotateCredential(e.ctx, id, "env:NEW", ledger.Actor{Name: "op:rotate", Reason: "new token"})
 	require.NoError(t, err)
 	require.False(t, ch.After.Revoked)
 	require.Equal(t, "env:NEW", ch.After.CredentialRef)
@@ -102,18 +102,27 @@ func TestEveryAccountChangeIsRecordedWithItsOperator(t *testing.T) {
 
 	for name, change := range map[string]func() error{
 		"update": func() error {
-			_, err := e.l.UpdateAccount(e.ctx, "acct-nobody", ledger.AccountUpdate{ContractVersion: &pin}, "op", "x")
+			_, err := e.l.UpdateAccount(e.ctx, "acct-nobody", ledger.AccountUpdate{ContractVersion: &pin}, ledger.Actor{Name: "op", Reason: "x"})
 			return err
 		},
-		"disable": func() error { _, err := e.l.SetAccountDisabled(e.ctx, "acct-nobody", true, "op", "x"); return err },
-		"rotate":  func() error { _, err := e.l.RotateCredential(e.ctx, "acct-nobody", "", "op", "x"); return err },
-		"revoke":  func() error { _, err := e.l.RevokeCredential(e.ctx, "acct-nobody", "op", "x"); return err },
+		"disable": func() error {
+			_, err := e.l.SetAccountDisabled(e.ctx, "acct-nobody", true, ledger.Actor{Name: "op", Reason: "x"})
+			return err
+		},
+		"rotate": func() error {
+			_, err := e.l.RotateCredential(e.ctx, "acct-nobody", "", ledger.Actor{Name: "op", Reason: "x"})
+			return err
+		},
+		"revoke": func() error {
+			_, err := e.l.RevokeCredential(e.ctx, "acct-nobody", ledger.Actor{Name: "op", Reason: "x"})
+			return err
+		},
 	} {
 		require.ErrorIs(t, change(), ledger.ErrUnknownAccount, name)
 	}
-	_, err = e.l.SetAccountDisabled(e.ctx, id, true, "", "x")
+	_, err = e.l.SetAccountDisabled(e.ctx, id, true, ledger.Actor{Name: "", Reason: "x"})
 	require.Error(t, err, "a change names its operator")
-	_, err = e.l.UpdateAccount(e.ctx, id, ledger.AccountUpdate{}, "op", "x")
+	_, err = e.l.UpdateAccount(e.ctx, id, ledger.AccountUpdate{}, ledger.Actor{Name: "op", Reason: "x"})
 	require.Error(t, err, "an update changes something")
 	rows2, err := e.l.ControlHistory(e.ctx, "account", 100)
 	require.NoError(t, err)
@@ -126,21 +135,21 @@ func TestRotateAndRevokeReachAuthorization(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	old := e.claim("opened before the rotation")
-	ch, err := e.l.RotateCredential(e.ctx, account, "vault:acct-1/v2", "op", "rotation")
+	ch, err := e.l.RotateCredential(e.ctx, account, "vault:acct-1/v2", ledger.Actor{Name: "op", Reason: "rotation"})
 	require.NoError(t, err)
 	require.Equal(t, int64(2), ch.After.CredentialVersion)
 	a, err := e.l.Authorize(e.ctx, old, inFlight, contract)
 	require.NoError(t, err)
 	require.Equal(t, ledger.ReasonCredentialRotating, a.Reason)
 
-	_, err = e.l.RevokeCredential(e.ctx, account, "op", "leaked")
+	_, err = e.l.RevokeCredential(e.ctx, account, ledger.Actor{Name: "op", Reason: "leaked"})
 	require.NoError(t, err)
 	c := e.claim("after the revocation")
 	a, err = e.l.Authorize(e.ctx, c, inFlight, contract)
 	require.NoError(t, err)
 	require.Equal(t, ledger.ReasonCredentialRevoked, a.Reason)
 
-	_, err = e.l.RotateCredential(e.ctx, account, "", "op", "new credential")
+	_, err = e.l.RotateCredential(e.ctx, account, "", ledger.Actor{Name: "op", Reason: "new credential"})
 	require.NoError(t, err)
 	fresh := e.claim("after the new credential")
 	a, err = e.l.Authorize(e.ctx, fresh, inFlight, contract)
@@ -155,7 +164,7 @@ func TestADisabledAccountIsNeverAuthorized(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	before := e.claim("claimed before the disable")
-	_, err := e.l.SetAccountDisabled(e.ctx, account, true, "op", "paused")
+	_, err := e.l.SetAccountDisabled(e.ctx, account, true, ledger.Actor{Name: "op", Reason: "paused"})
 	require.NoError(t, err)
 	for _, c := range []ledger.Claim{before, e.claim("claimed while disabled")} {
 		a, err := e.l.Authorize(e.ctx, c, inFlight, contract)
@@ -172,7 +181,7 @@ func TestADisabledAccountIsNeverAuthorized(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ledger.ReasonAccountDisabled, gates[account].Refusal(), "the dispatcher's look before Begin sees it")
 
-	_, err = e.l.SetAccountDisabled(e.ctx, account, false, "op", "resumed")
+	_, err = e.l.SetAccountDisabled(e.ctx, account, false, ledger.Actor{Name: "op", Reason: "resumed"})
 	require.NoError(t, err)
 	a, err := e.l.Authorize(e.ctx, e.claim("after the enable"), inFlight, contract)
 	require.NoError(t, err)
@@ -199,7 +208,7 @@ func TestAnAccountsAdapterIsNotChangedUnderAnIntentInFlight(t *testing.T) {
 			other, platformName := json.RawMessage(`{"url":"http://127.0.0.1:2"}`), "webhook"
 			history := e.count(`SELECT count(*) FROM control_history`)
 			for _, u := range []ledger.AccountUpdate{{Settings: other}, {Platform: &platformName}} {
-				_, err := e.l.UpdateAccount(e.ctx, account, u, "op", "moved")
+				_, err := e.l.UpdateAccount(e.ctx, account, u, ledger.Actor{Name: "op", Reason: "moved"})
 				require.ErrorIs(t, err, ledger.ErrAccountBusy)
 			}
 			a, err := e.l.Account(e.ctx, account)
@@ -210,11 +219,11 @@ func TestAnAccountsAdapterIsNotChangedUnderAnIntentInFlight(t *testing.T) {
 			require.Equal(t, history, e.count(`SELECT count(*) FROM control_history`), "nor was it recorded")
 
 			pin := "sim/1"
-			_, err = e.l.UpdateAccount(e.ctx, account, ledger.AccountUpdate{ContractVersion: &pin}, "op", "pin")
+			_, err = e.l.UpdateAccount(e.ctx, account, ledger.AccountUpdate{ContractVersion: &pin}, ledger.Actor{Name: "op", Reason: "pin"})
 			require.NoError(t, err, "the pin does not change how the adapter opens")
 
 			e.exec(`UPDATE intents SET state = 'parked', reason = 'operator_parked', lease_expires_at = NULL WHERE delivery_key = $1`, c.Key.Bytes())
-			ch, err := e.l.UpdateAccount(e.ctx, account, ledger.AccountUpdate{Settings: other}, "op", "moved")
+			ch, err := e.l.UpdateAccount(e.ctx, account, ledger.AccountUpdate{Settings: other}, ledger.Actor{Name: "op", Reason: "moved"})
 			require.NoError(t, err)
 			require.JSONEq(t, string(other), string(ch.After.Settings))
 		})
@@ -227,7 +236,7 @@ func TestAnAttemptOpenedBeforeNewSettingsIsRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	old := e.claim("prepared with the old settings")
-	_, err := e.l.UpdateAccount(e.ctx, account, ledger.AccountUpdate{Settings: json.RawMessage(`{"url":"http://127.0.0.1:2"}`)}, "op", "moved")
+	_, err := e.l.UpdateAccount(e.ctx, account, ledger.AccountUpdate{Settings: json.RawMessage(`{"url":"http://127.0.0.1:2"}`)}, ledger.Actor{Name: "op", Reason: "moved"})
 	require.NoError(t, err)
 	a, err := e.l.Authorize(e.ctx, old, inFlight, contract)
 	require.NoError(t, err)
@@ -243,17 +252,17 @@ func TestHoldsNameTheGateAndWhoSetIt(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	for _, id := range []string{"acct-d", "acct-r", "acct-ok"} {
-		require.NoError(t, e.l.AddAccount(e.ctx, ledger.Account{ID: id, Platform: "sim"}, "op", "new"))
+		require.NoError(t, e.l.AddAccount(e.ctx, ledger.Account{ID: id, Platform: "sim"}, ledger.Actor{Name: "op", Reason: "new"}))
 	}
-	_, err := e.l.SetAccountDisabled(e.ctx, "acct-d", true, "alice", "first pause")
+	_, err := e.l.SetAccountDisabled(e.ctx, "acct-d", true, ledger.Actor{Name: "alice", Reason: "first pause"})
 	require.NoError(t, err)
-	_, err = e.l.SetAccountDisabled(e.ctx, "acct-d", false, "alice", "resumed")
+	_, err = e.l.SetAccountDisabled(e.ctx, "acct-d", false, ledger.Actor{Name: "alice", Reason: "resumed"})
 	require.NoError(t, err)
-	_, err = e.l.SetAccountDisabled(e.ctx, "acct-d", true, "bob", "second pause")
+	_, err = e.l.SetAccountDisabled(e.ctx, "acct-d", true, ledger.Actor{Name: "bob", Reason: "second pause"})
 	require.NoError(t, err)
-	_, err = e.l.SetAccountDisabled(e.ctx, "acct-d", true, "carol", "still paused")
+	_, err = e.l.SetAccountDisabled(e.ctx, "acct-d", true, ledger.Actor{Name: "carol", Reason: "still paused"})
 	require.NoError(t, err)
-	_, err = e.l.RevokeCredential(e.ctx, "acct-r", "dave", "leaked")
+	_, err = e.l.RevokeCredential(e.ctx, "acct-r", ledger.Actor{Name: "dave", Reason: "leaked"})
 	require.NoError(t, err)
 	e.exec(`UPDATE accounts SET revoked = true WHERE account_id = $1`, account) // before changes were recorded
 
@@ -271,14 +280,14 @@ func TestHoldsNameTheGateAndWhoSetIt(t *testing.T) {
 	require.Nil(t, holds[account].Since, "no record of who revoked it")
 	require.Equal(t, ledger.ReasonCredentialRevoked, holds[account].Reason)
 
-	_, err = e.l.SetSwitch(e.ctx, "acct-d", true, "erin", "noisy")
+	_, err = e.l.SetSwitch(e.ctx, "acct-d", true, ledger.Actor{Name: "erin", Reason: "noisy"})
 	require.NoError(t, err)
 	holds, err = e.l.Holds(e.ctx, []string{"acct-d", "acct-ok"})
 	require.NoError(t, err)
 	require.Len(t, holds, 1)
 	require.Equal(t, ledger.Hold{Reason: ledger.ReasonKillSwitch, Scope: "acct-d", By: "erin", Why: "noisy", Since: holds["acct-d"].Since}, holds["acct-d"])
 
-	_, err = e.l.SetSwitch(e.ctx, ledger.GlobalScope, true, "frank", "incident")
+	_, err = e.l.SetSwitch(e.ctx, ledger.GlobalScope, true, ledger.Actor{Name: "frank", Reason: "incident"})
 	require.NoError(t, err)
 	holds, err = e.l.Holds(e.ctx, []string{"acct-ok", "acct-d"})
 	require.NoError(t, err)
@@ -305,13 +314,13 @@ func TestConcurrentAccountChangesChainInTheHistory(t *testing.T) {
 	t.Parallel()
 	forEachIsolation(t, func(t *testing.T, e *env) {
 		const id = "acct-two-ops"
-		require.NoError(t, e.l.AddAccount(e.ctx, ledger.Account{ID: id, Platform: "sim"}, "op", "new"))
+		require.NoError(t, e.l.AddAccount(e.ctx, ledger.Account{ID: id, Platform: "sim"}, ledger.Actor{Name: "op", Reason: "new"}))
 		pin := "sim/1"
 		firstErr, secondErr := e.interleave(1, func(l *ledger.Ledger) error {
-			_, err := l.SetAccountDisabled(e.ctx, id, true, "user:alice", "maintenance")
+			_, err := l.SetAccountDisabled(e.ctx, id, true, ledger.Actor{Name: "user:alice", Reason: "maintenance"})
 			return err
 		}, func() error {
-			_, err := e.l.UpdateAccount(e.ctx, id, ledger.AccountUpdate{ContractVersion: &pin}, "user:bob", "pin")
+			_, err := e.l.UpdateAccount(e.ctx, id, ledger.AccountUpdate{ContractVersion: &pin}, ledger.Actor{Name: "user:bob", Reason: "pin"})
 			return err
 		})
 		require.NoError(t, firstErr)
@@ -330,7 +339,7 @@ func TestConcurrentAddsOfOneAccountRecordOne(t *testing.T) {
 	t.Parallel()
 	forEachIsolation(t, func(t *testing.T, e *env) {
 		add := func(l *ledger.Ledger, who string) error {
-			return l.AddAccount(e.ctx, ledger.Account{ID: "acct-race", Platform: "sim", Settings: json.RawMessage(`{"url":"http://127.0.0.1:1"}`)}, who, "new")
+			return l.AddAccount(e.ctx, ledger.Account{ID: "acct-race", Platform: "sim", Settings: json.RawMessage(`{"url":"http://127.0.0.1:1"}`)}, ledger.Actor{Name: who, Reason: "new"})
 		}
 		firstErr, secondErr := e.interleave(1, func(l *ledger.Ledger) error { return add(l, "user:alice") }, func() error { return add(e.l, "user:bob") })
 		require.NoError(t, firstErr)

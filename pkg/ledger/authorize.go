@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
 )
@@ -27,10 +28,10 @@ type Authorization struct {
 func (a Authorization) Authorized() bool { return a.State == Authorized }
 
 // failedReasons are the refusals at authorization that end an attempt in failed; every other
-// refusal parks. Derived from Reasons, so the SQL never holds a second copy of the mapping.
+// refusal parks. Derived from atmosttype.Reasons, so the SQL never holds a second copy of the mapping.
 var failedReasons = func() []string {
 	var out []string
-	for r, rule := range Reasons {
+	for r, rule := range atmosttype.Reasons() {
 		if rule.State == Failed {
 			out = append(out, string(r))
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,7 +53,9 @@ const (
 )
 
 // IntentSorts are the orders of ListIntents, SortKey as "key".
-var IntentSorts = []string{"key", string(SortCreated), string(SortUpdated)}
+func IntentSorts() []string { return slices.Clone(intentSorts) }
+
+var intentSorts = []string{"key", string(SortCreated), string(SortUpdated)}
 
 // ListIntents returns up to max intents matching f, in f's order: keyset pagination, so that a
 // page starts after the previous one's last intent, never at an offset, and reads no history.
@@ -78,7 +81,7 @@ func (l *Ledger) ListIntents(ctx context.Context, f IntentFilter, max int) ([]In
 	timed := f.Sort == SortCreated || f.Sort == SortUpdated
 	switch {
 	case !timed && f.Sort != SortKey:
-		return nil, fmt.Errorf("list intents: %q is not an order (%s)", f.Sort, strings.Join(IntentSorts, ", "))
+		return nil, fmt.Errorf("list intents: %q is not an order (%s)", f.Sort, strings.Join(intentSorts, ", "))
 	case !timed && (f.Descending || !f.AfterAt.IsZero()):
 		return nil, errors.New("list intents: newest first and a time to start after need a time order")
 	case timed && f.After != (identity.DeliveryKey{}) && f.AfterAt.IsZero():

@@ -11,20 +11,6 @@ import (
 	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
 )
 
-// TransportResult is what the transport says happened to a send, in the platform adapter's
-// vocabulary.
-type TransportResult string
-
-const (
-	// Sent: the platform answered success with an object id.
-	Sent TransportResult = "success"
-	// NotSent: the transport PROVED nothing left (refused before any byte, or a definitive
-	// refusal by the platform).
-	NotSent TransportResult = "not_sent"
-	// Unknown: anything else: bytes may have left and no answer proves what happened.
-	Unknown TransportResult = "unknown"
-)
-
 // Outcome is a worker's report of one authorized attempt.
 type Outcome struct {
 	Result TransportResult

@@ -482,7 +482,7 @@ func TestACompletionFromAnOldEpochIsFenced(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	c := e.authorized("before the restore")
-	_, err := e.l.BumpEpoch(e.ctx, "operator", "restore")
+	_, err := e.l.BumpEpoch(e.ctx, ledger.Actor{Name: "operator", Reason: "restore"})
 	require.NoError(t, err)
 	_, err = e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed})
 	requireRefused(t, err, ledger.ErrFenced)

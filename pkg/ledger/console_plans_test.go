@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/ledger"
 	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
 )
@@ -92,7 +93,7 @@ func TestBrowseNamesEveryReasonOfTheSweptStates(t *testing.T) {
 		got[m[1]+"/"+m[2]] = true
 	}
 	want := map[string]bool{}
-	for r, rule := range ledger.Reasons {
+	for r, rule := range atmosttype.Reasons() {
 		switch rule.State {
 		case ledger.Pending, ledger.Failed, ledger.Indeterminate:
 			want[string(rule.State)+"/"+string(r)] = true

@@ -35,13 +35,22 @@ type SwitchChange struct {
 	After  Switch
 }
 
+// Actor is who makes a change of the controls (a switch, a policy, an account, an operator, the
+// epoch) and why: the control history records both with the change. Name is held to MaxActor
+// and Reason to CheckNote's rules, as each method says.
+type Actor struct {
+	Name   string // the operator or process, as history names it
+	Reason string // why, in the operator's words
+}
+
 // SetSwitch turns a kill switch on (engaged) or off, and appends the change to the control
 // history with actor and reason in the same statement. An engaged switch stops every
 // authorization in its scope from the next Authorize on; work already authorized is not
 // recalled (its outcome or its lease decides). scope is GlobalScope or a configured account
 // (else ErrUnknownAccount). Setting a switch to the state it is in still records who said so
 // and why.
-func (l *Ledger) SetSwitch(ctx context.Context, scope string, engaged bool, actor, reason string) (SwitchChange, error) {
+func (l *Ledger) SetSwitch(ctx context.Context, scope string, engaged bool, by Actor) (SwitchChange, error) {
+	actor, reason := by.Name, by.Reason
 	if strings.TrimSpace(actor) == "" {
 		return SwitchChange{}, errors.New("set switch: an operator must be named")
 	}
@@ -194,7 +203,9 @@ const (
 )
 
 // PolicyFields lists every PolicyField.
-var PolicyFields = []PolicyField{FieldAttemptCap, FieldBackoffBase, FieldBackoffMax, FieldRatePerMinute, FieldRateBurst, FieldTextWindow, FieldRetryableReasons}
+func PolicyFields() []PolicyField { return slices.Clone(policyFields) }
+
+var policyFields = []PolicyField{FieldAttemptCap, FieldBackoffBase, FieldBackoffMax, FieldRatePerMinute, FieldRateBurst, FieldTextWindow, FieldRetryableReasons}
 
 // PolicyEdit changes some fields of one policy row and leaves the others as they are.
 type PolicyEdit struct {
@@ -227,7 +238,8 @@ type PolicyChange struct {
 // row as it stands when the statement runs, so operators changing different fields never undo
 // each other. Every value must lie in its range and every retryable reason must be a
 // failed-state reason: nothing else may ever be retried.
-func (l *Ledger) SetPolicy(ctx context.Context, scope string, edit PolicyEdit, actor, reason string) (PolicyChange, error) {
+func (l *Ledger) SetPolicy(ctx context.Context, scope string, edit PolicyEdit, by Actor) (PolicyChange, error) {
+	actor, reason := by.Name, by.Reason
 	if strings.TrimSpace(actor) == "" {
 		return PolicyChange{}, errors.New("set policy: an operator must be named")
 	}
@@ -539,13 +551,15 @@ type ControlChange struct {
 }
 
 // ControlKinds are the kinds of ControlChange.
-var ControlKinds = []string{"switch", "policy", "epoch", "account", ReplayKind, OperatorKind, ProducerKind}
+func ControlKinds() []string { return slices.Clone(controlKinds) }
+
+var controlKinds = []string{"switch", "policy", "epoch", "account", ReplayKind, OperatorKind, ProducerKind}
 
 // ControlHistory returns up to max changes to controls, newest first: of kind, or of every kind
 // when kind is empty.
 func (l *Ledger) ControlHistory(ctx context.Context, kind string, max int) ([]ControlChange, error) {
-	if kind != "" && !slices.Contains(ControlKinds, kind) {
-		return nil, fmt.Errorf("control history: %q is not a kind of control (%s)", kind, strings.Join(ControlKinds, ", "))
+	if kind != "" && !slices.Contains(controlKinds, kind) {
+		return nil, fmt.Errorf("control history: %q is not a kind of control (%s)", kind, strings.Join(controlKinds, ", "))
 	}
 	if max < 1 || max > math.MaxInt32 {
 		return nil, fmt.Errorf("control history: %d rows: ask for at least one", max)

@@ -20,7 +20,7 @@ func TestKillSwitchThroughTheLedgerStopsAuthorization(t *testing.T) {
 	require.False(t, stopped)
 
 	c := e.claim("switched")
-	_, err = e.l.SetSwitch(e.ctx, account, true, "alice", "incident 42")
+	_, err = e.l.SetSwitch(e.ctx, account, true, ledger.Actor{Name: "alice", Reason: "incident 42"})
 	require.NoError(t, err)
 	stopped, err = e.l.Stopped(e.ctx, account)
 	require.NoError(t, err)
@@ -33,7 +33,7 @@ func TestKillSwitchThroughTheLedgerStopsAuthorization(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ledger.ReasonKillSwitch, a.Reason)
 
-	_, err = e.l.SetSwitch(e.ctx, account, false, "alice", "resolved")
+	_, err = e.l.SetSwitch(e.ctx, account, false, ledger.Actor{Name: "alice", Reason: "resolved"})
 	require.NoError(t, err)
 	switches, err := e.l.Switches(e.ctx)
 	require.NoError(t, err)
@@ -47,7 +47,7 @@ func TestPolicyOverridesInheritTheDefault(t *testing.T) {
 	e := newEnv(t)
 	cap5 := 5
 	setCap := func(scope string, cap *int) error {
-		_, err := e.l.SetPolicy(e.ctx, scope, ledger.PolicyEdit{Set: ledger.PolicyOverride{AttemptCap: cap}}, "alice", "test")
+		_, err := e.l.SetPolicy(e.ctx, scope, ledger.PolicyEdit{Set: ledger.PolicyOverride{AttemptCap: cap}}, ledger.Actor{Name: "alice", Reason: "test"})
 		return err
 	}
 	require.NoError(t, setCap(account, &cap5))
@@ -60,9 +60,9 @@ func TestPolicyOverridesInheritTheDefault(t *testing.T) {
 	require.Equal(t, def.TextWindow, p.TextWindow, "unset columns inherit")
 	require.Equal(t, 24*time.Hour, def.TextWindow)
 
-	_, err = e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{RetryableReasons: []ledger.Reason{ledger.ReasonSendUnknown}}}, "alice", "test")
+	_, err = e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{RetryableReasons: []ledger.Reason{ledger.ReasonSendUnknown}}}, ledger.Actor{Name: "alice", Reason: "test"})
 	require.ErrorContains(t, err, "connection_failed", "an indeterminate reason can never be made retryable; the error lists those that can")
-	_, err = e.l.SetPolicy(e.ctx, ledger.GlobalScope, ledger.PolicyEdit{Inherit: []ledger.PolicyField{ledger.FieldAttemptCap}}, "alice", "test")
+	_, err = e.l.SetPolicy(e.ctx, ledger.GlobalScope, ledger.PolicyEdit{Inherit: []ledger.PolicyField{ledger.FieldAttemptCap}}, ledger.Actor{Name: "alice", Reason: "test"})
 	require.Error(t, err, "the default policy must set every column")
 
 	// Raising the cap lets a parked-by-Begin intent's successors through; the cap is read on
@@ -82,9 +82,9 @@ func TestSetPolicyChangesOnlyTheFieldsItNames(t *testing.T) {
 	e := newEnv(t)
 	cap5, burst := 5, 4
 	window := time.Hour
-	_, err := e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{AttemptCap: &cap5, TextWindow: &window}}, "alice", "first")
+	_, err := e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{AttemptCap: &cap5, TextWindow: &window}}, ledger.Actor{Name: "alice", Reason: "first"})
 	require.NoError(t, err)
-	change, err := e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{RateBurst: &burst}, Inherit: []ledger.PolicyField{ledger.FieldTextWindow}}, "bob", "second")
+	change, err := e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{RateBurst: &burst}, Inherit: []ledger.PolicyField{ledger.FieldTextWindow}}, ledger.Actor{Name: "bob", Reason: "second"})
 	require.NoError(t, err)
 	require.NotNil(t, change.Before)
 	require.Equal(t, &cap5, change.Before.AttemptCap)
@@ -108,7 +108,7 @@ func TestSetPolicyChangesOnlyTheFieldsItNames(t *testing.T) {
 
 	// The default keeps every field when one changes.
 	base := 2 * time.Second
-	_, err = e.l.SetPolicy(e.ctx, ledger.GlobalScope, ledger.PolicyEdit{Set: ledger.PolicyOverride{BackoffBase: &base}}, "alice", "faster first retry")
+	_, err = e.l.SetPolicy(e.ctx, ledger.GlobalScope, ledger.PolicyEdit{Set: ledger.PolicyOverride{BackoffBase: &base}}, ledger.Actor{Name: "alice", Reason: "faster first retry"})
 	require.NoError(t, err)
 	def, err := e.l.PolicyFor(e.ctx, ledger.GlobalScope)
 	require.NoError(t, err)
@@ -136,13 +136,13 @@ func TestSetPolicyRefusesWhatItCannotStore(t *testing.T) {
 		"terminal reason":      {Set: ledger.PolicyOverride{RetryableReasons: []ledger.Reason{ledger.ReasonDuplicateText}}},
 		"reason outside table": {Set: ledger.PolicyOverride{RetryableReasons: []ledger.Reason{"bad_luck"}}},
 	} {
-		_, err := e.l.SetPolicy(e.ctx, account, edit, "alice", "test")
+		_, err := e.l.SetPolicy(e.ctx, account, edit, ledger.Actor{Name: "alice", Reason: "test"})
 		require.Error(t, err, name)
 	}
 	cap5 := 5
-	_, err := e.l.SetPolicy(e.ctx, "acct-nobody", ledger.PolicyEdit{Set: ledger.PolicyOverride{AttemptCap: &cap5}}, "alice", "test")
+	_, err := e.l.SetPolicy(e.ctx, "acct-nobody", ledger.PolicyEdit{Set: ledger.PolicyOverride{AttemptCap: &cap5}}, ledger.Actor{Name: "alice", Reason: "test"})
 	require.ErrorIs(t, err, ledger.ErrUnknownAccount)
-	_, err = e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{AttemptCap: &cap5}}, " ", "test")
+	_, err = e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{AttemptCap: &cap5}}, ledger.Actor{Name: " ", Reason: "test"})
 	require.Error(t, err, "an operator must be named")
 	require.Zero(t, e.count(`SELECT count(*) FROM policies WHERE scope <> ''`))
 	require.Zero(t, e.count(`SELECT count(*) FROM control_history`), "a refused change leaves no history")
@@ -154,11 +154,11 @@ func TestEveryControlChangeIsRecordedWithItsOperator(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 
-	sw, err := e.l.SetSwitch(e.ctx, ledger.GlobalScope, true, "user:alice", "incident 7")
+	sw, err := e.l.SetSwitch(e.ctx, ledger.GlobalScope, true, ledger.Actor{Name: "user:alice", Reason: "incident 7"})
 	require.NoError(t, err)
 	require.Nil(t, sw.Before, "the global switch had never been set")
 	require.True(t, sw.After.Engaged)
-	sw, err = e.l.SetSwitch(e.ctx, ledger.GlobalScope, false, "user:bob", "incident 7 resolved")
+	sw, err = e.l.SetSwitch(e.ctx, ledger.GlobalScope, false, ledger.Actor{Name: "user:bob", Reason: "incident 7 resolved"})
 	require.NoError(t, err)
 	require.NotNil(t, sw.Before)
 	require.True(t, sw.Before.Engaged)
@@ -166,9 +166,9 @@ func TestEveryControlChangeIsRecordedWithItsOperator(t *testing.T) {
 	require.False(t, sw.After.Engaged)
 
 	cap5 := 5
-	_, err = e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{AttemptCap: &cap5}}, "user:carol", "noisy platform")
+	_, err = e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{AttemptCap: &cap5}}, ledger.Actor{Name: "user:carol", Reason: "noisy platform"})
 	require.NoError(t, err)
-	epoch, err := e.l.BumpEpoch(e.ctx, "user:dave", "restored from backup")
+	epoch, err := e.l.BumpEpoch(e.ctx, ledger.Actor{Name: "user:dave", Reason: "restored from backup"})
 	require.NoError(t, err)
 	require.Equal(t, int64(2), epoch)
 	started, err := e.l.CurrentEpoch(e.ctx)
@@ -200,7 +200,7 @@ func TestEveryControlChangeIsRecordedWithItsOperator(t *testing.T) {
 	_, err = e.l.ControlHistory(e.ctx, "lever", 1)
 	require.Error(t, err)
 
-	_, err = e.l.SetSwitch(e.ctx, "acct-nobody", true, "user:alice", "typo")
+	_, err = e.l.SetSwitch(e.ctx, "acct-nobody", true, ledger.Actor{Name: "user:alice", Reason: "typo"})
 	require.ErrorIs(t, err, ledger.ErrUnknownAccount, "a switch for an account that does not exist would stop nothing")
 	require.Equal(t, 4, e.count(`SELECT count(*) FROM control_history`))
 }
@@ -210,7 +210,7 @@ func TestEveryControlChangeIsRecordedWithItsOperator(t *testing.T) {
 func TestAppRoleCannotRewriteTheControlHistory(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	_, err := e.l.SetSwitch(e.ctx, account, true, "user:alice", "incident")
+	_, err := e.l.SetSwitch(e.ctx, account, true, ledger.Actor{Name: "user:alice", Reason: "incident"})
 	require.NoError(t, err)
 	for _, stmt := range []string{
 		`UPDATE control_history SET actor = 'someone else'`,
@@ -280,10 +280,10 @@ func TestSwitchSetThatWaitedOnAnotherNeverRecordsAWrongBefore(t *testing.T) {
 	t.Parallel()
 	forEachIsolation(t, func(t *testing.T, e *env) {
 		firstErr, secondErr := e.interleave(1, func(l *ledger.Ledger) error {
-			_, err := l.SetSwitch(e.ctx, account, true, "user:alice", "incident")
+			_, err := l.SetSwitch(e.ctx, account, true, ledger.Actor{Name: "user:alice", Reason: "incident"})
 			return err
 		}, func() error {
-			_, err := e.l.SetSwitch(e.ctx, account, false, "user:bob", "false alarm")
+			_, err := e.l.SetSwitch(e.ctx, account, false, ledger.Actor{Name: "user:bob", Reason: "false alarm"})
 			return err
 		})
 		require.NoError(t, firstErr)
@@ -301,14 +301,14 @@ func TestSwitchSetThatWaitedOnAnotherNeverRecordsAWrongBefore(t *testing.T) {
 func TestSwitchSetThatWaitedOnAChangeRecordsItAsItsBefore(t *testing.T) {
 	t.Parallel()
 	forEachIsolation(t, func(t *testing.T, e *env) {
-		_, err := e.l.SetSwitch(e.ctx, account, false, "user:carol", "the switch exists")
+		_, err := e.l.SetSwitch(e.ctx, account, false, ledger.Actor{Name: "user:carol", Reason: "the switch exists"})
 		require.NoError(t, err)
 		var second ledger.SwitchChange
 		firstErr, secondErr := e.interleave(1, func(l *ledger.Ledger) error {
-			_, err := l.SetSwitch(e.ctx, account, true, "user:alice", "incident")
+			_, err := l.SetSwitch(e.ctx, account, true, ledger.Actor{Name: "user:alice", Reason: "incident"})
 			return err
 		}, func() (err error) {
-			second, err = e.l.SetSwitch(e.ctx, account, false, "user:bob", "false alarm")
+			second, err = e.l.SetSwitch(e.ctx, account, false, ledger.Actor{Name: "user:bob", Reason: "false alarm"})
 			return err
 		})
 		require.NoError(t, firstErr)
@@ -326,14 +326,14 @@ func TestPolicySetThatWaitedOnAnotherKeepsItsChange(t *testing.T) {
 	t.Parallel()
 	forEachIsolation(t, func(t *testing.T, e *env) {
 		cap5, burst := 5, 4
-		_, err := e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{AttemptCap: &cap5}}, "user:carol", "the row exists")
+		_, err := e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{AttemptCap: &cap5}}, ledger.Actor{Name: "user:carol", Reason: "the row exists"})
 		require.NoError(t, err)
 		cap7 := 7
 		firstErr, secondErr := e.interleave(1, func(l *ledger.Ledger) error {
-			_, err := l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{AttemptCap: &cap7}}, "user:alice", "more attempts")
+			_, err := l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{AttemptCap: &cap7}}, ledger.Actor{Name: "user:alice", Reason: "more attempts"})
 			return err
 		}, func() error {
-			_, err := e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{RateBurst: &burst}}, "user:bob", "bigger bursts")
+			_, err := e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{RateBurst: &burst}}, ledger.Actor{Name: "user:bob", Reason: "bigger bursts"})
 			return err
 		})
 		require.NoError(t, firstErr)
@@ -354,10 +354,10 @@ func TestPolicySetsThatCreateOneRowAtOnceKeepBothChanges(t *testing.T) {
 	forEachIsolation(t, func(t *testing.T, e *env) {
 		cap7, burst := 7, 4
 		firstErr, secondErr := e.interleave(1, func(l *ledger.Ledger) error {
-			_, err := l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{AttemptCap: &cap7}}, "user:alice", "more attempts")
+			_, err := l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{AttemptCap: &cap7}}, ledger.Actor{Name: "user:alice", Reason: "more attempts"})
 			return err
 		}, func() error {
-			_, err := e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{RateBurst: &burst}}, "user:bob", "bigger bursts")
+			_, err := e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{RateBurst: &burst}}, ledger.Actor{Name: "user:bob", Reason: "bigger bursts"})
 			return err
 		})
 		require.NoError(t, firstErr)

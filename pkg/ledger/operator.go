@@ -117,7 +117,8 @@ func (l *Ledger) Resolve(ctx context.Context, key identity.DeliveryKey, to State
 // ledger and before any worker reconnects: every claim and completion of an older epoch is
 // refused from then on (docs/design.md#the-restore-protocol). Of two bumps at once one
 // fails; neither skips an epoch.
-func (l *Ledger) BumpEpoch(ctx context.Context, actor, reason string) (int64, error) {
+func (l *Ledger) BumpEpoch(ctx context.Context, by Actor) (int64, error) {
+	actor, reason := by.Name, by.Reason
 	if strings.TrimSpace(actor) == "" {
 		return 0, errors.New("bump epoch: an operator must be named")
 	}

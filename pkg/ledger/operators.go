@@ -87,7 +87,8 @@ const operatorTokenPrefix = "atmost_op_"
 // else: the caller shows it once. The addition is written to the control history with actor
 // and reason in the same statement. It refuses a bad name (CheckOperatorName), an unknown
 // role and a name that exists or existed (ErrOperatorExists).
-func (l *Ledger) AddOperator(ctx context.Context, name string, role OperatorRole, actor, reason string) (string, error) {
+func (l *Ledger) AddOperator(ctx context.Context, name string, role OperatorRole, by Actor) (string, error) {
+	actor, reason := by.Name, by.Reason
 	if err := CheckOperatorName(name); err != nil {
 		return "", fmt.Errorf("add operator: %w", err)
 	}
@@ -121,7 +122,8 @@ func (l *Ledger) AddOperator(ctx context.Context, name string, role OperatorRole
 
 // RevokeOperator revokes a console operator: its token stops working and the console ends its
 // sessions on their next request. It is written to the control history with actor and reason.
-func (l *Ledger) RevokeOperator(ctx context.Context, name, actor, reason string) (Operator, error) {
+func (l *Ledger) RevokeOperator(ctx context.Context, name string, by Actor) (Operator, error) {
+	actor, reason := by.Name, by.Reason
 	if strings.TrimSpace(actor) == "" {
 		return Operator{}, errors.New("revoke operator: who revokes it must be named")
 	}

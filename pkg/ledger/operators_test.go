@@ -15,10 +15,10 @@ import (
 func TestOperatorsAreAddedRevokedAndAudited(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	token, err := e.l.AddOperator(e.ctx, "alice", ledger.RoleOperator, "user:root", "on call")
+	token, err := e.l.AddOperator(e.ctx, "alice", ledger.RoleOperator, ledger.Actor{Name: "user:root", Reason: "on call"})
 	require.NoError(t, err)
 	require.Greater(t, len(token), 40)
-	viewerToken, err := e.l.AddOperator(e.ctx, "vic", ledger.RoleViewer, "user:root", "")
+	viewerToken, err := e.l.AddOperator(e.ctx, "vic", ledger.RoleViewer, ledger.Actor{Name: "user:root", Reason: ""})
 	require.NoError(t, err)
 	require.NotEqual(t, token, viewerToken)
 
@@ -46,27 +46,27 @@ func TestOperatorsAreAddedRevokedAndAudited(t *testing.T) {
 		require.ErrorIs(t, err, ledger.ErrUnknownOperator, wrong)
 	}
 
-	_, err = e.l.AddOperator(e.ctx, "alice", ledger.RoleViewer, "user:root", "")
+	_, err = e.l.AddOperator(e.ctx, "alice", ledger.RoleViewer, ledger.Actor{Name: "user:root", Reason: ""})
 	require.ErrorIs(t, err, ledger.ErrOperatorExists)
 	for _, bad := range []string{"", "bootstrap", "Bootstrap", "a/b", "with space", "-dash", strings.Repeat("x", 65), "é"} {
-		_, err = e.l.AddOperator(e.ctx, bad, ledger.RoleOperator, "user:root", "")
+		_, err = e.l.AddOperator(e.ctx, bad, ledger.RoleOperator, ledger.Actor{Name: "user:root", Reason: ""})
 		require.Error(t, err, bad)
 	}
-	_, err = e.l.AddOperator(e.ctx, "carol", "admin", "user:root", "")
+	_, err = e.l.AddOperator(e.ctx, "carol", "admin", ledger.Actor{Name: "user:root", Reason: ""})
 	require.Error(t, err)
 
-	revoked, err := e.l.RevokeOperator(e.ctx, "alice", "user:root", "left the team")
+	revoked, err := e.l.RevokeOperator(e.ctx, "alice", ledger.Actor{Name: "user:root", Reason: "left the team"})
 	require.NoError(t, err)
 	require.NotNil(t, revoked.RevokedAt)
 	_, err = e.l.OperatorByToken(e.ctx, token)
 	require.ErrorIs(t, err, ledger.ErrUnknownOperator, "a revoked operator's token names nobody")
-	_, err = e.l.RevokeOperator(e.ctx, "alice", "user:root", "again")
+	_, err = e.l.RevokeOperator(e.ctx, "alice", ledger.Actor{Name: "user:root", Reason: "again"})
 	require.ErrorIs(t, err, ledger.ErrOperatorRevoked)
-	_, err = e.l.RevokeOperator(e.ctx, "nobody", "user:root", "who")
+	_, err = e.l.RevokeOperator(e.ctx, "nobody", ledger.Actor{Name: "user:root", Reason: "who"})
 	require.ErrorIs(t, err, ledger.ErrUnknownOperator)
-	_, err = e.l.RevokeOperator(e.ctx, "vic", "user:root", " ")
+	_, err = e.l.RevokeOperator(e.ctx, "vic", ledger.Actor{Name: "user:root", Reason: " "})
 	require.Error(t, err, "a revoke says why")
-	_, err = e.l.AddOperator(e.ctx, "alice", ledger.RoleOperator, "user:root", "")
+	_, err = e.l.AddOperator(e.ctx, "alice", ledger.RoleOperator, ledger.Actor{Name: "user:root", Reason: ""})
 	require.ErrorIs(t, err, ledger.ErrOperatorExists, "a revoked name is never handed out again")
 
 	ops, err := e.l.Operators(e.ctx)

@@ -83,10 +83,11 @@ func CheckProducerAccounts(accounts []string) error {
 }
 
 // AddProducer adds a producer bound to accounts and returns its token, which exists nowhere
-// else: the caller shows it once. The addition is written to the control history with actor
+// else: the caller shows it once. The addition is written to the control history with the actor
 // and reason in the same statement. It refuses a bad name (CheckProducerName), bad accounts and
 // a name that exists or existed (ErrProducerExists).
-func (l *Ledger) AddProducer(ctx context.Context, name string, accounts []string, actor, reason string) (string, error) {
+func (l *Ledger) AddProducer(ctx context.Context, name string, accounts []string, by Actor) (string, error) {
+	actor, reason := by.Name, by.Reason
 	if err := CheckProducerName(name); err != nil {
 		return "", fmt.Errorf("add producer: %w", err)
 	}
@@ -119,8 +120,9 @@ func (l *Ledger) AddProducer(ctx context.Context, name string, accounts []string
 }
 
 // RevokeProducer revokes a producer: its token is refused from its next request on, and its
-// open event streams end. It is written to the control history with actor and reason.
-func (l *Ledger) RevokeProducer(ctx context.Context, name, actor, reason string) (Producer, error) {
+// open event streams end. It is written to the control history with the actor and reason.
+func (l *Ledger) RevokeProducer(ctx context.Context, name string, by Actor) (Producer, error) {
+	actor, reason := by.Name, by.Reason
 	if strings.TrimSpace(actor) == "" {
 		return Producer{}, errors.New("revoke producer: who revokes it must be named")
 	}

@@ -15,7 +15,7 @@ import (
 func TestProducersAreAddedRevokedAndAudited(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	token, err := e.l.AddProducer(e.ctx, "bot-a", []string{"acct-a", "team a"}, "user:root", "the summarizer")
+	token, err := e.l.AddProducer(e.ctx, "bot-a", []string{"acct-a", "team a"}, ledger.Actor{Name: "user:root", Reason: "the summarizer"})
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(token, ledger.ProducerTokenPrefix))
 	require.Len(t, token, len(ledger.ProducerTokenPrefix)+43, "32 random bytes, base64url")
@@ -36,7 +36,7 @@ func TestProducersAreAddedRevokedAndAudited(t *testing.T) {
 	if last == 'A' {
 		other = 'B'
 	}
-	opToken, err := e.l.AddOperator(e.ctx, "alice", ledger.RoleOperator, "user:root", "")
+	opToken, err := e.l.AddOperator(e.ctx, "alice", ledger.RoleOperator, ledger.Actor{Name: "user:root", Reason: ""})
 	require.NoError(t, err)
 	for _, wrong := range []string{token[:len(token)-1] + string(other), token[:len(token)-1], strings.TrimPrefix(token, ledger.ProducerTokenPrefix), "", opToken,
 		"atmost_op_" + strings.TrimPrefix(token, ledger.ProducerTokenPrefix)} {
@@ -44,33 +44,33 @@ func TestProducersAreAddedRevokedAndAudited(t *testing.T) {
 		require.ErrorIs(t, err, ledger.ErrUnknownProducer, wrong)
 	}
 
-	_, err = e.l.AddProducer(e.ctx, "bot-a", []string{"acct-b"}, "user:root", "")
+	_, err = e.l.AddProducer(e.ctx, "bot-a", []string{"acct-b"}, ledger.Actor{Name: "user:root", Reason: ""})
 	require.ErrorIs(t, err, ledger.ErrProducerExists)
 	for _, bad := range [][]string{nil, {}, {""}, {"acct-a", "acct-a"}, {strings.Repeat("x", 129)}, {"a\x01b"}} {
-		_, err = e.l.AddProducer(e.ctx, "bot-c", bad, "user:root", "")
+		_, err = e.l.AddProducer(e.ctx, "bot-c", bad, ledger.Actor{Name: "user:root", Reason: ""})
 		require.Error(t, err, "%q", bad)
 	}
 	for _, bad := range []string{"", "a/b", "with space", "-dash", strings.Repeat("x", 65)} {
-		_, err = e.l.AddProducer(e.ctx, bad, []string{"acct-a"}, "user:root", "")
+		_, err = e.l.AddProducer(e.ctx, bad, []string{"acct-a"}, ledger.Actor{Name: "user:root", Reason: ""})
 		require.Error(t, err, bad)
 	}
-	other2, err := e.l.AddProducer(e.ctx, "bot-b", []string{"acct-b"}, "user:root", "")
+	other2, err := e.l.AddProducer(e.ctx, "bot-b", []string{"acct-b"}, ledger.Actor{Name: "user:root", Reason: ""})
 	require.NoError(t, err)
 
-	revoked, err := e.l.RevokeProducer(e.ctx, "bot-a", "user:root", "key leaked")
+	revoked, err := e.l.RevokeProducer(e.ctx, "bot-a", ledger.Actor{Name: "user:root", Reason: "key leaked"})
 	require.NoError(t, err)
 	require.NotNil(t, revoked.RevokedAt)
 	_, err = e.l.ProducerByToken(e.ctx, token)
 	require.ErrorIs(t, err, ledger.ErrUnknownProducer, "a revoked producer's token names nobody")
 	_, err = e.l.ProducerByToken(e.ctx, other2)
 	require.NoError(t, err, "revoking one producer leaves the others")
-	_, err = e.l.RevokeProducer(e.ctx, "bot-a", "user:root", "again")
+	_, err = e.l.RevokeProducer(e.ctx, "bot-a", ledger.Actor{Name: "user:root", Reason: "again"})
 	require.ErrorIs(t, err, ledger.ErrProducerRevoked)
-	_, err = e.l.RevokeProducer(e.ctx, "nobody", "user:root", "who")
+	_, err = e.l.RevokeProducer(e.ctx, "nobody", ledger.Actor{Name: "user:root", Reason: "who"})
 	require.ErrorIs(t, err, ledger.ErrUnknownProducer)
-	_, err = e.l.RevokeProducer(e.ctx, "bot-b", "user:root", " ")
+	_, err = e.l.RevokeProducer(e.ctx, "bot-b", ledger.Actor{Name: "user:root", Reason: " "})
 	require.Error(t, err, "a revoke says why")
-	_, err = e.l.AddProducer(e.ctx, "bot-a", []string{"acct-a"}, "user:root", "")
+	_, err = e.l.AddProducer(e.ctx, "bot-a", []string{"acct-a"}, ledger.Actor{Name: "user:root", Reason: ""})
 	require.ErrorIs(t, err, ledger.ErrProducerExists, "a revoked name is never handed out again")
 
 	ps, err := e.l.Producers(e.ctx)
@@ -104,7 +104,7 @@ func TestProducersAreAddedRevokedAndAudited(t *testing.T) {
 func TestAProducerTokenNamesItsAccountsAndNoOther(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	token, err := e.l.AddProducer(e.ctx, "bot-a", []string{"acct-a"}, "user:root", "")
+	token, err := e.l.AddProducer(e.ctx, "bot-a", []string{"acct-a"}, ledger.Actor{Name: "user:root", Reason: ""})
 	require.NoError(t, err)
 	p, err := e.l.ProducerByToken(e.ctx, token)
 	require.NoError(t, err)

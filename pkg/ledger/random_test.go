@@ -116,7 +116,7 @@ func allowedSteps() map[[2]ledger.State]bool {
 		ledger.PhaseFailed: ledger.Failed, ledger.PhaseIndeterminate: ledger.Indeterminate, ledger.PhaseParked: ledger.Parked,
 	}
 	steps := map[[2]ledger.State]bool{}
-	for phase, ops := range ledger.Transitions {
+	for phase, ops := range ledger.Transitions() {
 		for _, to := range ops {
 			for _, s := range to {
 				steps[[2]ledger.State{stateOf[phase], s}] = true

@@ -14,23 +14,6 @@ import (
 	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
 )
 
-// LookupResult is what the one reconciliation lookup found.
-type LookupResult string
-
-const (
-	// Found: the platform holds the object (and the caller read it back and confirmed the
-	// text): published.
-	Found LookupResult = "found"
-	// ProvenNotSent: an idempotency-status lookup keyed by the original request proved the
-	// platform never received it: failed, and the text is released.
-	ProvenNotSent LookupResult = "not_sent"
-	// NotFound: nothing found, which proves nothing on an eventually consistent platform:
-	// parked for a human.
-	NotFound LookupResult = "not_found"
-	// Unavailable: the lookup could not be made: parked for a human. The lookup is spent.
-	Unavailable LookupResult = "unavailable"
-)
-
 var lookupVerdicts = map[LookupResult]struct {
 	state  State
 	reason Reason

@@ -251,7 +251,7 @@ func TestOperatorResolutionNeedsEvidenceAndIsRecorded(t *testing.T) {
 func TestEpochBumpIsRecordedAndNewClaimsCarryIt(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	epoch, err := e.l.BumpEpoch(e.ctx, "operator", "restored from backup")
+	epoch, err := e.l.BumpEpoch(e.ctx, ledger.Actor{Name: "operator", Reason: "restored from backup"})
 	require.NoError(t, err)
 	require.Equal(t, int64(2), epoch)
 	current, err := e.l.Epoch(e.ctx)

@@ -401,7 +401,7 @@ func TestRestoreBlocksAKeyItCannotRecreate(t *testing.T) {
 	res = e.restore(lost.DeliveryKey(), "acct-later", tr, &lost, false)
 	require.Equal(t, ledger.RestoreUnknownAccount, res.Verdict)
 	require.True(t, res.Blocked)
-	require.NoError(t, e.l.AddAccount(e.ctx, ledger.Account{ID: "acct-later", Platform: "sim", Settings: []byte(`{"url":"http://127.0.0.1:1"}`)}, "test", "a test account"))
+	require.NoError(t, e.l.AddAccount(e.ctx, ledger.Account{ID: "acct-later", Platform: "sim", Settings: []byte(`{"url":"http://127.0.0.1:1"}`)}, ledger.Actor{Name: "test", Reason: "a test account"}))
 	sub, err = e.l.Submit(e.ctx, []identity.Envelope{lost})
 	require.NoError(t, err)
 	require.Equal(t, ledger.Duplicate, sub[0].Outcome)
@@ -427,7 +427,7 @@ func TestRestorePointNamesTheNewestHistoryAndTheEpochs(t *testing.T) {
 	require.Equal(t, int64(1), pt.CurrentEpochHistory, "the claim's history row carries epoch 1")
 
 	first := pt.Epoch.At
-	_, err = e.l.BumpEpoch(e.ctx, "alice", "restored")
+	_, err = e.l.BumpEpoch(e.ctx, ledger.Actor{Name: "alice", Reason: "restored"})
 	require.NoError(t, err)
 	pt, err = e.l.RestorePoint(e.ctx)
 	require.NoError(t, err)

@@ -13,11 +13,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/ledger"
 )
 
 func TestEveryReasonLeadsToOneOfTheSixStates(t *testing.T) {
-	for reason, rule := range ledger.Reasons {
+	for reason, rule := range atmosttype.Reasons() {
 		require.True(t, rule.State.Valid(), "%s leads to %q", reason, rule.State)
 		switch rule.State {
 		case ledger.Indeterminate:
@@ -33,9 +34,9 @@ func TestEveryReasonLeadsToOneOfTheSixStates(t *testing.T) {
 	}
 }
 
-// Every Reason constant the package declares is in the table.
+// Every Reason constant atmosttype declares is in the table.
 func TestEveryDeclaredReasonIsInTheTable(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), "statemachine.go", nil, 0)
+	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join("..", "atmosttype", "reason.go"), nil, 0)
 	require.NoError(t, err)
 	declared := 0
 	ast.Inspect(f, func(n ast.Node) bool {
@@ -49,19 +50,19 @@ func TestEveryDeclaredReasonIsInTheTable(t *testing.T) {
 			s, err := strconv.Unquote(lit.Value)
 			require.NoError(t, err)
 			_, known := ledger.Reason(s).Rule()
-			require.True(t, known, "reason %q is declared but not in ledger.Reasons", s)
+			require.True(t, known, "reason %q is declared but not in atmosttype.Reasons()", s)
 			declared++
 		}
 		return true
 	})
-	require.Equal(t, len(ledger.Reasons), declared, "every reason in the table is declared once")
+	require.Equal(t, len(atmosttype.Reasons()), declared, "every reason in the table is declared once")
 }
 
 // Every statement the Guards table names exists, in the file it names, and every operation of
 // the state machine names one.
 func TestEveryGuardNamedIsAStatementOfItsFile(t *testing.T) {
-	for _, op := range ledger.Operations {
-		stmts := ledger.Guards[op]
+	for _, op := range ledger.Operations() {
+		stmts := ledger.Guards()[op]
 		require.NotEmpty(t, stmts, "%s names no guarding statement", op)
 		for _, s := range stmts {
 			file, name, ok := strings.Cut(s, ": ")
@@ -71,7 +72,7 @@ func TestEveryGuardNamedIsAStatementOfItsFile(t *testing.T) {
 			require.Regexp(t, regexp.MustCompile(`(?m)^-- name: `+regexp.QuoteMeta(name)+` :`), string(body), "%s", s)
 		}
 	}
-	require.Len(t, ledger.Guards, len(ledger.Operations), "the table has no operation the state machine lacks")
+	require.Len(t, ledger.Guards(), len(ledger.Operations()), "the table has no operation the state machine lacks")
 }
 
 func types(e ast.Expr) string {
@@ -135,7 +136,7 @@ func TestQueriesWriteOnlyKnownReasons(t *testing.T) {
 	}
 }
 
-// The reasons table of docs/design.md says exactly what ledger.Reasons says.
+// The reasons table of docs/design.md says exactly what atmosttype.Reasons() says.
 func TestTheReasonTableMatchesTheCode(t *testing.T) {
 	body, err := os.ReadFile("../../docs/design.md")
 	require.NoError(t, err)
@@ -157,5 +158,30 @@ func TestTheReasonTableMatchesTheCode(t *testing.T) {
 		require.False(t, seen[reason], "docs/design.md lists %s twice", reason)
 		seen[reason] = true
 	}
-	require.Len(t, seen, len(ledger.Reasons), "docs/design.md lists every reason")
+	require.Len(t, seen, len(atmosttype.Reasons()), "docs/design.md lists every reason")
+}
+
+// The state machine's tables are handed out as copies: an importer that changes what it was
+// given changes nothing for the ledger or the next caller.
+func TestTheStateMachineIsHandedOutAsCopies(t *testing.T) {
+	tr := ledger.Transitions()
+	tr[ledger.PhaseIndeterminate][ledger.OpReconcile][0] = ledger.Pending
+	tr[ledger.PhasePublished] = map[ledger.Operation][]ledger.State{ledger.OpRetry: {ledger.Pending}}
+	to, ok := ledger.Allowed(ledger.PhaseIndeterminate, ledger.OpReconcile)
+	require.True(t, ok)
+	require.Equal(t, []ledger.State{ledger.Published, ledger.Failed, ledger.Parked}, to)
+	to[0] = ledger.Pending
+	to, _ = ledger.Allowed(ledger.PhaseIndeterminate, ledger.OpReconcile)
+	require.Equal(t, []ledger.State{ledger.Published, ledger.Failed, ledger.Parked}, to)
+	_, ok = ledger.Allowed(ledger.PhasePublished, ledger.OpRetry)
+	require.False(t, ok)
+
+	guards := ledger.Guards()
+	guards[ledger.OpBegin][0] = "scribbled"
+	require.Equal(t, "begin_many.sql: IntentsBegin", ledger.Guards()[ledger.OpBegin][0])
+
+	phases, ops := ledger.Phases(), ledger.Operations()
+	phases[0], ops[0] = "scribbled", "scribbled"
+	require.Equal(t, ledger.PhaseNone, ledger.Phases()[0])
+	require.Equal(t, ledger.OpSubmit, ledger.Operations()[0])
 }

@@ -107,11 +107,11 @@ func (e *env) apply(op ledger.Operation, s subject) (accepted bool, err error) {
 // does not is refused and changes nothing, not even the history.
 func TestEveryPhaseAndOperationFollowsTheTransitionTable(t *testing.T) {
 	t.Parallel()
-	for _, phase := range ledger.Phases {
+	for _, phase := range ledger.Phases() {
 		t.Run(string(phase), func(t *testing.T) {
 			t.Parallel()
 			shared := newEnv(t)
-			for i, op := range ledger.Operations {
+			for i, op := range ledger.Operations() {
 				e := shared
 				if op == ledger.OpExpire {
 					e = newEnv(t) // ExpireLeases sweeps the whole ledger: give it one intent
@@ -149,12 +149,12 @@ func TestEveryPhaseAndOperationFollowsTheTransitionTable(t *testing.T) {
 // leaves published: the table itself is checked, so an edit to it cannot slip by.
 func TestTransitionTableHasNoWayBack(t *testing.T) {
 	for _, phase := range []ledger.Phase{ledger.PhaseAuthorizedLive, ledger.PhaseAuthorizedExpired, ledger.PhaseIndeterminate} {
-		for op, to := range ledger.Transitions[phase] {
+		for op, to := range ledger.Transitions()[phase] {
 			require.NotContains(t, to, ledger.Pending, "%s on %s", op, phase)
 		}
 	}
-	require.Empty(t, ledger.Transitions[ledger.PhasePublished])
-	for phase, ops := range ledger.Transitions {
+	require.Empty(t, ledger.Transitions()[ledger.PhasePublished])
+	for phase, ops := range ledger.Transitions() {
 		for op, to := range ops {
 			if slices.Contains(to, ledger.Pending) && phase == ledger.PhaseFailed {
 				require.Equal(t, ledger.OpRetry, op, "only Retry leaves failed for pending")

@@ -16,30 +16,33 @@ import (
 	"sort"
 	"time"
 
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/identity"
 )
 
-// Result is what the transport says happened to one send.
-type Result string
+// Result is what the transport says happened to one send: atmosttype's TransportResult,
+// which the ledger records as it is.
+type Result = atmosttype.TransportResult
 
+// The results of a send.
 const (
 	// Sent: the platform answered that it created the object, and named it.
-	Sent Result = "success"
+	Sent = atmosttype.Sent
 	// NotSent: PROVED nothing was created: no byte left (the connection failed first) or the
 	// platform refused definitively (a status the adapter declares definitive).
-	NotSent Result = "not_sent"
+	NotSent = atmosttype.NotSent
 	// Unknown: anything else. Bytes may have left and no answer proves what happened.
-	Unknown Result = "unknown"
+	Unknown = atmosttype.Unknown
 )
 
-// Reason says why a send ended as it did. The values are the ledger's reasons of the same
-// name (a test keeps them equal), so an adapter needs no ledger import.
-type Reason string
+// Reason says why a send ended as it did: one of atmosttype's reasons, the three below.
+type Reason = atmosttype.Reason
 
+// The reasons a send may report.
 const (
-	ReasonConnectionFailed Reason = "connection_failed" // refused, DNS or TLS failure before any byte
-	ReasonPlatformRejected Reason = "platform_rejected" // a definitive refusal (the adapter's list)
-	ReasonSendUnknown      Reason = "send_unknown"      // timeout or reset after bytes left; 5xx; no object id
+	ReasonConnectionFailed = atmosttype.ReasonConnectionFailed // refused, DNS or TLS failure before any byte
+	ReasonPlatformRejected = atmosttype.ReasonPlatformRejected // a definitive refusal (the adapter's list)
+	ReasonSendUnknown      = atmosttype.ReasonSendUnknown      // timeout or reset after bytes left; 5xx; no object id
 )
 
 // Request is one intent as an adapter sends it: what the producer asked for, after ingest
@@ -90,13 +93,15 @@ type Object struct {
 	Text string
 }
 
-// LookupResult is what the one reconciliation lookup found.
-type LookupResult string
+// LookupResult is what the one reconciliation lookup found: atmosttype's LookupResult, of
+// which an adapter reports these three (a proven not-sent is a NotFound with ProvenNotSent).
+type LookupResult = atmosttype.LookupResult
 
+// The results of a lookup an adapter reports.
 const (
-	Found       LookupResult = "found"
-	NotFound    LookupResult = "not_found"
-	Unavailable LookupResult = "unavailable"
+	Found       = atmosttype.Found
+	NotFound    = atmosttype.NotFound
+	Unavailable = atmosttype.Unavailable
 )
 
 // Lookup is what the reconciliation lookup reports.

@@ -89,7 +89,7 @@ func TestReasonsAndResultsAreTheLedgers(t *testing.T) {
 		{platform.ReasonSendUnknown, ledger.ReasonSendUnknown, ledger.Indeterminate},
 	} {
 		require.Equal(t, string(c.ledger), string(c.reason))
-		rule, ok := ledger.Reasons[ledger.Reason(c.reason)]
+		rule, ok := c.reason.Rule()
 		require.True(t, ok, c.reason)
 		require.Equal(t, c.state, rule.State, c.reason)
 	}

@@ -21,6 +21,13 @@ var Rules = []Rule{
 		Why: "pkg/identity is the shared identity rule: the standard library and golang.org/x/text only",
 	},
 	{
+		Root: "github.com/atmost/atmost/pkg/atmosttype",
+		Allowed: func(dep string, standard bool) bool {
+			return standard || hasPathPrefix(dep, "github.com/atmost/atmost/pkg/atmosttype")
+		},
+		Why: "pkg/atmosttype is the shared vocabulary every other package imports: the standard library only",
+	},
+	{
 		Root:    "github.com/atmost/atmost/pkg/ledger",
 		Allowed: func(dep string, _ bool) bool { return !hasPathPrefix(dep, "github.com/nats-io") },
 		Why:     "the ledger decides state on its own; it never imports NATS",

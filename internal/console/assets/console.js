@@ -47,3 +47,14 @@
     setInterval(refresh, 5000);
   }
 })();
+
+// The intents page's "select every intent on this page" box: shown only where this script runs.
+(function () {
+  "use strict";
+  var all = document.getElementById("pick-all");
+  if (!all) return;
+  all.hidden = false;
+  all.addEventListener("change", function () {
+    document.querySelectorAll('#pick input[name="key"]').forEach(function (box) { box.checked = all.checked; });
+  });
+})();

@@ -115,8 +115,8 @@ func benchEndToEnd(b *testing.B, latency time.Duration, dispatchers int) {
 	}
 	for a := range *benchAccounts {
 		id := account(a)
-		require.NoError(b, l.AddAccount(ctx, ledger.Account{ID: id, Platform: sim.Name, Settings: json.RawMessage(fmt.Sprintf(`{"url":%q}`, simURL))}, "test", "a test account"))
-		_, err = l.SetPolicy(ctx, id, ledger.PolicyEdit{Set: rate}, "bench", "the benchmark's rate limit (-rate)")
+		require.NoError(b, l.AddAccount(ctx, ledger.Account{ID: id, Platform: sim.Name, Settings: json.RawMessage(fmt.Sprintf(`{"url":%q}`, simURL))}, ledger.Actor{Name: "test", Reason: "a test account"}))
+		_, err = l.SetPolicy(ctx, id, ledger.PolicyEdit{Set: rate}, ledger.Actor{Name: "bench", Reason: "the benchmark's rate limit (-rate)"})
 		require.NoError(b, err)
 	}
 	if b.N >= 100 { // the testing package's first, one-intent run only finds the code path

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -14,50 +15,50 @@ import (
 
 // Config tunes a Dispatcher. The zero value of every field means its default.
 type Config struct {
-	// Durable is the name of the pull consumer on ATMOST_DISPATCH. Default "dispatcher".
+	// Durable is the name of the pull consumer on ATMOST_DISPATCH. Default DefaultDurable.
 	Durable string
 	// Batch is how many work items are taken at once: their ledger round trips (read, gates,
 	// Begin, Authorize, the witness, Complete) are one statement each for the whole batch.
-	// Default 128.
+	// Default DefaultBatch.
 	Batch int
 	// Concurrency bounds the intents being worked at once (sends in flight included). A batch
 	// is cut short when no slot is free, so it must leave room for full batches besides the
-	// sends in flight. Default 1024.
+	// sends in flight. Default DefaultConcurrency.
 	Concurrency int
 	// ClaimLease is the pre-authorization lease Begin takes: a worker that has not authorized
-	// within it is refused from then on. Default 30 s.
+	// within it is refused from then on. Default DefaultClaimLease.
 	ClaimLease time.Duration
 	// InFlightLease is the lease Authorize writes: a send not completed within it becomes
 	// indeterminate by expiry. It must exceed SendTimeout + ReadBackTimeout + Margin.
-	// Default 60 s.
+	// Default DefaultInFlightLease.
 	InFlightLease time.Duration
-	// SendTimeout bounds one send. Default 10 s.
+	// SendTimeout bounds one send. Default DefaultSendTimeout.
 	SendTimeout time.Duration
-	// ReadBackTimeout bounds the read-back after a claimed success. Default 5 s.
+	// ReadBackTimeout bounds the read-back after a claimed success. Default DefaultReadBackTimeout.
 	ReadBackTimeout time.Duration
 	// Margin is how long before the in-flight deadline the send's context ends, measured on
 	// this process's monotonic clock from before Authorize was called, so that no byte is
-	// written after the deadline whatever the clocks say. Default 2 s.
+	// written after the deadline whatever the clocks say. Default DefaultMargin.
 	Margin time.Duration
 	// GateDelay is how long work waits before Begin (no attempt is created) when a kill
 	// switch, a disabled account or a revoked credential refuses it, or its adapter does not
-	// open. A rate limit delays work by the time until the next token instead. Default 5 s.
+	// open. A rate limit delays work by the time until the next token instead. Default DefaultGateDelay.
 	GateDelay time.Duration
 	// Pipelines is how many batches are taken through the ledger steps at once. More overlap
 	// more round trips, but under SERIALIZABLE they also conflict: measured on 2 cores, 4
 	// pipelines collapsed to 300 intents/s while 2 gave 1,432 (1,737 at READ COMMITTED).
-	// Default 2.
+	// Default DefaultPipelines.
 	Pipelines int
 	// Linger is how long the first work item of a batch waits at most for others to join it
 	// (the wait ends sooner, once a burst's items stopped arriving), and the first claimed
 	// success of a read-back group and the first outcome of a Complete for the sends still on
-	// their way to them. Default 2 ms.
+	// their way to them. Default DefaultLinger.
 	Linger time.Duration
 	// LedgerTimeout bounds each ledger call, so a half-open connection cannot stall the
-	// dispatcher. Default 30 s.
+	// dispatcher. Default DefaultLedgerTimeout.
 	LedgerTimeout time.Duration
 	// AckWait is the consumer's redelivery timeout; work in progress is kept alive with
-	// InProgress well within it. Default 30 s.
+	// InProgress well within it. Default DefaultAckWait.
 	AckWait time.Duration
 	// Platforms opens the adapter of each account. Required.
 	Platforms platform.Registry
@@ -82,49 +83,41 @@ type Config struct {
 // load.
 const burstGap = 250 * time.Microsecond
 
+// The defaults of Config's fields (the zero value of a field means its default), which the
+// role's flags show too.
+const (
+	DefaultDurable         = "dispatcher"
+	DefaultBatch           = 128
+	DefaultConcurrency     = 1024
+	DefaultClaimLease      = 30 * time.Second
+	DefaultInFlightLease   = 60 * time.Second
+	DefaultSendTimeout     = 10 * time.Second
+	DefaultReadBackTimeout = 5 * time.Second
+	DefaultMargin          = 2 * time.Second
+	DefaultGateDelay       = 5 * time.Second
+	DefaultPipelines       = 2
+	DefaultLinger          = 2 * time.Millisecond
+	DefaultLedgerTimeout   = 30 * time.Second
+	DefaultAckWait         = 30 * time.Second
+)
+
 func (c Config) withDefaults() Config {
-	if c.Durable == "" {
-		c.Durable = "dispatcher"
-	}
-	if c.Batch == 0 {
-		c.Batch = 128
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = 1024
-	}
-	if c.ClaimLease == 0 {
-		c.ClaimLease = 30 * time.Second
-	}
-	if c.InFlightLease == 0 {
-		c.InFlightLease = 60 * time.Second
-	}
-	if c.SendTimeout == 0 {
-		c.SendTimeout = 10 * time.Second
-	}
-	if c.ReadBackTimeout == 0 {
-		c.ReadBackTimeout = 5 * time.Second
-	}
-	if c.Margin == 0 {
-		c.Margin = 2 * time.Second
-	}
-	if c.GateDelay == 0 {
-		c.GateDelay = 5 * time.Second
-	}
-	if c.Pipelines == 0 {
-		c.Pipelines = 2
-	}
-	if c.Linger == 0 {
-		c.Linger = 2 * time.Millisecond
-	}
+	c.Durable = cmp.Or(c.Durable, DefaultDurable)
+	c.Batch = cmp.Or(c.Batch, DefaultBatch)
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	c.ClaimLease = cmp.Or(c.ClaimLease, DefaultClaimLease)
+	c.InFlightLease = cmp.Or(c.InFlightLease, DefaultInFlightLease)
+	c.SendTimeout = cmp.Or(c.SendTimeout, DefaultSendTimeout)
+	c.ReadBackTimeout = cmp.Or(c.ReadBackTimeout, DefaultReadBackTimeout)
+	c.Margin = cmp.Or(c.Margin, DefaultMargin)
+	c.GateDelay = cmp.Or(c.GateDelay, DefaultGateDelay)
+	c.Pipelines = cmp.Or(c.Pipelines, DefaultPipelines)
+	c.Linger = cmp.Or(c.Linger, DefaultLinger)
 	if c.gap == 0 {
 		c.gap = min(burstGap, c.Linger)
 	}
-	if c.LedgerTimeout == 0 {
-		c.LedgerTimeout = 30 * time.Second
-	}
-	if c.AckWait == 0 {
-		c.AckWait = 30 * time.Second
-	}
+	c.LedgerTimeout = cmp.Or(c.LedgerTimeout, DefaultLedgerTimeout)
+	c.AckWait = cmp.Or(c.AckWait, DefaultAckWait)
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}

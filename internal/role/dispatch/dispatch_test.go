@@ -89,14 +89,14 @@ func TestWorkForAnIntentThatIsNotPendingIsIgnored(t *testing.T) {
 func TestAKillSwitchDelaysWorkWithoutOpeningAttempts(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{})
-	_, err := e.Ledger.SetSwitch(e.Ctx, "acct-1", true, "test", "incident")
+	_, err := e.Ledger.SetSwitch(e.Ctx, "acct-1", true, ledger.Actor{Name: "test", Reason: "incident"})
 	require.NoError(t, err)
 	keys := e.Submit("acct-1", worldtest.Texts("held", 5)...)
 	e.run(e.config())
 	time.Sleep(time.Second) // several gate delays
 	require.Zero(t, e.Count(`SELECT count(*) FROM attempts`), "no attempt while the switch is on")
 	require.Zero(t, e.sim.Counts().Requests)
-	_, err = e.Ledger.SetSwitch(e.Ctx, "acct-1", false, "test", "resolved")
+	_, err = e.Ledger.SetSwitch(e.Ctx, "acct-1", false, ledger.Actor{Name: "test", Reason: "resolved"})
 	require.NoError(t, err)
 	intents := e.settle(keys, 10*time.Second)
 	require.Equal(t, map[ledger.State]int{ledger.Published: 5}, states(intents))
@@ -128,7 +128,7 @@ func TestARateLimitReleasesABacklogAtThePolicysRate(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{})
 	rate, burst := 60, 3 // a token a second, three at once
-	_, err := e.Ledger.SetPolicy(e.Ctx, "acct-1", ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &rate, RateBurst: &burst}}, "test", "the test's rate")
+	_, err := e.Ledger.SetPolicy(e.Ctx, "acct-1", ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &rate, RateBurst: &burst}}, ledger.Actor{Name: "test", Reason: "the test's rate"})
 	require.NoError(t, err)
 	keys := e.Submit("acct-1", worldtest.Texts("backlog", 12)...)
 	cfg := e.config()

@@ -38,9 +38,9 @@ func newEnv(t *testing.T, simCfg platformsim.Config) *env {
 
 func (e *env) addAccount(id, settings string) {
 	e.T.Helper()
-	require.NoError(e.T, e.Ledger.AddAccount(e.Ctx, ledger.Account{ID: id, Platform: sim.Name, Settings: json.RawMessage(settings)}, "test", "a test account"))
+	require.NoError(e.T, e.Ledger.AddAccount(e.Ctx, ledger.Account{ID: id, Platform: sim.Name, Settings: json.RawMessage(settings)}, ledger.Actor{Name: "test", Reason: "a test account"}))
 	unlimited := 0
-	_, err := e.Ledger.SetPolicy(e.Ctx, id, ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, "test", "tests not about the rate limit")
+	_, err := e.Ledger.SetPolicy(e.Ctx, id, ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, ledger.Actor{Name: "test", Reason: "tests not about the rate limit"})
 	require.NoError(e.T, err)
 }
 

@@ -60,7 +60,7 @@ func TestAHeldAccountIsLoggedOncePerChange(t *testing.T) {
 	require.Equal(t, map[ledger.State]int{ledger.Published: 3}, states(intents))
 	require.Equal(t, 1, lines("account served again"))
 
-	_, err = e.Ledger.SetAccountDisabled(e.Ctx, "acct-1", true, "test", "held")
+	_, err = e.Ledger.SetAccountDisabled(e.Ctx, "acct-1", true, ledger.Actor{Name: "test", Reason: "held"})
 	require.NoError(t, err)
 	more := e.Submit("acct-1", worldtest.Texts("waits for the enable", 2)...)
 	require.Eventually(t, func() bool { return waited("gated_account_disabled") >= 30 }, 20*time.Second, 10*time.Millisecond)
@@ -70,7 +70,7 @@ func TestAHeldAccountIsLoggedOncePerChange(t *testing.T) {
 	for _, k := range more {
 		require.Equal(t, ledger.Pending, e.Intent(k).State)
 	}
-	_, err = e.Ledger.SetAccountDisabled(e.Ctx, "acct-1", false, "test", "go on")
+	_, err = e.Ledger.SetAccountDisabled(e.Ctx, "acct-1", false, ledger.Actor{Name: "test", Reason: "go on"})
 	require.NoError(t, err)
 	intents = e.settle(more, 20*time.Second)
 	require.Equal(t, map[ledger.State]int{ledger.Published: 2}, states(intents))

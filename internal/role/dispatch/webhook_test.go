@@ -50,9 +50,9 @@ func newHookEndpoint(t *testing.T) *hookEndpoint {
 // `atmost accounts add` makes: as an account stored before that check existed.
 func (e *env) addWebhook(id, settings string) {
 	e.T.Helper()
-	require.NoError(e.T, e.Ledger.AddAccount(e.Ctx, ledger.Account{ID: id, Platform: webhook.Name, Settings: json.RawMessage(settings)}, "test", "a webhook account"))
+	require.NoError(e.T, e.Ledger.AddAccount(e.Ctx, ledger.Account{ID: id, Platform: webhook.Name, Settings: json.RawMessage(settings)}, ledger.Actor{Name: "test", Reason: "a webhook account"}))
 	unlimited := 0
-	_, err := e.Ledger.SetPolicy(e.Ctx, id, ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, "test", "tests not about the rate limit")
+	_, err := e.Ledger.SetPolicy(e.Ctx, id, ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, ledger.Actor{Name: "test", Reason: "tests not about the rate limit"})
 	require.NoError(e.T, err)
 }
 
@@ -111,7 +111,7 @@ func TestAStoredWebhookThatCanConfirmNothingIsHeldPending(t *testing.T) {
 	}
 
 	_, err = e.Ledger.UpdateAccount(e.Ctx, "hook-1", ledger.AccountUpdate{
-		Settings: json.RawMessage(fmt.Sprintf(`{"url":%q,"confirm":"response"}`, hook.URL+"/hook"))}, "test", "say how a success is confirmed")
+		Settings: json.RawMessage(fmt.Sprintf(`{"url":%q,"confirm":"response"}`, hook.URL+"/hook"))}, ledger.Actor{Name: "test", Reason: "say how a success is confirmed"})
 	require.NoError(t, err)
 	intents := e.settle(keys, 20*time.Second)
 	require.Equal(t, map[ledger.State]int{ledger.Published: 2}, states(intents))

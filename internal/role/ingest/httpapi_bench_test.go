@@ -55,11 +55,11 @@ func startStack(b *testing.B, dispatcher bool) *stack {
 	require.NoError(b, err)
 	l, err := ledger.New(db.Pool, ledger.Config{})
 	require.NoError(b, err)
-	require.NoError(b, l.AddAccount(ctx, ledger.Account{ID: "acct-1", Platform: "sim", Settings: json.RawMessage(fmt.Sprintf(`{"url":%q}`, simURL))}, "user:bench", "bench"))
+	require.NoError(b, l.AddAccount(ctx, ledger.Account{ID: "acct-1", Platform: "sim", Settings: json.RawMessage(fmt.Sprintf(`{"url":%q}`, simURL))}, ledger.Actor{Name: "user:bench", Reason: "bench"}))
 	unlimited := 0 // the default policy's 60 a minute would pace the run, not measure it
-	_, err = l.SetPolicy(ctx, "acct-1", ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, "user:bench", "no rate limit")
+	_, err = l.SetPolicy(ctx, "acct-1", ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, ledger.Actor{Name: "user:bench", Reason: "no rate limit"})
 	require.NoError(b, err)
-	token, err := l.AddProducer(ctx, "bench", []string{"acct-1"}, "user:bench", "bench")
+	token, err := l.AddProducer(ctx, "bench", []string{"acct-1"}, ledger.Actor{Name: "user:bench", Reason: "bench"})
 	require.NoError(b, err)
 
 	api := freeAddr(b)
@@ -188,7 +188,7 @@ func (s *stack) publishAndWait(ctx context.Context, path, text string) (string, 
 			return "", err
 		}
 		o, err := s.nc.Await(ctx, r.Account, r.Key)
-		return o.State, err
+		return string(o.State), err
 	}
 	key, err := s.postIntent(ctx, fmt.Sprintf(`{"v":1,"account":"acct-1","action":"post","request":{"text":%q}}`, text))
 	if err != nil {
@@ -208,5 +208,5 @@ func (s *stack) publishAndWait(ctx context.Context, path, text string) (string, 
 	if err := json.NewDecoder(resp.Body).Decode(&o); err != nil {
 		return "", err
 	}
-	return o.State, nil
+	return string(o.State), nil
 }

@@ -63,7 +63,7 @@ func TestACurlSessionAgainstTheIngestRole(t *testing.T) {
 	require.NoError(t, err)
 	l, err := ledger.New(db.Pool, ledger.Config{})
 	require.NoError(t, err)
-	token, err := l.AddProducer(ctx, "my-bot", []string{"acct-42"}, "user:test", "the curl session")
+	token, err := l.AddProducer(ctx, "my-bot", []string{"acct-42"}, ledger.Actor{Name: "user:test", Reason: "the curl session"})
 	require.NoError(t, err)
 	srv := natstest.New(t)
 	r := roletest.Start(t, ingest.Main, map[string]string{"ATMOST_DATABASE_URL": db.AppURL(), "ATMOST_NATS_URL": srv.URL,

@@ -39,9 +39,9 @@ func newAPIEnv(t *testing.T, cfg ingest.HTTPConfig) *apiEnv {
 	t.Helper()
 	e := newEnv(t)
 	e.Exec(`INSERT INTO accounts (account_id, platform) VALUES ('acct-2', 'sim')`)
-	token1, err := e.Ledger.AddProducer(e.Ctx, "bot-1", []string{"acct-1", "acct-nobody"}, "test", "")
+	token1, err := e.Ledger.AddProducer(e.Ctx, "bot-1", []string{"acct-1", "acct-nobody"}, ledger.Actor{Name: "test", Reason: ""})
 	require.NoError(t, err)
-	token2, err := e.Ledger.AddProducer(e.Ctx, "bot-2", []string{"acct-2"}, "test", "")
+	token2, err := e.Ledger.AddProducer(e.Ctx, "bot-2", []string{"acct-2"}, ledger.Actor{Name: "test", Reason: ""})
 	require.NoError(t, err)
 	api, err := ingest.NewHTTPAPI(e.Ctx, e.JS, e.Ledger, cfg)
 	require.NoError(t, err)
@@ -260,7 +260,7 @@ func TestARevokedOrUnknownTokenIsRefused(t *testing.T) {
 	e := newAPIEnv(t, ingest.HTTPConfig{KeepAlive: 50 * time.Millisecond})
 	stream := e.openEvents(e.token1, "acct-1", "")
 
-	_, err := e.Ledger.RevokeProducer(e.Ctx, "bot-1", "user:test", "leaked")
+	_, err := e.Ledger.RevokeProducer(e.Ctx, "bot-1", ledger.Actor{Name: "user:test", Reason: "leaked"})
 	require.NoError(t, err)
 	before := e.stored()
 	for _, token := range []string{"", "nonsense", ledger.ProducerTokenPrefix + strings.Repeat("A", 43), e.token1} {

@@ -19,6 +19,7 @@ import (
 	"github.com/atmost/atmost/internal/role/ingest"
 	"github.com/atmost/atmost/internal/testkit/dbtest"
 	"github.com/atmost/atmost/internal/testkit/natstest"
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/client"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
@@ -151,7 +152,7 @@ func TestProducersAreIsolatedByNATSAccounts(t *testing.T) {
 		receipts[p] = r
 		o, err := p.c.Await(ctx, p.account, r.Key, client.Seq(r.Seq), client.Until(func(o client.Outcome) bool { return o.State != "" }))
 		require.NoError(t, err, "%s learns the outcome", p.name)
-		require.Equal(t, "pending", o.State)
+		require.Equal(t, atmosttype.Pending, o.State)
 
 		got := make(chan events.Event, 1)
 		fctx, stop := context.WithTimeout(ctx, 20*time.Second)

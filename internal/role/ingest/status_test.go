@@ -13,6 +13,7 @@ import (
 	"github.com/atmost/atmost/internal/testkit/dbtest"
 	"github.com/atmost/atmost/internal/testkit/natstest"
 	"github.com/atmost/atmost/internal/testkit/roletest"
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/client"
 )
 
@@ -44,7 +45,7 @@ func TestIngestRoleServesTheOutcomeService(t *testing.T) {
 	require.NoError(t, err)
 	o, err := c.Await(ctx, receipt.Account, receipt.Key, client.Until(func(o client.Outcome) bool { return o.State != "" }))
 	require.NoError(t, err)
-	require.Equal(t, "pending", o.State)
+	require.Equal(t, atmosttype.Pending, o.State)
 	r.WaitMetrics(t, `atmost_status_requests_total{answer="found"}`)
 	r.Stop(t)
 	require.Contains(t, r.Stderr(), `"status":true`)

@@ -62,7 +62,7 @@ func newBenchWorld(b *testing.B, share float64) *benchWorld {
 		platformsim.FaultDropAfterCommit: share / 2, platformsim.FaultDropBeforeRead: share / 2}}})
 	settings, err := json.Marshal(map[string]any{"url": url, "reconcile_delay": benchDelay.String()})
 	require.NoError(b, err)
-	require.NoError(b, w.Ledger.AddAccount(w.Ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: settings}, "test", "a test account"))
+	require.NoError(b, w.Ledger.AddAccount(w.Ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: settings}, ledger.Actor{Name: "test", Reason: "a test account"}))
 	w.Exec(`UPDATE policies SET rate_per_minute = 0 WHERE scope = ''`)
 	return w
 }

@@ -35,7 +35,7 @@ func newEnv(t *testing.T, simCfg platformsim.Config) *env {
 	e.sim, e.simURL = e.Simulator(simCfg)
 	settings, err := json.Marshal(map[string]any{"url": e.simURL, "status_lookup": simCfg.StatusLookup, "reconcile_delay": reconcileDelay.String()})
 	require.NoError(t, err)
-	require.NoError(t, e.Ledger.AddAccount(e.Ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: settings}, "test", "a test account"))
+	require.NoError(t, e.Ledger.AddAccount(e.Ctx, ledger.Account{ID: "acct-1", Platform: sim.Name, Settings: settings}, ledger.Actor{Name: "test", Reason: "a test account"}))
 	e.Exec(`UPDATE policies SET rate_per_minute = 0 WHERE scope = ''`)
 	return e
 }

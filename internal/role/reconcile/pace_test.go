@@ -113,7 +113,7 @@ func TestTheScanPagesPastWhatItCannotWorkYet(t *testing.T) {
 	e := newEnv(t, platformsim.Config{Plan: platformsim.Plan{Seed: 9, Rates: map[platformsim.Fault]float64{platformsim.FaultDropAfterCommit: 1}}})
 	settings, err := json.Marshal(map[string]any{"url": e.simURL, "reconcile_delay": "1h"})
 	require.NoError(t, err)
-	require.NoError(t, e.Ledger.AddAccount(e.Ctx, ledger.Account{ID: "acct-slow", Platform: sim.Name, Settings: settings}, "test", "a test account"))
+	require.NoError(t, e.Ledger.AddAccount(e.Ctx, ledger.Account{ID: "acct-slow", Platform: sim.Name, Settings: settings}, ledger.Actor{Name: "test", Reason: "a test account"}))
 	slow := e.dispatch(e.Submit("acct-slow", worldtest.Texts("looked up in an hour", 4)...))
 	workable := e.dispatched("looked up now")[0]
 	stream, err := e.JS.Stream(e.Ctx, events.EventsStream)

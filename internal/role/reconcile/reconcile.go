@@ -8,6 +8,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,38 +34,38 @@ import (
 // Config tunes a Reconciler. The zero value of every field means its default.
 type Config struct {
 	// Durable names the consumer of indeterminate events on ATMOST_EVENTS. Default
-	// "reconciler"; every reconciler process shares it.
+	// DefaultDurable; every reconciler process shares it.
 	Durable string
 	// Concurrency is how many intents are worked at once: reads, the one lookup, its read-back
 	// and its resolution. An intent waiting out its reconcile delay holds none of them. Default
-	// 16.
+	// DefaultConcurrency.
 	Concurrency int
 	// MaxAckPending bounds the indeterminate events held unacknowledged while their intents
 	// wait out the reconcile delay (on the server, by NakWithDelay): the pace of reconciliation
 	// is at most MaxAckPending per reconcile delay. It is the shared consumer's setting, so the
-	// reconciler that starts last sets it for all. Default 100,000, which keeps pace with 3,000
+	// reconciler that starts last sets it for all. Default DefaultMaxAckPending, which keeps pace with 3,000
 	// unknown outcomes a second at a 30 s delay.
 	MaxAckPending int
-	// LookupTimeout bounds the one lookup. Default 10 s.
+	// LookupTimeout bounds the one lookup. Default DefaultLookupTimeout.
 	LookupTimeout time.Duration
 	// ReadBackTimeout bounds the read-back of a found object or of a fenced-out worker's
-	// reported one. Default 5 s.
+	// reported one. Default DefaultReadBackTimeout.
 	ReadBackTimeout time.Duration
 	// ScanInterval is how often the ledger is scanned for indeterminate intents whose event was
-	// missed (the safety net). Each scan pages through every candidate. Default 10 s.
+	// missed (the safety net). Each scan pages through every candidate. Default DefaultScanInterval.
 	ScanInterval time.Duration
 	// ScanAfter is how long an intent must have been indeterminate, with its lookup not claimed,
 	// before the scan takes it as missed by the event path, which works it at its reconcile
 	// delay. A missed event whose delay is shorter is taken up within ScanAfter + ScanInterval.
-	// Default 1 min.
+	// Default DefaultScanAfter.
 	ScanAfter time.Duration
-	// ScanBatch is the page size of a scan. Default 500.
+	// ScanBatch is the page size of a scan. Default DefaultScanBatch.
 	ScanBatch int
 	// RetryDelay is how long an intent waits when it could not be worked now (its account's
-	// adapter could not be opened, the ledger failed). Default 30 s.
+	// adapter could not be opened, the ledger failed). Default DefaultRetryDelay.
 	RetryDelay time.Duration
 	// AckWait is how long JetStream waits for an acknowledgement before redelivering an
-	// event; InProgress keeps it while an intent is worked. Default 30 s.
+	// event; InProgress keeps it while an intent is worked. Default DefaultAckWait.
 	AckWait time.Duration
 	// Platforms opens the accounts' adapters.
 	Platforms platform.Registry
@@ -81,37 +82,32 @@ type Config struct {
 	pull []jetstream.PullMessagesOpt
 }
 
+// The defaults of Config's fields (the zero value of a field means its default), which the
+// role's flags show too.
+const (
+	DefaultDurable         = "reconciler"
+	DefaultConcurrency     = 16
+	DefaultMaxAckPending   = 100_000
+	DefaultLookupTimeout   = 10 * time.Second
+	DefaultReadBackTimeout = 5 * time.Second
+	DefaultScanInterval    = 10 * time.Second
+	DefaultScanAfter       = time.Minute
+	DefaultScanBatch       = 500
+	DefaultRetryDelay      = 30 * time.Second
+	DefaultAckWait         = 30 * time.Second
+)
+
 func (c Config) withDefaults() Config {
-	if c.Durable == "" {
-		c.Durable = "reconciler"
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = 16
-	}
-	if c.MaxAckPending == 0 {
-		c.MaxAckPending = 100_000
-	}
-	if c.LookupTimeout == 0 {
-		c.LookupTimeout = 10 * time.Second
-	}
-	if c.ReadBackTimeout == 0 {
-		c.ReadBackTimeout = 5 * time.Second
-	}
-	if c.ScanInterval == 0 {
-		c.ScanInterval = 10 * time.Second
-	}
-	if c.ScanAfter == 0 {
-		c.ScanAfter = time.Minute
-	}
-	if c.ScanBatch == 0 {
-		c.ScanBatch = 500
-	}
-	if c.RetryDelay == 0 {
-		c.RetryDelay = 30 * time.Second
-	}
-	if c.AckWait == 0 {
-		c.AckWait = 30 * time.Second
-	}
+	c.Durable = cmp.Or(c.Durable, DefaultDurable)
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	c.MaxAckPending = cmp.Or(c.MaxAckPending, DefaultMaxAckPending)
+	c.LookupTimeout = cmp.Or(c.LookupTimeout, DefaultLookupTimeout)
+	c.ReadBackTimeout = cmp.Or(c.ReadBackTimeout, DefaultReadBackTimeout)
+	c.ScanInterval = cmp.Or(c.ScanInterval, DefaultScanInterval)
+	c.ScanAfter = cmp.Or(c.ScanAfter, DefaultScanAfter)
+	c.ScanBatch = cmp.Or(c.ScanBatch, DefaultScanBatch)
+	c.RetryDelay = cmp.Or(c.RetryDelay, DefaultRetryDelay)
+	c.AckWait = cmp.Or(c.AckWait, DefaultAckWait)
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}

@@ -58,20 +58,19 @@ func Main(ctx context.Context, args []string, getenv func(string) (string, bool)
 	var cfg RoleConfig
 	fs := flag.NewFlagSet("reconciler", flag.ContinueOnError)
 	cfg.Common.Register(fs, env, "127.0.0.1:9104")
-	def := Config{}.withDefaults()
-	fs.IntVar(&cfg.Concurrency, "concurrency", env.Int("ATMOST_RECONCILE_CONCURRENCY", def.Concurrency),
+	fs.IntVar(&cfg.Concurrency, "concurrency", env.Int("ATMOST_RECONCILE_CONCURRENCY", DefaultConcurrency),
 		"intents worked at once: reads, the one lookup, its read-back and resolution; an intent waiting out its reconcile delay holds none (env ATMOST_RECONCILE_CONCURRENCY)")
-	fs.IntVar(&cfg.MaxAckPending, "max-ack-pending", env.Int("ATMOST_RECONCILE_MAX_ACK_PENDING", def.MaxAckPending),
+	fs.IntVar(&cfg.MaxAckPending, "max-ack-pending", env.Int("ATMOST_RECONCILE_MAX_ACK_PENDING", DefaultMaxAckPending),
 		"indeterminate events held on the server while their intents wait out the reconcile delay (the shared consumer's MaxAckPending); reconciliation keeps pace with at most this many unknown outcomes per delay (env ATMOST_RECONCILE_MAX_ACK_PENDING)")
-	fs.DurationVar(&cfg.LookupTimeout, "lookup-timeout", env.Duration("ATMOST_LOOKUP_TIMEOUT", def.LookupTimeout),
+	fs.DurationVar(&cfg.LookupTimeout, "lookup-timeout", env.Duration("ATMOST_LOOKUP_TIMEOUT", DefaultLookupTimeout),
 		"bound of the one lookup; a lookup that times out is spent and the intent parked (env ATMOST_LOOKUP_TIMEOUT)")
-	fs.DurationVar(&cfg.ReadBackTimeout, "readback-timeout", env.Duration("ATMOST_READBACK_TIMEOUT", def.ReadBackTimeout),
+	fs.DurationVar(&cfg.ReadBackTimeout, "readback-timeout", env.Duration("ATMOST_READBACK_TIMEOUT", DefaultReadBackTimeout),
 		"bound of the read-back of a found or reported object (env ATMOST_READBACK_TIMEOUT)")
-	fs.DurationVar(&cfg.ScanInterval, "scan-interval", env.Duration("ATMOST_RECONCILE_SCAN_INTERVAL", def.ScanInterval),
+	fs.DurationVar(&cfg.ScanInterval, "scan-interval", env.Duration("ATMOST_RECONCILE_SCAN_INTERVAL", DefaultScanInterval),
 		"how often the ledger is scanned for indeterminate intents whose event was missed (env ATMOST_RECONCILE_SCAN_INTERVAL)")
-	fs.DurationVar(&cfg.ScanAfter, "scan-after", env.Duration("ATMOST_RECONCILE_SCAN_AFTER", def.ScanAfter),
+	fs.DurationVar(&cfg.ScanAfter, "scan-after", env.Duration("ATMOST_RECONCILE_SCAN_AFTER", DefaultScanAfter),
 		"the scan takes an intent whose lookup is still unclaimed this long after it became indeterminate; the event path works it at its reconcile delay (env ATMOST_RECONCILE_SCAN_AFTER)")
-	fs.DurationVar(&cfg.RetryDelay, "retry-delay", env.Duration("ATMOST_RECONCILE_RETRY_DELAY", def.RetryDelay),
+	fs.DurationVar(&cfg.RetryDelay, "retry-delay", env.Duration("ATMOST_RECONCILE_RETRY_DELAY", DefaultRetryDelay),
 		"how long an intent waits when it cannot be worked now: adapter not opened, ledger failing (env ATMOST_RECONCILE_RETRY_DELAY)")
 	code := role.Parse(fs, env, "reconciler", "Resolves indeterminate intents: evidence first, then after the reconcile delay ONE durably claimed lookup per intent.",
 		args, stderr, func() error { return cfg.validate() })

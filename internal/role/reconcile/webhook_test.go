@@ -41,7 +41,7 @@ func TestAWebhookStatusLookupConfirmsASuccessWithoutReadBack(t *testing.T) {
 	}))
 	t.Cleanup(hook.Close)
 	settings := fmt.Sprintf(`{"url":%q,"status_url":%q,"reconcile_delay":%q}`, hook.URL+"/hook", hook.URL+"/status/{key}", reconcileDelay.String())
-	require.NoError(t, e.Ledger.AddAccount(e.Ctx, ledger.Account{ID: "hook-1", Platform: webhook.Name, Settings: json.RawMessage(settings)}, "test", "a webhook"))
+	require.NoError(t, e.Ledger.AddAccount(e.Ctx, ledger.Account{ID: "hook-1", Platform: webhook.Name, Settings: json.RawMessage(settings)}, ledger.Actor{Name: "test", Reason: "a webhook"}))
 	registry := platform.Registry{webhook.Name: webhook.Open}
 	d, err := dispatch.New(e.Ctx, e.JS, e.Ledger, e.Relay, dispatch.Config{
 		Platforms: registry, Batch: 16, Concurrency: 32,

@@ -24,7 +24,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	e := &env{worldtest.New(t)}
 	for _, a := range []string{"acct-1", "acct-2"} {
-		require.NoError(t, e.Ledger.AddAccount(e.Ctx, ledger.Account{ID: a, Platform: "sim", Settings: json.RawMessage(`{"url":"http://127.0.0.1:9"}`)}, "test", "a test account"))
+		require.NoError(t, e.Ledger.AddAccount(e.Ctx, ledger.Account{ID: a, Platform: "sim", Settings: json.RawMessage(`{"url":"http://127.0.0.1:9"}`)}, ledger.Actor{Name: "test", Reason: "a test account"}))
 	}
 	e.Exec(`UPDATE policies SET rate_per_minute = 0, backoff_base_ms = 0 WHERE scope = ''`)
 	return e

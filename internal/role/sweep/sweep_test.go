@@ -90,7 +90,7 @@ func TestStrandedPendingWorkIsPublishedAgainOncePerRound(t *testing.T) {
 	e.age(lost, time.Hour)
 	e.age(stopped, time.Hour)
 	e.age([]identity.DeliveryKey{claimed[0].Key}, time.Hour)
-	_, err := e.Ledger.SetSwitch(e.Ctx, "acct-2", true, "test", "maintenance")
+	_, err := e.Ledger.SetSwitch(e.Ctx, "acct-2", true, ledger.Actor{Name: "test", Reason: "maintenance"})
 	require.NoError(t, err)
 
 	cfg := sweep.Config{StrandedAfter: time.Hour}

@@ -47,11 +47,11 @@ func TestTheWaitingGaugeCountsEachHeldAccountsPendingIntents(t *testing.T) {
 	s := e.sweeper("sweeper-1", sweep.Config{})
 	require.Equal(t, map[[2]string]float64{{"acct-old", "adapter_unavailable"}: 3}, waitingGauge(t, s))
 
-	_, err := e.Ledger.SetAccountDisabled(e.Ctx, "acct-1", true, "test", "held")
+	_, err := e.Ledger.SetAccountDisabled(e.Ctx, "acct-1", true, ledger.Actor{Name: "test", Reason: "held"})
 	require.NoError(t, err)
 	require.Equal(t, map[[2]string]float64{{"acct-1", "account_disabled"}: 2, {"acct-old", "adapter_unavailable"}: 3}, waitingGauge(t, s))
 
-	_, err = e.Ledger.SetSwitch(e.Ctx, ledger.GlobalScope, true, "test", "incident")
+	_, err = e.Ledger.SetSwitch(e.Ctx, ledger.GlobalScope, true, ledger.Actor{Name: "test", Reason: "incident"})
 	require.NoError(t, err)
 	require.Equal(t, map[[2]string]float64{{"acct-1", "kill_switch"}: 2, {"acct-2", "kill_switch"}: 1, {"acct-old", "kill_switch"}: 3}, waitingGauge(t, s))
 }

@@ -62,9 +62,9 @@ func newLane(t *testing.T) *lane {
 	settings, err := json.Marshal(map[string]string{"pds": proxy.URL(), "identifier": pds.DID, "reconcile_delay": reconcileDelay.String()})
 	require.NoError(t, err)
 	acct := ledger.Account{ID: account, Platform: bluesky.Name, Settings: settings, CredentialRef: "env:" + secret, CredentialVersion: 1}
-	require.NoError(t, l.AddAccount(ctx, acct, "test", "a test account"))
+	require.NoError(t, l.AddAccount(ctx, acct, ledger.Actor{Name: "test", Reason: "a test account"}))
 	unlimited := 0
-	_, err = l.SetPolicy(ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, "test", "the lane is not about the rate limit")
+	_, err = l.SetPolicy(ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, ledger.Actor{Name: "test", Reason: "the lane is not about the rate limit"})
 	require.NoError(t, err)
 	return &lane{World: w, pds: pds, proxy: proxy, account: acct}
 }

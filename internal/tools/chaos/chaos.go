@@ -395,7 +395,7 @@ func (r *run) configure(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := l.AddAccount(ctx, ledger.Account{ID: id, Platform: "sim", Settings: settings}, "chaos", "the chaos suite's accounts"); err != nil {
+		if err := l.AddAccount(ctx, ledger.Account{ID: id, Platform: "sim", Settings: settings}, ledger.Actor{Name: "chaos", Reason: "the chaos suite's accounts"}); err != nil {
 			return err
 		}
 	}
@@ -403,7 +403,7 @@ func (r *run) configure(ctx context.Context) error {
 	base, maxBackoff := 200*time.Millisecond, 2*time.Second
 	_, err = l.SetPolicy(ctx, ledger.GlobalScope, ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited, AttemptCap: &cap3,
 		BackoffBase: &base, BackoffMax: &maxBackoff, RetryableReasons: []ledger.Reason{ledger.ReasonConnectionFailed, ledger.ReasonPlatformRejected,
-			ledger.ReasonKillSwitch, ledger.ReasonRateLimited, ledger.ReasonCredentialRotating, ledger.ReasonReconciledNotSent}}}, "chaos", "the chaos suite's policy")
+			ledger.ReasonKillSwitch, ledger.ReasonRateLimited, ledger.ReasonCredentialRotating, ledger.ReasonReconciledNotSent}}}, ledger.Actor{Name: "chaos", Reason: "the chaos suite's policy"})
 	return err
 }
 
