@@ -85,12 +85,12 @@ func TestTheTypeScriptClient(t *testing.T) {
 	_, simURL := w.Simulator(platformsim.Config{})
 	unlimited := 0
 	for _, a := range []string{"ts-1", "ts-2", "agent-1"} {
-		require.NoError(t, w.Ledger.AddAccount(w.Ctx, ledger.Account{ID: a, Platform: sim.Name, Settings: json.RawMessage(fmt.Sprintf(`{"url":%q}`, simURL))}, "test", "a test account"))
-		_, err := w.Ledger.SetPolicy(w.Ctx, a, ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, "test", "not about the rate limit")
+		require.NoError(t, w.Ledger.AddAccount(w.Ctx, ledger.Account{ID: a, Platform: sim.Name, Settings: json.RawMessage(fmt.Sprintf(`{"url":%q}`, simURL))}, ledger.Actor{Name: "test", Reason: "a test account"}))
+		_, err := w.Ledger.SetPolicy(w.Ctx, a, ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, ledger.Actor{Name: "test", Reason: "not about the rate limit"})
 		require.NoError(t, err)
 	}
 	// The HTTP API's producer token acts for ts-1 and for ts-nobody, an account nobody configured.
-	token, err := w.Ledger.AddProducer(w.Ctx, "ts-bot", []string{"ts-1", "ts-nobody"}, "test", "the TypeScript client's HTTP tests")
+	token, err := w.Ledger.AddProducer(w.Ctx, "ts-bot", []string{"ts-1", "ts-nobody"}, ledger.Actor{Name: "test", Reason: "the TypeScript client's HTTP tests"})
 	require.NoError(t, err)
 	in := roletest.Start(t, ingest.Main, map[string]string{"ATMOST_DATABASE_URL": w.DB.AppURL(), "ATMOST_NATS_URL": w.NATSURL},
 		"--relay-interval", "100ms", "--http-api", "127.0.0.1:0")
