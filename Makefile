@@ -34,9 +34,13 @@ build: ## build every command into bin/ (the first build downloads the modules a
 postgres: ## find PostgreSQL at ATMOST_TEST_DATABASE_URL or start its local cluster, else stop naming the one command that fixes it (scripts/postgres; CI=true as root also installs it)
 	@scripts/postgres ATMOST_TEST_DATABASE_URL
 
-test: postgres ## run every test with the race detector (needs PostgreSQL: make postgres runs first), and bench/peer's own tests (no database; they keep that module building)
+test: postgres npm-packages ## run every test with the race detector (needs PostgreSQL: make postgres runs first; the TypeScript client's tests need its npm packages: make npm-packages runs first), and bench/peer's own tests (no database; they keep that module building)
 	$(GO) test -race -count=1 ./...
 	cd bench/peer && $(GO) test -count=1 ./...
+
+.PHONY: npm-packages
+npm-packages: ## npm ci in clients/typescript and examples/ts-agent, each only when its node_modules is missing or its package-lock.json changed (scripts/npm-packages)
+	@scripts/npm-packages
 
 .PHONY: test-crdb
 test-crdb: ## the ledger suite on CockroachDB: ATMOST_CRDB_URL, or a cockroach binary on PATH (skips without)

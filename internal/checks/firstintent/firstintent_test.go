@@ -1,7 +1,8 @@
 // Package firstintent runs a newcomer's first hour as the documents write it: the commands of
-// README.md's "Your first intent" and of producers.md's "Your first intent, refused then
-// replayed", extracted from the documents and run as they are, against `atmost dev` on a fresh
-// ledger, so that the path from a clone to "my own intent is published" cannot rot.
+// README.md's "Your first intent", of the TypeScript agent's README (examples/ts-agent) and of
+// producers.md's "Your first intent, refused then replayed", extracted from the documents and
+// run as they are, against `atmost dev` on a fresh ledger, so that the path from a clone to "my
+// own intent is published" cannot rot.
 package firstintent
 
 import (
@@ -89,6 +90,7 @@ func TestTheFirstIntentAsTheDocumentsWriteIt(t *testing.T) {
 	require.NoError(t, err)
 	readme := block(t, filepath.Join(root, "README.md"), "first-intent")
 	refusal := block(t, filepath.Join(root, "docs", "producers.md"), "first-refusal")
+	agent := block(t, filepath.Join(root, "examples", "ts-agent", "README.md"), "ts-agent")
 	db := dbtest.New(t, dbtest.Empty())
 
 	// A clone as make dev leaves it: the repository's files, and the binaries in bin/.
@@ -96,7 +98,15 @@ func TestTheFirstIntentAsTheDocumentsWriteIt(t *testing.T) {
 	entries, err := os.ReadDir(root)
 	require.NoError(t, err)
 	for _, e := range entries {
-		if e.Name() == "bin" || e.Name() == ".git" {
+		switch e.Name() {
+		case "bin", ".git":
+			continue
+		case "clients", "examples":
+			// Copies, with their installed npm packages: the TypeScript agent's commands build
+			// into them, and the TypeScript client's own test builds the repository's at the
+			// same time.
+			out, err := exec.Command("cp", "-a", filepath.Join(root, e.Name()), filepath.Join(clone, e.Name())).CombinedOutput()
+			require.NoError(t, err, "cp: %s", out)
 			continue
 		}
 		require.NoError(t, os.Symlink(filepath.Join(root, e.Name()), filepath.Join(clone, e.Name())))
@@ -185,6 +195,10 @@ func TestTheFirstIntentAsTheDocumentsWriteIt(t *testing.T) {
 	got := run("README.md", readme[0])
 	require.Regexp(t, published, got, "the README's producer saw its own intent published")
 	require.Contains(t, run("README.md", readme[1]), "sim-1", "events tail shows the intent's transitions")
+
+	// The TypeScript agent, as its README runs it: built, then its own first intent.
+	run("examples/ts-agent/README.md", agent[0])
+	require.Regexp(t, published, run("examples/ts-agent/README.md", agent[1]), "the TypeScript agent saw its intent published")
 
 	t.Logf("dev printed:\n%s", printed)
 	got = run("producers.md", refusal[0])

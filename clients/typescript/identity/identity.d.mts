@@ -1,0 +1,44 @@
+// Types of identity.mjs, atmost's key rule in JavaScript, for the TypeScript client (src/)
+// that reuses it. The rule itself, and what each function does, is in identity.mjs.
+
+/** A JSON value that does not parse as atmost's parser requires. */
+export class JSONError extends Error {
+  constructor(name: string, detail: string, path: (string | number)[]);
+  /** malformed_json, trailing_data, duplicate_key, invalid_utf8, not_object, inexact_number, too_deep */
+  code: string;
+  path: (string | number)[];
+}
+
+/** An envelope ingest would refuse, with ingest's reason. */
+export class RejectError extends Error {
+  constructor(reason: string, detail: string);
+  reason: string;
+}
+
+/** The parts of a valid envelope, canonical: request is RFC 8785 JSON, its text normalized. */
+export interface ParsedEnvelope {
+  account: string;
+  action: string;
+  target: string;
+  request: string;
+  occurrence: string;
+  source: { id: string; version: string } | null;
+}
+
+export function isWhiteSpace(c: number): boolean;
+export function decodeUTF8(bytes: Uint8Array): string;
+export function normalizeText(s: string): string;
+export function textHash(text: string): string;
+export function claimID(sourceVersion: string, content: string): string;
+export function accountToken(account: string | Uint8Array): string;
+export const MAX_JSON_DEPTH: number;
+export const MAX_ENVELOPE_BYTES: number;
+/** A parsed JSON value (identity.mjs's own representation). */
+export type JSONValue = { kind: string; value?: unknown };
+export function parseJSON(input: string | Uint8Array, depth?: number): JSONValue;
+export function canonicalJSON(input: string | Uint8Array): string;
+export function canonicalObject(input: string | Uint8Array): string;
+export function parseEnvelope(input: string | Uint8Array): ParsedEnvelope;
+export function canonicalEnvelope(e: ParsedEnvelope): string;
+export function deliveryKey(e: ParsedEnvelope): string;
+export function envelopeText(e: ParsedEnvelope): string | null;

@@ -1,0 +1,124 @@
+// The intent, its envelope and its delivery key: identity.mjs (the rule docs/producers.md
+// states, held to testdata/identity-vectors.json) behind the types a producer uses.
+
+import * as id from '../identity/identity.mjs';
+
+export { JSONError, RejectError, normalizeText, canonicalJSON, textHash, accountToken } from '../identity/identity.mjs';
+export type { ParsedEnvelope } from '../identity/identity.mjs';
+
+/** The reasons ingest refuses a message for (docs/producers.md#reject-reasons). */
+export type RejectReason =
+  | 'malformed_json' | 'not_object' | 'duplicate_field' | 'unknown_field' | 'missing_field'
+  | 'unsupported_version' | 'invalid_utf8' | 'too_large' | 'invalid_account' | 'invalid_action'
+  | 'invalid_target' | 'invalid_request' | 'invalid_occurrence' | 'invalid_source'
+  | 'invalid_key_header' | 'key_mismatch' | 'subject_mismatch' | 'unknown_account'
+  | 'invalid_header' | 'unstorable' | 'misdirected_reply';
+
+/** The source version an intent rests on; no part of the delivery key. */
+export interface Source {
+  id: string;
+  /** sv1: and 64 lower-case hex digits. */
+  version: string;
+}
+
+/**
+ * What a producer asks atmost to do once: the envelope's fields without its version, which
+ * the client writes. An empty account or action is the member left out (missing_field), as
+ * the Go client has it.
+ */
+export interface Intent {
+  account: string;
+  /** [a-z][a-z0-9_]{0,31}: post, reply, like, ... */
+  action: string;
+  /** The stable identity of what the action is on; absent is "". */
+  target?: string;
+  /**
+   * Exactly what will be sent, a JSON object: a string or Uint8Array is taken as the JSON text
+   * it holds (send an integer beyond 2^53 that way, as a string in it), anything else goes
+   * through JSON.stringify. It is hashed in RFC 8785 form, its top-level text normalized.
+   */
+  request: unknown;
+  /** Tells a deliberate repeat of the same request from a retry; absent is "". */
+  occurrence?: string;
+  source?: Source;
+}
+
+/** An intent validated with ingest's rules: its canonical form and its delivery key. */
+export interface Envelope {
+  account: string;
+  key: string;
+  /** The canonical envelope, the bytes the client publishes. */
+  canonical: string;
+  parts: id.ParsedEnvelope;
+}
+
+const q = JSON.stringify;
+
+/**
+ * envelope validates an intent with the rules ingest applies and returns its canonical form
+ * and delivery key, or throws a RejectError with the reason ingest would store.
+ */
+export function envelope(i: Intent): Envelope {
+  let request: string;
+  if (typeof i.request === 'string') {
+    request = i.request;
+  } else if (i.request instanceof Uint8Array) {
+    request = id.decodeUTF8(i.request);
+    if (!sameBytes(new TextEncoder().encode(request), i.request)) throw new id.RejectError('invalid_utf8', 'request is not valid UTF-8');
+  } else {
+    let text: string | undefined;
+    try {
+      text = JSON.stringify(i.request);
+    } catch (e) {
+      throw new id.RejectError('invalid_request', `request: ${(e as Error).message}`);
+    }
+    if (text === undefined) throw new id.RejectError('invalid_request', 'request: not a JSON value');
+    request = text;
+  }
+  // Request text with a lone surrogate would reach the hash, and the platform, as U+FFFD
+  // (TextEncoder's repair): refused, as ingest refuses it. The other fields go through
+  // JSON.stringify, which escapes a lone surrogate, and the parser refuses the escape.
+  if (!request.isWellFormed()) throw new id.RejectError('invalid_utf8', 'request is not valid UTF-16 (a lone surrogate)');
+  // The request is parsed alone first, one level deep as in the envelope: text spliced into
+  // the envelope must be one JSON value, never members of the envelope's own.
+  try {
+    id.parseJSON(request, 1);
+  } catch (e) {
+    if (!(e instanceof id.JSONError)) throw e;
+    const reason = { invalid_utf8: 'invalid_utf8', duplicate_key: 'duplicate_field', inexact_number: 'invalid_request', too_deep: 'invalid_request' }[e.code] ?? 'malformed_json';
+    throw new id.RejectError(reason, `request: ${e.message}`);
+  }
+  const members: string[] = ['"v":1'];
+  if (i.account) members.push(`"account":${q(i.account)}`);
+  if (i.action) members.push(`"action":${q(i.action)}`);
+  if (i.target) members.push(`"target":${q(i.target)}`);
+  members.push(`"request":${request}`);
+  if (i.occurrence) members.push(`"occurrence":${q(i.occurrence)}`);
+  if (i.source) members.push(`"source":{"id":${q(i.source.id)},"version":${q(i.source.version)}}`);
+  const parts = id.parseEnvelope(`{${members.join(',')}}`);
+  return { account: parts.account, key: id.deliveryKey(parts), canonical: id.canonicalEnvelope(parts), parts };
+}
+
+/** deliveryKey is the intent's delivery key (dk1:...), or throws the RejectError of envelope. */
+export function deliveryKey(i: Intent): string {
+  return envelope(i).key;
+}
+
+/** The subject an account's intents are published on, atmost.intent.<account-token>. */
+export function intentSubject(account: string): string {
+  return 'atmost.intent.' + id.accountToken(account);
+}
+
+/** The subject of the outcome service for an account, atmost.status.<account-token>. */
+export function statusSubject(account: string): string {
+  return 'atmost.status.' + id.accountToken(account);
+}
+
+/** The subjects of every event of one account, atmost.event.*.<account-token>. */
+export function accountEvents(account: string): string {
+  return 'atmost.event.*.' + id.accountToken(account);
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((x, n) => x === b[n]);
+}
