@@ -67,3 +67,18 @@ func open(t testing.TB, a platform.Account) platform.Adapter {
 	}
 	return ad
 }
+
+// withRecipient replaces the settings' recipients with to.
+func withRecipient(t testing.TB, settings []byte, to string) []byte {
+	t.Helper()
+	var s map[string]any
+	if err := json.Unmarshal(settings, &s); err != nil {
+		t.Fatal(err)
+	}
+	s["to"] = []string{to}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
