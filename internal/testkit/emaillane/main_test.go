@@ -51,7 +51,7 @@ func accountFor(t testing.TB, l *emaillane.Lane, submission, imap string, extra 
 	settings, err := json.Marshal(map[string]any{
 		"submission": submission, "imap": imap, "ca_file": bundle,
 		"username": l.Bot, "from": l.Bot, "to": []string{l.Reader}, "subject": "atmost's email lane",
-		"mailbox": l.ArchiveName, "readback_wait": "5s", "reconcile_delay": "2s",
+		"mailbox": l.ArchiveName, "reconcile_delay": "2s",
 	})
 	if err != nil {
 		t.Fatal(err)

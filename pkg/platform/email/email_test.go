@@ -341,7 +341,7 @@ func TestOpenRefusesInvalidSettings(t *testing.T) {
 		"a named recipient":    func(m map[string]any) { m["to"] = []string{"Reader <reader@example.test>"} },
 		"an unknown field":     func(m map[string]any) { m["password"] = "x" },
 		"no port":              func(m map[string]any) { m["submission"] = "127.0.0.1" },
-		"a negative wait":      func(m map[string]any) { m["readback_wait"] = "-1s" },
+		"a negative delay":     func(m map[string]any) { m["reconcile_delay"] = "-1s" },
 	} {
 		if _, err := openFor(t, settings(t, s, change)); !errors.Is(err, email.ErrInvalidSettings) {
 			t.Errorf("%s: Open answered %v, want ErrInvalidSettings", name, err)

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/mail"
 	"strings"
-	"time"
 
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"
@@ -82,7 +81,7 @@ type copyOf struct {
 // find returns the messages of the mailbox whose Message-ID is id, oldest first. IMAP's
 // header search matches substrings, so each one is fetched and its header compared whole.
 func (m *mailbox) find(id string) ([]copyOf, error) {
-	// EXAMINE again: the server looks at the mailbox afresh, and a copy delivered since shows.
+	// NOOP: the server looks at the mailbox afresh, and a copy delivered since shows.
 	if err := m.c.Noop().Wait(); err != nil {
 		return nil, fmt.Errorf("noop: %w", err)
 	}
@@ -148,11 +147,11 @@ func (s stripNewlines) Read(p []byte) (int, error) {
 	return k, err
 }
 
-// ReadBack finds the message objectID (a Message-ID) in the account's mailbox, waiting up to
-// readback_wait for its copy to land (the server delivers it after its 250), and returns its
-// text: platform.ErrNotFound when the mailbox holds none after the wait, another error when
-// the server could not be asked or the context ended first. A message whose delivery key is
-// not r's reads back with a text that says so, so that the comparison fails.
+// ReadBack finds the message objectID (a Message-ID) in the account's mailbox and returns its
+// text: platform.ErrNotFound when the mailbox holds none, another error when the server could
+// not be asked. The server delivers the copy a moment after its 250, so a first read may find
+// nothing: the dispatcher reads again within its read-back budget. A message whose delivery
+// key is not r's reads back with a text that says so, so that the comparison fails.
 func (a *adapter) ReadBack(ctx context.Context, r platform.Request, objectID string) (platform.Object, error) {
 	fail := func(format string, args ...any) error {
 		return redactedError{err: fmt.Errorf("email: read back %s: "+format, append([]any{objectID}, args...)...), pw: a.password}
@@ -165,28 +164,18 @@ func (a *adapter) ReadBack(ctx context.Context, r platform.Request, objectID str
 		return platform.Object{}, fail("%w", err)
 	}
 	defer m.close()
-	until := time.Now().Add(a.cfg.readBackWait)
-	for {
-		copies, err := m.find(objectID)
-		if err != nil {
-			return platform.Object{}, fail("%w", err)
-		}
-		if len(copies) > 0 {
-			c := copies[0]
-			if c.key != r.Key.String() {
-				return platform.Object{ID: objectID, Text: fmt.Sprintf("[the message %s is not the one requested: its delivery key is %q, not %s]", objectID, c.key, r.Key)}, nil
-			}
-			return platform.Object{ID: objectID, Text: c.text}, nil
-		}
-		if time.Now().After(until) {
-			return platform.Object{}, fail("%w in %s after %s", platform.ErrNotFound, a.cfg.mailbox, a.cfg.readBackWait)
-		}
-		select {
-		case <-ctx.Done():
-			return platform.Object{}, fail("not in %s yet when the read-back's time ended: %w", a.cfg.mailbox, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
+	copies, err := m.find(objectID)
+	if err != nil {
+		return platform.Object{}, fail("%w", err)
 	}
+	if len(copies) == 0 {
+		return platform.Object{}, fail("%w in %s", platform.ErrNotFound, a.cfg.mailbox)
+	}
+	c := copies[0]
+	if c.key != r.Key.String() {
+		return platform.Object{ID: objectID, Text: fmt.Sprintf("[the message %s is not the one requested: its delivery key is %q, not %s]", objectID, c.key, r.Key)}, nil
+	}
+	return platform.Object{ID: objectID, Text: c.text}, nil
 }
 
 // Lookup searches the account's mailbox once for the message with r's Message-ID and delivery
@@ -226,4 +215,3 @@ func (a *adapter) Lookup(ctx context.Context, r platform.Request) platform.Looku
 	detail["why"] = "not finding the copy proves nothing: it may not have landed yet, or was moved or deleted from the mailbox"
 	return platform.Lookup{Result: platform.NotFound, Detail: detail}
 }
-

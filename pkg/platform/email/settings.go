@@ -45,9 +45,6 @@ type Settings struct {
 	// sender_bcc to a folder of the account): where read-back and lookup search by Message-ID.
 	// Required.
 	Mailbox string `json:"mailbox"`
-	// ReadBackWait is how long a read-back waits for the copy to land in Mailbox after the
-	// server's 250 (delivery is asynchronous): a positive Go duration. Default "5s".
-	ReadBackWait string `json:"readback_wait,omitempty"`
 	// ReconcileDelay is how long after a send's deadline the lookup is meaningful: a positive
 	// Go duration. Default "1m".
 	ReconcileDelay string `json:"reconcile_delay,omitempty"`
@@ -57,7 +54,6 @@ type Settings struct {
 }
 
 const (
-	defaultReadBackWait    = 5 * time.Second
 	defaultReconcileDelay  = time.Minute
 	defaultContractVersion = "smtp/rfc5321"
 	maxRecipients          = 100
@@ -76,7 +72,6 @@ type config struct {
 	to                         []string
 	subject                    string
 	mailbox                    string
-	readBackWait               time.Duration
 	reconcileDelay             time.Duration
 	contract                   string
 }
@@ -210,9 +205,6 @@ func (s Settings) validate() (config, error) {
 		return c, invalid("mailbox is required (the IMAP mailbox holding a copy of every accepted message)")
 	}
 	c.mailbox = s.Mailbox
-	if c.readBackWait, err = positive("readback_wait", s.ReadBackWait, defaultReadBackWait); err != nil {
-		return c, err
-	}
 	if c.reconcileDelay, err = positive("reconcile_delay", s.ReconcileDelay, defaultReconcileDelay); err != nil {
 		return c, err
 	}
