@@ -348,3 +348,26 @@ func TestOpenRefusesInvalidSettings(t *testing.T) {
 		}
 	}
 }
+
+// A prepared request changed after Prepare (what was authorized is not what would go) is not
+// sent: the server sees no connection.
+func TestAPreparedMessageChangedAfterPrepareIsNotSent(t *testing.T) {
+	s := newServer(t, nil)
+	ad := mustOpen(t, s)
+	p, err := ad.Prepare(platformtest.Post(t, account, "authorized"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Body = append([]byte("Bcc: someone@example.test\r\n"), p.Body...)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out := ad.Send(ctx, p)
+	if out.Result != platform.NotSent || out.Detail["step"] != email.StepVerify {
+		t.Fatalf("ended %s at %v, want not sent at %s", out.Result, out.Detail["step"], email.StepVerify)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conns != 0 {
+		t.Fatalf("the server saw %d connections, want none", s.conns)
+	}
+}
