@@ -164,3 +164,28 @@ func TestRefusalsBeforeDataOnPostfixAreNotSent(t *testing.T) {
 		})
 	}
 }
+
+// The lookup on the real servers: a message Postfix accepted is found by its Message-ID in the
+// Archive; one never submitted is not found, and that proves nothing.
+func TestLookupFindsAnAcceptedMessageAndNeverProvesNotSent(t *testing.T) {
+	l := lane(t)
+	ad := open(t, accountFor(t, l, l.Submission, l.IMAP, nil, l.BotPassword))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	sent := platformtest.Post(t, account, "looked up after it was accepted")
+	p, err := ad.Prepare(sent)
+	require.NoError(t, err)
+	out := ad.Send(ctx, p)
+	require.Equal(t, platform.Sent, out.Result, "detail: %v", out.Detail)
+	l.Archive().WaitHolds(out.ObjectID)
+	lk := ad.Lookup(ctx, sent)
+	require.Equal(t, platform.Found, lk.Result, "detail: %v", lk.Detail)
+	require.Equal(t, out.ObjectID, lk.ObjectID)
+
+	never := platformtest.Post(t, account, "never submitted")
+	lk = ad.Lookup(ctx, never)
+	require.Equal(t, platform.NotFound, lk.Result, "detail: %v", lk.Detail)
+	require.False(t, lk.ProvenNotSent, "a copy not found proves nothing")
+	require.False(t, ad.Capabilities().StatusLookup)
+}
