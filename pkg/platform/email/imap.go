@@ -121,7 +121,7 @@ func (m *mailbox) find(id string) ([]copyOf, error) {
 
 // decodeText is the message's text: its body, decoded from its transfer encoding.
 func decodeText(m *mail.Message) (string, error) {
-	var r io.Reader = m.Body
+	r := m.Body
 	switch strings.ToLower(strings.TrimSpace(m.Header.Get("Content-Transfer-Encoding"))) {
 	case "base64":
 		r = base64.NewDecoder(base64.StdEncoding, stripNewlines{m.Body})
