@@ -56,6 +56,11 @@ test-matrix: postgres ## the Matrix lane on a real Dendrite on loopback: builds 
 	scripts/dendrite/install
 	ATMOST_MATRIX_LANE=1 $(GO) test -race -count=1 -timeout 20m -v ./internal/testkit/matrixlane/
 
+.PHONY: test-email
+test-email: postgres ## the email lane on a real Postfix and Dovecot on loopback: installs and configures them from Debian's packages (scripts/email/install, as root), then runs the conformance suite and 500 intents with 5 % of the answers lost; fails, never skips, without them
+	scripts/email/install
+	ATMOST_EMAIL_LANE=1 $(GO) test -race -count=1 -timeout 20m -v ./internal/testkit/emaillane/
+
 test-short: ## the fast lane, about a minute: go test -short, which skips the tests that take seconds each (a database of their own, a browser, every binary built); under CI=true nothing skips; never instead of make test
 	$(GO) test -short ./...
 

@@ -3,6 +3,7 @@ package adapters
 import (
 	"github.com/atmost/atmost/pkg/platform"
 	"github.com/atmost/atmost/pkg/platform/bluesky"
+	"github.com/atmost/atmost/pkg/platform/email"
 	"github.com/atmost/atmost/pkg/platform/matrix"
 	"github.com/atmost/atmost/pkg/platform/sim"
 	"github.com/atmost/atmost/pkg/platform/webhook"
@@ -13,6 +14,7 @@ import (
 func Builtin() platform.Registry {
 	return platform.Registry{
 		bluesky.Name: bluesky.Open,
+		email.Name:   email.Open,
 		matrix.Name:  matrix.Open,
 		sim.Name:     sim.Open,
 		webhook.Name: webhook.Open,

@@ -49,7 +49,7 @@ func TestAccountsAddRefusesWhatTheAdapterRefuses(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"unknown platform", []string{"--platform", "nosuch"}, `platform "nosuch": platform: no adapter for this platform (have bluesky, matrix, sim, webhook)`},
+		{"unknown platform", []string{"--platform", "nosuch"}, `platform "nosuch": platform: no adapter for this platform (have bluesky, email, matrix, sim, webhook)`},
 		{"unknown setting", []string{"--platform", "webhook", "--settings", `{"urll":"https://example.org"}`}, `unknown field "urll"`},
 		{"webhook without url", []string{"--platform", "webhook"}, "url is required"},
 		{"webhook that can confirm nothing", []string{"--platform", "webhook", "--settings", `{"url":"https://example.org/hook"}`},
