@@ -42,9 +42,9 @@ func TestFiveHundredIntentsWithLostAnswersMakeNoDuplicateInTheMailbox(t *testing
 	w := worldtest.New(t)
 	acct := accountFor(t, l, proxy.Submission(), proxy.IMAP(), proxy.PEM, l.BotPassword)
 	require.NoError(t, w.Ledger.AddAccount(w.Ctx, ledger.Account{ID: acct.ID, Platform: acct.Platform, Settings: acct.Settings,
-		CredentialRef: acct.CredentialRef, CredentialVersion: acct.CredentialVersion}, "test", "the email lane's bot"))
+		CredentialRef: acct.CredentialRef, CredentialVersion: acct.CredentialVersion}, ledger.Actor{Name: "test", Reason: "the email lane's bot"}))
 	unlimited := 0
-	_, err = w.Ledger.SetPolicy(w.Ctx, acct.ID, ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, "test", "the lane is not about the rate limit")
+	_, err = w.Ledger.SetPolicy(w.Ctx, acct.ID, ledger.PolicyEdit{Set: ledger.PolicyOverride{RatePerMinute: &unlimited}}, ledger.Actor{Name: "test", Reason: "the lane is not about the rate limit"})
 	require.NoError(t, err)
 
 	d, err := dispatch.New(w.Ctx, w.JS, w.Ledger, w.Relay, dispatch.Config{
