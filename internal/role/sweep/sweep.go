@@ -134,9 +134,9 @@ type Sweeper struct {
 
 // Ledger is what the sweeper does with the ledger: expire leases, find stranded work, retry what
 // policy allows, park what no reconciler will finish, and count what has not been published and
-// what waits for its account.
+// what waits for its account, heal what was reconciled, and read what it alerts on.
 // *ledger.Ledger is one.
-type Ledger interface {
+type Ledger interface { //nolint:interfacebloat // every pass of the sweeper, named in one place as each role's Ledger is
 	ExpireLeases(ctx context.Context, max int) (ledger.Expired, error)
 	StrandedPending(ctx context.Context, idle time.Duration, max int) ([]ledger.Stranded, error)
 	RetryDue(ctx context.Context, max int) (ledger.RetryPass, error)
