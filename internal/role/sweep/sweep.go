@@ -72,7 +72,7 @@ func (c Config) withDefaults() Config {
 		c.Logger = zap.NewNop()
 	}
 	if c.Platforms == nil {
-		c.Platforms = adapters.Builtin()
+		c.Platforms = adapters.Registered()
 	}
 	return c
 }
