@@ -2,18 +2,6 @@
 // its version. Run atmost help for the commands.
 package main
 
-import (
-	"context"
-	"os"
-	"os/signal"
-	"syscall"
+import "github.com/atmost/atmost/pkg/command"
 
-	"github.com/atmost/atmost/internal/cli"
-)
-
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := cli.Run(ctx, cli.OS(), os.Args[1:])
-	stop()
-	os.Exit(code)
-}
+func main() { command.Main() }

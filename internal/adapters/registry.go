@@ -9,14 +9,16 @@ import (
 	"github.com/atmost/atmost/pkg/platform/webhook"
 )
 
-// Builtin are the adapters atmost's roles can open, by the platform name an account's
-// configuration gives.
-func Builtin() platform.Registry {
-	return platform.Registry{
-		bluesky.Name: bluesky.Open,
-		email.Name:   email.Open,
-		matrix.Name:  matrix.Open,
-		sim.Name:     sim.Open,
-		webhook.Name: webhook.Open,
-	}
+// atmost's own adapters, registered before any program's main runs: a program built on atmost
+// adds its own with platform.Register.
+func init() {
+	platform.Register(bluesky.Name, bluesky.Open)
+	platform.Register(email.Name, email.Open)
+	platform.Register(matrix.Name, matrix.Open)
+	platform.Register(sim.Name, sim.Open)
+	platform.Register(webhook.Name, webhook.Open)
 }
+
+// Registered are the adapters atmost's roles can open, by the platform name an account's
+// configuration gives: atmost's own and those the program registered (platform.Register).
+func Registered() platform.Registry { return platform.Registered() }

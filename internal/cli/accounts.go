@@ -248,7 +248,7 @@ func healthLine(h ledger.Health) string {
 // and reports a refusal; a credential that cannot be read here is said on standard error, and
 // is no refusal.
 func (c *line) checkAccount(a ledger.Account) bool {
-	check, err := adapters.CheckAccount(adapters.Builtin(), a, c.io.Env)
+	check, err := adapters.CheckAccount(adapters.Registered(), a, c.io.Env)
 	if err != nil {
 		c.refused("%v; nothing was stored", err)
 		return false
@@ -259,7 +259,7 @@ func (c *line) checkAccount(a ledger.Account) bool {
 	return true
 }
 
-func platformList() string { return strings.Join(adapters.Builtin().Names(), ", ") }
+func platformList() string { return strings.Join(adapters.Registered().Names(), ", ") }
 
 func enabledName(disabled bool) string {
 	if disabled {
@@ -294,7 +294,7 @@ func showAccounts(ctx context.Context, c *line, pos []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	waits, err := adapters.Waits(ctx, l, adapters.Builtin(), c.io.Env, accounts)
+	waits, err := adapters.Waits(ctx, l, adapters.Registered(), c.io.Env, accounts)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -318,7 +318,7 @@ func showAccounts(ctx context.Context, c *line, pos []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	check, checkErr := adapters.CheckAccount(adapters.Builtin(), a, c.io.Env)
+	check, checkErr := adapters.CheckAccount(adapters.Registered(), a, c.io.Env)
 	if c.asJSON {
 		out := struct {
 			accountJSON

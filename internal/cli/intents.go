@@ -335,7 +335,7 @@ func showIntent(ctx context.Context, c *line, key identity.DeliveryKey) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	wait, err := adapters.IntentWait(ctx, l, adapters.Builtin(), c.io.Env, rec.Intent)
+	wait, err := adapters.IntentWait(ctx, l, adapters.Registered(), c.io.Env, rec.Intent)
 	if err != nil {
 		return c.fail(err)
 	}

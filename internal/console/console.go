@@ -71,7 +71,7 @@ type Config struct {
 	// round of a running role publishes it, and the overview polls.
 	JetStream jetstream.JetStream
 	// Platforms are the adapters an account's must open for its intents to be served: an
-	// intent's page says when one does not (adapters.IntentWait). Nil means adapters.Builtin.
+	// intent's page says when one does not (adapters.IntentWait). Nil means adapters.Registered.
 	Platforms platform.Registry
 	// LookupEnv reads an account's credential reference from the environment for that check;
 	// nil means os.LookupEnv.
@@ -132,7 +132,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = zap.NewNop()
 	}
 	if cfg.Platforms == nil {
-		cfg.Platforms = adapters.Builtin()
+		cfg.Platforms = adapters.Registered()
 	}
 	if cfg.LookupEnv == nil {
 		cfg.LookupEnv = os.LookupEnv

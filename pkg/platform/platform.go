@@ -169,6 +169,16 @@ type Adapter interface {
 	Lookup(ctx context.Context, r Request) Lookup
 }
 
+// Stager is implemented by adapters whose send needs something put on the platform first
+// (Bluesky's images: uploadBlob). Stage does it for r, the request Prepare rendered, and may be
+// called any number of times: what it puts creates nothing a person sees until the send
+// references it. The dispatcher stages before it begins the attempt, so a Stage that fails
+// sends nothing and opens no attempt: the work waits and is staged again. An error wrapping
+// ErrUnsendable says no later try can succeed (the request is parked for a human).
+type Stager interface {
+	Stage(ctx context.Context, r Request) error
+}
+
 // ReadItem names one object to read back: the request it should answer and the id the
 // platform gave it.
 type ReadItem struct {

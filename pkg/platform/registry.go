@@ -6,6 +6,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // Opener opens an adapter for one account, validating the account's settings.
@@ -16,6 +17,44 @@ type Registry map[string]Opener
 
 // ErrUnknownPlatform: no adapter is registered under the account's platform name.
 var ErrUnknownPlatform = errors.New("platform: no adapter for this platform")
+
+// registered is the process's registry: every adapter atmost's roles and commands can open.
+var (
+	registeredMu sync.RWMutex
+	registered   = Registry{}
+)
+
+// Register makes an adapter available to atmost's roles and commands in this process, under
+// the platform name an account's configuration gives (`atmost accounts add --platform name`).
+// atmost's own adapters are registered under their names (bluesky, email, matrix, sim, webhook) before
+// a program's main runs; a program built on atmost registers its own, from an init function or
+// main, before it runs atmost's command (package github.com/atmost/atmost/pkg/command). Register
+// panics when name is empty or taken or open is nil, as database/sql.Register does: two adapters
+// under one name would make an account's adapter depend on the order of registration.
+func Register(name string, open Opener) {
+	registeredMu.Lock()
+	defer registeredMu.Unlock()
+	switch {
+	case name == "":
+		panic("platform: Register with an empty name")
+	case open == nil:
+		panic(fmt.Sprintf("platform: Register %q with a nil Opener", name))
+	case registered[name] != nil:
+		panic(fmt.Sprintf("platform: Register called twice for %q", name))
+	}
+	registered[name] = open
+}
+
+// Registered returns a copy of the adapters Register made available, by platform name.
+func Registered() Registry {
+	registeredMu.RLock()
+	defer registeredMu.RUnlock()
+	out := make(Registry, len(registered))
+	for n, o := range registered {
+		out[n] = o
+	}
+	return out
+}
 
 // Names are the platforms r opens, in name order.
 func (r Registry) Names() []string {

@@ -92,3 +92,22 @@ func TestRegistryOpensTheAccountsPlatform(t *testing.T) {
 	require.ErrorContains(t, err, `account "acct-3": platform "mastodon"`)
 	require.ErrorContains(t, err, "(have alpha, broken, webhook)", "the error names the known platforms, sorted")
 }
+
+// Register adds an adapter to the process's registry, which Registered copies; an empty name,
+// a nil opener or a name taken panics, so no account's adapter depends on the order of
+// registration.
+func TestRegisterAddsAnAdapterOnceByName(t *testing.T) {
+	open := func(platform.Account) (platform.Adapter, error) { return nil, errors.New("not opened") }
+	name := "atmost-test-registered"
+	require.NotContains(t, platform.Registered(), name)
+	platform.Register(name, open)
+	got := platform.Registered()
+	require.Contains(t, got, name)
+	delete(got, name)
+	require.Contains(t, platform.Registered(), name, "Registered returns a copy")
+
+	require.PanicsWithValue(t, `platform: Register called twice for "atmost-test-registered"`, func() { platform.Register(name, open) })
+	require.Panics(t, func() { platform.Register("", open) })
+	require.Panics(t, func() { platform.Register("atmost-test-nil", nil) })
+	require.NotContains(t, platform.Registered(), "atmost-test-nil")
+}

@@ -182,6 +182,12 @@ func (d *Dispatcher) dispatch(stop, ctx context.Context, msgs []jetstream.Msg) {
 		d.delayAll(batch, "shutdown", 0)
 		return
 	}
+	batch, unsendable = d.stage(stop, batch)
+	d.park(ctx, unsendable)
+	if stop.Err() != nil {
+		d.delayAll(batch, "shutdown", 0)
+		return
+	}
 	batch = d.begin(ctx, batch)
 	if len(batch) > 0 {
 		d.crashPoint("after-begin")

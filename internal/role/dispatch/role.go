@@ -49,7 +49,7 @@ func (c RoleConfig) validate() error {
 	if c.Batch < 1 || c.Concurrency < 1 || c.Pipelines < 1 {
 		return fmt.Errorf("batch %d, concurrency %d and pipelines %d: must be at least 1", c.Batch, c.Concurrency, c.Pipelines)
 	}
-	if err := c.dispatchConfig(adapters.Builtin(), nil).withDefaults().validate(); err != nil {
+	if err := c.dispatchConfig(adapters.Registered(), nil).withDefaults().validate(); err != nil {
 		return err
 	}
 	return c.Common.Validate()
@@ -92,7 +92,7 @@ func runRole(ctx context.Context, cfg RoleConfig, log *zap.Logger) error {
 	defer deps.Close()
 	var d *Dispatcher
 	if err := backoff.Retry(ctx, log, "create the dispatch consumer", func() (err error) {
-		dc := cfg.dispatchConfig(adapters.Builtin(), log)
+		dc := cfg.dispatchConfig(adapters.Registered(), log)
 		dc.Tracer = deps.Tracer
 		d, err = New(ctx, deps.JS, deps.Ledger, deps.Relay, dc)
 		return err

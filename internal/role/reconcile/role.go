@@ -30,7 +30,7 @@ type RoleConfig struct {
 
 func (c RoleConfig) reconcileConfig(log *zap.Logger) Config {
 	return Config{Concurrency: c.Concurrency, MaxAckPending: c.MaxAckPending, LookupTimeout: c.LookupTimeout, ReadBackTimeout: c.ReadBackTimeout,
-		ScanInterval: c.ScanInterval, ScanAfter: c.ScanAfter, RetryDelay: c.RetryDelay, Platforms: adapters.Builtin(), Logger: log}
+		ScanInterval: c.ScanInterval, ScanAfter: c.ScanAfter, RetryDelay: c.RetryDelay, Platforms: adapters.Registered(), Logger: log}
 }
 
 func (c RoleConfig) validate() error {

@@ -79,7 +79,7 @@ func (c Config) withDefaults() Config {
 		c.Logger = zap.NewNop()
 	}
 	if c.Platforms == nil {
-		c.Platforms = adapters.Builtin()
+		c.Platforms = adapters.Registered()
 	}
 	if c.AlertQueue == 0 {
 		c.AlertQueue = 1000

@@ -5,9 +5,10 @@
 // Its tests drive intents through the real ledger, relay, dispatcher and reconciler, and check
 // what the PDS itself holds. They need Node 22 and the packages scripts/bluesky-pds/install
 // puts in place; where those are absent they skip with a message saying so, unless
-// ATMOST_BLUESKY_LANE=1 (set by `make test-bluesky`), where that is a failure.
+// ATMOST_BLUESKY_LANE=1 (set by `make test-bluesky`) or CI=true (`.ci/run`, whose `make test`
+// runs the lane), where that is a failure. They are not in make test-short's lane.
 //
 // Start runs the PDS; Proxy sits between the adapter and the PDS and drops a connection at a
-// chosen step of a createRecord, so that the outcome the adapter sees is unknown while what the
+// chosen step of a createRecord (one planned, or a seeded share of them), so that the outcome the adapter sees is unknown while what the
 // PDS did is known.
 package blueskylane

@@ -19,6 +19,7 @@ import (
 	"github.com/atmost/atmost/internal/role/dispatch"
 	"github.com/atmost/atmost/internal/role/reconcile"
 	"github.com/atmost/atmost/internal/testkit/blueskylane"
+	"github.com/atmost/atmost/internal/testkit/dbtest"
 	"github.com/atmost/atmost/internal/testkit/worldtest"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
@@ -47,6 +48,7 @@ var credentials atomic.Int64
 
 func newLane(t *testing.T) *lane {
 	t.Helper()
+	dbtest.SkipInShortLane(t, "it starts a PDS")
 	pds := blueskylane.Start(t)
 	u, err := url.Parse(pds.URL)
 	require.NoError(t, err)

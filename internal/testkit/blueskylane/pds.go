@@ -16,8 +16,12 @@ import (
 )
 
 // RequireEnv names the environment variable that turns the lane's skip into a failure: where
-// it is "1", a missing Node 22 or missing PDS packages fail the test (make test-bluesky).
+// it is "1" (make test-bluesky), or where CI is "true", a missing Node 22 or missing PDS
+// packages fail the test.
 const RequireEnv = "ATMOST_BLUESKY_LANE"
+
+// Required reports whether a missing PDS is a failure here rather than a skip.
+func Required() bool { return os.Getenv(RequireEnv) == "1" || os.Getenv("CI") == "true" }
 
 // SkipMessage is what the lane says where it cannot run.
 const SkipMessage = "the Bluesky lane needs Node 22 and the PDS packages: run make test-bluesky (scripts/bluesky-pds/install)"
@@ -39,12 +43,12 @@ type PDS struct {
 
 // Start runs scripts/bluesky-pds/start.mjs with Node 22 and returns the PDS it started, which
 // stops when the test ends. Where Node 22 or the packages are absent it skips the test with
-// SkipMessage (fails it under RequireEnv=1).
+// SkipMessage (fails it where Required).
 func Start(t testing.TB) *PDS {
 	t.Helper()
 	node, dir, err := locate()
 	if err != nil {
-		if os.Getenv(RequireEnv) == "1" {
+		if Required() {
 			t.Fatalf("%s: %v", SkipMessage, err)
 		}
 		t.Skipf("%s (%v)", SkipMessage, err)

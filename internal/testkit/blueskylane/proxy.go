@@ -3,6 +3,7 @@ package blueskylane
 import (
 	"bufio"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"sync"
@@ -37,6 +38,8 @@ type Proxy struct {
 
 	mu   sync.Mutex
 	next Drop
+	rate float64    // the share of createRecords dropped after the request (DropRate)
+	rng  *rand.Rand // draws them, seeded
 
 	forwarded atomic.Int64 // createRecord requests the PDS received through the proxy
 	dropped   atomic.Int64 // connections dropped by a plan
@@ -79,6 +82,16 @@ func (p *Proxy) DropNext(d Drop) {
 	p.next = d
 }
 
+// DropRate makes every createRecord not planned by DropNext meet DropAfterRequest with
+// probability rate, drawn from a generator seeded with seed (the same seed draws the same
+// sequence, in the order the requests arrive).
+func (p *Proxy) DropRate(rate float64, seed uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.rate = rate
+	p.rng = rand.New(rand.NewPCG(seed, seed))
+}
+
 // Forwarded is how many createRecord requests reached the PDS through the proxy.
 func (p *Proxy) Forwarded() int64 { return p.forwarded.Load() }
 
@@ -90,6 +103,9 @@ func (p *Proxy) take() Drop {
 	defer p.mu.Unlock()
 	d := p.next
 	p.next = Forward
+	if d == Forward && p.rate > 0 && p.rng.Float64() < p.rate {
+		d = DropAfterRequest
+	}
 	return d
 }
 

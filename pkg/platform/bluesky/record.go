@@ -24,14 +24,14 @@ const (
 // it takes.
 type action struct {
 	collection string
-	fields     []string // the request's fields, every one required except "langs"
+	fields     []string // the request's fields, every one required except "langs" and "images"
 	target     string   // what the target is: "" (none), "uri" (the at-uri of a strong reference) or "did"
 }
 
 // actions are the intent actions the adapter knows; any other is refused by Prepare.
 var actions = map[string]action{
-	"post":   {collectionPost, []string{"text", "langs"}, ""},
-	"reply":  {collectionPost, []string{"text", "langs", "parent", "root"}, "uri"},
+	"post":   {collectionPost, []string{"text", "langs", "images"}, ""},
+	"reply":  {collectionPost, []string{"text", "langs", "images", "parent", "root"}, "uri"},
 	"quote":  {collectionPost, []string{"text", "langs", "subject"}, "uri"},
 	"like":   {collectionLike, []string{"subject"}, "uri"},
 	"repost": {collectionRepost, []string{"subject"}, "uri"},
@@ -52,6 +52,7 @@ type requestFields struct {
 	Parent  *strongRef `json:"parent"`
 	Root    *strongRef `json:"root"`
 	Subject *strongRef `json:"subject"`
+	Images  []imageRef `json:"images"`
 }
 
 // intent is a request parsed and checked for its action.
@@ -64,6 +65,7 @@ type intent struct {
 	root       *strongRef // reply
 	subject    *strongRef // quote, like, repost
 	follow     string     // follow: the DID
+	images     []imageRef // post, reply: the images to upload (Stage) and embed
 }
 
 // parseIntent checks r's action, target and request, and returns what its record is made of.
@@ -84,13 +86,13 @@ func parseIntent(r platform.Request) (intent, error) {
 		return in, badRequest("%s: request: %v", r.Action, err)
 	}
 	present := map[string]bool{"text": f.Text != nil, "langs": f.Langs != nil, "parent": f.Parent != nil,
-		"root": f.Root != nil, "subject": f.Subject != nil}
-	for _, name := range []string{"text", "langs", "parent", "root", "subject"} {
+		"root": f.Root != nil, "subject": f.Subject != nil, "images": f.Images != nil}
+	for _, name := range []string{"text", "langs", "images", "parent", "root", "subject"} {
 		ok := present[name]
 		switch {
 		case ok && !slices.Contains(act.fields, name):
 			return in, badRequest("%s: the request field %q does not belong to this action", r.Action, name)
-		case !ok && name != "langs" && slices.Contains(act.fields, name):
+		case !ok && name != "langs" && name != "images" && slices.Contains(act.fields, name):
 			return in, badRequest("%s: the request field %q is required", r.Action, name)
 		}
 	}
@@ -107,6 +109,17 @@ func parseIntent(r platform.Request) (intent, error) {
 			}
 		}
 		in.langs = f.Langs
+	}
+	if f.Images != nil {
+		if len(f.Images) == 0 || len(f.Images) > MaxImages {
+			return in, badRequest("%s: images: 1 to %d images", r.Action, MaxImages)
+		}
+		for i, im := range f.Images {
+			if err := im.check(); err != nil {
+				return in, badRequest("%s: images[%d]: %v", r.Action, i, err)
+			}
+		}
+		in.images = f.Images
 	}
 	for _, named := range []struct {
 		name string
@@ -160,17 +173,24 @@ func (in intent) record(createdAt string) any {
 	if in.action == "quote" {
 		p.Embed = &recordEmbed{Type: embedRecord, Record: *in.subject}
 	}
+	if len(in.images) > 0 {
+		e := imagesEmbed{Type: embedImages}
+		for _, im := range in.images {
+			e.Images = append(e.Images, embedImage{Alt: im.Alt, Image: im.blob()})
+		}
+		p.Embed = e
+	}
 	return p
 }
 
 // postRecord is app.bsky.feed.post.
 type postRecord struct {
-	Type      string       `json:"$type"`
-	Text      string       `json:"text"`
-	Reply     *replyRef    `json:"reply,omitempty"`
-	Embed     *recordEmbed `json:"embed,omitempty"`
-	Langs     []string     `json:"langs,omitempty"`
-	CreatedAt string       `json:"createdAt"`
+	Type      string    `json:"$type"`
+	Text      string    `json:"text"`
+	Reply     *replyRef `json:"reply,omitempty"`
+	Embed     any       `json:"embed,omitempty"` // *recordEmbed or imagesEmbed
+	Langs     []string  `json:"langs,omitempty"`
+	CreatedAt string    `json:"createdAt"`
 }
 
 // replyRef is app.bsky.feed.post#replyRef.
@@ -208,6 +228,14 @@ type storedRecord struct {
 	Embed   *struct {
 		Type   string     `json:"$type"`
 		Record *strongRef `json:"record"`
+		Images []struct {
+			Alt   string `json:"alt"`
+			Image struct {
+				Ref struct {
+					Link string `json:"$link"`
+				} `json:"ref"`
+			} `json:"image"`
+		} `json:"images"`
 	} `json:"embed"`
 }
 
@@ -239,6 +267,16 @@ func (in intent) differs(s storedRecord) string {
 	case "post":
 		if s.Reply != nil {
 			return "it is a reply"
+		}
+	}
+	if len(in.images) > 0 {
+		if s.Embed == nil || s.Embed.Type != embedImages || len(s.Embed.Images) != len(in.images) {
+			return "its images differ from the request's"
+		}
+		for i, im := range in.images {
+			if got := s.Embed.Images[i]; got.Image.Ref.Link != im.cid() || got.Alt != im.Alt {
+				return fmt.Sprintf("its image %d differs from the request's", i)
+			}
 		}
 	}
 	return ""

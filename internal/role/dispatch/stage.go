@@ -1,0 +1,50 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/atmost/atmost/pkg/platform"
+)
+
+// stage runs each work's platform.Stager (Bluesky's image uploads) before any attempt is
+// begun, concurrently, each within SendTimeout. A work whose staging failed is given back to
+// JetStream after GateDelay with no attempt opened: nothing was sent, and staging again is
+// safe. One the adapter says can never stage (platform.ErrUnsendable) is returned for parking.
+func (d *Dispatcher) stage(stop context.Context, batch []*work) (keep, unsendable []*work) {
+	errs := make([]error, len(batch))
+	var wg sync.WaitGroup
+	for i, w := range batch {
+		st, ok := w.adapter.(platform.Stager)
+		if !ok {
+			continue
+		}
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(stop, d.cfg.SendTimeout)
+			defer cancel()
+			start := time.Now()
+			errs[i] = st.Stage(ctx, w.request)
+			d.log.Debug("staged", zap.Stringer("delivery_key", w.intent.Key), zap.Duration("took", time.Since(start)), zap.Error(errs[i]))
+		})
+	}
+	wg.Wait()
+	for i, w := range batch {
+		switch err := errs[i]; {
+		case err == nil:
+			keep = append(keep, w)
+		case errors.Is(err, platform.ErrUnsendable):
+			d.unreserve(w)
+			w.unsendable = err
+			unsendable = append(unsendable, w)
+		default:
+			d.log.Warn("staging the send failed; nothing was sent, the work waits and is staged again",
+				zap.String("account", w.intent.Account), zap.Stringer("delivery_key", w.intent.Key), zap.Error(err))
+			d.delay(w, "staging_failed", d.cfg.GateDelay)
+		}
+	}
+	return keep, unsendable
+}

@@ -1,0 +1,136 @@
+package blueskylane_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"image"
+	"image/color"
+	"image/png"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atmost/atmost/internal/testkit/blueskylane"
+	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger"
+)
+
+// images serves PNG images on loopback, as a producer's media store would; while failing is
+// set it answers 503 instead.
+type images struct {
+	srv     *httptest.Server
+	failing atomic.Bool
+	fetches atomic.Int64
+	files   map[string][]byte
+}
+
+func newImages(t *testing.T, n int) *images {
+	t.Helper()
+	im := &images{files: map[string][]byte{}}
+	for i := range n {
+		img := image.NewRGBA(image.Rect(0, 0, 8+i, 8))
+		for x := range 8 + i {
+			img.Set(x, x%8, color.RGBA{R: uint8(40 * i), G: 200, B: 10, A: 255})
+		}
+		var b bytes.Buffer
+		require.NoError(t, png.Encode(&b, img))
+		im.files["/img"+string(rune('0'+i))+".png"] = b.Bytes()
+	}
+	im.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		im.fetches.Add(1)
+		body, ok := im.files[r.URL.Path]
+		switch {
+		case im.failing.Load():
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case !ok:
+			w.WriteHeader(http.StatusNotFound)
+		default:
+			w.Header().Set("Content-Type", "image/png")
+			_, _ = w.Write(body)
+		}
+	}))
+	t.Cleanup(im.srv.Close)
+	return im
+}
+
+// refs are the request's images field for the served files, in name order.
+func (im *images) refs(n int) []map[string]any {
+	var out []map[string]any
+	for i := range n {
+		path := "/img" + string(rune('0'+i)) + ".png"
+		body := im.files[path]
+		sum := sha256.Sum256(body)
+		out = append(out, map[string]any{"url": im.srv.URL + path, "sha256": hex.EncodeToString(sum[:]),
+			"mime_type": "image/png", "size": len(body), "alt": "image " + string(rune('0'+i))})
+	}
+	return out
+}
+
+// A post with two images: the dispatcher uploads them (uploadBlob) before the attempt, then
+// makes the one createRecord, which references the blobs; the read-back compares the images.
+// A second post with images whose createRecord answer is lost after the PDS created it goes
+// indeterminate and is published by its one lookup: the PDS holds exactly one post for it,
+// with its images, and saw one createRecord.
+func TestPostsWithImagesArePublishedOnceAndALostAnswerMakesNoSecond(t *testing.T) {
+	t.Parallel()
+	e := newLane(t)
+	im := newImages(t, 2)
+	e.dispatcher()
+	e.reconciler()
+
+	first := e.submit(envelope("post", "", map[string]any{"text": "two images", "images": im.refs(2)}))[0]
+	in := e.await([]identity.DeliveryKey{first}, time.Minute, ledger.Published)[first]
+	require.Equal(t, ledger.ReasonPublished, in.Reason, "published and read back, images compared")
+	stored, ok := e.getRecord(posts, first)
+	require.True(t, ok)
+	embed, _ := stored.Value["embed"].(map[string]any)
+	require.Equal(t, "app.bsky.embed.images", embed["$type"])
+	require.Len(t, embed["images"], 2)
+	require.EqualValues(t, 1, e.proxy.Forwarded(), "one createRecord")
+
+	e.proxy.DropNext(blueskylane.DropAfterRequest)
+	lost := e.submit(envelope("post", "", map[string]any{"text": "an image, the answer lost", "images": im.refs(1)}))[0]
+	in = e.await([]identity.DeliveryKey{lost}, time.Minute, ledger.Published)[lost]
+	require.Equal(t, ledger.ReasonReconciledFound, in.Reason, "published by the lookup")
+	rec, err := e.Ledger.Inspect(e.Ctx, lost)
+	require.NoError(t, err)
+	require.Len(t, rec.Attempts, 1, "one attempt: the unknown outcome was never retried")
+	stored, ok = e.getRecord(posts, lost)
+	require.True(t, ok)
+	require.Equal(t, "an image, the answer lost", stored.Value["text"])
+
+	require.Len(t, e.allRecords(posts), 2, "one post per intent on the PDS")
+	require.EqualValues(t, 2, e.proxy.Forwarded(), "no second createRecord")
+	require.EqualValues(t, 1, e.proxy.Dropped())
+}
+
+// An image that cannot be fetched: the upload fails before any attempt is begun, so nothing is
+// sent (no createRecord reaches the PDS, no attempt in the ledger) and the intent stays
+// pending; once the image can be fetched again, it is staged again and published once.
+func TestAnImageUploadFailureSendsNothing(t *testing.T) {
+	t.Parallel()
+	e := newLane(t)
+	im := newImages(t, 1)
+	im.failing.Store(true)
+	e.dispatcher()
+
+	key := e.submit(envelope("post", "", map[string]any{"text": "an image that cannot be fetched yet", "images": im.refs(1)}))[0]
+	require.Eventually(t, func() bool { return im.fetches.Load() >= 3 }, time.Minute, 50*time.Millisecond, "the dispatcher staged it again and again")
+	rec, err := e.Ledger.Inspect(e.Ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, ledger.Pending, rec.Intent.State, "nothing happened to the intent")
+	require.Empty(t, rec.Attempts, "no attempt was begun")
+	require.EqualValues(t, 0, e.proxy.Forwarded(), "no createRecord reached the PDS")
+	require.Empty(t, e.allRecords(posts))
+
+	im.failing.Store(false)
+	in := e.await([]identity.DeliveryKey{key}, time.Minute, ledger.Published)[key]
+	require.Equal(t, ledger.ReasonPublished, in.Reason)
+	require.Len(t, e.allRecords(posts), 1)
+	require.EqualValues(t, 1, e.proxy.Forwarded(), "one createRecord, after the upload succeeded")
+}
