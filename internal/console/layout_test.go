@@ -36,7 +36,7 @@ func (h *harness) realistic() realistic {
 	_, err := h.Ledger.SetPolicy(h.Ctx, longAccount, ledger.PolicyEdit{Set: ledger.PolicyOverride{AttemptCap: &one}}, ledger.Actor{Name: "user:test", Reason: "one attempt for this account"})
 	require.NoError(h.t, err)
 	_, err = h.Ledger.SetPolicy(h.Ctx, ledger.GlobalScope, ledger.PolicyEdit{Set: ledger.PolicyOverride{TextWindow: &window, RetryableReasons: []ledger.Reason{
-		ledger.ReasonConnectionFailed, ledger.ReasonRateLimited, ledger.ReasonKillSwitch, ledger.ReasonCredentialRotating, ledger.ReasonAccountDisabled}}}, ledger.Actor{Name: "user:test", Reason: "retry what sent nothing, and a longer duplicate-text window after the double-posting incident"})
+		ledger.ReasonConnectionFailed, ledger.ReasonRateLimited, ledger.ReasonKillSwitch, ledger.ReasonCredentialRotating}}}, ledger.Actor{Name: "user:test", Reason: "retry what sent nothing, and a longer duplicate-text window after the double-posting incident"})
 	require.NoError(h.t, err)
 	var r realistic
 	for _, text := range []string{"Good morning", "New blog post is up", "Thanks for 10k followers"} {
