@@ -61,7 +61,7 @@ func TestSettingsDefaultsAndLoopbackHTTP(t *testing.T) {
 	ad, err := openWith(`{"pds":"https://pds.example/","identifier":"`+did+`"}`, ref)
 	require.NoError(t, err)
 	require.Equal(t, platform.Capabilities{StatusLookup: false, DefinitiveStatuses: []int{400, 401, 403, 413, 429},
-		ContractVersion: "bluesky/v1", ReconcileDelay: 10 * time.Second}, ad.Capabilities())
+		ContractVersion: "bluesky/v1", ReconcileDelay: 10 * time.Second, UnavailableStatuses: []int{429}, AuthStatuses: []int{401, 403}}, ad.Capabilities())
 
 	ad, err = openWith(`{"pds":"https://pds.example","identifier":"`+did+`","reconcile_delay":"1m","contract_version":"bluesky/v2"}`, ref)
 	require.NoError(t, err)

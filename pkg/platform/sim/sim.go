@@ -98,10 +98,12 @@ func Open(a platform.Account) (platform.Adapter, error) {
 		account: a.ID,
 		base:    base,
 		caps: platform.Capabilities{
-			StatusLookup:       s.StatusLookup,
-			DefinitiveStatuses: slices.Clone(transport.DefaultDefinitive),
-			ContractVersion:    version,
-			ReconcileDelay:     delay,
+			StatusLookup:        s.StatusLookup,
+			DefinitiveStatuses:  slices.Clone(transport.DefaultDefinitive),
+			ContractVersion:     version,
+			ReconcileDelay:      delay,
+			UnavailableStatuses: platform.DeclaredStatuses(platform.DefaultUnavailableStatuses, transport.DefaultDefinitive),
+			AuthStatuses:        platform.DeclaredStatuses(platform.DefaultAuthStatuses, transport.DefaultDefinitive),
 		},
 		client: transport.New(transport.Config{}),
 	}, nil
