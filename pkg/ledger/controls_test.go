@@ -214,7 +214,7 @@ func TestHealthPolicyFieldsAreSetLikeTheOthers(t *testing.T) {
 
 	// One past each edge is refused, with the range in the message, before the database.
 	negOne, justBelow, justAbove := -1, 0.999, 10.001
-	subMilli, subS, zeroD := 1500*time.Microsecond, 1500*time.Millisecond, time.Duration(0)
+	partOfAMillisecondLeft, partOfASecondLeft, zeroD := 1500*time.Microsecond, 1500*time.Millisecond, time.Duration(0)
 	nan := math.NaN()
 	for _, c := range []struct {
 		set  ledger.PolicyOverride
@@ -223,10 +223,10 @@ func TestHealthPolicyFieldsAreSetLikeTheOthers(t *testing.T) {
 		{ledger.PolicyOverride{TripFailures: &zero}, "trip failures 0: it must be at least 1"},
 		{ledger.PolicyOverride{TripUnknowns: &negOne}, "trip unknowns -1: it must be at least 0"},
 		{ledger.PolicyOverride{TripWindow: &zeroD}, "trip window 0s: it must be a whole number of seconds, at least 1"},
-		{ledger.PolicyOverride{TripWindow: &subS}, "trip window 1.5s: it must be a whole number of seconds"},
+		{ledger.PolicyOverride{TripWindow: &partOfASecondLeft}, "trip window 1.5s: it must be a whole number of seconds"},
 		{ledger.PolicyOverride{ProbeBase: &zeroD}, "probe base 0s: it must be a whole number of milliseconds, at least 1"},
 		{ledger.PolicyOverride{ProbeMax: &zeroD}, "probe max 0s: it must be a whole number of milliseconds, at least 1"},
-		{ledger.PolicyOverride{ProbeBase: &subMilli}, "probe base 1.5ms: it must be a whole number of milliseconds"},
+		{ledger.PolicyOverride{ProbeBase: &partOfAMillisecondLeft}, "probe base 1.5ms: it must be a whole number of milliseconds"},
 		{ledger.PolicyOverride{BackoffFactor: &justBelow}, "backoff factor 0.999: it must lie between 1 (a constant delay) and 10"},
 		{ledger.PolicyOverride{BackoffFactor: &justAbove}, "backoff factor 10.001: it must lie between 1"},
 		{ledger.PolicyOverride{BackoffFactor: &nan}, "backoff factor NaN"},
