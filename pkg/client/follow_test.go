@@ -82,7 +82,7 @@ func TestFollowHandsOverTheEventsOfItsFilterOnly(t *testing.T) {
 	one := e.Submit("acct-1", "one", "two")
 	e.Submit("acct-2", "three")
 	e.Submit("a.b*c", "four")
-	require.NoError(t, e.Ledger.Park(e.Ctx, one[0], "test", "a parked one"))
+	require.NoError(t, e.Ledger.Park(e.Ctx, one[0], ledger.Actor{Name: "test", Reason: "a parked one"}))
 	_, err := e.Relay.Drain(e.Ctx)
 	require.NoError(t, err)
 
