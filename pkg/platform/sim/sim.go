@@ -99,7 +99,7 @@ func Open(a platform.Account) (platform.Adapter, error) {
 		base:    base,
 		caps: platform.Capabilities{
 			StatusLookup:       s.StatusLookup,
-			DefinitiveStatuses: slices.Clone(transport.DefaultDefinitive),
+			DefinitiveStatuses: transport.DefaultDefinitive(),
 			ContractVersion:    version,
 			ReconcileDelay:     delay,
 		},
