@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
 )
@@ -22,7 +23,7 @@ type FollowConfig struct {
 	// Accounts, when not empty, keeps only the events of these accounts.
 	Accounts []string
 	// States, when not empty, keeps only the transitions into these states (of the six).
-	States []string
+	States []atmosttype.State
 	// DeliverNew makes a consumer created by this Follow start with the events published from
 	// now on, instead of the oldest one the stream holds. An existing consumer keeps its
 	// position either way: Follow keeps its start where it was created (JetStream cannot
@@ -57,16 +58,13 @@ func (f FollowConfig) withDefaults() FollowConfig {
 	return f
 }
 
-// states are the six an event may enter; a filter naming another would match nothing, silently.
-var states = []string{"pending", "authorized", "published", "failed", "indeterminate", "parked"}
-
 // Filters returns the subject filters of the configuration: one per (state, account) pair
 // when both are given, one per account or per state when one is, every event when neither is.
 // It refuses a state that is not one of the six and an account the envelope refuses.
 func (f FollowConfig) Filters() ([]string, error) {
 	for _, s := range f.States {
-		if !slices.Contains(states, s) {
-			return nil, fmt.Errorf("client: follow: %q is not a state (%v)", s, states)
+		if !s.Valid() { // a filter naming another state would match nothing, silently
+			return nil, fmt.Errorf("client: follow: %q is not a state (%v)", s, atmosttype.States())
 		}
 	}
 	for _, a := range f.Accounts {
@@ -79,7 +77,7 @@ func (f FollowConfig) Filters() ([]string, error) {
 	case len(f.Accounts) > 0 && len(f.States) > 0:
 		for _, a := range f.Accounts {
 			for _, s := range f.States {
-				out = append(out, events.EventSubject(s, a))
+				out = append(out, events.EventSubject(string(s), a))
 			}
 		}
 	case len(f.Accounts) > 0:
@@ -88,7 +86,7 @@ func (f FollowConfig) Filters() ([]string, error) {
 		}
 	case len(f.States) > 0:
 		for _, s := range f.States {
-			out = append(out, events.StateSubjects(s))
+			out = append(out, events.StateSubjects(string(s)))
 		}
 	default:
 		out = []string{events.EventSubjects}
