@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,13 +30,13 @@ type FollowConfig struct {
 	// position either way: Follow keeps its start where it was created (JetStream cannot
 	// change it, and moving it would skip or repeat events), whatever DeliverNew says now.
 	DeliverNew bool
-	// Batch is how many events one fetch asks for. Default 100.
+	// Batch is how many events one fetch asks for. Default DefaultFollowBatch.
 	Batch int
 	// AckWait is how long JetStream waits for the acknowledgement of an event before it
-	// delivers it again; keep it above the longest handle. Default 30 s.
+	// delivers it again; keep it above the longest handle. Default DefaultFollowAckWait.
 	AckWait time.Duration
 	// Remember is how many recent event ids Follow keeps to hand each event over once,
-	// whatever JetStream redelivers meanwhile. Default 100,000.
+	// whatever JetStream redelivers meanwhile. Default DefaultRemember.
 	Remember int
 	// Bind reads the consumer Durable as it exists, never creating or changing it: a producer
 	// in a NATS account of its own cannot create consumers in atmost's (one that could would
@@ -45,16 +46,17 @@ type FollowConfig struct {
 	Bind bool
 }
 
+// The defaults of the configuration's fields (the zero value of a field means its default).
+const (
+	DefaultFollowBatch   = 100
+	DefaultFollowAckWait = 30 * time.Second
+	DefaultRemember      = 100_000
+)
+
 func (f FollowConfig) withDefaults() FollowConfig {
-	if f.Batch == 0 {
-		f.Batch = 100
-	}
-	if f.AckWait == 0 {
-		f.AckWait = 30 * time.Second
-	}
-	if f.Remember == 0 {
-		f.Remember = 100_000
-	}
+	f.Batch = cmp.Or(f.Batch, DefaultFollowBatch)
+	f.AckWait = cmp.Or(f.AckWait, DefaultFollowAckWait)
+	f.Remember = cmp.Or(f.Remember, DefaultRemember)
 	return f
 }
 
