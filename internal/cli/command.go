@@ -129,6 +129,12 @@ func (f *Flags) Int64(p *int64, name, value string, def int64, usage string) *Fl
 	return f.add(&Flag{name: name, value: value, usage: usage, def: nonZero(def != 0, strconv.FormatInt(def, 10))})
 }
 
+// Float64 declares a number flag that may have a fraction; a default of 0 is not printed.
+func (f *Flags) Float64(p *float64, name, value string, def float64, usage string) *Flag {
+	f.fs.Float64Var(p, name, def, usage)
+	return f.add(&Flag{name: name, value: value, usage: usage, def: nonZero(def != 0, strconv.FormatFloat(def, 'g', -1, 64))})
+}
+
 // Duration declares a duration flag (a Go duration: 500ms, 5s, 10m); a default of 0 is not printed.
 func (f *Flags) Duration(p *time.Duration, name, value string, def time.Duration, usage string) *Flag {
 	f.fs.DurationVar(p, name, def, usage)

@@ -170,13 +170,71 @@ func TestPolicySetChangesOnlyTheGivenFields(t *testing.T) {
 	require.Equal(t, "policy", history[0].Kind)
 	require.Nil(t, history[0].Before, "acct-1 had no policy row")
 	require.JSONEq(t, `{"attempt_cap": 5, "backoff_base_ms": null, "backoff_max_ms": null, "rate_per_minute": null, "rate_burst": 4,
-		"text_window_seconds": null, "retryable_reasons": null}`, *history[0].After)
+		"text_window_seconds": null, "retryable_reasons": null, "trip_failures": null, "trip_unknowns": null, "trip_window_seconds": null, "probe_base_ms": null, "probe_max_ms": null, "backoff_factor": null}`, *history[0].After)
 	require.JSONEq(t, *history[0].After, *history[1].Before, "each change's before is the previous one's after")
 	require.JSONEq(t, `{"attempt_cap": 5, "backoff_base_ms": null, "backoff_max_ms": null, "rate_per_minute": null, "rate_burst": null,
-		"text_window_seconds": 3600, "retryable_reasons": ["connection_failed", "kill_switch"]}`, *history[1].After)
+		"text_window_seconds": 3600, "retryable_reasons": ["connection_failed", "kill_switch"], "trip_failures": null, "trip_unknowns": null, "trip_window_seconds": null, "probe_base_ms": null, "probe_max_ms": null, "backoff_factor": null}`, *history[1].After)
 	require.Equal(t, historyRow{"policy", "", "bob", "faster first retry", history[2].Before, history[2].After}, history[2])
 	require.Contains(t, *history[2].Before, `"backoff_base_ms": 5000`)
 	require.Contains(t, *history[2].After, `"backoff_base_ms": 2000`)
+}
+
+// The health thresholds and the backoff factor are set, shown and inherited like every other
+// policy field, and a value out of its range is a usage error that says the range.
+func TestPolicySetTakesTheHealthFields(t *testing.T) {
+	t.Parallel()
+	db, env := controlEnv(t)
+
+	res := run(env, "policy", "set", "--account", "acct-1", "--trip-failures", "5", "--trip-unknowns", "0", "--trip-window", "2m",
+		"--probe-base", "1s", "--probe-max", "1m", "--backoff-factor", "1.5", "--reason", "a platform that stalls")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.Equal(t, "acct-1 policy (by alice: a platform that stalls):\n  backoff-factor: inherit -> 1.5\n  trip-failures: inherit -> 5\n"+
+		"  trip-unknowns: inherit -> 0\n  trip-window: inherit -> 2m0s\n  probe-base: inherit -> 1s\n  probe-max: inherit -> 1m0s\n", res.stdout)
+	res = run(env, "policy", "get", "--account", "acct-1")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.Regexp(t, `trip-failures\s+5\s+account\s+3`, res.stdout)
+	require.Regexp(t, `backoff-factor\s+1\.5\s+account\s+2`, res.stdout)
+	require.Regexp(t, `probe-max\s+1m0s\s+account\s+30s`, res.stdout)
+	res = run(env, "policy", "get", "--account", "acct-1", "--json")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	var got struct {
+		Effective struct {
+			TripWindowSeconds int64   `json:"trip_window_seconds"`
+			ProbeBaseMs       int64   `json:"probe_base_ms"`
+			BackoffFactor     float64 `json:"backoff_factor"`
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &got))
+	require.Equal(t, int64(120), got.Effective.TripWindowSeconds)
+	require.Equal(t, int64(1000), got.Effective.ProbeBaseMs)
+	require.InDelta(t, 1.5, got.Effective.BackoffFactor, 0)
+
+	res = run(env, "policy", "set", "--account", "acct-1", "--inherit", "trip-failures,probe-max", "--reason", "back")
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.Equal(t, "acct-1 policy (by alice: back):\n  trip-failures: 5 -> inherit\n  probe-max: 1m0s -> inherit\n", res.stdout)
+	history := controlHistory(t, db)
+	require.Len(t, history, 2)
+	require.Contains(t, *history[1].Before, `"trip_failures": 5`)
+	require.Contains(t, *history[1].After, `"trip_failures": null`)
+	require.Contains(t, *history[1].After, `"backoff_factor": 1.5`)
+
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"--trip-failures", "0"}, "trip failures 0: it must be at least 1"},
+		{[]string{"--trip-unknowns", "-1"}, "trip unknowns -1: it must be at least 0"},
+		{[]string{"--trip-window", "0s"}, "trip window 0s: it must be a whole number of seconds, at least 1"},
+		{[]string{"--probe-base", "0s"}, "probe base 0s: it must be a whole number of milliseconds, at least 1"},
+		{[]string{"--backoff-factor", "0.5"}, "backoff factor 0.5: it must lie between 1 (a constant delay) and 10"},
+		{[]string{"--backoff-factor", "11"}, "backoff factor 11: it must lie between 1"},
+		{[]string{"--inherit", "probe-base"}, "--inherit probe-base: the default policy sets every field"},
+	} {
+		res = run(env, append(append([]string{"policy", "set"}, c.args...), "--reason", "bad")...)
+		require.Equal(t, cli.ExitUsage, res.code, c.args)
+		require.Contains(t, res.stderr, c.says)
+	}
+	require.Len(t, controlHistory(t, db), 2, "a refused change leaves no history")
 }
 
 func TestEpochShowAndBump(t *testing.T) {

@@ -37,6 +37,12 @@ var policyFields = []policyField{
 	{ledger.FieldAttemptCap, "attempt-cap", func(o ledger.PolicyOverride) (string, bool) { return showInt(o.AttemptCap) }},
 	{ledger.FieldBackoffBase, "backoff-base", func(o ledger.PolicyOverride) (string, bool) { return showDuration(o.BackoffBase) }},
 	{ledger.FieldBackoffMax, "backoff-max", func(o ledger.PolicyOverride) (string, bool) { return showDuration(o.BackoffMax) }},
+	{ledger.FieldBackoffFactor, "backoff-factor", func(o ledger.PolicyOverride) (string, bool) {
+		if o.BackoffFactor == nil {
+			return "", false
+		}
+		return strconv.FormatFloat(*o.BackoffFactor, 'g', -1, 64), true
+	}},
 	{ledger.FieldRatePerMinute, "rate-per-minute", func(o ledger.PolicyOverride) (string, bool) {
 		if o.RatePerMinute != nil && *o.RatePerMinute == 0 {
 			return "0 (unlimited)", true
@@ -58,6 +64,11 @@ var policyFields = []policyField{
 		}
 		return strings.Join(names, ","), true
 	}},
+	{ledger.FieldTripFailures, "trip-failures", func(o ledger.PolicyOverride) (string, bool) { return showInt(o.TripFailures) }},
+	{ledger.FieldTripUnknowns, "trip-unknowns", func(o ledger.PolicyOverride) (string, bool) { return showInt(o.TripUnknowns) }},
+	{ledger.FieldTripWindow, "trip-window", func(o ledger.PolicyOverride) (string, bool) { return showDuration(o.TripWindow) }},
+	{ledger.FieldProbeBase, "probe-base", func(o ledger.PolicyOverride) (string, bool) { return showDuration(o.ProbeBase) }},
+	{ledger.FieldProbeMax, "probe-max", func(o ledger.PolicyOverride) (string, bool) { return showDuration(o.ProbeMax) }},
 }
 
 // fieldNamed finds a policy field by its flag name or its ledger name.
@@ -88,7 +99,8 @@ func full(p ledger.Policy) ledger.PolicyOverride {
 	return ledger.PolicyOverride{
 		AttemptCap: &p.AttemptCap, BackoffBase: &p.BackoffBase, BackoffMax: &p.BackoffMax,
 		RatePerMinute: &p.RatePerMinute, RateBurst: &p.RateBurst, TextWindow: &p.TextWindow,
-		RetryableReasons: reasons,
+		RetryableReasons: reasons, BackoffFactor: &p.BackoffFactor, TripFailures: &p.TripFailures,
+		TripUnknowns: &p.TripUnknowns, TripWindow: &p.TripWindow, ProbeBase: &p.ProbeBase, ProbeMax: &p.ProbeMax,
 	}
 }
 
@@ -102,6 +114,12 @@ type policyJSON struct {
 	RateBurst         *int     `json:"rate_burst"`
 	TextWindowSeconds *int64   `json:"text_window_seconds"`
 	RetryableReasons  []string `json:"retryable_reasons"`
+	BackoffFactor     *float64 `json:"backoff_factor"`
+	TripFailures      *int     `json:"trip_failures"`
+	TripUnknowns      *int     `json:"trip_unknowns"`
+	TripWindowSeconds *int64   `json:"trip_window_seconds"`
+	ProbeBaseMs       *int64   `json:"probe_base_ms"`
+	ProbeMaxMs        *int64   `json:"probe_max_ms"`
 }
 
 func toPolicyJSON(o ledger.PolicyOverride) policyJSON {
@@ -115,6 +133,8 @@ func toPolicyJSON(o ledger.PolicyOverride) policyJSON {
 	j := policyJSON{
 		AttemptCap: o.AttemptCap, BackoffBaseMs: in(o.BackoffBase, time.Millisecond), BackoffMaxMs: in(o.BackoffMax, time.Millisecond),
 		RatePerMinute: o.RatePerMinute, RateBurst: o.RateBurst, TextWindowSeconds: in(o.TextWindow, time.Second),
+		BackoffFactor: o.BackoffFactor, TripFailures: o.TripFailures, TripUnknowns: o.TripUnknowns,
+		TripWindowSeconds: in(o.TripWindow, time.Second), ProbeBaseMs: in(o.ProbeBase, time.Millisecond), ProbeMaxMs: in(o.ProbeMax, time.Millisecond),
 	}
 	if o.RetryableReasons != nil {
 		j.RetryableReasons = make([]string, len(o.RetryableReasons))
@@ -127,10 +147,11 @@ func toPolicyJSON(o ledger.PolicyOverride) policyJSON {
 
 // policyFlags are policy set's field flags.
 type policyFlags struct {
-	attemptCap, ratePerMinute, rateBurst int
-	backoffBase, backoffMax, textWindow  time.Duration
-	retryable, inherit, account          string
-	inheritRetryable                     bool
+	attemptCap, ratePerMinute, rateBurst, tripFailures, tripUnknowns     int
+	backoffBase, backoffMax, textWindow, tripWindow, probeBase, probeMax time.Duration
+	backoffFactor                                                        float64
+	retryable, inherit, account                                          string
+	inheritRetryable                                                     bool
 }
 
 func policyCommand() *Command {
@@ -139,8 +160,9 @@ func policyCommand() *Command {
 		About: `Without --account, the default policy, which every account inherits; with --account, that
 account's overrides. get shows the policy in force and where each field comes from. set changes
 only the fields it is given and keeps the others; --inherit clears an account's override of
-the named fields (attempt-cap, backoff-base, backoff-max, rate-per-minute, rate-burst,
-text-window, retryable), so the account follows the default again. The default policy always
+the named fields (attempt-cap, backoff-base, backoff-max, backoff-factor, rate-per-minute,
+rate-burst, text-window, retryable, trip-failures, trip-unknowns, trip-window, probe-base,
+probe-max), so the account follows the default again. The default policy always
 sets every field. Durations are Go durations (500ms, 5s, 10m, 24h); a rate of 0 a minute is
 unlimited. Only reasons of the failed state can be retried by policy, and of them
 account_disabled is retried always (its intents wait until the account is enabled), so
@@ -167,11 +189,17 @@ the control history (atmost controls log) with the operator.`,
 					f.Reason("why, written to the control history")
 					f.Operator()
 					f.Int(&p.attemptCap, "attempt-cap", "N", 0, "attempts that may reach authorization before an intent is parked (>= 1)")
-					f.Duration(&p.backoffBase, "backoff-base", "D", 0, "the first retry's delay, doubled on every retry (whole milliseconds)")
+					f.Duration(&p.backoffBase, "backoff-base", "D", 0, "the first retry's delay, multiplied by the backoff factor on every retry (whole milliseconds)")
 					f.Duration(&p.backoffMax, "backoff-max", "D", 0, "the longest retry delay (whole milliseconds)")
+					f.Float64(&p.backoffFactor, "backoff-factor", "X", 0, fmt.Sprintf("what each retry multiplies the delay by, and each failed probe a holding account's wait (%g to %g; 1: constant)", ledger.MinBackoffFactor, ledger.MaxBackoffFactor))
 					f.Int(&p.ratePerMinute, "rate-per-minute", "N", 0, "authorizations a minute per account (0: unlimited)")
 					f.Int(&p.rateBurst, "rate-burst", "N", 0, "authorizations at once at most (>= 1)")
 					f.Duration(&p.textWindow, "text-window", "D", 0, "the duplicate-text window (whole seconds)")
+					f.Int(&p.tripFailures, "trip-failures", "N", 0, "consecutive failures saying the platform cannot take anything now that hold the account (>= 1)")
+					f.Int(&p.tripUnknowns, "trip-unknowns", "N", 0, "more unknown outcomes than this within the trip window hold the account (>= 0)")
+					f.Duration(&p.tripWindow, "trip-window", "D", 0, "the window unknown outcomes are counted in (whole seconds, >= 1s)")
+					f.Duration(&p.probeBase, "probe-base", "D", 0, "a holding account's wait before its first probe (whole milliseconds, >= 1ms)")
+					f.Duration(&p.probeMax, "probe-max", "D", 0, "a holding account's longest wait between probes (whole milliseconds, >= 1ms)")
 					f.String(&p.retryable, "retryable", "r1,r2|none", "", "the failed-state reasons retried automatically, comma-separated, or none")
 					f.Bool(&p.inheritRetryable, "inherit-retryable", "the account retries what the default retries (same as --inherit retryable)")
 					f.String(&p.inherit, "inherit", "FIELD,...", "", "fields the account inherits from the default again, comma-separated ("+fieldFlags()+")")
@@ -270,6 +298,24 @@ func policyEdit(c *line, scope string, p policyFlags) (ledger.PolicyEdit, int) {
 	}
 	if given("text-window") {
 		edit.Set.TextWindow = &p.textWindow
+	}
+	if given("backoff-factor") {
+		edit.Set.BackoffFactor = &p.backoffFactor
+	}
+	if given("trip-failures") {
+		edit.Set.TripFailures = &p.tripFailures
+	}
+	if given("trip-unknowns") {
+		edit.Set.TripUnknowns = &p.tripUnknowns
+	}
+	if given("trip-window") {
+		edit.Set.TripWindow = &p.tripWindow
+	}
+	if given("probe-base") {
+		edit.Set.ProbeBase = &p.probeBase
+	}
+	if given("probe-max") {
+		edit.Set.ProbeMax = &p.probeMax
 	}
 	failed, governed := ledger.FailedReasons(), ledger.GovernedReasons()
 	if given("retryable") {

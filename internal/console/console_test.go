@@ -339,6 +339,31 @@ func TestSwitchesAndPoliciesChangeThroughTheControlHistory(t *testing.T) {
 	code, body, _ = c.post("/controls/policy", values("csrf", csrf, "scope", "", "backoff_max", "soon", "note", "more tries"))
 	require.Equal(t, http.StatusUnprocessableEntity, code)
 	require.Contains(t, body, "backoff_max: give a duration, such as 500ms, 5s or 10m (you gave &#34;soon&#34;)")
+
+	// The health thresholds and the backoff factor are fields of the same form.
+	health := values("csrf", csrf, "scope", "acct-a", "trip_failures", "5", "trip_unknowns", "0", "trip_window", "2m",
+		"probe_base", "1s", "probe_max", "1m", "backoff_factor", "1.5", "note", "a platform that stalls")
+	confirm, body = c.preview("/controls/policy", health)
+	require.Contains(t, body, "trip_failures: inherit → 5")
+	require.Contains(t, body, "backoff_factor: inherit → 1.5")
+	code, _, _ = c.post("/controls/policy", with(health, "confirm", confirm))
+	require.Equal(t, http.StatusSeeOther, code)
+	p, err = h.Ledger.PolicyFor(h.Ctx, "acct-a")
+	require.NoError(t, err)
+	require.Equal(t, 5, p.TripFailures)
+	require.Zero(t, p.TripUnknowns)
+	require.Equal(t, 2*time.Minute, p.TripWindow)
+	require.Equal(t, time.Second, p.ProbeBase)
+	require.Equal(t, time.Minute, p.ProbeMax)
+	require.InDelta(t, 1.5, p.BackoffFactor, 0)
+	_, body = c.get("/controls")
+	require.Contains(t, body, `<td data-label="backoff_factor">1.5</td>`)
+	code, body, _ = c.post("/controls/policy", values("csrf", csrf, "scope", "acct-a", "backoff_factor", "fast", "note", "x"))
+	require.Equal(t, http.StatusUnprocessableEntity, code)
+	require.Contains(t, body, "backoff_factor: give a number, such as 2 or 1.5 (you gave &#34;fast&#34;)")
+	code, body, _ = c.post("/controls/policy", values("csrf", csrf, "scope", "acct-a", "probe_base", "0s", "note", "x"))
+	require.Equal(t, http.StatusUnprocessableEntity, code)
+	require.Contains(t, body, "probe base 0s: it must be a whole number of milliseconds, at least 1")
 }
 
 // The pages read what the ledger holds: the overview counts parked intents by reason first,

@@ -90,6 +90,21 @@ func fieldValue(o ledger.PolicyOverride, f ledger.PolicyField) (string, bool) {
 		return i(o.RateBurst)
 	case ledger.FieldTextWindow:
 		return d(o.TextWindow)
+	case ledger.FieldBackoffFactor:
+		if o.BackoffFactor == nil {
+			return "", false
+		}
+		return strconv.FormatFloat(*o.BackoffFactor, 'g', -1, 64), true
+	case ledger.FieldTripFailures:
+		return i(o.TripFailures)
+	case ledger.FieldTripUnknowns:
+		return i(o.TripUnknowns)
+	case ledger.FieldTripWindow:
+		return d(o.TripWindow)
+	case ledger.FieldProbeBase:
+		return d(o.ProbeBase)
+	case ledger.FieldProbeMax:
+		return d(o.ProbeMax)
 	case ledger.FieldRetryableReasons:
 		if o.RetryableReasons == nil {
 			return "", false
@@ -243,7 +258,7 @@ func policyEdit(r *http.Request) (ledger.PolicyEdit, []string, error) {
 		parts = append(parts, string(f)+"="+raw)
 		var err error
 		switch f {
-		case ledger.FieldAttemptCap, ledger.FieldRatePerMinute, ledger.FieldRateBurst:
+		case ledger.FieldAttemptCap, ledger.FieldRatePerMinute, ledger.FieldRateBurst, ledger.FieldTripFailures, ledger.FieldTripUnknowns:
 			n, e := strconv.Atoi(raw)
 			if e != nil {
 				err = fmt.Errorf("%s: give a whole number, such as %s (you gave %q)", f, wholeExample[f], raw)
@@ -253,11 +268,15 @@ func policyEdit(r *http.Request) (ledger.PolicyEdit, []string, error) {
 					edit.Set.AttemptCap = &n
 				case ledger.FieldRatePerMinute:
 					edit.Set.RatePerMinute = &n
+				case ledger.FieldTripFailures:
+					edit.Set.TripFailures = &n
+				case ledger.FieldTripUnknowns:
+					edit.Set.TripUnknowns = &n
 				default:
 					edit.Set.RateBurst = &n
 				}
 			}
-		case ledger.FieldBackoffBase, ledger.FieldBackoffMax, ledger.FieldTextWindow:
+		case ledger.FieldBackoffBase, ledger.FieldBackoffMax, ledger.FieldTextWindow, ledger.FieldTripWindow, ledger.FieldProbeBase, ledger.FieldProbeMax:
 			d, e := time.ParseDuration(raw)
 			if e != nil {
 				err = fmt.Errorf("%s: give a duration, such as 500ms, 5s or 10m (you gave %q)", f, raw)
@@ -267,9 +286,22 @@ func policyEdit(r *http.Request) (ledger.PolicyEdit, []string, error) {
 					edit.Set.BackoffBase = &d
 				case ledger.FieldBackoffMax:
 					edit.Set.BackoffMax = &d
+				case ledger.FieldTripWindow:
+					edit.Set.TripWindow = &d
+				case ledger.FieldProbeBase:
+					edit.Set.ProbeBase = &d
+				case ledger.FieldProbeMax:
+					edit.Set.ProbeMax = &d
 				default:
 					edit.Set.TextWindow = &d
 				}
+			}
+		case ledger.FieldBackoffFactor:
+			x, e := strconv.ParseFloat(raw, 64)
+			if e != nil {
+				err = fmt.Errorf("%s: give a number, such as 2 or 1.5 (you gave %q)", f, raw)
+			} else {
+				edit.Set.BackoffFactor = &x
 			}
 		case ledger.FieldRetryableReasons:
 			edit.Set.RetryableReasons = []ledger.Reason{}
@@ -362,7 +394,8 @@ func (s *Server) policyAct(w http.ResponseWriter, r *http.Request, v visitor) {
 }
 
 // wholeExample is a value each whole-number field takes, for the form's problems.
-var wholeExample = map[ledger.PolicyField]string{ledger.FieldAttemptCap: "5", ledger.FieldRatePerMinute: "60", ledger.FieldRateBurst: "10"}
+var wholeExample = map[ledger.PolicyField]string{ledger.FieldAttemptCap: "5", ledger.FieldRatePerMinute: "60", ledger.FieldRateBurst: "10",
+	ledger.FieldTripFailures: "3", ledger.FieldTripUnknowns: "10"}
 
 func orInherit(v string, set bool) string {
 	if !set {

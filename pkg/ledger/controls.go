@@ -123,6 +123,18 @@ type Policy struct {
 	RateBurst        int
 	TextWindow       time.Duration
 	RetryableReasons []Reason
+	// BackoffFactor multiplies a failed intent's retry delay at each attempt (and a holding
+	// account's wait between probes at each failed probe); 1 keeps it constant.
+	BackoffFactor float64
+	// TripFailures consecutive definitive failures that say the platform cannot take anything
+	// now hold the account.
+	TripFailures int
+	// More than TripUnknowns unknown outcomes within TripWindow hold the account.
+	TripUnknowns int
+	TripWindow   time.Duration
+	// ProbeBase is a holding account's first wait before a probe, ProbeMax its longest.
+	ProbeBase time.Duration
+	ProbeMax  time.Duration
 }
 
 // PolicyFor returns the policy in force for account (GlobalScope: the default).
@@ -142,6 +154,12 @@ func (l *Ledger) PolicyFor(ctx context.Context, account string) (Policy, error) 
 		RatePerMinute: int(r.RatePerMinute),
 		RateBurst:     int(r.RateBurst),
 		TextWindow:    time.Duration(r.TextWindowSeconds) * time.Second,
+		BackoffFactor: r.BackoffFactor,
+		TripFailures:  int(r.TripFailures),
+		TripUnknowns:  int(r.TripUnknowns),
+		TripWindow:    time.Duration(r.TripWindowSeconds) * time.Second,
+		ProbeBase:     time.Duration(r.ProbeBaseMs) * time.Millisecond,
+		ProbeMax:      time.Duration(r.ProbeMaxMs) * time.Millisecond,
 	}
 	for _, s := range r.RetryableReasons {
 		p.RetryableReasons = append(p.RetryableReasons, Reason(s))
@@ -159,6 +177,12 @@ type PolicyOverride struct {
 	RateBurst        *int
 	TextWindow       *time.Duration
 	RetryableReasons []Reason // nil inherits; empty retries nothing by policy
+	BackoffFactor    *float64
+	TripFailures     *int
+	TripUnknowns     *int
+	TripWindow       *time.Duration
+	ProbeBase        *time.Duration
+	ProbeMax         *time.Duration
 }
 
 // Over returns the policy in force when o overrides def: o's fields where set, def's elsewhere.
@@ -185,6 +209,24 @@ func (o PolicyOverride) Over(def Policy) Policy {
 	if o.RetryableReasons != nil {
 		p.RetryableReasons = o.RetryableReasons
 	}
+	if o.BackoffFactor != nil {
+		p.BackoffFactor = *o.BackoffFactor
+	}
+	if o.TripFailures != nil {
+		p.TripFailures = *o.TripFailures
+	}
+	if o.TripUnknowns != nil {
+		p.TripUnknowns = *o.TripUnknowns
+	}
+	if o.TripWindow != nil {
+		p.TripWindow = *o.TripWindow
+	}
+	if o.ProbeBase != nil {
+		p.ProbeBase = *o.ProbeBase
+	}
+	if o.ProbeMax != nil {
+		p.ProbeMax = *o.ProbeMax
+	}
 	return p
 }
 
@@ -200,12 +242,27 @@ const (
 	FieldRateBurst        PolicyField = "rate_burst"
 	FieldTextWindow       PolicyField = "text_window"
 	FieldRetryableReasons PolicyField = "retryable_reasons"
+	FieldBackoffFactor    PolicyField = "backoff_factor"
+	FieldTripFailures     PolicyField = "trip_failures"
+	FieldTripUnknowns     PolicyField = "trip_unknowns"
+	FieldTripWindow       PolicyField = "trip_window"
+	FieldProbeBase        PolicyField = "probe_base"
+	FieldProbeMax         PolicyField = "probe_max"
+)
+
+// The limits of the health fields (SetPolicy refuses values outside them, as the policies
+// table's CHECK constraints do): a backoff factor of 1 keeps the delay constant, and one above
+// MaxBackoffFactor reaches any maximum within a few attempts, which is no backoff at all.
+const (
+	MinBackoffFactor = 1.0
+	MaxBackoffFactor = 10.0
 )
 
 // PolicyFields lists every PolicyField.
 func PolicyFields() []PolicyField { return slices.Clone(policyFields) }
 
-var policyFields = []PolicyField{FieldAttemptCap, FieldBackoffBase, FieldBackoffMax, FieldRatePerMinute, FieldRateBurst, FieldTextWindow, FieldRetryableReasons}
+var policyFields = []PolicyField{FieldAttemptCap, FieldBackoffBase, FieldBackoffMax, FieldBackoffFactor, FieldRatePerMinute, FieldRateBurst,
+	FieldTextWindow, FieldRetryableReasons, FieldTripFailures, FieldTripUnknowns, FieldTripWindow, FieldProbeBase, FieldProbeMax}
 
 // PolicyEdit changes some fields of one policy row and leaves the others as they are.
 type PolicyEdit struct {
@@ -321,6 +378,46 @@ func policySetParams(scope string, edit PolicyEdit) (dbsqlc.PolicySetParams, err
 		}
 		*d.flag, *d.out = true, pgtype.Int8{Int64: int64(*d.v / d.unit), Valid: true}
 	}
+	// The health's waits: a zero would probe a platform that is down without pause, and a zero
+	// window would count no unknown outcome at all.
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		flag *bool
+		out  *pgtype.Int8
+		unit time.Duration
+	}{
+		{"trip window", set.TripWindow, &p.SetTripWindowSeconds, &p.TripWindowSeconds, time.Second},
+		{"probe base", set.ProbeBase, &p.SetProbeBaseMs, &p.ProbeBaseMs, time.Millisecond},
+		{"probe max", set.ProbeMax, &p.SetProbeMaxMs, &p.ProbeMaxMs, time.Millisecond},
+	} {
+		if d.v == nil {
+			continue
+		}
+		if *d.v < d.unit || *d.v%d.unit != 0 {
+			return p, fmt.Errorf("%s %s: it must be a whole number of %s, at least 1", d.name, *d.v, unitName(d.unit))
+		}
+		*d.flag, *d.out = true, pgtype.Int8{Int64: int64(*d.v / d.unit), Valid: true}
+	}
+	if set.BackoffFactor != nil {
+		f := *set.BackoffFactor
+		if !(f >= MinBackoffFactor && f <= MaxBackoffFactor) { // also refuses NaN
+			return p, fmt.Errorf("backoff factor %g: it must lie between %g (a constant delay) and %g", f, MinBackoffFactor, MaxBackoffFactor)
+		}
+		p.SetBackoffFactor, p.BackoffFactor = true, pgtype.Float8{Float64: f, Valid: true}
+	}
+	if set.TripFailures != nil {
+		if *set.TripFailures < 1 || *set.TripFailures > math.MaxInt32 {
+			return p, fmt.Errorf("trip failures %d: it must be at least 1 (the consecutive failures that hold the account)", *set.TripFailures)
+		}
+		p.SetTripFailures, p.TripFailures = true, pgtype.Int4{Int32: int32(*set.TripFailures), Valid: true}
+	}
+	if set.TripUnknowns != nil {
+		if *set.TripUnknowns < 0 || *set.TripUnknowns > math.MaxInt32 {
+			return p, fmt.Errorf("trip unknowns %d: it must be at least 0 (more unknown outcomes than this within the trip window hold the account)", *set.TripUnknowns)
+		}
+		p.SetTripUnknowns, p.TripUnknowns = true, pgtype.Int4{Int32: int32(*set.TripUnknowns), Valid: true}
+	}
 	if set.RatePerMinute != nil {
 		if *set.RatePerMinute < 0 || *set.RatePerMinute > math.MaxInt32 {
 			return p, fmt.Errorf("rate %d a minute: it must be at least 0 (0 is unlimited)", *set.RatePerMinute)
@@ -364,6 +461,18 @@ func policySetParams(scope string, edit PolicyEdit) (dbsqlc.PolicySetParams, err
 			flag = &p.SetTextWindowSeconds
 		case FieldRetryableReasons:
 			flag = &p.SetRetryableReasons
+		case FieldBackoffFactor:
+			flag = &p.SetBackoffFactor
+		case FieldTripFailures:
+			flag = &p.SetTripFailures
+		case FieldTripUnknowns:
+			flag = &p.SetTripUnknowns
+		case FieldTripWindow:
+			flag = &p.SetTripWindowSeconds
+		case FieldProbeBase:
+			flag = &p.SetProbeBaseMs
+		case FieldProbeMax:
+			flag = &p.SetProbeMaxMs
 		default:
 			return p, fmt.Errorf("%q is not a policy field", f)
 		}
@@ -399,6 +508,12 @@ type policyJSON struct {
 	RateBurst         *int     `json:"rate_burst"`
 	TextWindowSeconds *int64   `json:"text_window_seconds"`
 	RetryableReasons  []string `json:"retryable_reasons"`
+	TripFailures      *int     `json:"trip_failures"`
+	TripUnknowns      *int     `json:"trip_unknowns"`
+	TripWindowSeconds *int64   `json:"trip_window_seconds"`
+	ProbeBaseMs       *int64   `json:"probe_base_ms"`
+	ProbeMaxMs        *int64   `json:"probe_max_ms"`
+	BackoffFactor     *float64 `json:"backoff_factor"`
 }
 
 func policyFromJSON(raw []byte) (PolicyOverride, error) {
@@ -420,6 +535,12 @@ func policyFromJSON(raw []byte) (PolicyOverride, error) {
 		RatePerMinute: j.RatePerMinute,
 		RateBurst:     j.RateBurst,
 		TextWindow:    dur(j.TextWindowSeconds, time.Second),
+		BackoffFactor: j.BackoffFactor,
+		TripFailures:  j.TripFailures,
+		TripUnknowns:  j.TripUnknowns,
+		TripWindow:    dur(j.TripWindowSeconds, time.Second),
+		ProbeBase:     dur(j.ProbeBaseMs, time.Millisecond),
+		ProbeMax:      dur(j.ProbeMaxMs, time.Millisecond),
 	}
 	if j.RetryableReasons != nil {
 		o.RetryableReasons = toReasons(j.RetryableReasons)
@@ -457,7 +578,16 @@ func policyRow(r dbsqlc.Policy) PolicyRow {
 		RatePerMinute: i(r.RatePerMinute),
 		RateBurst:     i(r.RateBurst),
 		TextWindow:    d(r.TextWindowSeconds, time.Second),
+		TripFailures:  i(r.TripFailures),
+		TripUnknowns:  i(r.TripUnknowns),
+		TripWindow:    d(r.TripWindowSeconds, time.Second),
+		ProbeBase:     d(r.ProbeBaseMs, time.Millisecond),
+		ProbeMax:      d(r.ProbeMaxMs, time.Millisecond),
 	}}
+	if r.BackoffFactor.Valid {
+		f := r.BackoffFactor.Float64
+		row.BackoffFactor = &f
+	}
 	if r.RetryableReasons != nil {
 		row.RetryableReasons = toReasons(r.RetryableReasons)
 	}

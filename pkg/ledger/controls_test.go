@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"encoding/json"
+	"math"
 	"testing"
 	"time"
 
@@ -148,6 +149,106 @@ func TestSetPolicyRefusesWhatItCannotStore(t *testing.T) {
 	require.Zero(t, e.count(`SELECT count(*) FROM control_history`), "a refused change leaves no history")
 }
 
+// The health thresholds and the backoff factor are policy fields like the others: set, shown,
+// inherited and recorded in the control history with before and after, each held to its range
+// at its edges, in the ledger's check and in the table's.
+func TestHealthPolicyFieldsAreSetLikeTheOthers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tryExec := func(sql string) error { _, err := e.pool.Exec(e.ctx, sql); return err }
+	def, err := e.l.PolicyFor(e.ctx, ledger.GlobalScope)
+	require.NoError(t, err)
+	require.Equal(t, ledger.Policy{AttemptCap: def.AttemptCap, BackoffBase: def.BackoffBase, BackoffMax: def.BackoffMax,
+		RatePerMinute: def.RatePerMinute, RateBurst: def.RateBurst, TextWindow: def.TextWindow, RetryableReasons: def.RetryableReasons,
+		BackoffFactor: 2, TripFailures: def.TripFailures, TripUnknowns: def.TripUnknowns, TripWindow: 5 * time.Minute,
+		ProbeBase: 5 * time.Second, ProbeMax: 30 * time.Second}, def, "the default's health fields as migrations set them")
+
+	// The edges of every range are accepted, by the ledger and by the table.
+	one, zero, factor := 1, 0, ledger.MinBackoffFactor
+	window, probe := time.Second, time.Millisecond
+	edit := ledger.PolicyEdit{Set: ledger.PolicyOverride{TripFailures: &one, TripUnknowns: &zero, TripWindow: &window,
+		ProbeBase: &probe, ProbeMax: &probe, BackoffFactor: &factor}}
+	change, err := e.l.SetPolicy(e.ctx, account, edit, ledger.Actor{Name: "alice", Reason: "trip at once"})
+	require.NoError(t, err)
+	require.Nil(t, change.Before)
+	require.Equal(t, edit.Set, change.After)
+	p, err := e.l.PolicyFor(e.ctx, account)
+	require.NoError(t, err)
+	require.Equal(t, 1, p.TripFailures)
+	require.Zero(t, p.TripUnknowns)
+	require.Equal(t, time.Second, p.TripWindow)
+	require.Equal(t, time.Millisecond, p.ProbeBase)
+	require.Equal(t, time.Millisecond, p.ProbeMax)
+	require.InDelta(t, 1.0, p.BackoffFactor, 0)
+	require.Equal(t, def.AttemptCap, p.AttemptCap, "the fields not set inherit")
+
+	most := ledger.MaxBackoffFactor
+	change, err = e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: ledger.PolicyOverride{BackoffFactor: &most},
+		Inherit: []ledger.PolicyField{ledger.FieldTripFailures, ledger.FieldTripUnknowns, ledger.FieldTripWindow, ledger.FieldProbeBase, ledger.FieldProbeMax}},
+		ledger.Actor{Name: "bob", Reason: "back to the default's thresholds"})
+	require.NoError(t, err)
+	require.NotNil(t, change.Before)
+	require.Equal(t, edit.Set, *change.Before)
+	require.Equal(t, ledger.PolicyOverride{BackoffFactor: &most}, change.After)
+	p, err = e.l.PolicyFor(e.ctx, account)
+	require.NoError(t, err)
+	require.Equal(t, def.TripFailures, p.TripFailures)
+	require.Equal(t, def.ProbeMax, p.ProbeMax)
+	require.InDelta(t, most, p.BackoffFactor, 0)
+
+	hist, err := e.l.ControlHistory(e.ctx, "policy", 1)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"attempt_cap": null, "backoff_base_ms": null, "backoff_max_ms": null, "rate_per_minute": null,
+		"rate_burst": null, "text_window_seconds": null, "retryable_reasons": null, "trip_failures": 1, "trip_unknowns": 0,
+		"trip_window_seconds": 1, "probe_base_ms": 1, "probe_max_ms": 1, "backoff_factor": 1}`, string(hist[0].Before))
+	require.JSONEq(t, `{"attempt_cap": null, "backoff_base_ms": null, "backoff_max_ms": null, "rate_per_minute": null,
+		"rate_burst": null, "text_window_seconds": null, "retryable_reasons": null, "trip_failures": null, "trip_unknowns": null,
+		"trip_window_seconds": null, "probe_base_ms": null, "probe_max_ms": null, "backoff_factor": 10}`, string(hist[0].After))
+
+	// The default changes and keeps every field; it cannot inherit one.
+	three := 3
+	_, err = e.l.SetPolicy(e.ctx, ledger.GlobalScope, ledger.PolicyEdit{Set: ledger.PolicyOverride{TripFailures: &three}}, ledger.Actor{Name: "alice", Reason: "default"})
+	require.NoError(t, err)
+	require.ErrorContains(t, ledger.PolicyEdit{Inherit: []ledger.PolicyField{ledger.FieldProbeBase}}.Check(ledger.GlobalScope), "must set every field")
+	require.Error(t, tryExec(`UPDATE policies SET probe_max_ms = NULL WHERE scope = ''`), "the table keeps the default complete")
+
+	// One past each edge is refused, with the range in the message, before the database.
+	negOne, justBelow, justAbove := -1, 0.999, 10.001
+	subMilli, subS, zeroD := 1500*time.Microsecond, 1500*time.Millisecond, time.Duration(0)
+	nan := math.NaN()
+	for _, c := range []struct {
+		set  ledger.PolicyOverride
+		says string
+	}{
+		{ledger.PolicyOverride{TripFailures: &zero}, "trip failures 0: it must be at least 1"},
+		{ledger.PolicyOverride{TripUnknowns: &negOne}, "trip unknowns -1: it must be at least 0"},
+		{ledger.PolicyOverride{TripWindow: &zeroD}, "trip window 0s: it must be a whole number of seconds, at least 1"},
+		{ledger.PolicyOverride{TripWindow: &subS}, "trip window 1.5s: it must be a whole number of seconds"},
+		{ledger.PolicyOverride{ProbeBase: &zeroD}, "probe base 0s: it must be a whole number of milliseconds, at least 1"},
+		{ledger.PolicyOverride{ProbeMax: &zeroD}, "probe max 0s: it must be a whole number of milliseconds, at least 1"},
+		{ledger.PolicyOverride{ProbeBase: &subMilli}, "probe base 1.5ms: it must be a whole number of milliseconds"},
+		{ledger.PolicyOverride{BackoffFactor: &justBelow}, "backoff factor 0.999: it must lie between 1 (a constant delay) and 10"},
+		{ledger.PolicyOverride{BackoffFactor: &justAbove}, "backoff factor 10.001: it must lie between 1"},
+		{ledger.PolicyOverride{BackoffFactor: &nan}, "backoff factor NaN"},
+	} {
+		require.ErrorContains(t, ledger.PolicyEdit{Set: c.set}.Check(account), c.says)
+		_, err := e.l.SetPolicy(e.ctx, account, ledger.PolicyEdit{Set: c.set}, ledger.Actor{Name: "alice", Reason: "test"})
+		require.ErrorContains(t, err, c.says)
+	}
+	require.ErrorContains(t, ledger.PolicyEdit{Set: ledger.PolicyOverride{TripFailures: &one}, Inherit: []ledger.PolicyField{ledger.FieldTripFailures}}.Check(account), "both set and inherited")
+	// The table refuses what the ledger refuses, for a change made by hand.
+	for _, stmt := range []string{
+		`UPDATE policies SET trip_failures = 0 WHERE scope = ''`,
+		`UPDATE policies SET trip_unknowns = -1 WHERE scope = ''`,
+		`UPDATE policies SET trip_window_seconds = 0 WHERE scope = ''`,
+		`UPDATE policies SET probe_base_ms = 0 WHERE scope = ''`,
+		`UPDATE policies SET backoff_factor = 0.5 WHERE scope = ''`,
+		`UPDATE policies SET backoff_factor = 11 WHERE scope = ''`,
+	} {
+		require.Error(t, tryExec(stmt), stmt)
+	}
+}
+
 // Every operator change to a control appends exactly one control_history row, in the same
 // statement, naming the operator and the reason, with the settings before and after.
 func TestEveryControlChangeIsRecordedWithItsOperator(t *testing.T) {
@@ -186,7 +287,8 @@ func TestEveryControlChangeIsRecordedWithItsOperator(t *testing.T) {
 	require.Equal(t, "noisy platform", all[1].Reason)
 	require.JSONEq(t, `null`, string(all[1].Before), "the account had no policy row")
 	require.JSONEq(t, `{"attempt_cap": 5, "backoff_base_ms": null, "backoff_max_ms": null, "rate_per_minute": null,
-		"rate_burst": null, "text_window_seconds": null, "retryable_reasons": null}`, string(all[1].After))
+		"rate_burst": null, "text_window_seconds": null, "retryable_reasons": null, "trip_failures": null, "trip_unknowns": null,
+		"trip_window_seconds": null, "probe_base_ms": null, "probe_max_ms": null, "backoff_factor": null}`, string(all[1].After))
 	require.Equal(t, "user:bob", all[2].Actor)
 	require.Equal(t, ledger.GlobalScope, all[2].Scope)
 	require.JSONEq(t, `{"engaged": true, "reason": "incident 7"}`, string(all[2].Before))

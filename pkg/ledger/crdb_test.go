@@ -157,6 +157,7 @@ var cockroachSuite = []func(*testing.T){
 	TestPolicyOverridesInheritTheDefault,
 	TestSetPolicyChangesOnlyTheFieldsItNames,
 	TestSetPolicyRefusesWhatItCannotStore,
+	TestHealthPolicyFieldsAreSetLikeTheOthers,
 	TestEveryControlChangeIsRecordedWithItsOperator,
 	TestAppRoleCannotRewriteTheControlHistory,
 	TestSourceHeadAdvancesToTheNewestVersionWhateverIsStored,

@@ -13,6 +13,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sort"
 	"time"
 
@@ -84,6 +85,64 @@ type Outcome struct {
 	// Detail is kept with the attempt's evidence: status code, error text, which step of the
 	// exchange was reached. Never a credential or a request body.
 	Detail map[string]any
+	// Signal is what a NotSent outcome says about the account's platform, fed to its health
+	// (docs/design.md#account-health): Capabilities.Signal of the outcome, which the adapter
+	// sets from its own classification. "" for every other result (the ledger derives it).
+	Signal Signal
+}
+
+// Signal is what a definitive ending of a send says about the account's platform.
+type Signal string
+
+// The signals an adapter declares; the ledger's health reads them under the same names.
+const (
+	// SignalOK: the platform is up: it refused this request for what it is.
+	SignalOK Signal = "ok"
+	// SignalUnavailable: the platform cannot take anything now (connection refused, DNS or TLS
+	// failure, a status of Capabilities.UnavailableStatuses).
+	SignalUnavailable Signal = "unavailable"
+	// SignalAuth: the platform refused the credential (a status of Capabilities.AuthStatuses).
+	SignalAuth Signal = "auth"
+)
+
+// The statuses an adapter declares unless it knows its platform better: of its definitive
+// statuses, those that say the platform cannot take anything now, and those that refuse the
+// credential.
+var (
+	DefaultUnavailableStatuses = []int{429, 503}
+	DefaultAuthStatuses        = []int{401, 403}
+)
+
+// DeclaredStatuses are the statuses of declared that are also definitive: what an adapter whose
+// definitive statuses are configurable declares as UnavailableStatuses or AuthStatuses.
+func DeclaredStatuses(declared, definitive []int) []int {
+	out := []int{}
+	for _, s := range declared {
+		if slices.Contains(definitive, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Signal is what o says about the platform by c's declaration: for a NotSent outcome,
+// SignalUnavailable when no connection was made or its status is one of UnavailableStatuses,
+// SignalAuth for one of AuthStatuses, SignalOK for any other refusal; "" for any other result.
+// A status counts only when it is also definitive (only a definitive status is NotSent).
+func (c Capabilities) Signal(o Outcome) Signal {
+	if o.Result != NotSent {
+		return ""
+	}
+	status, _ := o.Detail["status"].(int)
+	switch {
+	case status == 0 && o.Reason == ReasonConnectionFailed:
+		return SignalUnavailable
+	case status != 0 && slices.Contains(c.AuthStatuses, status):
+		return SignalAuth
+	case status != 0 && slices.Contains(c.UnavailableStatuses, status):
+		return SignalUnavailable
+	}
+	return SignalOK
 }
 
 // Object is what a read-back found.
@@ -134,6 +193,12 @@ type Capabilities struct {
 	// back and the intent is published under its own reason (published_unread), so history
 	// shows that the text was never compared.
 	ConfirmedByResponse bool
+	// UnavailableStatuses are the definitive statuses that say the platform cannot take
+	// anything now (its account holds and is probed), AuthStatuses those that refuse the
+	// credential (its account holds until an operator acts). Each must be one of
+	// DefinitiveStatuses; platformtest checks it.
+	UnavailableStatuses []int
+	AuthStatuses        []int
 }
 
 // ErrNotFound is what ReadBack returns when the platform has no such object.

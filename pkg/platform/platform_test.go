@@ -100,3 +100,35 @@ func TestReasonsAndResultsAreTheLedgers(t *testing.T) {
 	require.Equal(t, string(ledger.NotFound), string(platform.NotFound))
 	require.Equal(t, string(ledger.Unavailable), string(platform.Unavailable))
 }
+
+// A NotSent outcome signals what the adapter's capabilities declare of its status; no connection
+// at all says the platform cannot take anything now; every other result signals nothing (the
+// ledger derives it). The names are the ledger's.
+func TestCapabilitiesSignalWhatTheyDeclare(t *testing.T) {
+	t.Parallel()
+	caps := platform.Capabilities{DefinitiveStatuses: []int{400, 401, 403, 429, 503},
+		UnavailableStatuses: []int{429, 503}, AuthStatuses: []int{401, 403}}
+	refused := func(status int) platform.Outcome {
+		return platform.Outcome{Result: platform.NotSent, Reason: platform.ReasonPlatformRejected, Detail: map[string]any{"status": status}}
+	}
+	for _, c := range []struct {
+		o    platform.Outcome
+		want platform.Signal
+	}{
+		{platform.Outcome{Result: platform.NotSent, Reason: platform.ReasonConnectionFailed, Detail: map[string]any{"step": "connect"}}, platform.SignalUnavailable},
+		{refused(401), platform.SignalAuth},
+		{refused(403), platform.SignalAuth},
+		{refused(429), platform.SignalUnavailable},
+		{refused(503), platform.SignalUnavailable},
+		{refused(400), platform.SignalOK},
+		{platform.Outcome{Result: platform.Sent, ObjectID: "o1"}, ""},
+		{platform.Outcome{Result: platform.Unknown, Reason: platform.ReasonSendUnknown, Detail: map[string]any{"status": 503}}, ""},
+	} {
+		require.Equal(t, c.want, caps.Signal(c.o), "%+v", c.o)
+	}
+	require.Equal(t, platform.SignalOK, platform.Capabilities{}.Signal(refused(401)), "an adapter that declares nothing signals no auth failure")
+	require.Equal(t, []int{401}, platform.DeclaredStatuses([]int{401, 403}, []int{400, 401}))
+	for _, s := range []platform.Signal{platform.SignalOK, platform.SignalUnavailable, platform.SignalAuth} {
+		require.Contains(t, []ledger.Signal{ledger.SignalOK, ledger.SignalUnavailable, ledger.SignalAuth}, ledger.Signal(s), "the ledger reads the adapter's signal under its name")
+	}
+}

@@ -232,3 +232,55 @@ func TestACredentialAnswering401HoldsTheAccountUntilResumed(t *testing.T) {
 		require.Equal(t, ledger.Failed, e.Intent(k).State, "refused: failed, for an operator's retry (the policy does not retry platform_rejected)")
 	}
 }
+
+// Steady unknown outcomes from one account trip it; the other accounts keep their throughput:
+// while every send of acct-1 ends unknown, the intents of acct-2 on a healthy platform,
+// submitted before, during and after acct-1's trip, are each published once, and acct-1 opens
+// no attempt once it holds. Counted, not timed.
+func TestUnknownOutcomesHoldOneAccountAndTheOthersGoOn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, platformsim.Config{Plan: platformsim.Plan{Seed: 5, Rates: map[platformsim.Fault]float64{platformsim.FaultDropAfterCommit: 1}}})
+	healthySim, healthyURL := e.Simulator(platformsim.Config{})
+	e.addAccount("acct-2", fmt.Sprintf(`{"url":%q}`, healthyURL))
+	e.Exec(`UPDATE policies SET trip_unknowns = 3 WHERE scope = ''`)
+	cfg := e.config()
+	cfg.HeldDelay = 500 * time.Millisecond
+	e.run(cfg)
+	// Read while the dispatcher writes: at SERIALIZABLE a read may be refused (40001) and is
+	// made again.
+	authorized := func(account string) int {
+		var n int
+		require.Eventually(t, func() bool {
+			return e.DB.Pool.QueryRow(e.Ctx, `SELECT count(*) FROM history h JOIN intents i USING (delivery_key) WHERE i.account_id = $1 AND h.to_state = 'authorized'`, account).Scan(&n) == nil
+		}, 10*time.Second, 10*time.Millisecond)
+		return n
+	}
+
+	healthy := e.Submit("acct-2", worldtest.Texts("before the trip", 20)...)
+	stalled := e.Submit("acct-1", worldtest.Texts("answered unknown", 20)...)
+	healthy = append(healthy, e.Submit("acct-2", worldtest.Texts("during the trip", 20)...)...)
+	require.Eventually(t, func() bool { return e.healthOf("acct-1").State == ledger.Holding }, 20*time.Second, 20*time.Millisecond)
+	require.Equal(t, ledger.CauseUnknownOutcomes, e.healthOf("acct-1").Cause)
+	sentAtTrip := authorized("acct-1")
+	waiting := e.Submit("acct-1", worldtest.Texts("due while it holds", 10)...)
+	healthy = append(healthy, e.Submit("acct-2", worldtest.Texts("after the trip", 20)...)...)
+
+	intents := e.settle(healthy, 30*time.Second)
+	require.Equal(t, map[ledger.State]int{ledger.Published: len(healthy)}, states(intents), "the healthy account's every intent is published")
+	for _, k := range healthy {
+		require.Equal(t, 1, healthySim.Created(k.String()), "published once")
+	}
+	require.Equal(t, len(healthy), authorized("acct-2"), "one attempt each: the other account's trip cost it nothing")
+	require.Equal(t, ledger.Serving, e.healthOf("acct-2").State)
+
+	require.Equal(t, ledger.Holding, e.healthOf("acct-1").State, "unknown outcomes are never probed")
+	require.Equal(t, sentAtTrip, authorized("acct-1"), "no attempt opened while it holds")
+	for _, k := range waiting {
+		in := e.Intent(k)
+		require.Equal(t, ledger.Pending, in.State)
+		require.Zero(t, in.AttemptsAuthorized)
+	}
+	require.Zero(t, e.Count(`SELECT count(*) FROM intents WHERE account_id = 'acct-1' AND state IN ('parked', 'failed')`), "nothing parked or failed by the hold")
+	t.Logf("acct-1: %d of %d intents sent before it held (trip_unknowns 3), %d more waiting with no attempt; acct-2: %d of %d published, one attempt each",
+		sentAtTrip, len(stalled), len(waiting), states(intents)[ledger.Published], len(healthy))
+}

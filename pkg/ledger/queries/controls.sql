@@ -83,7 +83,8 @@ WITH account AS (
 ),
 prior AS (
     SELECT p.scope, p.attempt_cap, p.backoff_base_ms, p.backoff_max_ms, p.rate_per_minute, p.rate_burst,
-           p.text_window_seconds, p.retryable_reasons
+           p.text_window_seconds, p.retryable_reasons, p.trip_failures, p.trip_unknowns, p.trip_window_seconds,
+           p.probe_base_ms, p.probe_max_ms, p.backoff_factor
     FROM policies p
     WHERE p.scope = @scope::TEXT
     FOR UPDATE
@@ -96,15 +97,23 @@ merged AS (
            CASE WHEN @set_rate_per_minute::BOOL THEN sqlc.narg(rate_per_minute)::INT ELSE p.rate_per_minute END AS rate_per_minute,
            CASE WHEN @set_rate_burst::BOOL THEN sqlc.narg(rate_burst)::INT ELSE p.rate_burst END AS rate_burst,
            CASE WHEN @set_text_window_seconds::BOOL THEN sqlc.narg(text_window_seconds)::BIGINT ELSE p.text_window_seconds END AS text_window_seconds,
-           CASE WHEN @set_retryable_reasons::BOOL THEN sqlc.narg(retryable_reasons)::TEXT[] ELSE p.retryable_reasons END AS retryable_reasons
+           CASE WHEN @set_retryable_reasons::BOOL THEN sqlc.narg(retryable_reasons)::TEXT[] ELSE p.retryable_reasons END AS retryable_reasons,
+           CASE WHEN @set_trip_failures::BOOL THEN sqlc.narg(trip_failures)::INT ELSE p.trip_failures END AS trip_failures,
+           CASE WHEN @set_trip_unknowns::BOOL THEN sqlc.narg(trip_unknowns)::INT ELSE p.trip_unknowns END AS trip_unknowns,
+           CASE WHEN @set_trip_window_seconds::BOOL THEN sqlc.narg(trip_window_seconds)::BIGINT ELSE p.trip_window_seconds END AS trip_window_seconds,
+           CASE WHEN @set_probe_base_ms::BOOL THEN sqlc.narg(probe_base_ms)::BIGINT ELSE p.probe_base_ms END AS probe_base_ms,
+           CASE WHEN @set_probe_max_ms::BOOL THEN sqlc.narg(probe_max_ms)::BIGINT ELSE p.probe_max_ms END AS probe_max_ms,
+           CASE WHEN @set_backoff_factor::BOOL THEN sqlc.narg(backoff_factor)::DOUBLE PRECISION ELSE p.backoff_factor END AS backoff_factor
     FROM account
     LEFT JOIN prior p ON true
     WHERE account.known
 ),
 changed AS (
-    INSERT INTO policies (scope, attempt_cap, backoff_base_ms, backoff_max_ms, rate_per_minute, rate_burst, text_window_seconds, retryable_reasons, updated_by, updated_at)
+    INSERT INTO policies (scope, attempt_cap, backoff_base_ms, backoff_max_ms, rate_per_minute, rate_burst, text_window_seconds, retryable_reasons,
+                          trip_failures, trip_unknowns, trip_window_seconds, probe_base_ms, probe_max_ms, backoff_factor, updated_by, updated_at)
     SELECT @scope::TEXT, m.attempt_cap, m.backoff_base_ms, m.backoff_max_ms, m.rate_per_minute, m.rate_burst,
-           m.text_window_seconds, m.retryable_reasons, @actor::TEXT, now()
+           m.text_window_seconds, m.retryable_reasons, m.trip_failures, m.trip_unknowns, m.trip_window_seconds,
+           m.probe_base_ms, m.probe_max_ms, m.backoff_factor, @actor::TEXT, now()
     FROM merged m
     ON CONFLICT (scope) DO UPDATE SET
         attempt_cap = excluded.attempt_cap,
@@ -114,17 +123,26 @@ changed AS (
         rate_burst = excluded.rate_burst,
         text_window_seconds = excluded.text_window_seconds,
         retryable_reasons = excluded.retryable_reasons,
+        trip_failures = excluded.trip_failures,
+        trip_unknowns = excluded.trip_unknowns,
+        trip_window_seconds = excluded.trip_window_seconds,
+        probe_base_ms = excluded.probe_base_ms,
+        probe_max_ms = excluded.probe_max_ms,
+        backoff_factor = excluded.backoff_factor,
         updated_by = excluded.updated_by,
         updated_at = excluded.updated_at
     -- The guard: only the row this statement read, locked and merged into is replaced.
     WHERE EXISTS (SELECT 1 FROM prior)
-    RETURNING scope, attempt_cap, backoff_base_ms, backoff_max_ms, rate_per_minute, rate_burst, text_window_seconds, retryable_reasons
+    RETURNING scope, attempt_cap, backoff_base_ms, backoff_max_ms, rate_per_minute, rate_burst, text_window_seconds, retryable_reasons,
+              trip_failures, trip_unknowns, trip_window_seconds, probe_base_ms, probe_max_ms, backoff_factor
 ),
 hist AS (
     INSERT INTO control_history (kind, scope, actor, reason, before, after)
     SELECT 'policy', c.scope, @actor::TEXT, @reason::TEXT,
-           (SELECT jsonb_build_object('attempt_cap', p.attempt_cap, 'backoff_base_ms', p.backoff_base_ms, 'backoff_max_ms', p.backoff_max_ms, 'rate_per_minute', p.rate_per_minute, 'rate_burst', p.rate_burst, 'text_window_seconds', p.text_window_seconds, 'retryable_reasons', p.retryable_reasons) FROM prior p),
-           jsonb_build_object('attempt_cap', c.attempt_cap, 'backoff_base_ms', c.backoff_base_ms, 'backoff_max_ms', c.backoff_max_ms, 'rate_per_minute', c.rate_per_minute, 'rate_burst', c.rate_burst, 'text_window_seconds', c.text_window_seconds, 'retryable_reasons', c.retryable_reasons)
+           (SELECT jsonb_build_object('attempt_cap', p.attempt_cap, 'backoff_base_ms', p.backoff_base_ms, 'backoff_max_ms', p.backoff_max_ms, 'rate_per_minute', p.rate_per_minute, 'rate_burst', p.rate_burst, 'text_window_seconds', p.text_window_seconds, 'retryable_reasons', p.retryable_reasons,
+                                      'trip_failures', p.trip_failures, 'trip_unknowns', p.trip_unknowns, 'trip_window_seconds', p.trip_window_seconds, 'probe_base_ms', p.probe_base_ms, 'probe_max_ms', p.probe_max_ms, 'backoff_factor', p.backoff_factor) FROM prior p),
+           jsonb_build_object('attempt_cap', c.attempt_cap, 'backoff_base_ms', c.backoff_base_ms, 'backoff_max_ms', c.backoff_max_ms, 'rate_per_minute', c.rate_per_minute, 'rate_burst', c.rate_burst, 'text_window_seconds', c.text_window_seconds, 'retryable_reasons', c.retryable_reasons,
+                              'trip_failures', c.trip_failures, 'trip_unknowns', c.trip_unknowns, 'trip_window_seconds', c.trip_window_seconds, 'probe_base_ms', c.probe_base_ms, 'probe_max_ms', c.probe_max_ms, 'backoff_factor', c.backoff_factor)
     FROM changed c
     RETURNING before, after
 )

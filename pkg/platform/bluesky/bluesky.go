@@ -66,9 +66,11 @@ func Open(a platform.Account) (platform.Adapter, error) {
 // since (see Lookup), so a not-found must go to a person.
 func (a *adapter) Capabilities() platform.Capabilities {
 	return platform.Capabilities{
-		DefinitiveStatuses: slices.Clone(definitiveStatuses),
-		ContractVersion:    a.cfg.contract,
-		ReconcileDelay:     a.cfg.reconcileDelay,
+		DefinitiveStatuses:  slices.Clone(definitiveStatuses),
+		ContractVersion:     a.cfg.contract,
+		ReconcileDelay:      a.cfg.reconcileDelay,
+		UnavailableStatuses: platform.DeclaredStatuses(platform.DefaultUnavailableStatuses, definitiveStatuses),
+		AuthStatuses:        platform.DeclaredStatuses(platform.DefaultAuthStatuses, definitiveStatuses),
 	}
 }
 
@@ -158,6 +160,7 @@ func (a *adapter) Send(ctx context.Context, p platform.Prepared) platform.Outcom
 		}
 	}
 	out.Detail = a.redactDetail(out.Detail, sess)
+	out.Signal = a.Capabilities().Signal(out)
 	return out
 }
 
@@ -176,7 +179,21 @@ func (a *adapter) sessionFailed(err error) platform.Outcome {
 			detail["xrpc_error"] = se.xrpc.Name
 		}
 	}
-	return platform.Outcome{Result: platform.NotSent, Reason: reason, Detail: detail}
+	return platform.Outcome{Result: platform.NotSent, Reason: reason, Detail: detail, Signal: sessionSignal(detail)}
+}
+
+// sessionSignal is what a session call that failed says about the PDS: the createRecord never
+// left, so every status of the session call is definitive: 401 and 403 refuse the credential,
+// 429 and any 5xx say the PDS cannot take anything now, no answer at all says the same.
+func sessionSignal(detail map[string]any) platform.Signal {
+	status, _ := detail["status"].(int)
+	switch {
+	case status == 0 || status == 429 || status >= 500:
+		return platform.SignalUnavailable
+	case slices.Contains(platform.DefaultAuthStatuses, status):
+		return platform.SignalAuth
+	}
+	return platform.SignalOK
 }
 
 // createdURI is the object id of a createRecord's 2xx: the record's at-uri, when the body is

@@ -61,7 +61,7 @@ func TestSettingsDefaultsAndLoopbackHTTP(t *testing.T) {
 	ad, err := openWith(`{"pds":"https://pds.example/","identifier":"`+did+`"}`, ref)
 	require.NoError(t, err)
 	require.Equal(t, platform.Capabilities{StatusLookup: false, DefinitiveStatuses: []int{400, 401, 403, 413, 429},
-		ContractVersion: "bluesky/v1", ReconcileDelay: 10 * time.Second}, ad.Capabilities())
+		ContractVersion: "bluesky/v1", ReconcileDelay: 10 * time.Second, UnavailableStatuses: []int{429}, AuthStatuses: []int{401, 403}}, ad.Capabilities())
 	bluesky.DefinitiveStatuses()[0] = 200
 	require.Equal(t, []int{400, 401, 403, 413, 429}, bluesky.DefinitiveStatuses(), "the list is a copy")
 

@@ -73,9 +73,11 @@ func Open(a platform.Account) (platform.Adapter, error) {
 // it, never that one was not (see Lookup).
 func (a *adapter) Capabilities() platform.Capabilities {
 	return platform.Capabilities{
-		DefinitiveStatuses: slices.Clone(definitiveStatuses),
-		ContractVersion:    a.cfg.contract,
-		ReconcileDelay:     a.cfg.reconcileDelay,
+		DefinitiveStatuses:  slices.Clone(definitiveStatuses),
+		ContractVersion:     a.cfg.contract,
+		ReconcileDelay:      a.cfg.reconcileDelay,
+		UnavailableStatuses: platform.DeclaredStatuses(platform.DefaultUnavailableStatuses, definitiveStatuses),
+		AuthStatuses:        platform.DeclaredStatuses(platform.DefaultAuthStatuses, definitiveStatuses),
 	}
 }
 
@@ -164,7 +166,9 @@ func (a *adapter) Send(ctx context.Context, p platform.Prepared) platform.Outcom
 		}
 	}
 	out.Detail["txn_id"] = TxnID(p.Request.Key)
-	return platform.Outcome{Result: out.Result, ObjectID: out.ObjectID, Reason: out.Reason, Detail: a.redactDetail(out.Detail)}
+	o := platform.Outcome{Result: out.Result, ObjectID: out.ObjectID, Reason: out.Reason, Detail: a.redactDetail(out.Detail)}
+	o.Signal = a.Capabilities().Signal(o)
+	return o
 }
 
 // authorized is h with the access token added: a fresh header, never the prepared one.

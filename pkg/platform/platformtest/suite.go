@@ -78,6 +78,7 @@ func allCases() []testCase {
 		{"Capabilities", "are fixed for the adapter's life", capabilitiesAreFixed},
 		{"Capabilities", "declare only 4xx statuses definitive", onlyClientErrorsAreDefinitive},
 		{"Capabilities", "declare a positive reconcile delay", reconcileDelayIsPositive},
+		{"Capabilities", "declare unavailable and auth statuses among the definitive ones, apart", signalStatusesAreDefinitive},
 
 		{"Prepare", "sends nothing", prepareSendsNothing},
 		{"Prepare", "renders the same request the same way", prepareIsDeterministic},
@@ -414,6 +415,9 @@ func (e ending) check(t *testing.T, s *suite) {
 		t.Errorf("the send ended %s (%s), want %s (%s): the transport's table for %q; detail: %v",
 			out.Result, out.Reason, want.Result, want.Reason, kind, out.Detail)
 	}
+	if want := caps.Signal(out); out.Signal != want {
+		t.Errorf("the send's signal is %q, want %q: what its capabilities declare of the outcome (%s, status %v)", out.Signal, want, out.Result, out.Detail["status"])
+	}
 
 	got := pl.Creates()
 	creates(t, pl, 2, "one for the warm-up and exactly one for the send: no retry, no redirect followed")
@@ -457,6 +461,24 @@ func sendToUnreachable(t *testing.T, s *suite) {
 	if want := transport.Outcomes()[transport.CaseNoConnection]; out.Result != want.Result || out.Reason != want.Reason {
 		t.Errorf("a send to a platform that refuses every connection ended %s (%s), want %s (%s); detail: %v",
 			out.Result, out.Reason, want.Result, want.Reason, out.Detail)
+	}
+	if out.Signal != platform.SignalUnavailable {
+		t.Errorf("a send to a platform that refuses every connection signals %q, want %q: its account must hold, not spend attempts", out.Signal, platform.SignalUnavailable)
+	}
+}
+
+func signalStatusesAreDefinitive(t *testing.T, s *suite) {
+	ad, _ := s.open(t)
+	caps := ad.Capabilities()
+	for _, st := range append(slices.Clone(caps.UnavailableStatuses), caps.AuthStatuses...) {
+		if !slices.Contains(caps.DefinitiveStatuses, st) {
+			t.Errorf("%d is declared unavailable or auth but not definitive: a send it answers is unknown, which says nothing of the platform", st)
+		}
+	}
+	for _, st := range caps.AuthStatuses {
+		if slices.Contains(caps.UnavailableStatuses, st) {
+			t.Errorf("%d is declared both unavailable and auth: give it one meaning", st)
+		}
 	}
 }
 

@@ -65,7 +65,9 @@ func (a *adapter) Send(ctx context.Context, p platform.Prepared) platform.Outcom
 			Detail: map[string]any{"step": string(transport.StepNone), "error": err.Error()}}
 	}
 	ex := a.client.Do(ctx, p.Method, p.URL, http.Header(p.Header), p.Body)
-	return transport.Classify(ex, a.caps.DefinitiveStatuses, objectID)
+	out := transport.Classify(ex, a.caps.DefinitiveStatuses, objectID)
+	out.Signal = a.caps.Signal(out)
+	return out
 }
 
 // check refuses a prepared request that was altered after Prepare: what was authorized (its

@@ -81,6 +81,8 @@ func (a *adapter) Capabilities() platform.Capabilities {
 		ContractVersion:     a.cfg.contract,
 		ReconcileDelay:      a.cfg.reconcileDelay,
 		ConfirmedByResponse: a.cfg.byResponse,
+		UnavailableStatuses: platform.DeclaredStatuses(platform.DefaultUnavailableStatuses, a.cfg.definitive),
+		AuthStatuses:        platform.DeclaredStatuses(platform.DefaultAuthStatuses, a.cfg.definitive),
 	}
 }
 
@@ -113,6 +115,7 @@ func (a *adapter) Send(ctx context.Context, p platform.Prepared) platform.Outcom
 	ex := a.client.Do(ctx, p.Method, p.URL, a.withCredential(p.Header), p.Body)
 	out := transport.Classify(ex, a.cfg.definitive, func(body []byte) (string, error) { return idAt(a.cfg.idPointer, body) })
 	out.Detail = a.redactDetail(out.Detail)
+	out.Signal = a.Capabilities().Signal(out)
 	return out
 }
 

@@ -215,6 +215,8 @@ func TestCapabilitiesFollowTheSettings(t *testing.T) {
 		ContractVersion:     "",
 		ReconcileDelay:      30 * time.Second,
 		ConfirmedByResponse: true,
+		UnavailableStatuses: []int{429},
+		AuthStatuses:        []int{401, 403},
 	}, open(t, `{"url":"https://x.org","confirm":"response"}`, "").Capabilities())
 	require.False(t, open(t, `{"url":"https://x.org","readback_url":"https://x.org/{id}"}`, "").Capabilities().ConfirmedByResponse,
 		"only an explicit confirm trusts the response")
@@ -224,6 +226,9 @@ func TestCapabilitiesFollowTheSettings(t *testing.T) {
 		DefinitiveStatuses: []int{400, 409, 422},
 		ContractVersion:    "v3",
 		ReconcileDelay:     2 * time.Minute,
+		// Of the default unavailable and auth statuses, only the definitive ones are declared.
+		UnavailableStatuses: []int{},
+		AuthStatuses:        []int{},
 	}, open(t, `{"url":"https://x.org","status_url":"https://x.org/status/{key}","definitive_statuses":[422,409,400],
 		"reconcile_delay":"2m","contract_version":"v3"}`, "").Capabilities())
 
@@ -535,7 +540,7 @@ func TestTheDocumentedExampleOpens(t *testing.T) {
   "contract_version": "2025-01"
 }`, "env:"+secretEnv)
 	require.Equal(t, platform.Capabilities{StatusLookup: true, DefinitiveStatuses: []int{400, 401, 403, 422},
-		ContractVersion: "2025-01", ReconcileDelay: time.Minute}, ad.Capabilities())
+		ContractVersion: "2025-01", ReconcileDelay: time.Minute, UnavailableStatuses: []int{}, AuthStatuses: []int{401, 403}}, ad.Capabilities())
 	p, err := ad.Prepare(request(t))
 	require.NoError(t, err)
 	require.Equal(t, `{"channel":"feed/7","meta":{"key":"`+deliveryKey(t).String()+`","request":{"text":"hello"}},"text":"hello"}`, string(p.Body))

@@ -236,7 +236,8 @@ WITH account AS (
 ),
 prior AS (
     SELECT p.scope, p.attempt_cap, p.backoff_base_ms, p.backoff_max_ms, p.rate_per_minute, p.rate_burst,
-           p.text_window_seconds, p.retryable_reasons
+           p.text_window_seconds, p.retryable_reasons, p.trip_failures, p.trip_unknowns, p.trip_window_seconds,
+           p.probe_base_ms, p.probe_max_ms, p.backoff_factor
     FROM policies p
     WHERE p.scope = $1::TEXT
     FOR UPDATE
@@ -249,15 +250,23 @@ merged AS (
            CASE WHEN $8::BOOL THEN $9::INT ELSE p.rate_per_minute END AS rate_per_minute,
            CASE WHEN $10::BOOL THEN $11::INT ELSE p.rate_burst END AS rate_burst,
            CASE WHEN $12::BOOL THEN $13::BIGINT ELSE p.text_window_seconds END AS text_window_seconds,
-           CASE WHEN $14::BOOL THEN $15::TEXT[] ELSE p.retryable_reasons END AS retryable_reasons
+           CASE WHEN $14::BOOL THEN $15::TEXT[] ELSE p.retryable_reasons END AS retryable_reasons,
+           CASE WHEN $16::BOOL THEN $17::INT ELSE p.trip_failures END AS trip_failures,
+           CASE WHEN $18::BOOL THEN $19::INT ELSE p.trip_unknowns END AS trip_unknowns,
+           CASE WHEN $20::BOOL THEN $21::BIGINT ELSE p.trip_window_seconds END AS trip_window_seconds,
+           CASE WHEN $22::BOOL THEN $23::BIGINT ELSE p.probe_base_ms END AS probe_base_ms,
+           CASE WHEN $24::BOOL THEN $25::BIGINT ELSE p.probe_max_ms END AS probe_max_ms,
+           CASE WHEN $26::BOOL THEN $27::DOUBLE PRECISION ELSE p.backoff_factor END AS backoff_factor
     FROM account
     LEFT JOIN prior p ON true
     WHERE account.known
 ),
 changed AS (
-    INSERT INTO policies (scope, attempt_cap, backoff_base_ms, backoff_max_ms, rate_per_minute, rate_burst, text_window_seconds, retryable_reasons, updated_by, updated_at)
+    INSERT INTO policies (scope, attempt_cap, backoff_base_ms, backoff_max_ms, rate_per_minute, rate_burst, text_window_seconds, retryable_reasons,
+                          trip_failures, trip_unknowns, trip_window_seconds, probe_base_ms, probe_max_ms, backoff_factor, updated_by, updated_at)
     SELECT $1::TEXT, m.attempt_cap, m.backoff_base_ms, m.backoff_max_ms, m.rate_per_minute, m.rate_burst,
-           m.text_window_seconds, m.retryable_reasons, $16::TEXT, now()
+           m.text_window_seconds, m.retryable_reasons, m.trip_failures, m.trip_unknowns, m.trip_window_seconds,
+           m.probe_base_ms, m.probe_max_ms, m.backoff_factor, $28::TEXT, now()
     FROM merged m
     ON CONFLICT (scope) DO UPDATE SET
         attempt_cap = excluded.attempt_cap,
@@ -267,17 +276,26 @@ changed AS (
         rate_burst = excluded.rate_burst,
         text_window_seconds = excluded.text_window_seconds,
         retryable_reasons = excluded.retryable_reasons,
+        trip_failures = excluded.trip_failures,
+        trip_unknowns = excluded.trip_unknowns,
+        trip_window_seconds = excluded.trip_window_seconds,
+        probe_base_ms = excluded.probe_base_ms,
+        probe_max_ms = excluded.probe_max_ms,
+        backoff_factor = excluded.backoff_factor,
         updated_by = excluded.updated_by,
         updated_at = excluded.updated_at
     -- The guard: only the row this statement read, locked and merged into is replaced.
     WHERE EXISTS (SELECT 1 FROM prior)
-    RETURNING scope, attempt_cap, backoff_base_ms, backoff_max_ms, rate_per_minute, rate_burst, text_window_seconds, retryable_reasons
+    RETURNING scope, attempt_cap, backoff_base_ms, backoff_max_ms, rate_per_minute, rate_burst, text_window_seconds, retryable_reasons,
+              trip_failures, trip_unknowns, trip_window_seconds, probe_base_ms, probe_max_ms, backoff_factor
 ),
 hist AS (
     INSERT INTO control_history (kind, scope, actor, reason, before, after)
-    SELECT 'policy', c.scope, $16::TEXT, $17::TEXT,
-           (SELECT jsonb_build_object('attempt_cap', p.attempt_cap, 'backoff_base_ms', p.backoff_base_ms, 'backoff_max_ms', p.backoff_max_ms, 'rate_per_minute', p.rate_per_minute, 'rate_burst', p.rate_burst, 'text_window_seconds', p.text_window_seconds, 'retryable_reasons', p.retryable_reasons) FROM prior p),
-           jsonb_build_object('attempt_cap', c.attempt_cap, 'backoff_base_ms', c.backoff_base_ms, 'backoff_max_ms', c.backoff_max_ms, 'rate_per_minute', c.rate_per_minute, 'rate_burst', c.rate_burst, 'text_window_seconds', c.text_window_seconds, 'retryable_reasons', c.retryable_reasons)
+    SELECT 'policy', c.scope, $28::TEXT, $29::TEXT,
+           (SELECT jsonb_build_object('attempt_cap', p.attempt_cap, 'backoff_base_ms', p.backoff_base_ms, 'backoff_max_ms', p.backoff_max_ms, 'rate_per_minute', p.rate_per_minute, 'rate_burst', p.rate_burst, 'text_window_seconds', p.text_window_seconds, 'retryable_reasons', p.retryable_reasons,
+                                      'trip_failures', p.trip_failures, 'trip_unknowns', p.trip_unknowns, 'trip_window_seconds', p.trip_window_seconds, 'probe_base_ms', p.probe_base_ms, 'probe_max_ms', p.probe_max_ms, 'backoff_factor', p.backoff_factor) FROM prior p),
+           jsonb_build_object('attempt_cap', c.attempt_cap, 'backoff_base_ms', c.backoff_base_ms, 'backoff_max_ms', c.backoff_max_ms, 'rate_per_minute', c.rate_per_minute, 'rate_burst', c.rate_burst, 'text_window_seconds', c.text_window_seconds, 'retryable_reasons', c.retryable_reasons,
+                              'trip_failures', c.trip_failures, 'trip_unknowns', c.trip_unknowns, 'trip_window_seconds', c.trip_window_seconds, 'probe_base_ms', c.probe_base_ms, 'probe_max_ms', c.probe_max_ms, 'backoff_factor', c.backoff_factor)
     FROM changed c
     RETURNING before, after
 )
@@ -304,6 +322,18 @@ type PolicySetParams struct {
 	TextWindowSeconds    pgtype.Int8
 	SetRetryableReasons  bool
 	RetryableReasons     []string
+	SetTripFailures      bool
+	TripFailures         pgtype.Int4
+	SetTripUnknowns      bool
+	TripUnknowns         pgtype.Int4
+	SetTripWindowSeconds bool
+	TripWindowSeconds    pgtype.Int8
+	SetProbeBaseMs       bool
+	ProbeBaseMs          pgtype.Int8
+	SetProbeMaxMs        bool
+	ProbeMaxMs           pgtype.Int8
+	SetBackoffFactor     bool
+	BackoffFactor        pgtype.Float8
 	Actor                string
 	Reason               string
 }
@@ -338,6 +368,18 @@ func (q *Queries) PolicySet(ctx context.Context, arg PolicySetParams) (PolicySet
 		arg.TextWindowSeconds,
 		arg.SetRetryableReasons,
 		arg.RetryableReasons,
+		arg.SetTripFailures,
+		arg.TripFailures,
+		arg.SetTripUnknowns,
+		arg.TripUnknowns,
+		arg.SetTripWindowSeconds,
+		arg.TripWindowSeconds,
+		arg.SetProbeBaseMs,
+		arg.ProbeBaseMs,
+		arg.SetProbeMaxMs,
+		arg.ProbeMaxMs,
+		arg.SetBackoffFactor,
+		arg.BackoffFactor,
 		arg.Actor,
 		arg.Reason,
 	)
