@@ -20,6 +20,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/client"
 	"github.com/atmost/atmost/pkg/events"
 )
@@ -41,7 +42,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	cfg := client.FollowConfig{Durable: *durable, Accounts: list(*accounts), States: list(*states)}
+	cfg := client.FollowConfig{Durable: *durable, Accounts: list(*accounts), States: stateList(*states)}
 	if err := run(ctx, *url, cfg, *count); err != nil {
 		fmt.Fprintln(os.Stderr, "consumer:", err)
 		os.Exit(1)
@@ -71,6 +72,14 @@ func run(ctx context.Context, url string, cfg client.FollowConfig, count int) er
 	})
 }
 
+func stateList(s string) []atmosttype.State {
+	var out []atmosttype.State
+	for _, st := range list(s) {
+		out = append(out, atmosttype.State(st))
+	}
+	return out
+}
+
 func list(s string) []string {
 	if s == "" {
 		return nil
@@ -78,9 +87,9 @@ func list(s string) []string {
 	return strings.Split(s, ",")
 }
 
-func orNone(state string) string {
+func orNone(state atmosttype.State) string {
 	if state == "" {
 		return "(new)"
 	}
-	return state
+	return string(state)
 }

@@ -14,8 +14,10 @@ import (
 	"github.com/atmost/atmost/internal/cli"
 	"github.com/atmost/atmost/internal/relay"
 	"github.com/atmost/atmost/internal/testkit/natstest"
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
+	"github.com/atmost/atmost/pkg/ledger"
 )
 
 // withNATS gives the scene an embedded JetStream server with atmost's streams, named by
@@ -66,7 +68,7 @@ func TestParkWithANATSServerPublishesItsEventRightAway(t *testing.T) {
 	evs := eventLines(t, res.stdout)
 	require.Len(t, evs, 1)
 	require.Equal(t, key, evs[0].DeliveryKey)
-	require.Equal(t, "pending", evs[0].From)
+	require.Equal(t, ledger.Pending, evs[0].From)
 	require.Equal(t, "alice", evs[0].Actor)
 
 	// A NATS server that cannot be reached does not undo the change: the relay publishes later.
@@ -97,7 +99,7 @@ func TestEventsTailPrintsTheLastEventsAndFilters(t *testing.T) {
 	requireSnakeCase(t, res.stdout)
 	all := eventLines(t, res.stdout)
 	require.Len(t, all, 8, "3 creations, 4 transitions of d, its retry")
-	require.Equal(t, "retried", all[7].Reason)
+	require.Equal(t, ledger.ReasonRetried, all[7].Reason)
 	require.Equal(t, "alice", all[7].Actor)
 
 	res = s.run("events", "tail", "--limit", "2", "--json")
@@ -109,7 +111,7 @@ func TestEventsTailPrintsTheLastEventsAndFilters(t *testing.T) {
 	require.Equal(t, cli.ExitOK, res.code, res.stderr)
 	pending := eventLines(t, res.stdout)
 	require.Len(t, pending, 2)
-	require.Equal(t, []string{"claimed", "retried"}, []string{pending[0].Reason, pending[1].Reason})
+	require.Equal(t, []atmosttype.Reason{"claimed", "retried"}, []atmosttype.Reason{pending[0].Reason, pending[1].Reason})
 	require.Equal(t, failed, pending[1].DeliveryKey)
 
 	res = s.run("events", "tail", "--subject", "atmost.event.pending.>", "--limit", "100")

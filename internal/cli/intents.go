@@ -392,7 +392,7 @@ func showIntent(ctx context.Context, c *line, key identity.DeliveryKey) int {
 	})
 	section(c.io, "history", len(rec.Transitions), "SEQ\tAT\tTRANSITION\tREASON\tACTOR\tDETAIL", func(w *tabwriter.Writer) {
 		for _, t := range rec.Transitions {
-			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", t.Seq, timestamp(t.At), transition(string(t.From), string(t.To)), dash(string(t.Reason)), t.Actor, detailText(t.Detail))
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", t.Seq, timestamp(t.At), transition(t.From, t.To), dash(string(t.Reason)), t.Actor, detailText(t.Detail))
 		}
 	})
 	section(c.io, "reconciliations", len(rec.Reconciliations), "AT\tATTEMPT\tSTEP\tRESULT\tOBJECT\tACTOR\tDETAIL", func(w *tabwriter.Writer) {
@@ -417,11 +417,11 @@ func section(io IO, title string, rows int, header string, print func(w *tabwrit
 }
 
 // transition shows "from -> to"; an intent's creation has no from.
-func transition(from, to string) string {
+func transition(from, to atmosttype.State) string {
 	if from == "" {
-		return "(new) -> " + to
+		return "(new) -> " + string(to)
 	}
-	return from + " -> " + to
+	return string(from) + " -> " + string(to)
 }
 
 // detailText shows a detail object on one line, "-" when it says nothing.

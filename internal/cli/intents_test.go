@@ -92,7 +92,7 @@ func (s *scene) published(text string) identity.DeliveryKey {
 func (s *scene) parked(text string) identity.DeliveryKey {
 	s.t.Helper()
 	key := s.submit(text)
-	require.NoError(s.t, s.l.Park(s.ctx, key, "bob", "scene"))
+	require.NoError(s.t, s.l.Park(s.ctx, key, ledger.Actor{Name: "bob", Reason: "scene"}))
 	return key
 }
 

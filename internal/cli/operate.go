@@ -103,7 +103,7 @@ func parkCommand() *Command {
 				return code
 			}
 			return v.apply(ctx, changeJSON{State: ledger.Parked, Reason: ledger.ReasonOperatorParked, Actor: operator, Note: reason},
-				func(l *ledger.Ledger) error { return l.Park(ctx, v.key, operator, reason) })
+				func(l *ledger.Ledger) error { return l.Park(ctx, v.key, ledger.Actor{Name: operator, Reason: reason}) })
 		})
 }
 
@@ -141,7 +141,7 @@ func resolveCommand() *Command {
 			}
 			ch.Actor = operator
 			return v.apply(ctx, ch, func(l *ledger.Ledger) error {
-				return l.Resolve(ctx, v.key, ch.State, ch.ObjectID, operator, ch.Note)
+				return l.Resolve(ctx, v.key, ch.State, ch.ObjectID, ledger.Actor{Name: operator, Reason: ch.Note})
 			})
 		})
 	cmd.Synopsis = []string{
@@ -160,7 +160,9 @@ func retryCommand() *Command {
 				return code
 			}
 			return v.apply(ctx, changeJSON{From: ledger.Failed, State: ledger.Pending, Reason: ledger.ReasonRetried, Actor: operator, Note: reason},
-				func(l *ledger.Ledger) error { return l.RetryAs(ctx, v.key, operator, reason) })
+				func(l *ledger.Ledger) error {
+					return l.RetryAs(ctx, v.key, ledger.Actor{Name: operator, Reason: reason})
+				})
 		})
 }
 

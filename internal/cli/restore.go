@@ -500,7 +500,7 @@ func witnessHeld(ctx context.Context, stream jetstream.Stream, w ledger.StreamPo
 func isWitness(msg *jetstream.RawStreamMsg, w ledger.StreamPosition) bool {
 	e, err := events.Unmarshal(msg.Data)
 	return err == nil && msg.Sequence == w.StreamSeq && e.ID == events.NewID(w.Key, w.Seq) && e.DeliveryKey == w.Key && e.Seq == w.Seq &&
-		e.To == string(ledger.Authorized) && e.Attempt != nil && *e.Attempt == w.Attempt
+		e.To == ledger.Authorized && e.Attempt != nil && *e.Attempt == w.Attempt
 }
 
 // prove looks for the replay's witness among its candidates and records it.
@@ -559,12 +559,12 @@ func replayEvents(ctx context.Context, stream jetstream.Stream, last, from uint6
 		seen[e.DeliveryKey][e.Seq] = true
 		// Only a first copy may be the copy JetStream acknowledged before a send: a later one
 		// was stored again after the duplicate window, possibly after the backup.
-		if e.To == string(ledger.Authorized) && e.Attempt != nil {
+		if e.To == ledger.Authorized && e.Attempt != nil {
 			out.authorized = append(out.authorized, ledger.StreamPosition{Key: e.DeliveryKey, Seq: e.Seq, Attempt: *e.Attempt, StreamSeq: seq})
 		}
 		out.events++
 		out.maxEpoch = max(out.maxEpoch, e.Epoch)
-		t := ledger.StreamTransition{Seq: e.Seq, From: ledger.State(e.From), To: ledger.State(e.To), Epoch: e.Epoch, Generation: e.Generation}
+		t := ledger.StreamTransition{Seq: e.Seq, From: e.From, To: e.To, Epoch: e.Epoch, Generation: e.Generation}
 		if e.Attempt != nil {
 			t.Attempt = *e.Attempt
 		}

@@ -521,7 +521,7 @@ func reconcileArgs(since time.Time, more ...string) []string {
 
 // publishEvent puts a transition on ATMOST_EVENTS as the relay would and returns its stream
 // sequence.
-func (w *restoreWorld) publishEvent(key identity.DeliveryKey, seq int64, from, to string) uint64 {
+func (w *restoreWorld) publishEvent(key identity.DeliveryKey, seq int64, from, to ledger.State) uint64 {
 	w.t.Helper()
 	e := events.Event{V: events.Version, ID: events.NewID(key, seq), DeliveryKey: key, Seq: seq, Account: "acct-1",
 		From: from, To: to, Reason: "test", Actor: "test", At: time.Now()}

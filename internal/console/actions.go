@@ -238,17 +238,17 @@ func (s *Server) apply(r *http.Request, v visitor, c change) (why string, err er
 	ctx := r.Context()
 	switch {
 	case verb == "park" && from != nil:
-		err = s.l.ParkFrom(ctx, in.Key, from, v.actor(), note)
+		err = s.l.ParkFrom(ctx, in.Key, from, ledger.Actor{Name: v.actor(), Reason: note})
 	case verb == "park":
-		err = s.l.Park(ctx, in.Key, v.actor(), note)
+		err = s.l.Park(ctx, in.Key, ledger.Actor{Name: v.actor(), Reason: note})
 	case verb == "retry":
-		err = s.l.RetryAs(ctx, in.Key, v.actor(), note)
+		err = s.l.RetryAs(ctx, in.Key, ledger.Actor{Name: v.actor(), Reason: note})
 	case verb == "resolve", verb == "resolve-failed":
 		state := ledger.Failed
 		if to == "published" {
 			state = ledger.Published
 		}
-		err = s.l.Resolve(ctx, in.Key, state, objectID, v.actor(), note)
+		err = s.l.Resolve(ctx, in.Key, state, objectID, ledger.Actor{Name: v.actor(), Reason: note})
 	}
 	var refusal *ledger.RefusedError
 	switch {

@@ -68,7 +68,7 @@ func TestABulkActionBySelectionOffersOnlyWhatFitsAndListsEachIntent(t *testing.T
 	sel := field(t, regexpField("sel"), body)
 
 	// One of them is retried by someone else between the preview and the confirmation.
-	require.NoError(t, h.Ledger.RetryAs(h.Ctx, failed[1], "console:bob", "retried meanwhile"))
+	require.NoError(t, h.Ledger.RetryAs(h.Ctx, failed[1], ledger.Actor{Name: "console:bob", Reason: "retried meanwhile"}))
 	apply := values("csrf", csrf, "verb", "retry", "note", "the platform is back (INC-42)", "sel", sel, "confirm", confirm)
 	code, body, _ = c.post("/bulk", apply)
 	require.Equal(t, http.StatusOK, code)

@@ -241,7 +241,7 @@ func TestAChangeOnAnIntentThatMovedSinceItsPreviewIsRefused(t *testing.T) {
 	path := "/intents/" + key.String() + "/act"
 	form := values("csrf", csrf, "verb", "park", "note", "stop it")
 	confirm, body := c.preview(path, form)
-	require.NoError(t, h.Ledger.RetryAs(h.Ctx, key, "someone-else", "retried meanwhile"))
+	require.NoError(t, h.Ledger.RetryAs(h.Ctx, key, ledger.Actor{Name: "someone-else", Reason: "retried meanwhile"}))
 
 	code, _, _ := c.post(path, with(form, "confirm", confirm, "seq", field(t, seqField, body)))
 	require.Equal(t, http.StatusSeeOther, code)
@@ -272,7 +272,7 @@ func TestABulkActionChangesEachPreviewedIntentAndCountsTheRefused(t *testing.T) 
 	require.NotContains(t, body, other.String())
 
 	// One of them is resolved by someone else between the preview and the confirmation.
-	require.NoError(t, h.Ledger.Resolve(h.Ctx, keys[1], ledger.Published, "obj-found", "bob", "found it"))
+	require.NoError(t, h.Ledger.Resolve(h.Ctx, keys[1], ledger.Published, "obj-found", ledger.Actor{Name: "bob", Reason: "found it"}))
 	code, body, _ := c.post("/bulk", with(form, "confirm", confirm))
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, body, `<b id="changed">2</b> changed, <b id="refused">1</b> refused`)

@@ -47,9 +47,9 @@ func (h *harness) realistic() realistic {
 	r.notFound = h.parkedNotFound("acct-b", "Launch post for the spring sale, with a link https://example.net/"+strings.Repeat("x", 120))
 	r.unavailable = h.parked("acct-b", "Reply to @ana about shipping", ledger.Unavailable)
 	r.operator = h.Submit("acct-a", "Weekly digest #41")[0]
-	require.NoError(h.t, h.Ledger.Park(h.Ctx, r.operator, "console:carol", "hold until legal reads it"))
+	require.NoError(h.t, h.Ledger.Park(h.Ctx, r.operator, ledger.Actor{Name: "console:carol", Reason: "hold until legal reads it"}))
 	r.exhausted = h.failed(longAccount, "Thread: how at-most-once works, part 1 of 7")
-	require.ErrorIs(h.t, h.Ledger.RetryAs(h.Ctx, r.exhausted, "console:carol", "one more try"), ledger.ErrAttemptsExhausted)
+	require.ErrorIs(h.t, h.Ledger.RetryAs(h.Ctx, r.exhausted, ledger.Actor{Name: "console:carol", Reason: "one more try"}), ledger.ErrAttemptsExhausted)
 	r.unsendable = h.Submit("acct-a", "A poll with 14 options")[0]
 	require.NoError(h.t, h.Ledger.ParkUnsendable(h.Ctx, r.unsendable, "the platform takes at most 4 poll options"))
 	h.refuse("acct-9", "Hello from the new account: "+strings.Repeat("a-very-long-word-without-a-space-", 12))

@@ -12,6 +12,7 @@ package outcome
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -44,9 +45,9 @@ type Ledger interface {
 // Config tunes the service. The zero value of every field means its default.
 type Config struct {
 	// Concurrency is how many requests are answered at once; micro hands a subscription's
-	// requests over one at a time, and each answer is a ledger read. Default 8.
+	// requests over one at a time, and each answer is a ledger read. Default DefaultConcurrency.
 	Concurrency int
-	// Timeout bounds one ledger read. Default 2 s.
+	// Timeout bounds one ledger read. Default DefaultTimeout.
 	Timeout time.Duration
 	// Logger; nil means no logging.
 	Logger *zap.Logger
@@ -61,13 +62,15 @@ type IntentReader interface {
 	GetMsg(ctx context.Context, seq uint64, opts ...jetstream.GetMsgOpt) (*jetstream.RawStreamMsg, error)
 }
 
+// The defaults of the configuration's fields (the zero value of a field means its default).
+const (
+	DefaultConcurrency = 8
+	DefaultTimeout     = 2 * time.Second
+)
+
 func (c Config) withDefaults() Config {
-	if c.Concurrency == 0 {
-		c.Concurrency = 8
-	}
-	if c.Timeout == 0 {
-		c.Timeout = 2 * time.Second
-	}
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}

@@ -124,7 +124,7 @@ func (r *Relay) Collectors() []prometheus.Collector { return []prometheus.Collec
 func Event(u ledger.Unpublished) events.Event {
 	return events.Event{
 		V: events.Version, ID: events.NewID(u.Key, u.Seq), DeliveryKey: u.Key, Seq: u.Seq, Account: u.Account,
-		From: string(u.From), To: string(u.To), Reason: string(u.Reason), Attempt: u.Token,
+		From: u.From, To: u.To, Reason: u.Reason, Attempt: u.Token,
 		Epoch: u.Epoch, Generation: u.Generation, Actor: u.Actor, At: u.At,
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/atmost/atmost/internal/streams"
 	"github.com/atmost/atmost/internal/tracing"
 )
 
@@ -39,7 +40,7 @@ func (c *Common) Register(fs *flag.FlagSet, env Env, httpAddr string) {
 	fs.StringVar(&c.DatabaseURL, "database-url", env.String("ATMOST_DATABASE_URL", DefaultDatabaseURL), "the ledger (env ATMOST_DATABASE_URL)")
 	fs.StringVar(&c.NATSURL, "nats-url", env.String("ATMOST_NATS_URL", nats.DefaultURL), "the NATS server (env ATMOST_NATS_URL)")
 	fs.StringVar(&c.HTTPAddr, "http", env.String("ATMOST_HTTP_ADDR", httpAddr), "address of /healthz, /readyz and /metrics (env ATMOST_HTTP_ADDR)")
-	fs.IntVar(&c.Replicas, "replicas", env.Int("ATMOST_STREAM_REPLICAS", 1), "replicas of the streams this role creates: 1, or 3 in a cluster (env ATMOST_STREAM_REPLICAS)")
+	fs.IntVar(&c.Replicas, "replicas", env.Int("ATMOST_STREAM_REPLICAS", streams.DefaultReplicas), "replicas of the streams this role creates: 1, or 3 in a cluster (env ATMOST_STREAM_REPLICAS)")
 	fs.StringVar(&c.Isolation, "isolation", env.String("ATMOST_LEDGER_ISOLATION", "serializable"), "ledger transaction isolation: serializable or read-committed, the faster on PostgreSQL (env ATMOST_LEDGER_ISOLATION)")
 	fs.StringVar(&c.LogLevel, "log-level", env.String("ATMOST_LOG_LEVEL", "info"), "the least level logged: debug, info, warn or error (env ATMOST_LOG_LEVEL)")
 	fs.StringVar(&c.Instance, "instance", env.String("ATMOST_INSTANCE", ""), "names this process in history and events as <role>/<instance>: letters, digits, '.', '_' and '-', at most 128; empty: <host>-<pid> (env ATMOST_INSTANCE)")

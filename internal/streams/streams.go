@@ -4,6 +4,7 @@
 package streams
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,35 +26,35 @@ const MinServerVersion = "2.10.0"
 
 // Config tunes the streams. The zero value of every field means its default.
 type Config struct {
-	// Replicas of every stream: 1 on a single server (default), 3 in a cluster.
+	// Replicas of every stream: 1 on a single server (DefaultReplicas), 3 in a cluster.
 	Replicas int
 	// DuplicateWindow is how long JetStream remembers a Nats-Msg-Id. It must exceed the relay's
 	// worst-case republish delay (a crash between publish and delete, then a restart and one
-	// relay interval): default 10 minutes, against a relay interval of seconds.
+	// relay interval): default DefaultDuplicateWindow, against a relay interval of seconds.
 	DuplicateWindow time.Duration
 	// EventsMaxAge bounds how long ATMOST_EVENTS keeps transitions. `atmost restore reconcile`
 	// replays from the authorized event of the last publication the restored backup holds (its
 	// witness that the replay reaches back to the backup), so it must reach back past the last
-	// publication before the oldest backup a restore may use. Default 30 days.
+	// publication before the oldest backup a restore may use. Default DefaultEventsMaxAge.
 	EventsMaxAge time.Duration
 	// IntentsMaxAge bounds how long ATMOST_INTENTS keeps producers' messages after ingest
-	// stored them (for replay and forensics). Default 7 days.
+	// stored them (for replay and forensics). Default DefaultIntentsMaxAge.
 	IntentsMaxAge time.Duration
 }
 
+// The defaults of the configuration's fields (the zero value of a field means its default).
+const (
+	DefaultReplicas        = 1
+	DefaultDuplicateWindow = 10 * time.Minute
+	DefaultEventsMaxAge    = 30 * 24 * time.Hour
+	DefaultIntentsMaxAge   = 7 * 24 * time.Hour
+)
+
 func (c Config) withDefaults() Config {
-	if c.Replicas == 0 {
-		c.Replicas = 1
-	}
-	if c.DuplicateWindow == 0 {
-		c.DuplicateWindow = 10 * time.Minute
-	}
-	if c.EventsMaxAge == 0 {
-		c.EventsMaxAge = 30 * 24 * time.Hour
-	}
-	if c.IntentsMaxAge == 0 {
-		c.IntentsMaxAge = 7 * 24 * time.Hour
-	}
+	c.Replicas = cmp.Or(c.Replicas, DefaultReplicas)
+	c.DuplicateWindow = cmp.Or(c.DuplicateWindow, DefaultDuplicateWindow)
+	c.EventsMaxAge = cmp.Or(c.EventsMaxAge, DefaultEventsMaxAge)
+	c.IntentsMaxAge = cmp.Or(c.IntentsMaxAge, DefaultIntentsMaxAge)
 	return c
 }
 

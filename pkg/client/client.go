@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"sync"
@@ -13,17 +14,17 @@ import (
 // Config tunes a Client. The zero value of every field means its default.
 type Config struct {
 	// MaxInFlight bounds the publishes waiting for JetStream's acknowledgement at once;
-	// PublishAsync blocks while it is reached. Default 4096.
+	// PublishAsync blocks while it is reached. Default DefaultMaxInFlight.
 	MaxInFlight int
 	// AckTimeout is how long a publish waits for its acknowledgement before it is reported as
-	// ErrMaybePublished. Default 5 s.
+	// ErrMaybePublished. Default DefaultAckTimeout.
 	AckTimeout time.Duration
 	// StatusTimeout bounds one request to the outcome service when the caller's context has no
-	// earlier deadline. Default 2 s.
+	// earlier deadline. Default DefaultStatusTimeout.
 	StatusTimeout time.Duration
 	// PollInterval is how often Await asks Status again while no event of its intent came:
 	// events reach it on a plain subscription, which a disconnect or a slow consumer can miss.
-	// Default 2 s.
+	// Default DefaultPollInterval.
 	PollInterval time.Duration
 	// JetStreamAPI is the prefix under which the producer's NATS account imports the JetStream
 	// API subjects of its consumer on ATMOST_EVENTS from atmost's account ("$JS.atmost.API" in
@@ -32,19 +33,19 @@ type Config struct {
 	JetStreamAPI string
 }
 
+// The defaults of the configuration's fields (the zero value of a field means its default).
+const (
+	DefaultMaxInFlight   = 4096
+	DefaultAckTimeout    = 5 * time.Second
+	DefaultStatusTimeout = 2 * time.Second
+	DefaultPollInterval  = 2 * time.Second
+)
+
 func (c Config) withDefaults() Config {
-	if c.MaxInFlight == 0 {
-		c.MaxInFlight = 4096
-	}
-	if c.AckTimeout == 0 {
-		c.AckTimeout = 5 * time.Second
-	}
-	if c.StatusTimeout == 0 {
-		c.StatusTimeout = 2 * time.Second
-	}
-	if c.PollInterval == 0 {
-		c.PollInterval = 2 * time.Second
-	}
+	c.MaxInFlight = cmp.Or(c.MaxInFlight, DefaultMaxInFlight)
+	c.AckTimeout = cmp.Or(c.AckTimeout, DefaultAckTimeout)
+	c.StatusTimeout = cmp.Or(c.StatusTimeout, DefaultStatusTimeout)
+	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
 	return c
 }
 

@@ -166,7 +166,7 @@ func ExampleClient_Follow() {
 		log.Fatal(err)
 	}
 	ctx := context.Background()
-	err = c.Follow(ctx, client.FollowConfig{Durable: "billing", Accounts: []string{"news-bot"}, States: []string{"published"}},
+	err = c.Follow(ctx, client.FollowConfig{Durable: "billing", Accounts: []string{"news-bot"}, States: []atmosttype.State{atmosttype.Published}},
 		func(ctx context.Context, e events.Event) error {
 			fmt.Println(e.ID, e.DeliveryKey, e.Reason) // e.ID is stable: dedupe on it in your own store
 			return nil
@@ -184,7 +184,7 @@ func ExampleFollowConfig_Filters() {
 		log.Fatal(err)
 	}
 	fmt.Println(f)
-	f, err = client.FollowConfig{States: []string{"parked", "indeterminate"}}.Filters()
+	f, err = client.FollowConfig{States: []atmosttype.State{atmosttype.Parked, atmosttype.Indeterminate}}.Filters()
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
 )
@@ -22,19 +24,19 @@ type FollowConfig struct {
 	// Accounts, when not empty, keeps only the events of these accounts.
 	Accounts []string
 	// States, when not empty, keeps only the transitions into these states (of the six).
-	States []string
+	States []atmosttype.State
 	// DeliverNew makes a consumer created by this Follow start with the events published from
 	// now on, instead of the oldest one the stream holds. An existing consumer keeps its
 	// position either way: Follow keeps its start where it was created (JetStream cannot
 	// change it, and moving it would skip or repeat events), whatever DeliverNew says now.
 	DeliverNew bool
-	// Batch is how many events one fetch asks for. Default 100.
+	// Batch is how many events one fetch asks for. Default DefaultFollowBatch.
 	Batch int
 	// AckWait is how long JetStream waits for the acknowledgement of an event before it
-	// delivers it again; keep it above the longest handle. Default 30 s.
+	// delivers it again; keep it above the longest handle. Default DefaultFollowAckWait.
 	AckWait time.Duration
 	// Remember is how many recent event ids Follow keeps to hand each event over once,
-	// whatever JetStream redelivers meanwhile. Default 100,000.
+	// whatever JetStream redelivers meanwhile. Default DefaultRemember.
 	Remember int
 	// Bind reads the consumer Durable as it exists, never creating or changing it: a producer
 	// in a NATS account of its own cannot create consumers in atmost's (one that could would
@@ -44,29 +46,27 @@ type FollowConfig struct {
 	Bind bool
 }
 
+// The defaults of the configuration's fields (the zero value of a field means its default).
+const (
+	DefaultFollowBatch   = 100
+	DefaultFollowAckWait = 30 * time.Second
+	DefaultRemember      = 100_000
+)
+
 func (f FollowConfig) withDefaults() FollowConfig {
-	if f.Batch == 0 {
-		f.Batch = 100
-	}
-	if f.AckWait == 0 {
-		f.AckWait = 30 * time.Second
-	}
-	if f.Remember == 0 {
-		f.Remember = 100_000
-	}
+	f.Batch = cmp.Or(f.Batch, DefaultFollowBatch)
+	f.AckWait = cmp.Or(f.AckWait, DefaultFollowAckWait)
+	f.Remember = cmp.Or(f.Remember, DefaultRemember)
 	return f
 }
-
-// states are the six an event may enter; a filter naming another would match nothing, silently.
-var states = []string{"pending", "authorized", "published", "failed", "indeterminate", "parked"}
 
 // Filters returns the subject filters of the configuration: one per (state, account) pair
 // when both are given, one per account or per state when one is, every event when neither is.
 // It refuses a state that is not one of the six and an account the envelope refuses.
 func (f FollowConfig) Filters() ([]string, error) {
 	for _, s := range f.States {
-		if !slices.Contains(states, s) {
-			return nil, fmt.Errorf("client: follow: %q is not a state (%v)", s, states)
+		if !s.Valid() { // a filter naming another state would match nothing, silently
+			return nil, fmt.Errorf("client: follow: %q is not a state (%v)", s, atmosttype.States())
 		}
 	}
 	for _, a := range f.Accounts {
@@ -79,7 +79,7 @@ func (f FollowConfig) Filters() ([]string, error) {
 	case len(f.Accounts) > 0 && len(f.States) > 0:
 		for _, a := range f.Accounts {
 			for _, s := range f.States {
-				out = append(out, events.EventSubject(s, a))
+				out = append(out, events.EventSubject(string(s), a))
 			}
 		}
 	case len(f.Accounts) > 0:
@@ -88,7 +88,7 @@ func (f FollowConfig) Filters() ([]string, error) {
 		}
 	case len(f.States) > 0:
 		for _, s := range f.States {
-			out = append(out, events.StateSubjects(s))
+			out = append(out, events.StateSubjects(string(s)))
 		}
 	default:
 		out = []string{events.EventSubjects}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/client"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/ledger"
@@ -82,7 +83,7 @@ func TestFollowHandsOverTheEventsOfItsFilterOnly(t *testing.T) {
 	one := e.Submit("acct-1", "one", "two")
 	e.Submit("acct-2", "three")
 	e.Submit("a.b*c", "four")
-	require.NoError(t, e.Ledger.Park(e.Ctx, one[0], "test", "a parked one"))
+	require.NoError(t, e.Ledger.Park(e.Ctx, one[0], ledger.Actor{Name: "test", Reason: "a parked one"}))
 	_, err := e.Relay.Drain(e.Ctx)
 	require.NoError(t, err)
 
@@ -92,8 +93,8 @@ func TestFollowHandsOverTheEventsOfItsFilterOnly(t *testing.T) {
 	}{
 		{client.FollowConfig{Durable: "acct-1", Accounts: []string{"acct-1"}}, map[string]int{"acct-1/pending": 2, "acct-1/parked": 1}},
 		{client.FollowConfig{Durable: "odd", Accounts: []string{"a.b*c"}}, map[string]int{"a.b*c/pending": 1}},
-		{client.FollowConfig{Durable: "parked", States: []string{"parked"}}, map[string]int{"acct-1/parked": 1}},
-		{client.FollowConfig{Durable: "two-pending", Accounts: []string{"acct-2", "a.b*c"}, States: []string{"pending"}}, map[string]int{"acct-2/pending": 1, "a.b*c/pending": 1}},
+		{client.FollowConfig{Durable: "parked", States: []atmosttype.State{"parked"}}, map[string]int{"acct-1/parked": 1}},
+		{client.FollowConfig{Durable: "two-pending", Accounts: []string{"acct-2", "a.b*c"}, States: []atmosttype.State{"pending"}}, map[string]int{"acct-2/pending": 1, "a.b*c/pending": 1}},
 		{client.FollowConfig{Durable: "all"}, map[string]int{"acct-1/pending": 2, "acct-1/parked": 1, "acct-2/pending": 1, "a.b*c/pending": 1}},
 	} {
 		total := 0
@@ -103,7 +104,7 @@ func TestFollowHandsOverTheEventsOfItsFilterOnly(t *testing.T) {
 		f := e.follow(c.cfg, nil)
 		got := map[string]int{}
 		for _, ev := range f.events(t, total) {
-			got[ev.Account+"/"+ev.To]++
+			got[ev.Account+"/"+string(ev.To)]++
 		}
 		require.Equal(t, c.want, got, c.cfg.Durable)
 		require.NoError(t, f.stop(t))
@@ -184,13 +185,13 @@ func TestFollowReturnsTheHandlersErrorAndStartsWithItsEventNextTime(t *testing.T
 func TestFollowRefusesAFilterThatWouldMatchNothing(t *testing.T) {
 	t.Parallel()
 	for _, cfg := range []client.FollowConfig{
-		{Durable: "x", States: []string{"sent"}},
+		{Durable: "x", States: []atmosttype.State{"sent"}},
 		{Durable: "x", Accounts: []string{""}},
 	} {
 		_, err := cfg.Filters()
 		require.Error(t, err, "%+v", cfg)
 	}
-	filters, err := client.FollowConfig{Accounts: []string{"acct-1", "*"}, States: []string{"published"}}.Filters()
+	filters, err := client.FollowConfig{Accounts: []string{"acct-1", "*"}, States: []atmosttype.State{"published"}}.Filters()
 	require.NoError(t, err)
 	require.Equal(t, []string{"atmost.event.published.acct-1", "atmost.event.published.~Kg"}, filters)
 }

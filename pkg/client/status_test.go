@@ -34,7 +34,7 @@ func TestStatusAnswersForAnIntentStoredBeforeTheCallerStarted(t *testing.T) {
 	require.False(t, o.Settled())
 	require.False(t, o.UpdatedAt.IsZero())
 
-	require.NoError(t, e.Ledger.Park(ctx, key, "test", "a person looks at it"))
+	require.NoError(t, e.Ledger.Park(ctx, key, ledger.Actor{Name: "test", Reason: "a person looks at it"}))
 	o, err = c.Status(ctx, "acct-1", key)
 	require.NoError(t, err)
 	require.Equal(t, atmosttype.Parked, o.State)
@@ -105,7 +105,7 @@ func TestAwaitReturnsOnTheEventOfTheTransition(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Await never saw the intent ingest stored")
 	}
-	require.NoError(t, e.Ledger.Park(ctx, r.Key, "test", "parked while awaited"))
+	require.NoError(t, e.Ledger.Park(ctx, r.Key, ledger.Actor{Name: "test", Reason: "parked while awaited"}))
 	_, err = e.Relay.Drain(ctx)
 	require.NoError(t, err)
 	select {
@@ -127,7 +127,7 @@ func TestAwaitEndsSettledOrWithItsContext(t *testing.T) {
 	e.serveStatus()
 	keys := e.Submit("acct-1", "settled", "still pending")
 	ctx := timeout(t, 30*time.Second)
-	require.NoError(t, e.Ledger.Park(ctx, keys[0], "test", "settled"))
+	require.NoError(t, e.Ledger.Park(ctx, keys[0], ledger.Actor{Name: "test", Reason: "settled"}))
 	o, err := e.c.Await(ctx, "acct-1", keys[0])
 	require.NoError(t, err)
 	require.Equal(t, atmosttype.Parked, o.State)

@@ -23,9 +23,9 @@ type Event struct {
 	DeliveryKey identity.DeliveryKey   `json:"delivery_key"`
 	Seq         int64                  `json:"seq"`
 	Account     string                 `json:"account"`
-	From        string                 `json:"from"`
-	To          string                 `json:"to"`
-	Reason      string                 `json:"reason"`
+	From        atmosttype.State       `json:"from"`
+	To          atmosttype.State       `json:"to"`
+	Reason      atmosttype.Reason      `json:"reason"`
 	Attempt     *identity.AttemptToken `json:"attempt,omitempty"`
 	Epoch       int64                  `json:"epoch,omitempty"`
 	Generation  int64                  `json:"generation,omitempty"`
@@ -34,7 +34,7 @@ type Event struct {
 }
 
 // Subject is the subject the event is published on.
-func (e Event) Subject() string { return EventSubject(e.To, e.Account) }
+func (e Event) Subject() string { return EventSubject(string(e.To), e.Account) }
 
 // Key is the event's delivery key under the name a receipt and an outcome give it
 // (client.Receipt.Key, client.Outcome.Key), so a producer matches the three by one name. The
@@ -50,7 +50,7 @@ func (e Event) Validate() error {
 		return fmt.Errorf("events: id %q does not derive from the delivery key and seq %d", e.ID, e.Seq)
 	case e.Account == "":
 		return errors.New("events: no account")
-	case e.From != "" && !atmosttype.State(e.From).Valid(), !atmosttype.State(e.To).Valid():
+	case e.From != "" && !e.From.Valid(), !e.To.Valid():
 		return fmt.Errorf("events: %q -> %q is not between states", e.From, e.To)
 	case (e.From == "") != (e.Seq == 1):
 		return errors.New("events: only the first transition (seq 1) has no from state")
@@ -79,9 +79,9 @@ func (e Event) Marshal() ([]byte, error) {
 	b = append(b, `","seq":`...)
 	b = strconv.AppendInt(b, e.Seq, 10)
 	b = appendField(b, "account", e.Account)
-	b = appendField(b, "from", e.From)
-	b = appendField(b, "to", e.To)
-	b = appendField(b, "reason", e.Reason)
+	b = appendField(b, "from", string(e.From))
+	b = appendField(b, "to", string(e.To))
+	b = appendField(b, "reason", string(e.Reason))
 	if e.Attempt != nil {
 		b = append(b, `,"attempt":"`...)
 		b, _ = e.Attempt.AppendText(b)

@@ -12,6 +12,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/events"
 	"github.com/atmost/atmost/pkg/identity"
 )
@@ -312,4 +313,30 @@ func TestWorkItemMarshalWritesWhatEncodingJSONWrites(t *testing.T) {
 			require.Equal(t, w.Event, back.Event)
 		}
 	}
+}
+
+// From, To and Reason are typed (atmosttype.State, atmosttype.Reason), and the wire form is what
+// it was when they were strings: the same names, plain JSON strings, "" for the first from.
+func TestTheTypedFieldsKeepTheWireForm(t *testing.T) {
+	k := key(t, "wire")
+	at := time.Date(2026, 11, 29, 12, 0, 0, 123456000, time.UTC)
+	e := events.Event{V: 1, ID: events.NewID(k, 2), DeliveryKey: k, Seq: 2, Account: "acct-1",
+		From: atmosttype.Pending, To: atmosttype.Parked, Reason: atmosttype.ReasonOperatorParked, Actor: "alice", At: at}
+	want := fmt.Sprintf(`{"v":1,"id":"%s","delivery_key":"%s","seq":2,"account":"acct-1","from":"pending","to":"parked",`+
+		`"reason":"operator_parked","actor":"alice","at":"2026-11-29T12:00:00.123456Z"}`, e.ID, k)
+	got, err := e.Marshal()
+	require.NoError(t, err)
+	require.Equal(t, want, string(got))
+	reflected, err := json.Marshal(e)
+	require.NoError(t, err)
+	require.Equal(t, want, string(reflected))
+
+	back, err := events.Unmarshal([]byte(want))
+	require.NoError(t, err)
+	require.Equal(t, e, back)
+
+	e.Seq, e.ID, e.From, e.To, e.Reason = 1, events.NewID(k, 1), "", atmosttype.Pending, atmosttype.ReasonSubmitted
+	got, err = e.Marshal()
+	require.NoError(t, err)
+	require.Contains(t, string(got), `,"from":"","to":"pending","reason":"submitted",`)
 }

@@ -133,9 +133,9 @@ func TestRetryAsRecordsTheOperatorAndTheNote(t *testing.T) {
 	_, err := e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonPlatformRejected})
 	require.NoError(t, err)
 
-	require.ErrorContains(t, e.l.RetryAs(e.ctx, c.Key, " ", "why"), "operator must be named")
+	require.ErrorContains(t, e.l.RetryAs(e.ctx, c.Key, ledger.Actor{Name: " ", Reason: "why"}), "operator must be named")
 	require.Equal(t, ledger.Failed, e.state(c.Key))
-	require.NoError(t, e.l.RetryAs(e.ctx, c.Key, "alice", "platform fixed"))
+	require.NoError(t, e.l.RetryAs(e.ctx, c.Key, ledger.Actor{Name: "alice", Reason: "platform fixed"}))
 	r, err := e.l.Inspect(e.ctx, c.Key)
 	require.NoError(t, err)
 	last := r.Transitions[len(r.Transitions)-1]
@@ -145,7 +145,7 @@ func TestRetryAsRecordsTheOperatorAndTheNote(t *testing.T) {
 	require.JSONEq(t, `{"note": "platform fixed"}`, string(last.Detail))
 	require.Equal(t, 1, e.attempts(c.Key), "RetryAs writes no attempt row either")
 
-	requireRefused(t, e.l.RetryAs(e.ctx, c.Key, "alice", "again"), ledger.ErrInvalidTransition)
+	requireRefused(t, e.l.RetryAs(e.ctx, c.Key, ledger.Actor{Name: "alice", Reason: "again"}), ledger.ErrInvalidTransition)
 }
 
 // Parked intents are listed through their own index, with the same keyset pages and account
@@ -157,14 +157,14 @@ func TestListIntentsPagesThroughTheParked(t *testing.T) {
 	var parked []identity.DeliveryKey
 	for i := range 5 {
 		key := e.submit(fmt.Sprintf("parked %d", i))
-		require.NoError(t, e.l.Park(e.ctx, key, "operator", "stop"))
+		require.NoError(t, e.l.Park(e.ctx, key, ledger.Actor{Name: "operator", Reason: "stop"}))
 		parked = append(parked, key)
 	}
 	e.submit("still pending")
 	res, err := e.l.Submit(e.ctx, []identity.Envelope{envelope(t, "acct-2", "parked elsewhere")})
 	require.NoError(t, err)
 	elsewhere := res[0].Key
-	require.NoError(t, e.l.Park(e.ctx, elsewhere, "operator", "stop"))
+	require.NoError(t, e.l.Park(e.ctx, elsewhere, ledger.Actor{Name: "operator", Reason: "stop"}))
 
 	var seen []identity.DeliveryKey
 	var after identity.DeliveryKey
@@ -190,7 +190,7 @@ func TestListIntentsPagesThroughTheParked(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, page, 6, "any account")
 
-	require.NoError(t, e.l.Resolve(e.ctx, elsewhere, ledger.Failed, "", "operator", "looked: never posted"))
+	require.NoError(t, e.l.Resolve(e.ctx, elsewhere, ledger.Failed, "", ledger.Actor{Name: "operator", Reason: "looked: never posted"}))
 	page, err = e.l.ListIntents(e.ctx, ledger.IntentFilter{State: ledger.Parked, Account: "acct-2"}, 10)
 	require.NoError(t, err)
 	require.Empty(t, page, "a resolved intent is no longer parked")
@@ -305,7 +305,7 @@ func newTimeOrdered(t *testing.T, e *env, n int, parked bool) timeOrdered {
 	for i := range n {
 		key := e.submit(fmt.Sprintf("timed %d", i))
 		if parked {
-			require.NoError(t, e.l.Park(e.ctx, key, "operator", "scene"))
+			require.NoError(t, e.l.Park(e.ctx, key, ledger.Actor{Name: "operator", Reason: "scene"}))
 		}
 		// Three intents to a created time, two to an updated time, in an order of their own.
 		created := base.Add(time.Duration(i/3) * time.Second)
@@ -395,7 +395,7 @@ func TestListIntentsPagesInTimeOrder(t *testing.T) {
 				got := pages(t, e, ledger.IntentFilter{State: state, Sort: sort, Descending: desc}, 2, func() {
 					key := e.submit(fmt.Sprintf("between %s %t %t %d", sort, desc, parked, n))
 					if parked {
-						require.NoError(t, e.l.Park(e.ctx, key, "operator", "between"))
+						require.NoError(t, e.l.Park(e.ctx, key, ledger.Actor{Name: "operator", Reason: "between"}))
 					}
 					n++
 				})

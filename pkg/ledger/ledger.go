@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,15 +37,22 @@ type Config struct {
 	// READ COMMITTED too; the concurrency suite runs at both.
 	Isolation pgx.TxIsoLevel
 	// MaxRetries bounds how often one operation restarts its transaction after a
-	// serialization failure (40001) or a deadlock (40P01). Default 10.
+	// serialization failure (40001) or a deadlock (40P01). Default DefaultMaxRetries.
 	MaxRetries int
 	// RetryBackoff is the first pause before a restart; it doubles with each restart, with
-	// full jitter, up to MaxRetryBackoff. Defaults 2ms and 250ms.
+	// full jitter, up to MaxRetryBackoff. Defaults DefaultRetryBackoff and DefaultMaxRetryBackoff.
 	RetryBackoff    time.Duration
 	MaxRetryBackoff time.Duration
 	// Logger receives a debug line per restart. Nil means no logging.
 	Logger *zap.Logger
 }
+
+// The defaults of the configuration's fields (the zero value of a field means its default).
+const (
+	DefaultMaxRetries      = 10
+	DefaultRetryBackoff    = 2 * time.Millisecond
+	DefaultMaxRetryBackoff = 250 * time.Millisecond
+)
 
 func (c Config) withDefaults() Config {
 	if c.Actor == "" {
@@ -53,15 +61,9 @@ func (c Config) withDefaults() Config {
 	if c.Isolation == "" {
 		c.Isolation = pgx.Serializable
 	}
-	if c.MaxRetries == 0 {
-		c.MaxRetries = 10
-	}
-	if c.RetryBackoff == 0 {
-		c.RetryBackoff = 2 * time.Millisecond
-	}
-	if c.MaxRetryBackoff == 0 {
-		c.MaxRetryBackoff = 250 * time.Millisecond
-	}
+	c.MaxRetries = cmp.Or(c.MaxRetries, DefaultMaxRetries)
+	c.RetryBackoff = cmp.Or(c.RetryBackoff, DefaultRetryBackoff)
+	c.MaxRetryBackoff = cmp.Or(c.MaxRetryBackoff, DefaultMaxRetryBackoff)
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}

@@ -138,7 +138,7 @@ func TestBeginThatWaitedOnAParkIsRefused(t *testing.T) {
 	forEachIsolation(t, func(t *testing.T, e *env) {
 		key := e.submit("parked under a worker")
 		firstErr, secondErr := e.interleave(1, func(l *ledger.Ledger) error {
-			return l.Park(e.ctx, key, "operator", "stop")
+			return l.Park(e.ctx, key, ledger.Actor{Name: "operator", Reason: "stop"})
 		}, func() error {
 			_, err := e.l.Begin(e.ctx, key, requestHash("x"), lease)
 			return err
@@ -245,7 +245,7 @@ func TestRetryThatWaitedOnAParkIsRefused(t *testing.T) {
 		_, err := e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed})
 		require.NoError(t, err)
 		firstErr, secondErr := e.interleave(1, func(l *ledger.Ledger) error {
-			return l.Park(e.ctx, c.Key, "operator", "stop")
+			return l.Park(e.ctx, c.Key, ledger.Actor{Name: "operator", Reason: "stop"})
 		}, func() error {
 			return e.l.Retry(e.ctx, c.Key)
 		})
@@ -266,7 +266,7 @@ func TestParkThatWaitedOnAPublishIsRefused(t *testing.T) {
 			_, err := l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.Sent, ObjectID: "obj", Confirmed: true})
 			return err
 		}, func() error {
-			return e.l.Park(e.ctx, c.Key, "operator", "stop")
+			return e.l.Park(e.ctx, c.Key, ledger.Actor{Name: "operator", Reason: "stop"})
 		})
 		require.NoError(t, firstErr)
 		requireAnyRefusal(t, secondErr)
@@ -287,7 +287,7 @@ func TestParkThatWaitedOnAnAuthorizationIsRefused(t *testing.T) {
 			}
 			return err
 		}, func() error {
-			return e.l.Park(e.ctx, c.Key, "operator", "stop")
+			return e.l.Park(e.ctx, c.Key, ledger.Actor{Name: "operator", Reason: "stop"})
 		})
 		require.NoError(t, firstErr)
 		requireAnyRefusal(t, secondErr)
@@ -304,7 +304,7 @@ func TestResolveThatWaitedOnAParkIsRefused(t *testing.T) {
 		r, err := e.l.ClaimReconciliation(e.ctx, c.Key, newClaimToken())
 		require.NoError(t, err)
 		firstErr, secondErr := e.interleave(1, func(l *ledger.Ledger) error {
-			return l.Park(e.ctx, c.Key, "operator", "mine now")
+			return l.Park(e.ctx, c.Key, ledger.Actor{Name: "operator", Reason: "mine now"})
 		}, func() error {
 			_, err := e.l.ResolveReconciliation(e.ctx, r, ledger.Found, "obj", nil)
 			return err
@@ -450,14 +450,14 @@ func TestOnlyAProvenNotSentReleasesTheText(t *testing.T) {
 
 	operator := e.authorized("text an operator saw published")
 	e.expireLease(operator.Key)
-	require.NoError(t, e.l.Park(e.ctx, operator.Key, "alice", "checking"))
-	require.NoError(t, e.l.Resolve(e.ctx, operator.Key, ledger.Published, "obj-9", "alice", "seen on the profile page"))
+	require.NoError(t, e.l.Park(e.ctx, operator.Key, ledger.Actor{Name: "alice", Reason: "checking"}))
+	require.NoError(t, e.l.Resolve(e.ctx, operator.Key, ledger.Published, "obj-9", ledger.Actor{Name: "alice", Reason: "seen on the profile page"}))
 	require.Equal(t, 1, claimed(operator.Key), "an operator's published keeps the text")
 
 	notSent := e.authorized("text an operator saw not sent")
 	e.expireLease(notSent.Key)
-	require.NoError(t, e.l.Park(e.ctx, notSent.Key, "alice", "checking"))
-	require.NoError(t, e.l.Resolve(e.ctx, notSent.Key, ledger.Failed, "", "alice", "nothing on the profile page"))
+	require.NoError(t, e.l.Park(e.ctx, notSent.Key, ledger.Actor{Name: "alice", Reason: "checking"}))
+	require.NoError(t, e.l.Resolve(e.ctx, notSent.Key, ledger.Failed, "", ledger.Actor{Name: "alice", Reason: "nothing on the profile page"}))
 	require.Zero(t, claimed(notSent.Key), "an operator's failed gives the text back")
 }
 
@@ -525,7 +525,7 @@ func TestALookupOfAnEarlierAttemptCannotResolveTheIntent(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.l.ResolveReconciliation(e.ctx, r1, ledger.NotFound, "", nil)
 	require.NoError(t, err)
-	require.NoError(t, e.l.Resolve(e.ctx, first.Key, ledger.Failed, "", "alice", "not on the platform"))
+	require.NoError(t, e.l.Resolve(e.ctx, first.Key, ledger.Failed, "", ledger.Actor{Name: "alice", Reason: "not on the platform"}))
 	require.NoError(t, e.l.Retry(e.ctx, first.Key))
 	second, err := e.l.Begin(e.ctx, first.Key, requestHash("unknown twice"), lease)
 	require.NoError(t, err)
@@ -551,7 +551,7 @@ func TestALookupResolvedAfterTheOperatorParkedIsRefused(t *testing.T) {
 	c := e.indeterminate("parked before the lookup returned")
 	r, err := e.l.ClaimReconciliation(e.ctx, c.Key, newClaimToken())
 	require.NoError(t, err)
-	require.NoError(t, e.l.Park(e.ctx, c.Key, "operator", "mine now"))
+	require.NoError(t, e.l.Park(e.ctx, c.Key, ledger.Actor{Name: "operator", Reason: "mine now"}))
 	_, err = e.l.ResolveReconciliation(e.ctx, r, ledger.Found, "obj", nil)
 	requireRefused(t, err, ledger.ErrInvalidTransition)
 	require.Equal(t, ledger.Parked, e.state(c.Key))
@@ -669,7 +669,7 @@ func TestStatementsRefuseTargetStatesOutsideTheirTransitions(t *testing.T) {
 	require.Equal(t, ledger.Authorized, e.state(c.Key), "Complete leads only to published, failed or indeterminate")
 
 	parked := e.submit("resolved to pending?")
-	require.NoError(t, e.l.Park(e.ctx, parked, "alice", "look"))
+	require.NoError(t, e.l.Park(e.ctx, parked, ledger.Actor{Name: "alice", Reason: "look"}))
 	_, err = q.IntentResolve(e.ctx, dbsqlc.IntentResolveParams{
 		DeliveryKey: parked.Bytes(), ToState: string(ledger.Pending), Reason: "retried", Actor: "alice", Detail: []byte("{}"),
 	})

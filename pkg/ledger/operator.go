@@ -15,18 +15,19 @@ import (
 	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
 )
 
-// Park stops an intent on an operator's word: it becomes parked, owned by a human. actor names
-// the operator and note says why; both are written to history. Refused with ErrLeaseLive for an
+// Park stops an intent on an operator's word: it becomes parked, owned by a human. by names
+// the operator and its Reason says why (the note); both are written to history. Refused with ErrLeaseLive for an
 // authorized intent whose worker's lease is live, and with ErrInvalidTransition for published
 // and parked intents.
-func (l *Ledger) Park(ctx context.Context, key identity.DeliveryKey, actor, note string) error {
-	return l.ParkFrom(ctx, key, []State{Pending, Authorized, Failed, Indeterminate}, actor, note)
+func (l *Ledger) Park(ctx context.Context, key identity.DeliveryKey, by Actor) error {
+	return l.ParkFrom(ctx, key, []State{Pending, Authorized, Failed, Indeterminate}, by)
 }
 
 // ParkFrom is Park held to the states in from: an intent in another state is refused
 // (ErrInvalidTransition) by the statement that parks it, so a caller that looked at an intent
 // first (a bulk park of the pending ones it previewed) never parks one that moved on since.
-func (l *Ledger) ParkFrom(ctx context.Context, key identity.DeliveryKey, from []State, actor, note string) error {
+func (l *Ledger) ParkFrom(ctx context.Context, key identity.DeliveryKey, from []State, by Actor) error {
+	actor, note := by.Name, by.Reason
 	if strings.TrimSpace(actor) == "" {
 		return errors.New("park: an operator must be named")
 	}
@@ -63,9 +64,10 @@ func (l *Ledger) ParkFrom(ctx context.Context, key identity.DeliveryKey, from []
 }
 
 // Resolve is a human's verdict on a parked intent: Published (objectID names the object found
-// on the platform) or Failed (it was not sent; its text is released). evidence says how the
-// operator knows and is required; actor names the operator.
-func (l *Ledger) Resolve(ctx context.Context, key identity.DeliveryKey, to State, objectID, actor, evidence string) error {
+// on the platform) or Failed (it was not sent; its text is released). by names the operator,
+// and its Reason is the evidence: how the operator knows; both are required.
+func (l *Ledger) Resolve(ctx context.Context, key identity.DeliveryKey, to State, objectID string, by Actor) error {
+	actor, evidence := by.Name, by.Reason
 	var reason Reason
 	switch to {
 	case Published:

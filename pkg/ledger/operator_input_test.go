@@ -17,15 +17,15 @@ func TestResolveAsFailedWithAnObjectIsRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	key := e.submit("resolved with an object")
-	require.NoError(t, e.l.Park(e.ctx, key, "operator", "stop"))
+	require.NoError(t, e.l.Park(e.ctx, key, ledger.Actor{Name: "operator", Reason: "stop"}))
 
-	err := e.l.Resolve(e.ctx, key, ledger.Failed, "obj-1", "operator", "seen on the profile")
+	err := e.l.Resolve(e.ctx, key, ledger.Failed, "obj-1", ledger.Actor{Name: "operator", Reason: "seen on the profile"})
 	requireRefused(t, err, ledger.ErrObjectNotSent)
 	in := e.intent(key)
 	require.Equal(t, ledger.Parked, in.State)
 	require.Empty(t, in.ObjectID)
 
-	require.NoError(t, e.l.Resolve(e.ctx, key, ledger.Failed, "", "operator", "not on the profile"))
+	require.NoError(t, e.l.Resolve(e.ctx, key, ledger.Failed, "", ledger.Actor{Name: "operator", Reason: "not on the profile"}))
 	require.Equal(t, ledger.Failed, e.state(key))
 }
 
@@ -38,11 +38,11 @@ func TestParkFromRefusesAStateOutsideItsList(t *testing.T) {
 	e.expireLease(c.Key)
 	from := []ledger.State{ledger.Pending, ledger.Failed, ledger.Indeterminate}
 
-	requireRefused(t, e.l.ParkFrom(e.ctx, c.Key, from, "operator", "bulk"), ledger.ErrInvalidTransition)
+	requireRefused(t, e.l.ParkFrom(e.ctx, c.Key, from, ledger.Actor{Name: "operator", Reason: "bulk"}), ledger.ErrInvalidTransition)
 	require.Equal(t, ledger.Authorized, e.state(c.Key))
 
 	pending := e.submit("still pending")
-	require.NoError(t, e.l.ParkFrom(e.ctx, pending, from, "operator", "bulk"))
+	require.NoError(t, e.l.ParkFrom(e.ctx, pending, from, ledger.Actor{Name: "operator", Reason: "bulk"}))
 	require.Equal(t, ledger.Parked, e.state(pending))
 
 	// A list naming states Park never leaves from widens nothing: published and parked stay.
@@ -50,9 +50,9 @@ func TestParkFromRefusesAStateOutsideItsList(t *testing.T) {
 	_, err := e.l.Complete(e.ctx, published, ledger.Outcome{Result: ledger.Sent, ObjectID: "obj-1", Confirmed: true})
 	require.NoError(t, err)
 	every := []ledger.State{ledger.Pending, ledger.Authorized, ledger.Failed, ledger.Indeterminate, ledger.Published, ledger.Parked}
-	requireRefused(t, e.l.ParkFrom(e.ctx, published.Key, every, "operator", "bulk"), ledger.ErrInvalidTransition)
+	requireRefused(t, e.l.ParkFrom(e.ctx, published.Key, every, ledger.Actor{Name: "operator", Reason: "bulk"}), ledger.ErrInvalidTransition)
 	require.Equal(t, ledger.Published, e.state(published.Key))
-	requireRefused(t, e.l.ParkFrom(e.ctx, pending, every, "operator", "bulk"), ledger.ErrInvalidTransition)
+	requireRefused(t, e.l.ParkFrom(e.ctx, pending, every, ledger.Actor{Name: "operator", Reason: "bulk"}), ledger.ErrInvalidTransition)
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM history WHERE delivery_key = $1 AND to_state = 'parked'`, pending.Bytes()))
 }
 
@@ -73,9 +73,9 @@ func TestANoteTheLedgerWillNotStoreIsRefused(t *testing.T) {
 	}
 	for name, note := range bad {
 		t.Run(name, func(t *testing.T) {
-			require.ErrorIs(t, e.l.Park(e.ctx, key, "operator", note), ledger.ErrInvalidNote)
-			require.ErrorIs(t, e.l.RetryAs(e.ctx, key, "operator", note), ledger.ErrInvalidNote)
-			require.ErrorIs(t, e.l.Resolve(e.ctx, key, ledger.Failed, "", "operator", note), ledger.ErrInvalidNote)
+			require.ErrorIs(t, e.l.Park(e.ctx, key, ledger.Actor{Name: "operator", Reason: note}), ledger.ErrInvalidNote)
+			require.ErrorIs(t, e.l.RetryAs(e.ctx, key, ledger.Actor{Name: "operator", Reason: note}), ledger.ErrInvalidNote)
+			require.ErrorIs(t, e.l.Resolve(e.ctx, key, ledger.Failed, "", ledger.Actor{Name: "operator", Reason: note}), ledger.ErrInvalidNote)
 			_, err := e.l.SetSwitch(e.ctx, ledger.GlobalScope, true, ledger.Actor{Name: "operator", Reason: note})
 			require.ErrorIs(t, err, ledger.ErrInvalidNote)
 			n := 3
@@ -83,13 +83,13 @@ func TestANoteTheLedgerWillNotStoreIsRefused(t *testing.T) {
 			require.ErrorIs(t, err, ledger.ErrInvalidNote)
 			_, err = e.l.BumpEpoch(e.ctx, ledger.Actor{Name: "operator", Reason: note})
 			require.ErrorIs(t, err, ledger.ErrInvalidNote)
-			require.ErrorIs(t, e.l.Park(e.ctx, key, note, "stop"), ledger.ErrInvalidNote, "the actor too")
+			require.ErrorIs(t, e.l.Park(e.ctx, key, ledger.Actor{Name: note, Reason: "stop"}), ledger.ErrInvalidNote, "the actor too")
 		})
 	}
 	require.Equal(t, ledger.Pending, e.state(key))
 	require.Zero(t, e.count(`SELECT count(*) FROM control_history`))
 
 	ok := strings.Repeat("é", ledger.MaxNote-2) + "\n\t"
-	require.NoError(t, e.l.Park(e.ctx, key, "operator", ok))
+	require.NoError(t, e.l.Park(e.ctx, key, ledger.Actor{Name: "operator", Reason: ok}))
 	require.Equal(t, ledger.Parked, e.state(key))
 }

@@ -82,7 +82,7 @@ func TestRandomOperationsKeepTheInvariants(t *testing.T) {
 						}
 					default:
 						if rng.IntN(10) == 0 {
-							err = l.Park(e.ctx, key, "operator", "random")
+							err = l.Park(e.ctx, key, ledger.Actor{Name: "operator", Reason: "random"})
 						}
 					}
 					var refusal *ledger.RefusedError

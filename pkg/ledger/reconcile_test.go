@@ -223,10 +223,10 @@ func TestParkIsRefusedWhileAnAuthorizedLeaseIsLive(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	c := e.authorized("in flight")
-	requireRefused(t, e.l.Park(e.ctx, c.Key, "operator", "stop it"), ledger.ErrLeaseLive)
+	requireRefused(t, e.l.Park(e.ctx, c.Key, ledger.Actor{Name: "operator", Reason: "stop it"}), ledger.ErrLeaseLive)
 	require.Equal(t, ledger.Authorized, e.state(c.Key))
 	e.expireLease(c.Key)
-	require.NoError(t, e.l.Park(e.ctx, c.Key, "operator", "stop it"))
+	require.NoError(t, e.l.Park(e.ctx, c.Key, ledger.Actor{Name: "operator", Reason: "stop it"}))
 	require.Equal(t, ledger.Parked, e.state(c.Key))
 }
 
@@ -234,10 +234,10 @@ func TestOperatorResolutionNeedsEvidenceAndIsRecorded(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	key := e.submit("for a human")
-	require.NoError(t, e.l.Park(e.ctx, key, "alice", "looks wrong"))
-	require.Error(t, e.l.Resolve(e.ctx, key, ledger.Published, "obj", "alice", ""))
-	require.Error(t, e.l.Resolve(e.ctx, key, ledger.Pending, "", "alice", "no"))
-	require.NoError(t, e.l.Resolve(e.ctx, key, ledger.Published, "obj-9", "alice", "seen on the profile page"))
+	require.NoError(t, e.l.Park(e.ctx, key, ledger.Actor{Name: "alice", Reason: "looks wrong"}))
+	require.Error(t, e.l.Resolve(e.ctx, key, ledger.Published, "obj", ledger.Actor{Name: "alice", Reason: ""}))
+	require.Error(t, e.l.Resolve(e.ctx, key, ledger.Pending, "", ledger.Actor{Name: "alice", Reason: "no"}))
+	require.NoError(t, e.l.Resolve(e.ctx, key, ledger.Published, "obj-9", ledger.Actor{Name: "alice", Reason: "seen on the profile page"}))
 	rec, err := e.l.Inspect(e.ctx, key)
 	require.NoError(t, err)
 	last := rec.Transitions[len(rec.Transitions)-1]
@@ -245,7 +245,7 @@ func TestOperatorResolutionNeedsEvidenceAndIsRecorded(t *testing.T) {
 	require.Equal(t, "alice", last.Actor)
 	require.Contains(t, string(last.Detail), "seen on the profile page")
 	require.Equal(t, "obj-9", rec.Intent.ObjectID)
-	requireRefused(t, e.l.Resolve(e.ctx, key, ledger.Failed, "", "alice", "changed my mind"), ledger.ErrInvalidTransition)
+	requireRefused(t, e.l.Resolve(e.ctx, key, ledger.Failed, "", ledger.Actor{Name: "alice", Reason: "changed my mind"}), ledger.ErrInvalidTransition)
 }
 
 func TestEpochBumpIsRecordedAndNewClaimsCarryIt(t *testing.T) {

@@ -22,10 +22,11 @@ func (l *Ledger) Retry(ctx context.Context, key identity.DeliveryKey) error {
 	return l.retry(ctx, key, l.cfg.Actor, nil)
 }
 
-// RetryAs is Retry on an operator's word: actor names the operator and note says why; both are
+// RetryAs is Retry on an operator's word: by names the operator and its Reason says why; both are
 // written to the history row of the transition (into pending, or into parked when the attempt
 // cap is reached), not the Ledger's configured Actor. It is refused exactly as Retry is.
-func (l *Ledger) RetryAs(ctx context.Context, key identity.DeliveryKey, actor, note string) error {
+func (l *Ledger) RetryAs(ctx context.Context, key identity.DeliveryKey, by Actor) error {
+	actor, note := by.Name, by.Reason
 	if strings.TrimSpace(actor) == "" {
 		return errors.New("retry: an operator must be named")
 	}

@@ -466,7 +466,7 @@ func TestOutstandingCountsEveryStateButPublished(t *testing.T) {
 	_, err = e.l.Complete(e.ctx, unknown, ledger.Outcome{Result: ledger.Unknown})
 	require.NoError(t, err)
 	for _, text := range []string{"parked 1", "parked 2"} {
-		require.NoError(t, e.l.Park(e.ctx, e.submit(text), "operator", "stop"))
+		require.NoError(t, e.l.Park(e.ctx, e.submit(text), ledger.Actor{Name: "operator", Reason: "stop"}))
 	}
 	published := e.authorized("published")
 	_, err = e.l.Complete(e.ctx, published, ledger.Outcome{Result: ledger.Sent, ObjectID: "o", Confirmed: true})

@@ -187,7 +187,7 @@ func TestAnEarlierIntentThatWaitsKeepsItsText(t *testing.T) {
 				return nil
 			},
 			"parked by an operator": func(_ string, k identity.DeliveryKey) func() ledger.Claim {
-				require.NoError(t, e.l.Park(e.ctx, k, "alice", "not this one"))
+				require.NoError(t, e.l.Park(e.ctx, k, ledger.Actor{Name: "alice", Reason: "not this one"}))
 				return nil
 			},
 			"pending on a superseded source": func(acct string, k identity.DeliveryKey) func() ledger.Claim {
@@ -258,7 +258,7 @@ func TestAClaimOnceTakenIsNeverTakenBack(t *testing.T) {
 		later := e.store(repeat)[0]
 		require.Equal(t, ledger.ReasonAuthorized, e.authorizeAll(e.l, e.begin(later))[later])
 
-		require.NoError(t, e.l.RetryAs(e.ctx, earlier, "alice", "the platform takes it now"))
+		require.NoError(t, e.l.RetryAs(e.ctx, earlier, ledger.Actor{Name: "alice", Reason: "the platform takes it now"}))
 		require.Equal(t, ledger.ReasonDuplicateText, e.authorizeAll(e.l, e.begin(earlier))[earlier])
 		h := e.hold(earlier)
 		require.Equal(t, later, h.Holder)

@@ -52,7 +52,7 @@ func (e *env) enter(phase ledger.Phase, text string) subject {
 		complete(ledger.Outcome{Result: ledger.Unknown})
 	case ledger.PhaseParked:
 		e.submit(text)
-		require.NoError(e.t, e.l.Park(e.ctx, s.key, "operator", "walk"))
+		require.NoError(e.t, e.l.Park(e.ctx, s.key, ledger.Actor{Name: "operator", Reason: "walk"}))
 	default:
 		e.t.Fatalf("no way into phase %s", phase)
 	}
@@ -89,9 +89,9 @@ func (e *env) apply(op ledger.Operation, s subject) (accepted bool, err error) {
 			_, err = e.l.ResolveReconciliation(e.ctx, r, ledger.NotFound, "", nil)
 		}
 	case ledger.OpPark:
-		err = e.l.Park(e.ctx, s.key, "operator", "walk")
+		err = e.l.Park(e.ctx, s.key, ledger.Actor{Name: "operator", Reason: "walk"})
 	case ledger.OpResolve:
-		err = e.l.Resolve(e.ctx, s.key, ledger.Failed, "", "operator", "checked the platform by hand")
+		err = e.l.Resolve(e.ctx, s.key, ledger.Failed, "", ledger.Actor{Name: "operator", Reason: "checked the platform by hand"})
 	default:
 		return false, fmt.Errorf("no way to apply %s", op)
 	}

@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -62,7 +61,7 @@ func Open(a platform.Account) (platform.Adapter, error) {
 }
 
 func (a *adapter) Capabilities() platform.Capabilities {
-	return platform.Capabilities{DefinitiveStatuses: slices.Clone(transport.DefaultDefinitive),
+	return platform.Capabilities{DefinitiveStatuses: transport.DefaultDefinitive(),
 		ContractVersion: "notes/v1", ReconcileDelay: 2 * time.Second}
 }
 
@@ -89,7 +88,7 @@ func (a *adapter) Send(ctx context.Context, p platform.Prepared) platform.Outcom
 			Detail: map[string]any{"step": string(transport.StepNone), "error": "notes: the prepared request was altered"}}
 	}
 	ex := a.client.Do(ctx, p.Method, p.URL, http.Header(p.Header), p.Body)
-	return transport.Classify(ex, transport.DefaultDefinitive, func(body []byte) (string, error) {
+	return transport.Classify(ex, transport.DefaultDefinitive(), func(body []byte) (string, error) {
 		var o struct {
 			ID string `json:"id"`
 		}

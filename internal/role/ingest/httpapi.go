@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -98,12 +99,8 @@ type HTTPAPI struct {
 
 // NewHTTPAPI returns the API on js's connection and l.
 func NewHTTPAPI(ctx context.Context, js jetstream.JetStream, l APILedger, cfg HTTPConfig) (*HTTPAPI, error) {
-	if cfg.KeepAlive == 0 {
-		cfg.KeepAlive = HTTPKeepAlive
-	}
-	if cfg.MaxStreams == 0 {
-		cfg.MaxStreams = HTTPMaxStreams
-	}
+	cfg.KeepAlive = cmp.Or(cfg.KeepAlive, HTTPKeepAlive)
+	cfg.MaxStreams = cmp.Or(cfg.MaxStreams, HTTPMaxStreams)
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}

@@ -128,7 +128,7 @@ func TestACurlSessionAgainstTheIngestRole(t *testing.T) {
 	// duplicate, whose outcome it waits for (an operator parks it meanwhile).
 	key, err := identity.ParseDeliveryKey(receipt.Key)
 	require.NoError(t, err)
-	require.NoError(t, l.Park(ctx, key, "user:test", "for the Python example"))
+	require.NoError(t, l.Park(ctx, key, ledger.Actor{Name: "user:test", Reason: "for the Python example"}))
 	doc, err := os.ReadFile("../../../docs/producers.md")
 	require.NoError(t, err)
 	example := regexp.MustCompile("(?s)<!-- python-http:start -->\n```python\n(.*?)```\n<!-- python-http:end -->").FindSubmatch(doc)

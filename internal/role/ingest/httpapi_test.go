@@ -178,7 +178,7 @@ func TestAPostedIntentIsStoredOnceAndItsOutcomeAwaited(t *testing.T) {
 	require.NoError(t, err)
 	waited := make(chan answer, 1)
 	go func() { waited <- e.do(http.MethodGet, "/v1/intents/"+key.String()+"?wait=30s", e.token1, nil) }()
-	require.NoError(t, e.Ledger.Park(e.Ctx, key, "user:test", "hold it"))
+	require.NoError(t, e.Ledger.Park(e.Ctx, key, ledger.Actor{Name: "user:test", Reason: "hold it"}))
 	_, err = e.Relay.Drain(e.Ctx)
 	require.NoError(t, err)
 	w := <-waited
@@ -482,7 +482,7 @@ func TestTheEventStreamResumesAfterTheLastEventID(t *testing.T) {
 	stream.Body.Close()
 	key, err := identity.ParseDeliveryKey(bodyKey(t, body))
 	require.NoError(t, err)
-	require.NoError(t, e.Ledger.Park(e.Ctx, key, "user:test", "while away"))
+	require.NoError(t, e.Ledger.Park(e.Ctx, key, ledger.Actor{Name: "user:test", Reason: "while away"}))
 	_, err = e.Relay.Drain(e.Ctx)
 	require.NoError(t, err)
 

@@ -9,6 +9,7 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -39,10 +40,10 @@ type Config struct {
 	// Durable is the name of the pull consumer on ATMOST_INTENTS. Default "ingest".
 	Durable string
 	// Batch is how many messages one fetch asks for; their valid intents go to the ledger in
-	// one Submit. Default 100.
+	// one Submit. Default DefaultBatch.
 	Batch int
 	// MaxWait bounds how long an idle fetch waits for the first message; a fetch never waits
-	// for a batch to fill. Default 1 s.
+	// for a batch to fill. Default DefaultMaxWait.
 	MaxWait time.Duration
 	// Linger is how long after the previous batch a fetch that has less than a batch waits
 	// for more: a steady load is taken in batches of what arrived over one Linger, which
@@ -51,9 +52,9 @@ type Config struct {
 	// Default DefaultLinger; negative means none.
 	Linger time.Duration
 	// NakDelay is how long JetStream waits before redelivering a message the ledger could not
-	// take. Default 5 s.
+	// take. Default DefaultNakDelay.
 	NakDelay time.Duration
-	// AckWait is the consumer's redelivery timeout. Default 30 s.
+	// AckWait is the consumer's redelivery timeout. Default DefaultAckWait.
 	AckWait time.Duration
 	// MaxDeliveries is the delivery on which a message the database refused every time (a data
 	// error, never an outage) is recorded as unstorable and acknowledged. Default
@@ -66,31 +67,29 @@ type Config struct {
 	Tracer trace.TracerProvider
 }
 
+// The defaults of the configuration's fields (the zero value of a field means its default).
+const (
+	DefaultBatch    = 100
+	DefaultMaxWait  = time.Second
+	DefaultNakDelay = 5 * time.Second
+	DefaultAckWait  = 30 * time.Second
+)
+
 func (c Config) withDefaults() Config {
 	if c.Durable == "" {
 		c.Durable = "ingest"
 	}
-	if c.Batch == 0 {
-		c.Batch = 100
-	}
-	if c.MaxWait == 0 {
-		c.MaxWait = time.Second
-	}
+	c.Batch = cmp.Or(c.Batch, DefaultBatch)
+	c.MaxWait = cmp.Or(c.MaxWait, DefaultMaxWait)
 	switch {
 	case c.Linger == 0:
 		c.Linger = DefaultLinger
 	case c.Linger < 0:
 		c.Linger = 0
 	}
-	if c.NakDelay == 0 {
-		c.NakDelay = 5 * time.Second
-	}
-	if c.AckWait == 0 {
-		c.AckWait = 30 * time.Second
-	}
-	if c.MaxDeliveries == 0 {
-		c.MaxDeliveries = DefaultMaxDeliveries
-	}
+	c.NakDelay = cmp.Or(c.NakDelay, DefaultNakDelay)
+	c.AckWait = cmp.Or(c.AckWait, DefaultAckWait)
+	c.MaxDeliveries = cmp.Or(c.MaxDeliveries, DefaultMaxDeliveries)
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}

@@ -74,10 +74,9 @@ func parseRoleConfig(args []string, getenv func(string) (string, bool), stderr i
 	var cfg RoleConfig
 	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
 	cfg.Common.Register(fs, env, "127.0.0.1:9101")
-	def := Config{}.withDefaults()
-	fs.IntVar(&cfg.Batch, "batch", env.Int("ATMOST_INGEST_BATCH", def.Batch), "at most this many messages per fetch (a fetch takes what has arrived, never waiting for a full batch); their intents go to the ledger in one transaction (env ATMOST_INGEST_BATCH)")
-	fs.DurationVar(&cfg.Linger, "linger", env.Duration("ATMOST_INGEST_LINGER", def.Linger), "how long after the previous batch a fetch with less than a batch waits for more, so that a steady load's batches hold what arrived over this long; 0 for none (env ATMOST_INGEST_LINGER)")
-	fs.IntVar(&cfg.MaxDeliveries, "max-deliveries", env.Int("ATMOST_INGEST_MAX_DELIVERIES", def.MaxDeliveries), "the delivery on which a message the database refused every time is recorded as unstorable and acknowledged (env ATMOST_INGEST_MAX_DELIVERIES)")
+	fs.IntVar(&cfg.Batch, "batch", env.Int("ATMOST_INGEST_BATCH", DefaultBatch), "at most this many messages per fetch (a fetch takes what has arrived, never waiting for a full batch); their intents go to the ledger in one transaction (env ATMOST_INGEST_BATCH)")
+	fs.DurationVar(&cfg.Linger, "linger", env.Duration("ATMOST_INGEST_LINGER", DefaultLinger), "how long after the previous batch a fetch with less than a batch waits for more, so that a steady load's batches hold what arrived over this long; 0 for none (env ATMOST_INGEST_LINGER)")
+	fs.IntVar(&cfg.MaxDeliveries, "max-deliveries", env.Int("ATMOST_INGEST_MAX_DELIVERIES", DefaultMaxDeliveries), "the delivery on which a message the database refused every time is recorded as unstorable and acknowledged (env ATMOST_INGEST_MAX_DELIVERIES)")
 	fs.DurationVar(&cfg.RelayInterval, "relay-interval", env.Duration("ATMOST_RELAY_INTERVAL", relay.DefaultInterval), "how often the relay drains the outbox (env ATMOST_RELAY_INTERVAL)")
 	fs.BoolVar(&cfg.Status, "status", env.Bool("ATMOST_INGEST_STATUS", true), "serve the outcome service "+client.StatusService+" on "+client.StatusSubjects+", which answers producers' Status and Await from the ledger; --status=false leaves it to other instances (env ATMOST_INGEST_STATUS)")
 	fs.StringVar(&cfg.HTTPAPI, "http-api", env.String("ATMOST_INGEST_HTTP_API", ""), "serve the producers' HTTP API (docs/http-api.yaml) on this address, such as 127.0.0.1:8088; off when empty (env ATMOST_INGEST_HTTP_API)")

@@ -169,7 +169,7 @@ func TestAHeldResultOfAnIntentParkedMeanwhileIsReportedWithWhatItFound(t *testin
 	require.Eventually(t, func() bool {
 		return logs.FilterMessageSnippet("it is kept here and recorded on a later turn").Len() > 0
 	}, 20*time.Second, 20*time.Millisecond, "the result is held")
-	require.NoError(t, e.Ledger.Park(e.Ctx, key, "user:alice", "looking into it by hand"))
+	require.NoError(t, e.Ledger.Park(e.Ctx, key, ledger.Actor{Name: "user:alice", Reason: "looking into it by hand"}))
 	l.down.Store(false)
 	require.Eventually(t, func() bool {
 		return logs.FilterMessage("the ledger refused the lookup's result; a person decides with what it found").Len() == 1

@@ -71,7 +71,7 @@ func TestTripsHealsAndParksAreToldOnNATSAndTheWebhook(t *testing.T) {
 	_, err = e.Ledger.ResumeAccount(e.Ctx, "acct-1", ledger.Actor{Name: "alice", Reason: "rotated"})
 	require.NoError(t, err)
 	parked := e.Submit("acct-2", "stopped by a person")[0]
-	require.NoError(t, e.Ledger.Park(e.Ctx, parked, "bob", "not wanted"))
+	require.NoError(t, e.Ledger.Park(e.Ctx, parked, ledger.Actor{Name: "bob", Reason: "not wanted"}))
 
 	kinds := map[string]events.Alert{}
 	for len(kinds) < 3 {
@@ -113,7 +113,7 @@ func TestAnAlertWebhookThatHangsNeverBlocksThePass(t *testing.T) {
 	s := e.sweeper("sweeper-1", sweep.Config{AlertURL: srv.URL, AlertSecret: "x", AlertQueue: 2})
 	e.Run(s.Run)
 	for _, k := range e.Submit("acct-1", worldtest.Texts("parked", 10)...) {
-		require.NoError(t, e.Ledger.Park(e.Ctx, k, "bob", "not wanted"))
+		require.NoError(t, e.Ledger.Park(e.Ctx, k, ledger.Actor{Name: "bob", Reason: "not wanted"}))
 	}
 	require.Eventually(t, func() bool { return sweep.Dropped(s) >= 7 }, 20*time.Second, 20*time.Millisecond,
 		"ten alerts, one in the webhook's hands, two queued: the rest dropped")

@@ -56,14 +56,13 @@ func Main(ctx context.Context, args []string, getenv func(string) (string, bool)
 	var cfg RoleConfig
 	fs := flag.NewFlagSet("sweeper", flag.ContinueOnError)
 	cfg.Common.Register(fs, env, "127.0.0.1:9103")
-	def := Config{}.withDefaults()
-	fs.DurationVar(&cfg.Interval, "interval", env.Duration("ATMOST_SWEEP_INTERVAL", def.Interval), "pause between passes (env ATMOST_SWEEP_INTERVAL)")
-	fs.IntVar(&cfg.Batch, "batch", env.Int("ATMOST_SWEEP_BATCH", def.Batch), "rows one duty looks at in one pass (env ATMOST_SWEEP_BATCH)")
-	fs.DurationVar(&cfg.StrandedAfter, "stranded-after", env.Duration("ATMOST_SWEEP_STRANDED_AFTER", def.StrandedAfter),
+	fs.DurationVar(&cfg.Interval, "interval", env.Duration("ATMOST_SWEEP_INTERVAL", DefaultInterval), "pause between passes (env ATMOST_SWEEP_INTERVAL)")
+	fs.IntVar(&cfg.Batch, "batch", env.Int("ATMOST_SWEEP_BATCH", DefaultBatch), "rows one duty looks at in one pass (env ATMOST_SWEEP_BATCH)")
+	fs.DurationVar(&cfg.StrandedAfter, "stranded-after", env.Duration("ATMOST_SWEEP_STRANDED_AFTER", DefaultStrandedAfter),
 		"an unclaimed pending intent idle this long gets its work published again; keep it above the dispatcher's gate delay (env ATMOST_SWEEP_STRANDED_AFTER)")
-	fs.DurationVar(&cfg.LookupStale, "lookup-stale", env.Duration("ATMOST_SWEEP_LOOKUP_STALE", def.LookupStale),
+	fs.DurationVar(&cfg.LookupStale, "lookup-stale", env.Duration("ATMOST_SWEEP_LOOKUP_STALE", DefaultLookupStale),
 		"a claimed reconciliation lookup unresolved this long is parked for a human, never looked up again (env ATMOST_SWEEP_LOOKUP_STALE)")
-	fs.DurationVar(&cfg.UnreconciledAfter, "unreconciled-after", env.Duration("ATMOST_SWEEP_UNRECONCILED_AFTER", def.UnreconciledAfter),
+	fs.DurationVar(&cfg.UnreconciledAfter, "unreconciled-after", env.Duration("ATMOST_SWEEP_UNRECONCILED_AFTER", DefaultUnreconciledAfter),
 		"an indeterminate intent with no lookup claimed this long is parked for a human (env ATMOST_SWEEP_UNRECONCILED_AFTER)")
 	fs.StringVar(&cfg.AlertURL, "alert-url", env.String("ATMOST_ALERT_URL", ""), "POST every alert (a trip, a heal, a park) here too, signed with ATMOST_ALERT_SECRET (env ATMOST_ALERT_URL)")
 	cfg.AlertSecret, _ = getenv("ATMOST_ALERT_SECRET")

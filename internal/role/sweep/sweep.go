@@ -6,6 +6,7 @@
 package sweep
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,20 +27,20 @@ import (
 
 // Config tunes a Sweeper. The zero value of every field means its default.
 type Config struct {
-	// Interval is the pause between passes. Default 5 s.
+	// Interval is the pause between passes. Default DefaultInterval.
 	Interval time.Duration
-	// Batch bounds the rows one duty looks at in one pass. Default 1000.
+	// Batch bounds the rows one duty looks at in one pass. Default DefaultBatch.
 	Batch int
 	// StrandedAfter is how long a pending intent rests unclaimed before its work is published
 	// again. Keep it above the dispatcher's gate delay and ack wait: a work item that is only
-	// waiting is not lost. Default 10 min.
+	// waiting is not lost. Default DefaultStrandedAfter.
 	StrandedAfter time.Duration
 	// LookupStale is how long a claimed reconciliation lookup may stay unresolved before the
 	// intent is parked for a human (its reconciler died after the claim; a second lookup is
-	// never made). Keep it far above the reconciler's lookup timeout. Default 10 min.
+	// never made). Keep it far above the reconciler's lookup timeout. Default DefaultLookupStale.
 	LookupStale time.Duration
 	// UnreconciledAfter is how long an indeterminate intent may wait with no lookup claimed
-	// before it is parked for a human. Default 24 h.
+	// before it is parked for a human. Default DefaultUnreconciledAfter.
 	UnreconciledAfter time.Duration
 	// NoDrain turns off publishing the outbox every pass (the relay's slow path), for when
 	// another role does it. The zero value drains.
@@ -50,7 +51,7 @@ type Config struct {
 	Platforms platform.Registry
 	// AlertURL, when set, is where every alert is POSTed too (ATMOST_ALERT_URL), signed with
 	// AlertSecret (ATMOST_ALERT_SECRET, required with it) in the Atmost-Signature header;
-	// AlertQueue bounds the alerts waiting for it (default 1000): beyond, one is dropped and
+	// AlertQueue bounds the alerts waiting for it (default DefaultAlertQueue): beyond, one is dropped and
 	// counted, never waited for.
 	AlertURL    string
 	AlertSecret string
@@ -59,31 +60,29 @@ type Config struct {
 	Logger *zap.Logger
 }
 
+// The defaults of the configuration's fields (the zero value of a field means its default).
+const (
+	DefaultInterval          = 5 * time.Second
+	DefaultBatch             = 1000
+	DefaultStrandedAfter     = 10 * time.Minute
+	DefaultLookupStale       = 10 * time.Minute
+	DefaultUnreconciledAfter = 24 * time.Hour
+	DefaultAlertQueue        = 1000
+)
+
 func (c Config) withDefaults() Config {
-	if c.Interval == 0 {
-		c.Interval = 5 * time.Second
-	}
-	if c.Batch == 0 {
-		c.Batch = 1000
-	}
-	if c.StrandedAfter == 0 {
-		c.StrandedAfter = 10 * time.Minute
-	}
-	if c.LookupStale == 0 {
-		c.LookupStale = 10 * time.Minute
-	}
-	if c.UnreconciledAfter == 0 {
-		c.UnreconciledAfter = 24 * time.Hour
-	}
+	c.Interval = cmp.Or(c.Interval, DefaultInterval)
+	c.Batch = cmp.Or(c.Batch, DefaultBatch)
+	c.StrandedAfter = cmp.Or(c.StrandedAfter, DefaultStrandedAfter)
+	c.LookupStale = cmp.Or(c.LookupStale, DefaultLookupStale)
+	c.UnreconciledAfter = cmp.Or(c.UnreconciledAfter, DefaultUnreconciledAfter)
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
 	if c.Platforms == nil {
 		c.Platforms = adapters.Registered()
 	}
-	if c.AlertQueue == 0 {
-		c.AlertQueue = 1000
-	}
+	c.AlertQueue = cmp.Or(c.AlertQueue, DefaultAlertQueue)
 	return c
 }
 

@@ -22,8 +22,10 @@ const Name = "bluesky"
 // InvalidToken, ...; 401 AuthenticationRequired; 403 Forbidden; 413 PayloadTooLarge; 429
 // RateLimitExceeded) or the handler refuses inside its transaction (400 InvalidSwap,
 // ConcurrentWrites, an invalid record). A 400 that says the record already exists is not
-// definitive (see Send).
-var DefinitiveStatuses = []int{400, 401, 403, 413, 429}
+// definitive (see Send). The slice is a copy.
+func DefinitiveStatuses() []int { return slices.Clone(definitiveStatuses) }
+
+var definitiveStatuses = []int{400, 401, 403, 413, 429}
 
 // adapter is the Bluesky adapter opened for one account.
 type adapter struct {
@@ -64,11 +66,11 @@ func Open(a platform.Account) (platform.Adapter, error) {
 // since (see Lookup), so a not-found must go to a person.
 func (a *adapter) Capabilities() platform.Capabilities {
 	return platform.Capabilities{
-		DefinitiveStatuses:  append([]int(nil), DefinitiveStatuses...),
+		DefinitiveStatuses:  slices.Clone(definitiveStatuses),
 		ContractVersion:     a.cfg.contract,
 		ReconcileDelay:      a.cfg.reconcileDelay,
-		UnavailableStatuses: platform.DeclaredStatuses(platform.DefaultUnavailableStatuses, DefinitiveStatuses),
-		AuthStatuses:        platform.DeclaredStatuses(platform.DefaultAuthStatuses, DefinitiveStatuses),
+		UnavailableStatuses: platform.DeclaredStatuses(platform.DefaultUnavailableStatuses, definitiveStatuses),
+		AuthStatuses:        platform.DeclaredStatuses(platform.DefaultAuthStatuses, definitiveStatuses),
 	}
 }
 
@@ -133,7 +135,7 @@ func (a *adapter) Send(ctx context.Context, p platform.Prepared) platform.Outcom
 	}
 	header.Set("Authorization", "Bearer "+sess.access)
 	ex := a.client.Do(ctx, p.Method, p.URL, header, p.Body)
-	out := transport.Classify(ex, DefinitiveStatuses, createdURI)
+	out := transport.Classify(ex, definitiveStatuses, createdURI)
 	if ex.Status >= 400 {
 		x := parseXRPCError(ex.Body)
 		if x.Name != "" {

@@ -62,6 +62,8 @@ func TestSettingsDefaultsAndLoopbackHTTP(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, platform.Capabilities{StatusLookup: false, DefinitiveStatuses: []int{400, 401, 403, 413, 429},
 		ContractVersion: "bluesky/v1", ReconcileDelay: 10 * time.Second, UnavailableStatuses: []int{429}, AuthStatuses: []int{401, 403}}, ad.Capabilities())
+	bluesky.DefinitiveStatuses()[0] = 200
+	require.Equal(t, []int{400, 401, 403, 413, 429}, bluesky.DefinitiveStatuses(), "the list is a copy")
 
 	ad, err = openWith(`{"pds":"https://pds.example","identifier":"`+did+`","reconcile_delay":"1m","contract_version":"bluesky/v2"}`, ref)
 	require.NoError(t, err)

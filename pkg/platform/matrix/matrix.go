@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -30,8 +31,10 @@ const KeyField = "io.atmost.delivery_key"
 // (M_FORBIDDEN: the account has not joined, or may not send), 404 (M_NOT_FOUND: no such room;
 // M_UNRECOGNIZED: no such endpoint), 413 (M_TOO_LARGE: an event over 64 KiB); 429
 // (M_LIMIT_EXCEEDED) is a refusal before any handler wherever a server or a proxy in front of
-// it limits rates. A failure once the roomserver was asked is a 500: unknown.
-var DefinitiveStatuses = []int{400, 401, 403, 404, 413, 429}
+// it limits rates. A failure once the roomserver was asked is a 500: unknown. The slice is a copy.
+func DefinitiveStatuses() []int { return slices.Clone(definitiveStatuses) }
+
+var definitiveStatuses = []int{400, 401, 403, 404, 413, 429}
 
 // adapter is the Matrix adapter opened for one account.
 type adapter struct {
@@ -70,11 +73,11 @@ func Open(a platform.Account) (platform.Adapter, error) {
 // it, never that one was not (see Lookup).
 func (a *adapter) Capabilities() platform.Capabilities {
 	return platform.Capabilities{
-		DefinitiveStatuses:  append([]int(nil), DefinitiveStatuses...),
+		DefinitiveStatuses:  slices.Clone(definitiveStatuses),
 		ContractVersion:     a.cfg.contract,
 		ReconcileDelay:      a.cfg.reconcileDelay,
-		UnavailableStatuses: platform.DeclaredStatuses(platform.DefaultUnavailableStatuses, DefinitiveStatuses),
-		AuthStatuses:        platform.DeclaredStatuses(platform.DefaultAuthStatuses, DefinitiveStatuses),
+		UnavailableStatuses: platform.DeclaredStatuses(platform.DefaultUnavailableStatuses, definitiveStatuses),
+		AuthStatuses:        platform.DeclaredStatuses(platform.DefaultAuthStatuses, definitiveStatuses),
 	}
 }
 
@@ -156,7 +159,7 @@ func (a *adapter) Send(ctx context.Context, p platform.Prepared) platform.Outcom
 			Detail: map[string]any{"step": "verify", "error": "matrix: the prepared request does not match its hash; nothing was sent"}}
 	}
 	ex := a.client.Do(ctx, p.Method, p.URL, a.authorized(p.Header), p.Body)
-	out := transport.Classify(ex, DefinitiveStatuses, sentEventID)
+	out := transport.Classify(ex, definitiveStatuses, sentEventID)
 	if ex.Status >= 400 {
 		if e := parseError(ex.Body); e.Code != "" {
 			out.Detail["errcode"] = e.Code

@@ -194,7 +194,9 @@ func TestSendClassifiesEachStatus(t *testing.T) {
 		out := send(t, ad, platformtest.Post(t, "acct-1", "status "+strconv.Itoa(status)))
 		require.Equal(t, want, out.Result, "status %d: %v", status, out.Detail)
 	}
-	require.Equal(t, []int{400, 401, 403, 404, 413, 429}, matrix.DefinitiveStatuses)
+	require.Equal(t, []int{400, 401, 403, 404, 413, 429}, matrix.DefinitiveStatuses())
+	matrix.DefinitiveStatuses()[0] = 200
+	require.Equal(t, 400, matrix.DefinitiveStatuses()[0], "the list is a copy")
 }
 
 // A redacted event is the platform's deletion: not found. An edit by its sender is the text it

@@ -411,7 +411,7 @@ func (e ending) check(t *testing.T, s *suite) {
 	checkShape(t, out)
 	s.clean(t, pl, "the outcome", out)
 	kind := e.kind(caps)
-	if want := transport.Outcomes[kind]; out.Result != want.Result || out.Reason != want.Reason {
+	if want := transport.Outcomes()[kind]; out.Result != want.Result || out.Reason != want.Reason {
 		t.Errorf("the send ended %s (%s), want %s (%s): the transport's table for %q; detail: %v",
 			out.Result, out.Reason, want.Result, want.Reason, kind, out.Detail)
 	}
@@ -458,7 +458,7 @@ func sendToUnreachable(t *testing.T, s *suite) {
 	out := ad.Send(bounded(t, wait), p)
 	checkShape(t, out)
 	s.clean(t, pl, "the outcome", out)
-	if want := transport.Outcomes[transport.CaseNoConnection]; out.Result != want.Result || out.Reason != want.Reason {
+	if want := transport.Outcomes()[transport.CaseNoConnection]; out.Result != want.Result || out.Reason != want.Reason {
 		t.Errorf("a send to a platform that refuses every connection ended %s (%s), want %s (%s); detail: %v",
 			out.Result, out.Reason, want.Result, want.Reason, out.Detail)
 	}

@@ -51,7 +51,7 @@ func TestEachFaultEndsInTheOutcomeTheTransportTableGives(t *testing.T) {
 
 			out := a.Send(ctx, p)
 
-			verdict := transport.Outcomes[c.want]
+			verdict := transport.Outcomes()[c.want]
 			require.Equal(t, string(c.want), out.Detail["case"], "detail: %v", out.Detail)
 			require.Equal(t, verdict.Result, out.Result)
 			require.Equal(t, verdict.Reason, out.Reason)

@@ -2,7 +2,7 @@
 // the platformsim binary): the adapter every end-to-end test and the demo deliver through.
 //
 // Every send is one POST through a single shared transport.Client (no automatic retry of any
-// kind) and is classified by transport.Classify with transport.DefaultDefinitive, so the
+// kind) and is classified by transport.Classify with transport.DefaultDefinitive(), so the
 // adapter reports NotSent only for a connection that was never obtained or a definitive
 // refusal (400, 401, 403, 413, 422, 429); everything else that is not a 2xx naming the created
 // object is Unknown. Lookup proves not-sent only when the account declares the simulator's
@@ -99,11 +99,11 @@ func Open(a platform.Account) (platform.Adapter, error) {
 		base:    base,
 		caps: platform.Capabilities{
 			StatusLookup:        s.StatusLookup,
-			DefinitiveStatuses:  slices.Clone(transport.DefaultDefinitive),
+			DefinitiveStatuses:  transport.DefaultDefinitive(),
 			ContractVersion:     version,
 			ReconcileDelay:      delay,
-			UnavailableStatuses: platform.DeclaredStatuses(platform.DefaultUnavailableStatuses, transport.DefaultDefinitive),
-			AuthStatuses:        platform.DeclaredStatuses(platform.DefaultAuthStatuses, transport.DefaultDefinitive),
+			UnavailableStatuses: platform.DeclaredStatuses(platform.DefaultUnavailableStatuses, transport.DefaultDefinitive()),
+			AuthStatuses:        platform.DeclaredStatuses(platform.DefaultAuthStatuses, transport.DefaultDefinitive()),
 		},
 		client: transport.New(transport.Config{}),
 	}, nil
@@ -144,7 +144,7 @@ func baseURL(raw string) (string, error) {
 }
 
 // Capabilities returns what the account's settings declare; DefinitiveStatuses are
-// transport.DefaultDefinitive.
+// transport.DefaultDefinitive().
 func (a *adapter) Capabilities() platform.Capabilities {
 	c := a.caps
 	c.DefinitiveStatuses = slices.Clone(a.caps.DefinitiveStatuses)

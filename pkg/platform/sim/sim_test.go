@@ -19,13 +19,13 @@ func TestOpenAppliesTheDefaults(t *testing.T) {
 	a, err := platform.Registry{Name: Open}.Open(platform.Account{ID: account, Platform: Name,
 		Settings: json.RawMessage(`{"url":"http://127.0.0.1:9300/"}`)})
 	require.NoError(t, err)
-	require.Equal(t, platform.Capabilities{StatusLookup: false, DefinitiveStatuses: transport.DefaultDefinitive,
+	require.Equal(t, platform.Capabilities{StatusLookup: false, DefinitiveStatuses: transport.DefaultDefinitive(),
 		ContractVersion: "sim/v1", ReconcileDelay: 2 * time.Second, UnavailableStatuses: []int{429}, AuthStatuses: []int{401, 403}}, a.Capabilities())
 	require.Equal(t, "http://127.0.0.1:9300", a.(*adapter).base, "a trailing slash is dropped")
 
 	caps := a.Capabilities()
 	caps.DefinitiveStatuses[0] = 200
-	require.Equal(t, transport.DefaultDefinitive, a.Capabilities().DefinitiveStatuses, "capabilities are fixed for the adapter's life")
+	require.Equal(t, transport.DefaultDefinitive(), a.Capabilities().DefinitiveStatuses, "capabilities are fixed for the adapter's life")
 }
 
 func TestOpenReadsEverySetting(t *testing.T) {
@@ -33,7 +33,7 @@ func TestOpenReadsEverySetting(t *testing.T) {
 	a, err := Open(platform.Account{ID: account, Platform: Name, Settings: json.RawMessage(
 		`{"url":"https://sim.example:8443/base","status_lookup":true,"reconcile_delay":"150ms","contract_version":"sim/v2"}`)})
 	require.NoError(t, err)
-	require.Equal(t, platform.Capabilities{StatusLookup: true, DefinitiveStatuses: transport.DefaultDefinitive,
+	require.Equal(t, platform.Capabilities{StatusLookup: true, DefinitiveStatuses: transport.DefaultDefinitive(),
 		ContractVersion: "sim/v2", ReconcileDelay: 150 * time.Millisecond, UnavailableStatuses: []int{429}, AuthStatuses: []int{401, 403}}, a.Capabilities())
 	require.Equal(t, "https://sim.example:8443/base", a.(*adapter).base)
 }

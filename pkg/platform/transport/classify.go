@@ -2,6 +2,7 @@ package transport
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/atmost/atmost/pkg/platform"
@@ -23,8 +24,10 @@ const (
 	CaseOtherStatus      Case = "any other status"
 )
 
-// Cases lists every case, in table order.
-var Cases = []Case{CaseNoConnection, CaseErrorAfterConn, CaseSuccessWithID, CaseSuccessWithoutID,
+// Cases lists every case, in table order; the slice is a copy.
+func Cases() []Case { return slices.Clone(cases) }
+
+var cases = []Case{CaseNoConnection, CaseErrorAfterConn, CaseSuccessWithID, CaseSuccessWithoutID,
 	CaseRedirect, CaseDefinitive, CaseOther4xx, CaseServerError, CaseOtherStatus}
 
 // Verdict is what a case means.
@@ -35,8 +38,11 @@ type Verdict struct {
 
 // Outcomes is the error -> outcome table: the one place in code that says what each ending
 // of a send proves. docs/design.md repeats it (a test keeps the two equal). Only two cases prove
-// nothing was created; everything that might have reached the platform is Unknown.
-var Outcomes = map[Case]Verdict{
+// nothing was created; everything that might have reached the platform is Unknown. The map
+// is a copy.
+func Outcomes() map[Case]Verdict { return maps.Clone(outcomes) }
+
+var outcomes = map[Case]Verdict{
 	CaseNoConnection:     {platform.NotSent, platform.ReasonConnectionFailed},
 	CaseErrorAfterConn:   {platform.Unknown, platform.ReasonSendUnknown},
 	CaseSuccessWithID:    {platform.Sent, ""},
@@ -50,8 +56,10 @@ var Outcomes = map[Case]Verdict{
 
 // DefaultDefinitive are the statuses that prove nothing was created, unless an adapter
 // declares its own list. 409 is not among them: with an idempotency key it often means the
-// same key is being processed.
-var DefaultDefinitive = []int{400, 401, 403, 413, 422, 429}
+// same key is being processed. The slice is a copy.
+func DefaultDefinitive() []int { return slices.Clone(defaultDefinitive) }
+
+var defaultDefinitive = []int{400, 401, 403, 413, 422, 429}
 
 // CaseOf says which case an exchange is. objectID extracts the created object's id from a 2xx
 // body ("" or an error when there is none); definitive lists the statuses that prove nothing
@@ -87,7 +95,7 @@ func CaseOf(ex Exchange, definitive []int, objectID func(body []byte) (string, e
 // evidence keeps: the case, the status, how far the exchange got, and the error text.
 func Classify(ex Exchange, definitive []int, objectID func(body []byte) (string, error)) platform.Outcome {
 	c, id := CaseOf(ex, definitive, objectID)
-	v := Outcomes[c]
+	v := outcomes[c]
 	detail := map[string]any{"case": string(c), "step": string(ex.Step), "reused_connection": ex.Reused, "elapsed_ms": ex.Elapsed.Milliseconds()}
 	if ex.Status != 0 {
 		detail["status"] = ex.Status

@@ -19,10 +19,10 @@ import (
 // belongs to a case outside the list.
 func TestEveryCaseHasAVerdict(t *testing.T) {
 	seen := map[transport.Case]bool{}
-	for _, c := range transport.Cases {
+	for _, c := range transport.Cases() {
 		require.False(t, seen[c], "case listed twice: %s", c)
 		seen[c] = true
-		v, ok := transport.Outcomes[c]
+		v, ok := transport.Outcomes()[c]
 		require.True(t, ok, "no verdict for %s", c)
 		switch v.Result {
 		case platform.Sent:
@@ -35,14 +35,14 @@ func TestEveryCaseHasAVerdict(t *testing.T) {
 			t.Fatalf("%s: result %q", c, v.Result)
 		}
 	}
-	require.Len(t, transport.Outcomes, len(transport.Cases))
+	require.Len(t, transport.Outcomes(), len(transport.Cases()))
 }
 
 // Only two cases prove nothing was created; exactly one proves success.
 func TestOnlyTwoCasesProveNotSent(t *testing.T) {
 	var notSent, sent []transport.Case
-	for _, c := range transport.Cases {
-		switch transport.Outcomes[c].Result {
+	for _, c := range transport.Cases() {
+		switch transport.Outcomes()[c].Result {
 		case platform.NotSent:
 			notSent = append(notSent, c)
 		case platform.Sent:
@@ -55,14 +55,14 @@ func TestOnlyTwoCasesProveNotSent(t *testing.T) {
 
 // The definitive case's text names the default list, so the documented table cannot drift from it.
 func TestTheDefinitiveCaseNamesTheDefaultList(t *testing.T) {
-	list := make([]string, len(transport.DefaultDefinitive))
-	for i, s := range transport.DefaultDefinitive {
+	list := make([]string, len(transport.DefaultDefinitive()))
+	for i, s := range transport.DefaultDefinitive() {
 		list[i] = fmt.Sprint(s)
 	}
 	require.Contains(t, string(transport.CaseDefinitive), "(default "+strings.Join(list, ", ")+")")
-	require.NotContains(t, transport.DefaultDefinitive, 409, "409 often means the same key is still being processed")
-	require.NotContains(t, transport.DefaultDefinitive, 404)
-	require.NotContains(t, transport.DefaultDefinitive, 408)
+	require.NotContains(t, transport.DefaultDefinitive(), 409, "409 often means the same key is still being processed")
+	require.NotContains(t, transport.DefaultDefinitive(), 404)
+	require.NotContains(t, transport.DefaultDefinitive(), 408)
 }
 
 func TestCaseOfFollowsTheTable(t *testing.T) {
@@ -95,16 +95,16 @@ func TestCaseOfFollowsTheTable(t *testing.T) {
 		{"308", connected(308, ``), nil, transport.CaseRedirect, ""},
 		{"a 3xx listed as definitive is still a redirect", connected(307, ``), []int{307}, transport.CaseRedirect, ""},
 		{"a 2xx listed as definitive is still a success", connected(201, `{"id":"a5"}`), []int{201}, transport.CaseSuccessWithID, "a5"},
-		{"400 default", connected(400, ``), transport.DefaultDefinitive, transport.CaseDefinitive, ""},
-		{"429 default", connected(429, ``), transport.DefaultDefinitive, transport.CaseDefinitive, ""},
-		{"404", connected(404, ``), transport.DefaultDefinitive, transport.CaseOther4xx, ""},
-		{"408", connected(408, ``), transport.DefaultDefinitive, transport.CaseOther4xx, ""},
-		{"409", connected(409, ``), transport.DefaultDefinitive, transport.CaseOther4xx, ""},
+		{"400 default", connected(400, ``), transport.DefaultDefinitive(), transport.CaseDefinitive, ""},
+		{"429 default", connected(429, ``), transport.DefaultDefinitive(), transport.CaseDefinitive, ""},
+		{"404", connected(404, ``), transport.DefaultDefinitive(), transport.CaseOther4xx, ""},
+		{"408", connected(408, ``), transport.DefaultDefinitive(), transport.CaseOther4xx, ""},
+		{"409", connected(409, ``), transport.DefaultDefinitive(), transport.CaseOther4xx, ""},
 		{"400 when the adapter lists only 422", connected(400, ``), []int{422}, transport.CaseOther4xx, ""},
 		{"409 when the adapter lists it", connected(409, ``), []int{409}, transport.CaseDefinitive, ""},
 		{"400 when the adapter lists none", connected(400, ``), nil, transport.CaseOther4xx, ""},
-		{"500", connected(500, ``), transport.DefaultDefinitive, transport.CaseServerError, ""},
-		{"503", connected(503, ``), transport.DefaultDefinitive, transport.CaseServerError, ""},
+		{"500", connected(500, ``), transport.DefaultDefinitive(), transport.CaseServerError, ""},
+		{"503", connected(503, ``), transport.DefaultDefinitive(), transport.CaseServerError, ""},
 		{"599", connected(599, ``), nil, transport.CaseServerError, ""},
 		{"101", connected(101, ``), nil, transport.CaseOtherStatus, ""},
 		{"600", connected(600, ``), nil, transport.CaseOtherStatus, ""},
@@ -115,7 +115,7 @@ func TestCaseOfFollowsTheTable(t *testing.T) {
 			require.Equal(t, c.id, id)
 
 			out := transport.Classify(c.ex, c.definitive, idAt)
-			v := transport.Outcomes[c.want]
+			v := transport.Outcomes()[c.want]
 			require.Equal(t, v.Result, out.Result)
 			require.Equal(t, v.Reason, out.Reason)
 			require.Equal(t, c.id, out.ObjectID)
@@ -221,9 +221,9 @@ func TestTableListsEveryCaseInOrder(t *testing.T) {
 	lines := strings.Split(strings.TrimSuffix(transport.Table(), "\n"), "\n")
 	require.Equal(t, "| case | outcome | reason |", lines[0])
 	require.Equal(t, "|---|---|---|", lines[1])
-	require.Len(t, lines, 2+len(transport.Cases))
-	for k, c := range transport.Cases {
-		v := transport.Outcomes[c]
+	require.Len(t, lines, 2+len(transport.Cases()))
+	for k, c := range transport.Cases() {
+		v := transport.Outcomes()[c]
 		row := lines[2+k]
 		require.True(t, strings.HasPrefix(row, "| "+string(c)+" | `"+string(v.Result)+"` | "), row)
 		if v.Reason != "" {
@@ -231,4 +231,20 @@ func TestTableListsEveryCaseInOrder(t *testing.T) {
 		}
 		require.Equal(t, 4, strings.Count(row, "|"), "a case's text must not break the table: %s", row)
 	}
+}
+
+// The tables are the package's: a caller that writes into what it was given changes its copy,
+// never the next caller's.
+func TestTheTablesAreCopies(t *testing.T) {
+	cases := transport.Cases()
+	cases[0] = transport.CaseOtherStatus
+	require.Equal(t, transport.CaseNoConnection, transport.Cases()[0])
+
+	outcomes := transport.Outcomes()
+	outcomes[transport.CaseServerError] = transport.Verdict{Result: platform.NotSent, Reason: platform.ReasonPlatformRejected}
+	require.Equal(t, platform.Unknown, transport.Outcomes()[transport.CaseServerError].Result)
+
+	definitive := transport.DefaultDefinitive()
+	definitive[0] = 200
+	require.Equal(t, 400, transport.DefaultDefinitive()[0])
 }

@@ -61,7 +61,7 @@ func TestAReusedConnectionClosedByTheServerIsNotReplayed(t *testing.T) {
 	require.Equal(t, "dk1:second", got[1].Header["idempotency-key"])
 	require.Equal(t, `{"n":2}`, string(got[1].Body), "the platform received the whole request")
 
-	out := transport.Classify(second, transport.DefaultDefinitive, idAt)
+	out := transport.Classify(second, transport.DefaultDefinitive(), idAt)
 	require.Equal(t, platform.Unknown, out.Result)
 	require.Equal(t, platform.ReasonSendUnknown, out.Reason)
 	require.Equal(t, string(transport.CaseErrorAfterConn), out.Detail["case"])

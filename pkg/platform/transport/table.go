@@ -9,8 +9,8 @@ import "strings"
 func Table() string {
 	var b strings.Builder
 	b.WriteString("| case | outcome | reason |\n|---|---|---|\n")
-	for _, c := range Cases {
-		v := Outcomes[c]
+	for _, c := range cases {
+		v := outcomes[c]
 		reason := "none"
 		if v.Reason != "" {
 			reason = "`" + string(v.Reason) + "`"

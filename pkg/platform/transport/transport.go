@@ -8,6 +8,7 @@ package transport
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -23,9 +24,9 @@ import (
 
 // Config tunes a client. The zero value of every field means its default.
 type Config struct {
-	// DialTimeout bounds connecting (and the TLS handshake). Default 5 s.
+	// DialTimeout bounds connecting (and the TLS handshake). Default DefaultDialTimeout.
 	DialTimeout time.Duration
-	// MaxIdleConnsPerHost keeps connections for reuse. Default 256: a dispatcher starts a
+	// MaxIdleConnsPerHost keeps connections for reuse. Default DefaultMaxIdleConnsPerHost: a dispatcher starts a
 	// whole batch of sends at once (128 per pipeline by default, each followed by its
 	// read-back), and every connection beyond what the pool keeps is dialled for one request
 	// and closed after it; with 64 that was a fresh TCP connection for most sends.
@@ -33,27 +34,27 @@ type Config struct {
 	// IdleConnTimeout closes a kept connection after this long unused. It should be shorter
 	// than the platform's own keep-alive timeout: a send on a connection the server already
 	// closed fails after its bytes left, which is (correctly) an unknown outcome that no
-	// fault caused. Default 30 s.
+	// fault caused. Default DefaultIdleConnTimeout.
 	IdleConnTimeout time.Duration
-	// MaxResponseBytes bounds how much of a response body is read. Default 1 MiB.
+	// MaxResponseBytes bounds how much of a response body is read. Default DefaultMaxResponseBytes.
 	MaxResponseBytes int64
 	// TLS configures HTTPS; nil means Go's defaults.
 	TLS *tls.Config
 }
 
+// The defaults of the configuration's fields (the zero value of a field means its default).
+const (
+	DefaultDialTimeout         = 5 * time.Second
+	DefaultIdleConnTimeout     = 30 * time.Second
+	DefaultMaxIdleConnsPerHost = 256
+	DefaultMaxResponseBytes    = 1 << 20
+)
+
 func (c Config) withDefaults() Config {
-	if c.DialTimeout == 0 {
-		c.DialTimeout = 5 * time.Second
-	}
-	if c.IdleConnTimeout == 0 {
-		c.IdleConnTimeout = 30 * time.Second
-	}
-	if c.MaxIdleConnsPerHost == 0 {
-		c.MaxIdleConnsPerHost = 256
-	}
-	if c.MaxResponseBytes == 0 {
-		c.MaxResponseBytes = 1 << 20
-	}
+	c.DialTimeout = cmp.Or(c.DialTimeout, DefaultDialTimeout)
+	c.IdleConnTimeout = cmp.Or(c.IdleConnTimeout, DefaultIdleConnTimeout)
+	c.MaxIdleConnsPerHost = cmp.Or(c.MaxIdleConnsPerHost, DefaultMaxIdleConnsPerHost)
+	c.MaxResponseBytes = cmp.Or(c.MaxResponseBytes, DefaultMaxResponseBytes)
 	return c
 }
 

@@ -65,7 +65,7 @@ func TestRedirectsAreNeverFollowed(t *testing.T) {
 			require.EqualValues(t, 1, here.Load())
 			require.Zero(t, elsewhere.Load(), "the redirect target saw a request")
 
-			out := transport.Classify(ex, transport.DefaultDefinitive, idAt)
+			out := transport.Classify(ex, transport.DefaultDefinitive(), idAt)
 			require.Equal(t, platform.Unknown, out.Result)
 			require.Equal(t, platform.ReasonSendUnknown, out.Reason)
 			require.Equal(t, string(transport.CaseRedirect), out.Detail["case"])
@@ -126,7 +126,7 @@ func TestOnlyFailuresBeforeAConnectionProveNothingWasSent(t *testing.T) {
 		require.Error(t, ex.Err)
 		require.Equal(t, transport.StepNone, ex.Step)
 		require.False(t, ex.Connected())
-		out := transport.Classify(ex, transport.DefaultDefinitive, idAt)
+		out := transport.Classify(ex, transport.DefaultDefinitive(), idAt)
 		require.Equal(t, platform.NotSent, out.Result)
 		require.Equal(t, platform.ReasonConnectionFailed, out.Reason)
 	})
@@ -145,7 +145,7 @@ func TestOnlyFailuresBeforeAConnectionProveNothingWasSent(t *testing.T) {
 		require.ErrorIs(t, ex.Err, context.DeadlineExceeded)
 		require.Equal(t, transport.StepNone, ex.Step)
 		require.EqualValues(t, 1, srv.Requests(), "the expired request reached the server")
-		out := transport.Classify(ex, transport.DefaultDefinitive, idAt)
+		out := transport.Classify(ex, transport.DefaultDefinitive(), idAt)
 		require.Equal(t, platform.NotSent, out.Result)
 		require.Equal(t, platform.ReasonConnectionFailed, out.Reason)
 	})
@@ -161,7 +161,7 @@ func TestOnlyFailuresBeforeAConnectionProveNothingWasSent(t *testing.T) {
 		require.True(t, ex.Connected())
 		require.Equal(t, transport.StepWroteRequest, ex.Step)
 		require.EqualValues(t, 1, srv.Requests())
-		out := transport.Classify(ex, transport.DefaultDefinitive, idAt)
+		out := transport.Classify(ex, transport.DefaultDefinitive(), idAt)
 		require.Equal(t, platform.Unknown, out.Result)
 		require.Equal(t, platform.ReasonSendUnknown, out.Reason)
 		require.Equal(t, string(transport.StepWroteRequest), out.Detail["step"])
@@ -189,7 +189,7 @@ func TestAWriteThatCannotProceedEndsAtTheDeadline(t *testing.T) {
 	require.Error(t, ex.Err)
 	require.True(t, ex.Connected())
 	require.NotEqual(t, transport.StepWroteRequest, ex.Step, "the whole body was written, so the write was never blocked")
-	out := transport.Classify(ex, transport.DefaultDefinitive, idAt)
+	out := transport.Classify(ex, transport.DefaultDefinitive(), idAt)
 	require.Equal(t, platform.Unknown, out.Result)
 	require.Equal(t, platform.ReasonSendUnknown, out.Reason)
 }
@@ -228,7 +228,7 @@ func TestTheResponseBodyIsBounded(t *testing.T) {
 	ex := c.Do(testContext(t), http.MethodPost, srv.URL, keyHeader("dk1:l"), []byte(`{}`))
 	require.NoError(t, ex.Err)
 	require.Len(t, ex.Body, 100)
-	out := transport.Classify(ex, transport.DefaultDefinitive, idAt)
+	out := transport.Classify(ex, transport.DefaultDefinitive(), idAt)
 	require.Equal(t, platform.Unknown, out.Result, "a truncated body names no object")
 }
 

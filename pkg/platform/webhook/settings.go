@@ -201,7 +201,7 @@ func (s Settings) validate() (config, error) {
 	}
 
 	if s.DefinitiveStatuses == nil {
-		c.definitive = slices.Clone(transport.DefaultDefinitive)
+		c.definitive = transport.DefaultDefinitive()
 	} else {
 		c.definitive = make([]int, 0, len(s.DefinitiveStatuses))
 		for _, st := range s.DefinitiveStatuses {

@@ -211,7 +211,7 @@ func TestTheCredentialReferenceMustMatchTheCredentialHeader(t *testing.T) {
 func TestCapabilitiesFollowTheSettings(t *testing.T) {
 	require.Equal(t, platform.Capabilities{
 		StatusLookup:        false,
-		DefinitiveStatuses:  transport.DefaultDefinitive,
+		DefinitiveStatuses:  transport.DefaultDefinitive(),
 		ContractVersion:     "",
 		ReconcileDelay:      30 * time.Second,
 		ConfirmedByResponse: true,
@@ -238,8 +238,8 @@ func TestCapabilitiesFollowTheSettings(t *testing.T) {
 	// The declared list is a copy: a caller cannot change the adapter's.
 	ad := open(t, `{"url":"https://x.org","confirm":"response"}`, "")
 	ad.Capabilities().DefinitiveStatuses[0] = 200
-	require.Equal(t, transport.DefaultDefinitive, ad.Capabilities().DefinitiveStatuses)
-	require.Equal(t, []int{400, 401, 403, 413, 422, 429}, transport.DefaultDefinitive)
+	require.Equal(t, transport.DefaultDefinitive(), ad.Capabilities().DefinitiveStatuses)
+	require.Equal(t, []int{400, 401, 403, 413, 422, 429}, transport.DefaultDefinitive())
 }
 
 func TestSendDeliversThePreparedRequestOnce(t *testing.T) {
