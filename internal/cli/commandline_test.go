@@ -26,7 +26,7 @@ func flagSample(t *testing.T, f cli.DeclaredFlag) []string {
 	switch f.Kind {
 	case "bool":
 		return []string{"--" + f.Name}
-	case "int", "int64":
+	case "int", "int64", "float64":
 		return []string{"--" + f.Name, "1"}
 	case "time.Duration":
 		return []string{"--" + f.Name, "1s"}

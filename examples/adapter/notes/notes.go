@@ -62,7 +62,11 @@ func Open(a platform.Account) (platform.Adapter, error) {
 
 func (a *adapter) Capabilities() platform.Capabilities {
 	return platform.Capabilities{DefinitiveStatuses: transport.DefaultDefinitive(),
-		ContractVersion: "notes/v1", ReconcileDelay: 2 * time.Second}
+		ContractVersion: "notes/v1", ReconcileDelay: 2 * time.Second,
+		// Which definitive statuses say the platform cannot take anything now, and which that
+		// the credential is refused: the account holds on them instead of spending attempts.
+		UnavailableStatuses: platform.DeclaredStatuses(platform.DefaultUnavailableStatuses, transport.DefaultDefinitive()),
+		AuthStatuses:        platform.DeclaredStatuses(platform.DefaultAuthStatuses, transport.DefaultDefinitive())}
 }
 
 // Prepare renders the create request: the same bytes for the same request.
@@ -88,13 +92,16 @@ func (a *adapter) Send(ctx context.Context, p platform.Prepared) platform.Outcom
 			Detail: map[string]any{"step": string(transport.StepNone), "error": "notes: the prepared request was altered"}}
 	}
 	ex := a.client.Do(ctx, p.Method, p.URL, http.Header(p.Header), p.Body)
-	return transport.Classify(ex, transport.DefaultDefinitive(), func(body []byte) (string, error) {
+	out := transport.Classify(ex, transport.DefaultDefinitive(), func(body []byte) (string, error) {
 		var o struct {
 			ID string `json:"id"`
 		}
 		err := json.Unmarshal(body, &o)
 		return o.ID, err
 	})
+	// What the outcome says about the platform, as the capabilities declare it.
+	out.Signal = a.Capabilities().Signal(out)
+	return out
 }
 
 type note struct {

@@ -203,7 +203,11 @@ func (a *adapter) Send(ctx context.Context, p platform.Prepared) platform.Outcom
 	notSent := func(step string, reason platform.Reason, err error) platform.Outcome {
 		detail["step"] = step
 		a.describe(detail, err)
-		return platform.Outcome{Result: platform.NotSent, Reason: reason, Detail: detail}
+		out := platform.Outcome{Result: platform.NotSent, Reason: reason, Detail: detail}
+		// No connection says the server takes nothing now (the account holds); a refusal is
+		// the message's. SMTP's codes are not read for a refused credential yet.
+		out.Signal = a.Capabilities().Signal(out)
+		return out
 	}
 	if platform.NewPrepared(p.Request, p.Method, p.URL, p.Header, p.Body).Hash != p.Hash || p.Method != Method {
 		return notSent(StepVerify, platform.ReasonConnectionFailed, errors.New("email: the prepared request does not match its hash; nothing was sent"))
