@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 )
 
 // RequireEnv names the environment variable that turns the lane's skip into a failure: where
@@ -82,7 +83,11 @@ func start() (*Lane, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := exec.Command(filepath.Join(root, "scripts", "email", "start")).CombinedOutput()
+	cmd := exec.Command(filepath.Join(root, "scripts", "email", "start"))
+	// A daemon the script starts that kept its output would keep the pipe open as long as it
+	// runs: the script's own exit is the end.
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("scripts/email/start: %v\n%s", err, out)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/internal/relay"
+	"github.com/atmost/atmost/internal/role/sweep"
 	"github.com/atmost/atmost/internal/testkit/dbtest"
 	"github.com/atmost/atmost/internal/testkit/natstest"
 	"github.com/atmost/atmost/internal/tools/platformsim"
@@ -166,6 +167,19 @@ func (w *World) Run(run func(ctx context.Context) error) (stop func()) {
 	}
 	w.T.Cleanup(stop)
 	return stop
+}
+
+// Sweeper runs a sweeper, writing as its own ledger actor, with a pass every interval until the
+// test ends, as a deployment runs one beside its dispatchers and reconcilers: it heals an account
+// held for unknown outcomes once the lookups have caught up (nothing else does), and publishes
+// stranded work again.
+func (w *World) Sweeper(interval time.Duration) {
+	w.T.Helper()
+	l, err := ledger.New(w.DB.AppPool(w.T), ledger.Config{Actor: "sweeper"})
+	require.NoError(w.T, err)
+	s, err := sweep.New(l, newRelay(l, w.JS), w.JS, sweep.Config{Interval: interval})
+	require.NoError(w.T, err)
+	w.Run(s.Run)
 }
 
 // newRelay is the world's relay. Its slow path takes every row at once (Settle -1): a test
