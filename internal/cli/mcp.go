@@ -45,7 +45,7 @@ once. The tool descriptions tell the agent so. docs/producers.md#agents-mcp has 
 configuration.`,
 		Flags: func(f *Flags) {
 			f.Strings(&o.accounts, "account", "A", "an account the tools may act for (required over stdio; over HTTP it narrows each producer's accounts)")
-			f.String(&o.httpAddr, "http", "ADDR", "", "serve streamable HTTP on this address instead of stdio (e.g. 127.0.0.1:8090)").Env("ATMOST_MCP_HTTP")
+			f.String(&o.httpAddr, "http", "ADDR", "", "serve streamable HTTP on this address instead of stdio (e.g. 127.0.0.1:8090)")
 			f.String(&o.natsURL, "nats-url", "URL", DefaultNATSURL, "the NATS server atmost's roles use").Env("ATMOST_NATS_URL")
 			f.Duration(&o.publishWait, "publish-wait", "D", mcpserver.DefaultPublishWait, "how long publish waits for the outcome at most (0: it returns the key alone)")
 			f.Duration(&o.maxAwait, "max-await", "D", mcpserver.DefaultMaxAwait, "the longest await_outcome waits")

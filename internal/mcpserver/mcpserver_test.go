@@ -3,6 +3,8 @@ package mcpserver_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -196,9 +198,10 @@ func TestTheToolsActOnlyForTheAccountsTheConfigurationAllows(t *testing.T) {
 		require.Contains(t, n.refused(ctx, mcpserver.ToolPublish, post(acct2, "narrowed")), "may not act for")
 		require.Equal(t, stored, st.intentsStored())
 
-		for name, tok := range map[string]string{"no token": "", "a wrong token": token + "x"} {
+		for name, tok := range map[string]string{"no token": "", "a wrong token": token + "x", "another kind of token": "atmost_op_x"} {
 			_, err := connectAgent(t, ctx, httpTransport(endpoint, newCuttable(tok)))
 			require.Error(t, err, name)
+			require.Equal(t, http.StatusUnauthorized, initialize(t, endpoint, tok), name)
 		}
 		// A revoked producer's token stops working at its next request, in an open session too.
 		_, err = st.ledger.RevokeProducer(ctx, "agent-1", ledger.Actor{Name: "test", Reason: "gone"})
@@ -208,7 +211,26 @@ func TestTheToolsActOnlyForTheAccountsTheConfigurationAllows(t *testing.T) {
 		require.Equal(t, stored, st.intentsStored())
 		_, err = connectAgent(t, ctx, httpTransport(endpoint, newCuttable(token)))
 		require.Error(t, err)
+		require.Equal(t, http.StatusUnauthorized, initialize(t, endpoint, token), "a revoked token is unauthorized, not an error to retry")
 	})
+}
+
+// initialize posts an MCP initialize request with token (none when empty) as a host's first
+// request, and returns the HTTP status.
+func initialize(t *testing.T, endpoint, token string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	return resp.StatusCode
 }
 
 // fakeCanceller answers every cancel with result, counting the calls.
