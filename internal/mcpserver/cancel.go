@@ -32,8 +32,8 @@ type CancelResult struct {
 type CancelOutput struct {
 	DeliveryKey string `json:"delivery_key"`
 	Account     string `json:"account"`
-	Cancelled   bool   `json:"cancelled" jsonschema:"true: parked cancelled, it will never be sent; false: too late, state says where it is"`
-	State       string `json:"state" jsonschema:"the intent's state after the request"`
+	Cancelled   bool   `json:"cancelled"        jsonschema:"true: parked cancelled, it will never be sent; false: too late, state says where it is"`
+	State       string `json:"state"            jsonschema:"the intent's state after the request"`
 	Reason      string `json:"reason,omitempty"`
 	Seq         int64  `json:"seq,omitempty"`
 }

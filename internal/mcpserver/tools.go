@@ -48,10 +48,10 @@ const cancelAbout = `Ask that an intent never be sent. It is cancelled (parked "
 // PublishInput is the publish tool's arguments: the intent (client.Intent) and how long to
 // wait for its outcome.
 type PublishInput struct {
-	Account    string         `json:"account" jsonschema:"the account to act for, one this server allows"`
-	Action     string         `json:"action" jsonschema:"the action kind, [a-z][a-z0-9_]{0,31}: post, reply, like, message, ..."`
-	Target     string         `json:"target,omitempty" jsonschema:"the stable identity of what the action is about (a thread, a user); empty for none"`
-	Request    map[string]any `json:"request" jsonschema:"the request as the platform will get it, a JSON object; a post is {\"text\": \"...\"}. Give large integers as strings: numbers travel as doubles"`
+	Account    string         `json:"account"              jsonschema:"the account to act for, one this server allows"`
+	Action     string         `json:"action"               jsonschema:"the action kind, [a-z][a-z0-9_]{0,31}: post, reply, like, message, ..."`
+	Target     string         `json:"target,omitempty"     jsonschema:"the stable identity of what the action is about (a thread, a user); empty for none"`
+	Request    map[string]any `json:"request"              jsonschema:"the request as the platform will get it, a JSON object; a post is {\"text\": \"...\"}. Give large integers as strings: numbers travel as doubles"`
 	Occurrence string         `json:"occurrence,omitempty" jsonschema:"tells deliberate repeats of the same request apart; a new value is a new intent and a second send. Leave it empty or keep it the same when retrying"`
 	// WaitSeconds is capped by Config.PublishWait, which is also its default.
 	WaitSeconds *float64 `json:"wait_seconds,omitempty" jsonschema:"how long to wait for the outcome, 0 for none; default and most: the server's bound"`
@@ -72,8 +72,8 @@ type PublishOutput struct {
 // KeyInput names an intent: the account and the delivery key, and optionally the message that
 // carried it (so that ingest's refusal of it is an outcome too).
 type KeyInput struct {
-	Account     string `json:"account" jsonschema:"the intent's account"`
-	DeliveryKey string `json:"delivery_key" jsonschema:"the key publish returned, dk1:<64 hex digits>"`
+	Account     string `json:"account"       jsonschema:"the intent's account"`
+	DeliveryKey string `json:"delivery_key"  jsonschema:"the key publish returned, dk1:<64 hex digits>"`
 	Seq         uint64 `json:"seq,omitempty" jsonschema:"the seq publish returned: then an intent ingest refused answers with the refusal instead of not found"`
 }
 
@@ -87,15 +87,15 @@ type AwaitInput struct {
 type Outcome struct {
 	DeliveryKey string `json:"delivery_key"`
 	Account     string `json:"account"`
-	State       string `json:"state,omitempty" jsonschema:"pending, authorized, published, failed, indeterminate or parked; empty when ingest refused the message"`
-	Reason      string `json:"reason,omitempty" jsonschema:"why it is in its state"`
-	Retry       string `json:"retry,omitempty" jsonschema:"what may follow: progress, done, yes, by policy, never or human"`
-	Seq         int64  `json:"seq,omitempty" jsonschema:"the number of the intent's latest transition"`
-	ObjectID    string `json:"object_id,omitempty" jsonschema:"the platform's id of what was created, once published"`
+	State       string `json:"state,omitempty"      jsonschema:"pending, authorized, published, failed, indeterminate or parked; empty when ingest refused the message"`
+	Reason      string `json:"reason,omitempty"     jsonschema:"why it is in its state"`
+	Retry       string `json:"retry,omitempty"      jsonschema:"what may follow: progress, done, yes, by policy, never or human"`
+	Seq         int64  `json:"seq,omitempty"        jsonschema:"the number of the intent's latest transition"`
+	ObjectID    string `json:"object_id,omitempty"  jsonschema:"the platform's id of what was created, once published"`
 	UpdatedAt   string `json:"updated_at,omitempty"`
 	// Rejected is ingest's refusal of the message (State empty): nothing will be sent.
 	Rejected *Rejection `json:"rejected,omitempty"`
-	Settled  bool       `json:"settled" jsonschema:"true once published, failed, parked or rejected"`
+	Settled  bool       `json:"settled"            jsonschema:"true once published, failed, parked or rejected"`
 }
 
 // Rejection is client.Rejection as a tool answers it.
