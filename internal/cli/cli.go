@@ -40,6 +40,7 @@ func rootCommand() *Command {
 		epochCommand(),
 		eventsCommand(),
 		intentsCommand(),
+		mcpCommand(),
 		migrateCommand(),
 		operatorsCommand(),
 		parkCommand(),

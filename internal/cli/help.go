@@ -150,7 +150,7 @@ func rootHelp(w stdio.Writer, root *Command) {
 		{"ATMOST_OPERATOR", "who makes changes to controls and intents (default user:<OS user name>)"},
 		{"ATMOST_NATS_URL", "events tail and restore reconcile read it (default " + DefaultNATSURL + "); park, resolve, " +
 			"retry and rejects replay publish their events on it right away when it is set (else the next relay round " +
-			"does); dev uses that server instead of an embedded one"},
+			"does); dev uses that server instead of an embedded one; mcp publishes and asks through it"},
 		{"ATMOST_DEV_DATA_DIR", "where dev's embedded NATS server keeps its streams (default: the user cache directory's atmost/dev)"},
 		{"ATMOST_DEMO_DATABASE_URL", "the demo's own database, dropped and created afresh on each run (default " + dev.DemoDatabaseURL + ")"},
 		{console.TokenVariable, "the token of the console that console, dev and demo serve; without it, loopback only"},
