@@ -201,6 +201,53 @@ func HealthOf(h ledger.Health) Health {
 	return out
 }
 
+// Switch is a kill switch as the switch commands print it. Scope "" is the global switch;
+// UpdatedAt is null for a switch never set.
+type Switch struct {
+	Scope     string     `json:"scope"`
+	Engaged   bool       `json:"engaged"`
+	Reason    string     `json:"reason"`
+	Actor     string     `json:"actor"`
+	UpdatedAt *time.Time `json:"updated_at"`
+}
+
+func SwitchOf(s ledger.Switch) Switch {
+	at := s.UpdatedAt
+	return Switch{s.Scope, s.Engaged, s.Reason, s.Actor, &at}
+}
+
+// Reject is a refused message as rejects ls prints it; Preview is the message's first
+// bytes (ledger.RejectPreviewBytes) as text. Detail, Subject and Headers are ledger.StoredText,
+// so that any bytes survive JSON.
+type Reject struct {
+	ID        string              `json:"id"`
+	Reason    string              `json:"reason"`
+	Detail    string              `json:"detail"`
+	Subject   string              `json:"subject"`
+	Stream    string              `json:"stream"`
+	StreamSeq int64               `json:"stream_seq"`
+	Headers   map[string][]string `json:"headers"`
+	Preview   string              `json:"preview"`
+	Size      int                 `json:"size"`
+	Truncated bool                `json:"truncated"`
+	SHA256    string              `json:"sha256,omitempty"`
+	At        time.Time           `json:"at"`
+}
+
+// RejectOf is r as rejects ls --json prints it.
+func RejectOf(r ledger.StoredRejection) Reject {
+	headers := make(map[string][]string, len(r.Headers))
+	for k, vs := range r.Headers {
+		stored := make([]string, len(vs))
+		for j, v := range vs {
+			stored[j] = ledger.StoredText(v)
+		}
+		headers[ledger.StoredText(k)] = stored
+	}
+	return Reject{r.ID, r.Reason, ledger.StoredText(r.Detail), ledger.StoredText(r.Subject), r.Stream, r.StreamSeq, headers,
+		string(r.Preview), r.Size, r.Truncated, hex.EncodeToString(r.SHA256), r.At}
+}
+
 // compact is raw without insignificant space; null when raw is empty.
 func compact(raw json.RawMessage) []byte {
 	if len(raw) == 0 {
