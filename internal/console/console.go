@@ -201,6 +201,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /controls", s.authed(s.controls))
 	m.HandleFunc("POST /controls/switch", s.changes(s.switchAct))
 	m.HandleFunc("POST /controls/policy", s.changes(s.policyAct))
+	s.apiRoutes(m)
 	s.mux = m
 }
 
@@ -228,7 +229,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if status, problem := checkRequest(r); problem != "" {
 		s.log.Info("request refused", zap.String("client", clientOf(r)), zap.String("method", r.Method),
 			zap.String("path", r.URL.Path), zap.Int("status", status), zap.String("why", problem))
-		http.Error(w, "refused, nothing was changed: "+problem, status)
+		s.refuse(w, r, status, requestCodes[status], "refused, nothing was changed: "+problem)
 		return
 	}
 	s.mux.ServeHTTP(w, r)
