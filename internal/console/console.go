@@ -7,7 +7,9 @@
 // have stored it, for the dispatchers), and a change the ledger refuses changes nothing.
 //
 // HTML is rendered by html/template from embedded templates; the little JavaScript there is
-// (live updates on the overview) is optional, every page reads without it. Every request but
+// (live updates on the overview) is optional, every page reads without it. The same reads and
+// changes are a JSON API under /api/v1 (api.go, docs/console-api.yaml), served by the same
+// code as the pages, with the same authentication, confirmations and audit. Every request but
 // the login page and the assets needs a session (a login) or the token as a Bearer header;
 // every change is a POST that carries the session's CSRF token and, to be applied, a
 // single-use confirmation issued with the preview of its effect, so a forged request is
