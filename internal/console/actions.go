@@ -96,27 +96,32 @@ func (a actForm) digest(key identity.DeliveryKey) string {
 	return digest("intent", key.String(), a.verb, a.to, a.objectID, a.note, a.seq)
 }
 
-// actTarget reads the intent a checked form changes, and refuses a "not sent, send again" that
-// is not allowed on it as it stands (at the preview and again at the confirmation): status
-// 404 or 422 and why, or 0. err is the ledger's.
-func (s *Server) actTarget(r *http.Request, v visitor, key identity.DeliveryKey, a actForm) (in ledger.Intent, status int, why string, err error) {
+// actTarget reads the intent a checked form changes: status 404 and why when none has its key,
+// or 0. err is the ledger's.
+func (s *Server) actTarget(r *http.Request, key identity.DeliveryKey) (in ledger.Intent, status int, why string, err error) {
 	in, err = s.l.Get(r.Context(), key)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return in, http.StatusNotFound, "no intent has the delivery key " + key.String(), nil
 	}
-	if err != nil || a.verb != "resend" {
-		return in, 0, "", err
+	return in, 0, "", err
+}
+
+// resendRefused says why "not sent, send again" is not allowed on in as it stands, checked at
+// the preview and again at the confirmation: both steps must be, the resolve and the retry
+// after it. "" when it is (or a is another verb).
+func (s *Server) resendRefused(r *http.Request, v visitor, in ledger.Intent, a actForm) (string, error) {
+	if a.verb != "resend" {
+		return "", nil
 	}
-	// Both steps must be allowed, the resolve and the retry after it.
 	p, err := s.l.PolicyFor(r.Context(), in.Account)
 	if err != nil {
-		return in, 0, "", err
+		return "", err
 	}
 	if ok, whyNot := verbAllowed(in, time.Now(), p.AttemptCap, a.verb); !ok {
-		s.audit(r, v, "not sent, send again", key.String(), "refused: "+whyNot)
-		return in, http.StatusUnprocessableEntity, "not sent, send again is not allowed now: " + whyNot, nil
+		s.audit(r, v, "not sent, send again", in.Key.String(), "refused: "+whyNot)
+		return "not sent, send again is not allowed now: " + whyNot, nil
 	}
-	return in, 0, "", nil
+	return "", nil
 }
 
 // actPreview previews a on in: its effect, and a confirmation bound to a at in's seq now.
@@ -146,15 +151,20 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, v visitor) {
 		http.Redirect(w, r, back, http.StatusSeeOther)
 		return
 	}
-	in, status, why, err := s.actTarget(r, v, key, a)
+	in, status, why, err := s.actTarget(r, key)
 	switch {
 	case err != nil:
 		s.fail(w, err)
 		return
-	case status == http.StatusNotFound:
+	case status != 0:
 		http.Error(w, why, status)
 		return
-	case status != 0:
+	}
+	if why, err := s.resendRefused(r, v, in, a); err != nil || why != "" {
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
 		s.flash(v, "Nothing was changed: "+why+".")
 		http.Redirect(w, r, back, http.StatusSeeOther)
 		return

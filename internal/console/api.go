@@ -416,19 +416,32 @@ func (s *Server) apiAct(w http.ResponseWriter, r *http.Request, v visitor) {
 		s.refuse(w, r, http.StatusUnprocessableEntity, codeInvalid, "nothing was changed: "+problem)
 		return
 	}
-	in, status, why, err := s.actTarget(r, v, key, a)
+	in, status, why, err := s.actTarget(r, key)
 	switch {
 	case err != nil:
 		s.apiFail(w, r, err)
 		return
-	case status == http.StatusNotFound:
+	case status != 0:
 		s.refuse(w, r, status, codeNotFound, why)
 		return
-	case status != 0:
-		s.refuse(w, r, status, codeRefused, "nothing was changed: "+why)
+	}
+	// A spent confirmation says so (409) before whether the change is still allowed (422): a
+	// script that sends a confirmation twice learns that, where the page says what is allowed.
+	confirm := r.PostFormValue("confirm")
+	if confirm != "" {
+		if _, ok := s.redeem(v, confirm, a.digest(key)); !ok {
+			s.refuseConfirmationAPI(w, r)
+			return
+		}
+	}
+	if why, err := s.resendRefused(r, v, in, a); err != nil || why != "" {
+		if err != nil {
+			s.apiFail(w, r, err)
+			return
+		}
+		s.refuse(w, r, http.StatusUnprocessableEntity, codeRefused, "nothing was changed: "+why)
 		return
 	}
-	confirm := r.PostFormValue("confirm")
 	if confirm == "" {
 		d, err := s.actPreview(r.Context(), v, in, a)
 		if err != nil {
@@ -436,10 +449,6 @@ func (s *Server) apiAct(w http.ResponseWriter, r *http.Request, v visitor) {
 			return
 		}
 		s.replyPreview(w, d)
-		return
-	}
-	if _, ok := s.redeem(v, confirm, a.digest(key)); !ok {
-		s.refuseConfirmationAPI(w, r)
 		return
 	}
 	if a.verb == "resend" {

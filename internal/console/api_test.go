@@ -147,6 +147,9 @@ func TestTheAPIDrivesTheConsolesJourneys(t *testing.T) {
 		require.Equal(t, "console:alice", tr.Actor)
 	}
 	require.Equal(t, []ledger.Reason{ledger.ReasonOperatorFailed, ledger.ReasonRetried}, []ledger.Reason{rows[len(rows)-2].Reason, rows[len(rows)-1].Reason})
+	code, out = alice.call(http.MethodPost, "/api/v1/intents/"+parked.String()+"/actions", confirm)
+	alice.refused(code, out, http.StatusConflict, "confirmation")
+	require.Len(t, history(h, parked), len(rows), "a spent confirmation changes nothing")
 
 	// "Not sent, send again" where it is not allowed (the intent is pending now): 422, with why.
 	code, out = alice.call(http.MethodPost, "/api/v1/intents/"+parked.String()+"/actions", map[string]any{"verb": "resend", "note": "again"})
