@@ -389,3 +389,30 @@ func TestEveryAPIRouteIsInTheOpenAPIDocument(t *testing.T) {
 	slices.Sort(served)
 	require.Equal(t, served, documentedOperations(t))
 }
+
+// Rejects replayed through the API: a dry run first, then exactly the rejects previewed, in the
+// control history under the operator; the confirmation once.
+func TestTheAPIReplaysRejectsPreviewedThenOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, testToken)
+	keys := h.refuse("acct-9", "Hello from the new account")
+	require.NoError(t, h.Ledger.AddAccount(h.Ctx, ledger.Account{ID: "acct-9", Platform: "sim", Settings: json.RawMessage(`{"url":"http://127.0.0.1:1"}`)},
+		ledger.Actor{Name: "user:test", Reason: "the account the producer meant"}))
+	a := h.api(h.operatorToken("alice", ledger.RoleOperator))
+	pv, confirm := a.preview("/api/v1/rejects/replay", map[string]any{"reason": "unknown_account", "note": "acct-9 is configured now"})
+	require.EqualValues(t, 1, pv["totals"].(map[string]any)["created"])
+	_, err := h.Ledger.Get(h.Ctx, keys[0])
+	require.ErrorIs(t, err, ledger.ErrNotFound, "the preview is a dry run")
+	code, out := a.call(http.MethodPost, "/api/v1/rejects/replay", confirm)
+	require.Equal(t, http.StatusOK, code, "%v", out)
+	require.EqualValues(t, 1, out["totals"].(map[string]any)["created"])
+	require.Equal(t, keys[0].String(), out["rejects"].([]any)[0].(map[string]any)["delivery_key"])
+	require.Equal(t, ledger.Pending, h.Intent(keys[0]).State)
+	code, out = a.call(http.MethodPost, "/api/v1/rejects/replay", confirm)
+	a.refused(code, out, http.StatusConflict, "confirmation")
+	rows, err := h.Ledger.ControlHistory(h.Ctx, ledger.ReplayKind, 10)
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.Equal(t, "console:alice", rows[0].Actor)
+	require.Equal(t, "acct-9 is configured now", rows[0].Reason)
+}
