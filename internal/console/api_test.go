@@ -3,6 +3,7 @@ package console_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"slices"
@@ -388,6 +389,9 @@ func TestEveryAPIRouteIsInTheOpenAPIDocument(t *testing.T) {
 	served := slices.Clone(console.APIRoutes())
 	slices.Sort(served)
 	require.Equal(t, served, documentedOperations(t))
+	data, err := os.ReadFile("../../docs/console-api.yaml")
+	require.NoError(t, err)
+	require.Contains(t, string(data), fmt.Sprintf("at most %d bytes", console.MaxBody), "the document states the limit the code holds")
 }
 
 // Rejects replayed through the API: a dry run first, then exactly the rejects previewed, in the
