@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/atmost/atmost/internal/adapters"
+	"github.com/atmost/atmost/internal/jsonview"
 	"github.com/atmost/atmost/pkg/ledger"
 )
 
@@ -169,11 +170,11 @@ func changeAccount(ctx context.Context, c *line, sub string, v accountFlags) int
 	}
 	if c.asJSON {
 		out := struct {
-			Before *accountJSON `json:"before"`
-			After  accountJSON  `json:"after"`
-		}{After: toAccountJSON(ch.After)}
+			Before *jsonview.Account `json:"before"`
+			After  jsonview.Account  `json:"after"`
+		}{After: jsonview.AccountOf(ch.After)}
 		if sub != "add" {
-			b := toAccountJSON(ch.Before)
+			b := jsonview.AccountOf(ch.Before)
 			out.Before = &b
 		}
 		return writeJSON(c.io, out)
@@ -271,7 +272,7 @@ func enabledName(disabled bool) string {
 // accountFields is an account's settable columns as the control history holds them, for
 // describeFields.
 func accountFields(a ledger.Account) json.RawMessage {
-	b, _ := json.Marshal(map[string]any{"platform": a.Platform, "settings": rawJSON(a.Settings), "credential_ref": a.CredentialRef,
+	b, _ := json.Marshal(map[string]any{"platform": a.Platform, "settings": jsonview.Raw(a.Settings), "credential_ref": a.CredentialRef,
 		"credential_version": a.CredentialVersion, "revoked": a.Revoked, "disabled": a.Disabled, "contract_version": a.ContractVersion})
 	return b
 }
@@ -321,15 +322,15 @@ func showAccounts(ctx context.Context, c *line, pos []string) int {
 	check, checkErr := adapters.CheckAccount(adapters.Registered(), a, c.io.Env)
 	if c.asJSON {
 		out := struct {
-			accountJSON
-			Pending int64      `json:"pending_intents"`
-			Waiting *string    `json:"waiting"`
-			Cause   *string    `json:"waiting_cause"`
-			Health  healthJSON `json:"health"`
-			Adapter string     `json:"adapter"`
+			jsonview.Account
+			Pending int64           `json:"pending_intents"`
+			Waiting *string         `json:"waiting"`
+			Cause   *string         `json:"waiting_cause"`
+			Health  jsonview.Health `json:"health"`
+			Adapter string          `json:"adapter"`
 			// Credential is what this command could see of the credential (none, read, unread).
 			Credential adapters.CredentialCheck `json:"credential_check"`
-		}{accountJSON: toAccountJSON(a), Pending: pending[a.ID], Adapter: "opens", Credential: check.Credential, Health: toHealthJSON(health[a.ID])}
+		}{Account: jsonview.AccountOf(a), Pending: pending[a.ID], Adapter: "opens", Credential: check.Credential, Health: jsonview.HealthOf(health[a.ID])}
 		if w, ok := waits[a.ID]; ok {
 			text, cause := w.String(), w.Cause
 			out.Waiting, out.Cause = &text, &cause
@@ -373,12 +374,12 @@ func showAccounts(ctx context.Context, c *line, pos []string) int {
 func listAccounts(c *line, accounts []ledger.Account, waits map[string]adapters.Wait, health map[string]ledger.Health) int {
 	if c.asJSON {
 		type listed struct {
-			accountJSON
-			Health healthJSON `json:"health"`
+			jsonview.Account
+			Health jsonview.Health `json:"health"`
 		}
 		out := make([]listed, len(accounts))
 		for i, a := range accounts {
-			out[i] = listed{toAccountJSON(a), toHealthJSON(health[a.ID])}
+			out[i] = listed{jsonview.AccountOf(a), jsonview.HealthOf(health[a.ID])}
 		}
 		return writeJSON(c.io, out)
 	}

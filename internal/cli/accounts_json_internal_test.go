@@ -8,10 +8,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/atmost/atmost/internal/jsonview"
 	"github.com/atmost/atmost/pkg/ledger"
 )
 
-// toAccountJSON carries every field of ledger.Account, each under a snake_case key: a field
+// jsonview.AccountOf carries every field of ledger.Account, each under a snake_case key: a field
 // added to the ledger's account turns this red until the JSON has it too.
 func TestAccountJSONCarriesEveryFieldInSnakeCase(t *testing.T) {
 	a := ledger.Account{ID: "acct-1", Platform: "webhook", Settings: json.RawMessage(`{"url": "https://example.org", "Header": "X"}`),
@@ -21,7 +22,7 @@ func TestAccountJSONCarriesEveryFieldInSnakeCase(t *testing.T) {
 	for i := range v.NumField() {
 		require.False(t, v.Field(i).IsZero(), "the sample sets ledger.Account.%s", v.Type().Field(i).Name)
 	}
-	out, err := json.Marshal(toAccountJSON(a))
+	out, err := json.Marshal(jsonview.AccountOf(a))
 	require.NoError(t, err)
 	bad, err := NonSnakeKeys(out)
 	require.NoError(t, err)
@@ -29,7 +30,7 @@ func TestAccountJSONCarriesEveryFieldInSnakeCase(t *testing.T) {
 	require.JSONEq(t, `{"account": "acct-1", "platform": "webhook", "settings": {"url": "https://example.org", "Header": "X"},
 		"credential_ref": "env:HOOK", "credential_version": 3, "revoked": true, "disabled": true, "contract_version": "v2",
 		"created_at": "2026-01-02T03:04:05Z", "updated_at": "2026-01-03T03:04:05Z"}`, string(out))
-	require.Equal(t, v.NumField(), reflect.TypeOf(accountJSON{}).NumField(), "one JSON field per field of ledger.Account")
+	require.Equal(t, v.NumField(), reflect.TypeOf(jsonview.Account{}).NumField(), "one JSON field per field of ledger.Account")
 
 	bad, err = NonSnakeKeys([]byte(`[{"ID": 1, "ok_key": {"CredentialRef": 2}}]`))
 	require.NoError(t, err)

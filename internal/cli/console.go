@@ -26,7 +26,8 @@ kill switches, policies, in bulk too, and reject replays), each previewed and co
 through the same ledger operations as atmost park, resolve, retry, switch, policy and rejects
 replay, under the name of the operator whose token logged in (console:NAME in the history).
 Each person logs in with the token atmost operators add gave them; a script sends it as
-"Authorization: Bearer TOKEN". A viewer sees every page and changes nothing; a revoked
+"Authorization: Bearer TOKEN" to the JSON API under /api/v1 (docs/console-api.yaml), which
+reads and changes what the pages do, through the same code. A viewer sees every page and changes nothing; a revoked
 operator's token stops working and its sessions end at once. $` + console.TokenVariable + ` (or
 --token-file), when set, is a shared bootstrap token: it logs in as the built-in operator
 bootstrap (console:bootstrap), to add the first operators from; it must be strong (at least

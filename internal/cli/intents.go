@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,60 +11,11 @@ import (
 	"time"
 
 	"github.com/atmost/atmost/internal/adapters"
+	"github.com/atmost/atmost/internal/jsonview"
 	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
 )
-
-// intentJSON is an intent as the intents commands print it. Request is the canonical request
-// projection the intent sends; Attempt, Epoch and Generation name its latest attempt.
-type intentJSON struct {
-	Key                string          `json:"key"`
-	Account            string          `json:"account"`
-	Action             string          `json:"action"`
-	Target             string          `json:"target"`
-	Request            json.RawMessage `json:"request,omitempty"`
-	Occurrence         string          `json:"occurrence,omitempty"`
-	State              ledger.State    `json:"state"`
-	Reason             ledger.Reason   `json:"reason"`
-	Seq                int64           `json:"seq"`
-	AttemptsAuthorized int             `json:"attempts_authorized"`
-	Attempt            *string         `json:"attempt"`
-	Epoch              int64           `json:"epoch,omitempty"`
-	Generation         int64           `json:"generation,omitempty"`
-	LeaseExpiresAt     *time.Time      `json:"lease_expires_at"`
-	ObjectID           string          `json:"object_id"`
-	CreatedAt          time.Time       `json:"created_at"`
-	UpdatedAt          time.Time       `json:"updated_at"`
-}
-
-func toIntentJSON(in ledger.Intent, withRequest bool) intentJSON {
-	j := intentJSON{
-		Key: in.Key.String(), Account: in.Account, Action: in.Action, Target: in.Target, Occurrence: in.Occurrence,
-		State: in.State, Reason: in.Reason, Seq: in.Seq, AttemptsAuthorized: in.AttemptsAuthorized, Epoch: in.Epoch,
-		Generation: in.Generation, LeaseExpiresAt: in.LeaseExpiresAt, ObjectID: in.ObjectID, CreatedAt: in.CreatedAt, UpdatedAt: in.UpdatedAt,
-	}
-	if in.Token != (identity.AttemptToken{}) {
-		token := in.Token.String()
-		j.Attempt = &token
-	}
-	if withRequest {
-		j.Request = rawJSON([]byte(in.Request))
-	}
-	return j
-}
-
-// rawJSON is b when it is JSON, else b as a JSON string, and {} when b is empty.
-func rawJSON(b []byte) json.RawMessage {
-	if len(b) == 0 {
-		return json.RawMessage("{}")
-	}
-	if json.Valid(b) {
-		return json.RawMessage(compact(b))
-	}
-	s, _ := json.Marshal(string(b))
-	return s
-}
 
 func intentsCommand() *Command {
 	var ls intentsFlags
@@ -239,11 +189,11 @@ func listIntents(ctx context.Context, c *line, p intentsFlags) int {
 	}
 	if c.asJSON {
 		out := struct {
-			Intents   []intentJSON `json:"intents"`
-			NextAfter *string      `json:"next_after"`
-		}{Intents: make([]intentJSON, len(page)), NextAfter: next}
+			Intents   []jsonview.Intent `json:"intents"`
+			NextAfter *string           `json:"next_after"`
+		}{Intents: make([]jsonview.Intent, len(page)), NextAfter: next}
 		for i, in := range page {
-			out.Intents[i] = toIntentJSON(in, false)
+			out.Intents[i] = jsonview.IntentOf(in, false)
 		}
 		return writeJSON(io, out)
 	}
@@ -340,9 +290,9 @@ func showIntent(ctx context.Context, c *line, key identity.DeliveryKey) int {
 		return c.fail(err)
 	}
 	if c.asJSON {
-		out := toRecordJSON(rec)
+		out := jsonview.RecordOf(rec)
 		if wait != nil {
-			out.Waiting = &waitJSON{Cause: wait.Cause, Why: wait.String()}
+			out.Waiting = &jsonview.Wait{Cause: wait.Cause, Why: wait.String()}
 		}
 		return writeJSON(c.io, out)
 	}
@@ -439,95 +389,4 @@ func shortHex(b []byte) string {
 		return h[:16] + "…"
 	}
 	return h
-}
-
-// recordJSON is intents show's JSON document.
-type recordJSON struct {
-	Intent          intentJSON           `json:"intent"`
-	Attempts        []attemptJSON        `json:"attempts"`
-	Evidence        []evidenceJSON       `json:"evidence"`
-	History         []transitionJSON     `json:"history"`
-	Reconciliations []reconciliationJSON `json:"reconciliations"`
-	// Waiting is set for a pending intent whose account cannot be served.
-	Waiting *waitJSON `json:"waiting,omitempty"`
-}
-
-// waitJSON is why an intent waits: Cause as atmost_account_waiting_intents names it, Why as
-// an operator reads it.
-type waitJSON struct {
-	Cause string `json:"cause"`
-	Why   string `json:"why"`
-}
-
-type attemptJSON struct {
-	Attempt           string    `json:"attempt"`
-	Epoch             int64     `json:"epoch"`
-	Generation        int64     `json:"generation"`
-	CredentialVersion int64     `json:"credential_version"`
-	RequestHash       string    `json:"request_hash"`
-	CreatedAt         time.Time `json:"created_at"`
-}
-
-type evidenceJSON struct {
-	Attempt    string          `json:"attempt"`
-	Epoch      int64           `json:"epoch"`
-	Generation int64           `json:"generation"`
-	Result     string          `json:"result"`
-	Reason     ledger.Reason   `json:"reason"`
-	ObjectID   string          `json:"object_id"`
-	Fenced     bool            `json:"fenced"`
-	Detail     json.RawMessage `json:"detail"`
-	RecordedAt time.Time       `json:"recorded_at"`
-}
-
-type transitionJSON struct {
-	Seq        int64           `json:"seq"`
-	From       ledger.State    `json:"from"`
-	To         ledger.State    `json:"to"`
-	Reason     ledger.Reason   `json:"reason"`
-	Attempt    *string         `json:"attempt"`
-	Epoch      int64           `json:"epoch,omitempty"`
-	Generation int64           `json:"generation,omitempty"`
-	Actor      string          `json:"actor"`
-	Detail     json.RawMessage `json:"detail"`
-	At         time.Time       `json:"at"`
-}
-
-type reconciliationJSON struct {
-	Attempt  string          `json:"attempt"`
-	Step     string          `json:"step"`
-	Result   string          `json:"result"`
-	ObjectID string          `json:"object_id"`
-	Actor    string          `json:"actor"`
-	Detail   json.RawMessage `json:"detail"`
-	At       time.Time       `json:"at"`
-}
-
-func toRecordJSON(rec ledger.Record) recordJSON {
-	out := recordJSON{
-		Intent:          toIntentJSON(rec.Intent, true),
-		Attempts:        make([]attemptJSON, len(rec.Attempts)),
-		Evidence:        make([]evidenceJSON, len(rec.Evidence)),
-		History:         make([]transitionJSON, len(rec.Transitions)),
-		Reconciliations: make([]reconciliationJSON, len(rec.Reconciliations)),
-	}
-	for i, a := range rec.Attempts {
-		out.Attempts[i] = attemptJSON{a.Token.String(), a.Epoch, a.Generation, a.CredentialVersion, hex.EncodeToString(a.RequestHash), a.CreatedAt}
-	}
-	for i, e := range rec.Evidence {
-		out.Evidence[i] = evidenceJSON{e.Token.String(), e.Epoch, e.Generation, e.Result, e.Reason, e.ObjectID, e.Fenced, rawJSON(e.Detail), e.RecordedAt}
-	}
-	for i, t := range rec.Transitions {
-		j := transitionJSON{Seq: t.Seq, From: t.From, To: t.To, Reason: t.Reason, Epoch: t.Epoch, Generation: t.Generation,
-			Actor: t.Actor, Detail: rawJSON(t.Detail), At: t.At}
-		if t.Token != nil {
-			token := t.Token.String()
-			j.Attempt = &token
-		}
-		out.History[i] = j
-	}
-	for i, r := range rec.Reconciliations {
-		out.Reconciliations[i] = reconciliationJSON{r.Token.String(), r.Step, r.Result, r.ObjectID, r.Actor, rawJSON(r.Detail), r.At}
-	}
-	return out
 }

@@ -2,35 +2,15 @@ package cli
 
 import (
 	"context"
-	"encoding/hex"
 	"fmt"
 	"strings"
 	"text/tabwriter"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/atmost/atmost/internal/jsonview"
 	"github.com/atmost/atmost/pkg/identity"
-	"github.com/atmost/atmost/pkg/ledger"
 )
-
-// rejectJSON is a refused message as rejects ls prints it; Preview is the message's first
-// bytes (ledger.RejectPreviewBytes) as text. Detail, Subject and Headers are ledger.StoredText,
-// so that any bytes survive JSON.
-type rejectJSON struct {
-	ID        string              `json:"id"`
-	Reason    string              `json:"reason"`
-	Detail    string              `json:"detail"`
-	Subject   string              `json:"subject"`
-	Stream    string              `json:"stream"`
-	StreamSeq int64               `json:"stream_seq"`
-	Headers   map[string][]string `json:"headers"`
-	Preview   string              `json:"preview"`
-	Size      int                 `json:"size"`
-	Truncated bool                `json:"truncated"`
-	SHA256    string              `json:"sha256,omitempty"`
-	At        time.Time           `json:"at"`
-}
 
 func rejectsCommand() *Command {
 	var reason string
@@ -77,18 +57,9 @@ func listRejects(ctx context.Context, c *line, reasonFlag string, limitFlag int)
 		return c.fail(err)
 	}
 	if c.asJSON {
-		out := make([]rejectJSON, len(rejects))
-		for i, r := range rejects {
-			headers := make(map[string][]string, len(r.Headers))
-			for k, vs := range r.Headers {
-				stored := make([]string, len(vs))
-				for j, v := range vs {
-					stored[j] = ledger.StoredText(v)
-				}
-				headers[ledger.StoredText(k)] = stored
-			}
-			out[i] = rejectJSON{r.ID, r.Reason, ledger.StoredText(r.Detail), ledger.StoredText(r.Subject), r.Stream, r.StreamSeq, headers,
-				string(r.Preview), r.Size, r.Truncated, hex.EncodeToString(r.SHA256), r.At}
+		out := make([]jsonview.Reject, len(rejects))
+		for i, rej := range rejects {
+			out[i] = jsonview.RejectOf(rej)
 		}
 		return writeJSON(io, out)
 	}

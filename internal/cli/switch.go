@@ -4,25 +4,10 @@ import (
 	"context"
 	"fmt"
 	"text/tabwriter"
-	"time"
 
+	"github.com/atmost/atmost/internal/jsonview"
 	"github.com/atmost/atmost/pkg/ledger"
 )
-
-// switchJSON is a kill switch as the switch commands print it. Scope "" is the global switch;
-// UpdatedAt is null for a switch never set.
-type switchJSON struct {
-	Scope     string     `json:"scope"`
-	Engaged   bool       `json:"engaged"`
-	Reason    string     `json:"reason"`
-	Actor     string     `json:"actor"`
-	UpdatedAt *time.Time `json:"updated_at"`
-}
-
-func toSwitchJSON(s ledger.Switch) switchJSON {
-	at := s.UpdatedAt
-	return switchJSON{s.Scope, s.Engaged, s.Reason, s.Actor, &at}
-}
 
 func switchCommand() *Command {
 	set := func(name, summary string, engaged bool) *Command {
@@ -73,11 +58,11 @@ func setSwitch(ctx context.Context, c *line, account string, engaged bool) int {
 	}
 	if c.asJSON {
 		out := struct {
-			Before *switchJSON `json:"before"`
-			After  switchJSON  `json:"after"`
-		}{After: toSwitchJSON(ch.After)}
+			Before *jsonview.Switch `json:"before"`
+			After  jsonview.Switch  `json:"after"`
+		}{After: jsonview.SwitchOf(ch.After)}
 		if ch.Before != nil {
-			b := toSwitchJSON(*ch.Before)
+			b := jsonview.SwitchOf(*ch.Before)
 			out.Before = &b
 		}
 		return writeJSON(c.io, out)
@@ -101,12 +86,12 @@ func listSwitches(ctx context.Context, c *line) int {
 		return c.fail(err)
 	}
 	// The global switch is always listed, set or not; the ledger lists it first when set.
-	out := []switchJSON{{Scope: ledger.GlobalScope}}
+	out := []jsonview.Switch{{Scope: ledger.GlobalScope}}
 	for _, s := range switches {
 		if s.Scope == ledger.GlobalScope {
-			out[0] = toSwitchJSON(s)
+			out[0] = jsonview.SwitchOf(s)
 		} else {
-			out = append(out, toSwitchJSON(s))
+			out = append(out, jsonview.SwitchOf(s))
 		}
 	}
 	if c.asJSON {

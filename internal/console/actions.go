@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -53,6 +54,88 @@ type resultData struct {
 type refusal struct {
 	Key identity.DeliveryKey
 	Why string
+	// Moved: the intent moved since the preview.
+	Moved bool
+}
+
+// actForm is a change of one intent as the intent page's form, or the API's body, carries it:
+// the verb (park, resolve, retry, resend), the state a resolve leads to and its object, why, and
+// the intent's seq at the preview ("" before it).
+type actForm struct {
+	verb, to, objectID, note, seq string
+}
+
+func actFormOf(form url.Values) actForm {
+	return actForm{verb: form.Get("verb"), to: form.Get("to"), objectID: strings.TrimSpace(form.Get("object_id")),
+		note: strings.TrimSpace(form.Get("note")), seq: form.Get("seq")}
+}
+
+// problem says what is wrong with the form, "" when nothing is; a form without a problem
+// names no state or object but a resolve's.
+func (a *actForm) problem() string {
+	switch {
+	case a.verb != "park" && a.verb != "resolve" && a.verb != "retry" && a.verb != "resend":
+		return "choose park, resolve, retry, or not sent, send again"
+	case a.note == "":
+		return "say why (for a resolve: how you know): it is written to the history with your name"
+	case a.verb == "resolve" && a.to != "published" && a.to != "failed":
+		return "a parked intent resolves as published or as failed"
+	case a.verb == "resolve" && a.to == "published" && a.objectID == "":
+		return "resolving as published needs the platform's id of the object you found"
+	case a.verb == "resolve" && a.to == "failed" && a.objectID != "":
+		return "an intent that was not sent has no object: leave the object id empty to resolve it as failed"
+	}
+	if a.verb != "resolve" {
+		a.to, a.objectID = "", ""
+	}
+	return ""
+}
+
+// digest binds a confirmation to exactly this change of key, at the seq the preview saw.
+func (a actForm) digest(key identity.DeliveryKey) string {
+	return digest("intent", key.String(), a.verb, a.to, a.objectID, a.note, a.seq)
+}
+
+// actTarget reads the intent a checked form changes: status 404 and why when none has its key,
+// or 0. err is the ledger's.
+func (s *Server) actTarget(r *http.Request, key identity.DeliveryKey) (in ledger.Intent, status int, why string, err error) {
+	in, err = s.l.Get(r.Context(), key)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return in, http.StatusNotFound, "no intent has the delivery key " + key.String(), nil
+	}
+	return in, 0, "", err
+}
+
+// resendRefused says why "not sent, send again" is not allowed on in as it stands, checked at
+// the preview and again at the confirmation: both steps must be, the resolve and the retry
+// after it. "" when it is (or a is another verb).
+func (s *Server) resendRefused(r *http.Request, v visitor, in ledger.Intent, a actForm) (string, error) {
+	if a.verb != "resend" {
+		return "", nil
+	}
+	p, err := s.l.PolicyFor(r.Context(), in.Account)
+	if err != nil {
+		return "", err
+	}
+	if ok, whyNot := verbAllowed(in, time.Now(), p.AttemptCap, a.verb); !ok {
+		s.audit(r, v, "not sent, send again", in.Key.String(), "refused: "+whyNot)
+		return "not sent, send again is not allowed now: " + whyNot, nil
+	}
+	return "", nil
+}
+
+// actPreview previews a on in: its effect, and a confirmation bound to a at in's seq now.
+func (s *Server) actPreview(ctx context.Context, v visitor, in ledger.Intent, a actForm) (confirmData, error) {
+	effect, err := s.effect(ctx, in, a.verb, a.to, a.objectID)
+	if err != nil {
+		return confirmData{}, err
+	}
+	effect = append(effect, fmt.Sprintf("Recorded as %s: %q.", v.actor(), a.note))
+	a.seq = strconv.FormatInt(in.Seq, 10)
+	back := "/intents/" + in.Key.String()
+	fields := map[string]string{"verb": a.verb, "note": a.note, "to": a.to, "object_id": a.objectID, "seq": a.seq}
+	return confirmData{Title: verbTitle(a.verb, a.to) + " " + in.Key.String(), Effect: effect,
+		Action: back + "/act", Fields: fields, Confirm: s.issue(v, a.digest(in.Key), nil), Back: back}, nil
 }
 
 func (s *Server) act(w http.ResponseWriter, r *http.Request, v visitor) {
@@ -61,95 +144,64 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, v visitor) {
 		http.Error(w, "not a delivery key", http.StatusNotFound)
 		return
 	}
-	verb := r.PostFormValue("verb")
-	note := strings.TrimSpace(r.PostFormValue("note"))
-	to := r.PostFormValue("to")
-	objectID := strings.TrimSpace(r.PostFormValue("object_id"))
-	seq := r.PostFormValue("seq")
+	a := actFormOf(r.PostForm)
 	back := "/intents/" + key.String()
-	problem := ""
-	switch {
-	case verb != "park" && verb != "resolve" && verb != "retry" && verb != "resend":
-		problem = "choose park, resolve, retry, or not sent, send again"
-	case note == "":
-		problem = "say why (for a resolve: how you know): it is written to the history with your name"
-	case verb == "resolve" && to != "published" && to != "failed":
-		problem = "a parked intent resolves as published or as failed"
-	case verb == "resolve" && to == "published" && objectID == "":
-		problem = "resolving as published needs the platform's id of the object you found"
-	case verb == "resolve" && to == "failed" && objectID != "":
-		problem = "an intent that was not sent has no object: leave the object id empty to resolve it as failed"
-	}
-	if problem != "" {
+	if problem := a.problem(); problem != "" {
 		s.flash(v, "Nothing was changed: "+problem+".")
 		http.Redirect(w, r, back, http.StatusSeeOther)
 		return
 	}
-	if verb != "resolve" {
-		to, objectID = "", ""
-	}
-	d := digest("intent", key.String(), verb, to, objectID, note, seq)
-	in, err := s.l.Get(r.Context(), key)
-	if errors.Is(err, ledger.ErrNotFound) {
-		http.Error(w, "no intent has the delivery key "+key.String(), http.StatusNotFound)
-		return
-	}
-	if err != nil {
+	in, status, why, err := s.actTarget(r, key)
+	switch {
+	case err != nil:
 		s.fail(w, err)
 		return
-	}
-	if verb == "resend" {
-		// Both steps must be allowed, the resolve and the retry after it: checked on the intent
-		// as it stands, at the preview and again at the confirmation.
-		p, err := s.l.PolicyFor(r.Context(), in.Account)
-		if err != nil {
-			s.fail(w, err)
-			return
-		}
-		if ok, why := verbAllowed(in, time.Now(), p.AttemptCap, verb); !ok {
-			s.audit(r, v, "not sent, send again", key.String(), "refused: "+why)
-			s.flash(v, "Nothing was changed: not sent, send again is not allowed now: "+why+".")
-			http.Redirect(w, r, back, http.StatusSeeOther)
-			return
-		}
-	}
-	confirm := r.PostFormValue("confirm")
-	if confirm == "" {
-		effect, err := s.effect(r.Context(), in, verb, to, objectID)
-		if err != nil {
-			s.fail(w, err)
-			return
-		}
-		effect = append(effect, fmt.Sprintf("Recorded as %s: %q.", v.actor(), note))
-		fields := map[string]string{"verb": verb, "note": note, "to": to, "object_id": objectID, "seq": strconv.FormatInt(in.Seq, 10)}
-		d = digest("intent", key.String(), verb, to, objectID, note, fields["seq"])
-		s.render(w, http.StatusOK, "confirm", v, confirmData{Title: verbTitle(verb, to) + " " + key.String(), Effect: effect,
-			Action: back + "/act", Fields: fields, Confirm: s.issue(v, d, nil), Back: back})
+	case status != 0:
+		http.Error(w, why, status)
 		return
 	}
-	if _, ok := s.redeem(v, confirm, d); !ok {
-		s.refuseConfirmation(w, v, back)
-		return
-	}
-	if verb == "resend" {
-		msg, err := s.resend(r, v, note, in, seq)
+	if why, err := s.resendRefused(r, v, in, a); err != nil || why != "" {
 		if err != nil {
 			s.fail(w, err)
 			return
 		}
-		s.flash(v, msg)
+		s.flash(v, "Nothing was changed: "+why+".")
 		http.Redirect(w, r, back, http.StatusSeeOther)
 		return
 	}
-	why, err := s.apply(r, v, change{verb: verb, to: to, objectID: objectID, note: note, in: in, seq: seq})
+	confirm := r.PostFormValue("confirm")
+	if confirm == "" {
+		d, err := s.actPreview(r.Context(), v, in, a)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		s.render(w, http.StatusOK, "confirm", v, d)
+		return
+	}
+	if _, ok := s.redeem(v, confirm, a.digest(key)); !ok {
+		s.refuseConfirmation(w, v, back)
+		return
+	}
+	if a.verb == "resend" {
+		res, err := s.resend(r, v, a.note, in, a.seq)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		s.flash(v, res.message)
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	}
+	refused, err := s.apply(r, v, change{verb: a.verb, to: a.to, objectID: a.objectID, note: a.note, in: in, seq: a.seq})
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	if why != "" {
-		s.flash(v, "Refused, nothing was changed: "+why)
+	if refused != nil {
+		s.flash(v, "Refused, nothing was changed: "+refused.why)
 	} else {
-		s.flash(v, verbTitle(verb, to)+": done, by "+v.actor()+". "+s.publish(r.Context(), []identity.DeliveryKey{key}))
+		s.flash(v, verbTitle(a.verb, a.to)+": done, by "+v.actor()+". "+s.publish(r.Context(), []identity.DeliveryKey{key}))
 	}
 	http.Redirect(w, r, back, http.StatusSeeOther)
 }
@@ -218,22 +270,30 @@ type change struct {
 	from                     []ledger.State
 }
 
-// apply makes the change through the ledger, logs it, and returns why it was refused ("" when
+// refusedChange is why a change was refused and nothing was changed.
+type refusedChange struct {
+	why string
+	// moved says the intent is not as its preview showed it: it moved since (the API's 409),
+	// where otherwise the change itself is refused (its 422).
+	moved bool
+}
+
+// apply makes the change through the ledger, logs it, and returns why it was refused (nil when
 // made). from, when given, holds a park to those states (a bulk park's).
-func (s *Server) apply(r *http.Request, v visitor, c change) (why string, err error) {
+func (s *Server) apply(r *http.Request, v visitor, c change) (refused *refusedChange, err error) {
 	verb, to, objectID, note, in, from := c.verb, c.to, c.objectID, c.note, c.in, c.from
 	defer func() {
 		result := "done"
 		switch {
 		case err != nil:
 			result = "failed: " + err.Error()
-		case why != "":
-			result = "refused: " + why
+		case refused != nil:
+			result = "refused: " + refused.why
 		}
 		s.audit(r, v, strings.ToLower(verbTitle(verb, to)), in.Key.String(), result)
 	}()
 	if c.seq != "" && c.seq != strconv.FormatInt(in.Seq, 10) {
-		return fmt.Sprintf("%s moved since the preview (it is now %s, %s): look at it again.", in.Key, in.State, in.Reason), nil
+		return &refusedChange{fmt.Sprintf("%s moved since the preview (it is now %s, %s): look at it again.", in.Key, in.State, in.Reason), true}, nil
 	}
 	ctx := r.Context()
 	switch {
@@ -253,38 +313,47 @@ func (s *Server) apply(r *http.Request, v visitor, c change) (why string, err er
 	var refusal *ledger.RefusedError
 	switch {
 	case err == nil:
-		return "", nil
+		return nil, nil
 	case errors.As(err, &refusal) && errors.Is(err, ledger.ErrAttemptsExhausted):
-		return fmt.Sprintf("%s reached its attempt cap, so it was parked (attempts_exhausted) instead of retried.", in.Key), nil
+		return &refusedChange{why: fmt.Sprintf("%s reached its attempt cap, so it was parked (attempts_exhausted) instead of retried.", in.Key)}, nil
 	case errors.As(err, &refusal):
-		return fmt.Sprintf("%s is %s: the ledger refused to %s it (%v).", in.Key, refusal.State, strings.ToLower(verbTitle(verb, to)), refusal.Err), nil
+		// In the state it was read in, the change does not apply; in another, it moved.
+		return &refusedChange{fmt.Sprintf("%s is %s: the ledger refused to %s it (%v).", in.Key, refusal.State, strings.ToLower(verbTitle(verb, to)), refusal.Err),
+			refusal.State != in.State}, nil
 	case errors.Is(err, ledger.ErrInvalidNote):
-		return err.Error(), nil
+		return &refusedChange{why: err.Error()}, nil
 	}
-	return "", err
+	return nil, err
+}
+
+// resent is what "not sent, send again" came to: the message, and why its first step was
+// refused (nil when it was made; the retry's refusal is in the message).
+type resent struct {
+	message string
+	refused *refusedChange
 }
 
 // resend applies "not sent, send again" to in: the ledger's guarded Resolve (to failed) and then
 // its guarded RetryAs, each a history row and an audit line of its own. A refused first step
 // changes nothing; a refused second leaves the first, and the message says which state the
 // intent is in.
-func (s *Server) resend(r *http.Request, v visitor, note string, in ledger.Intent, seq string) (string, error) {
-	why, err := s.apply(r, v, change{verb: "resolve", to: "failed", note: note, in: in, seq: seq})
+func (s *Server) resend(r *http.Request, v visitor, note string, in ledger.Intent, seq string) (resent, error) {
+	refused, err := s.apply(r, v, change{verb: "resolve", to: "failed", note: note, in: in, seq: seq})
 	if err != nil {
-		return "", err
+		return resent{}, err
 	}
-	if why != "" {
-		return "Refused, nothing was changed: " + why, nil
+	if refused != nil {
+		return resent{"Refused, nothing was changed: " + refused.why, refused}, nil
 	}
 	first := "Resolved as failed (operator_failed), by " + v.actor() + "; "
-	why, err = s.apply(r, v, change{verb: "retry", note: note, in: in})
+	refused, err = s.apply(r, v, change{verb: "retry", note: note, in: in})
 	switch {
 	case err != nil:
-		return first + "the retry then failed (" + err.Error() + "), so it is failed now: retry it from this page. " + s.publish(r.Context(), []identity.DeliveryKey{in.Key}), nil
-	case why != "":
-		return first + "the retry was refused: " + why + " " + s.publish(r.Context(), []identity.DeliveryKey{in.Key}), nil
+		return resent{message: first + "the retry then failed (" + err.Error() + "), so it is failed now: retry it from this page. " + s.publish(r.Context(), []identity.DeliveryKey{in.Key})}, nil
+	case refused != nil:
+		return resent{message: first + "the retry was refused: " + refused.why + " " + s.publish(r.Context(), []identity.DeliveryKey{in.Key})}, nil
 	}
-	return "Not sent, send again: done, by " + v.actor() + ": resolved as failed, then retried. " + s.publish(r.Context(), []identity.DeliveryKey{in.Key}), nil
+	return resent{message: "Not sent, send again: done, by " + v.actor() + ": resolved as failed, then retried. " + s.publish(r.Context(), []identity.DeliveryKey{in.Key})}, nil
 }
 
 // publish publishes the changes' events right away when the console reads JetStream, and
@@ -493,26 +562,88 @@ func selectionDigest(items []ledger.Intent) string {
 	return digest(keys...)
 }
 
-func (s *Server) bulk(w http.ResponseWriter, r *http.Request, v visitor) {
-	if err := r.ParseForm(); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
+// bulkDigest binds a bulk confirmation to its verb, its note and what it chooses: a selection
+// by its digest (sel), else the filter.
+func bulkDigest(verb, note string, lf listFilter, sel string) string {
+	chosen := lf.Query().Encode()
+	if sel != "" {
+		chosen = "sel:" + sel
 	}
+	return digest("bulk", verb, note, chosen)
+}
+
+// bulkPreview previews verb on the intents keys or lf choose, for the confirmation the plan
+// is issued with; otherwise it returns problems, each a reason nothing is issued.
+func (s *Server) bulkPreview(r *http.Request, v visitor, lf listFilter, keys []string, verb, note string) (confirmData, []string, error) {
+	items, problem, err := s.bulkSet(r, lf, keys)
+	if err != nil || problem != "" {
+		return confirmData{}, []string{problem}, err
+	}
+	var states []ledger.State
+	for _, sn := range statesOf(items) {
+		states = append(states, sn.State)
+	}
+	var problems []string
+	from, known := bulkVerbs[verb]
+	switch {
+	case !known:
+		problems = append(problems, "choose the action: resolve as failed, retry, or park")
+	case !slices.ContainsFunc(fittingVerbs(states), func(o verbOption) bool { return o.Value == verb }):
+		problems = append(problems, fmt.Sprintf("%s applies to intents in %s, and these are in %s: choose the intents of one state", verbTitle(verb, ""), statesText(from), statesText(states)))
+	}
+	if note == "" {
+		problems = append(problems, "say why (for a resolve: how you know): it is written to every intent's history with your name")
+	}
+	if len(problems) > 0 {
+		return confirmData{}, problems, nil
+	}
+	effect := []string{fmt.Sprintf("%s %d intents, each through the ledger's guarded statement; an intent that moved since this preview is refused and left as it is.", verbTitle(verb, ""), len(items))}
+	switch verb {
+	case "park":
+		effect = append(effect, "Each becomes parked (operator_parked): no machine moves it on.")
+	case "resolve-failed":
+		effect = append(effect, "Each becomes failed (operator_failed): its text is released, and a retry may send it again.")
+	case "retry":
+		effect = append(effect, "Each goes back to pending (retried) with a new work item, or is parked at its attempt cap.")
+	}
+	effect = append(effect, fmt.Sprintf("Recorded as %s: %q.", v.actor(), note))
+	fields := map[string]string{"verb": verb, "note": note}
+	back, sel := "/bulk?"+lf.Query().Encode(), ""
+	if len(keys) > 0 {
+		sel, back = selectionDigest(items), "/intents"
+		fields["sel"] = sel
+	} else {
+		for k, vs := range lf.Query() {
+			fields[k] = vs[0]
+		}
+	}
+	plan := &bulkPlan{verb: verb, note: note, items: items}
+	return confirmData{Title: fmt.Sprintf("%s: %d intents", verbTitle(verb, ""), len(items)), Effect: effect,
+		Action: "/bulk", Fields: fields, Confirm: s.issue(v, bulkDigest(verb, note, lf, sel), plan), Back: back, Sample: items, Count: len(items)}, nil, nil
+}
+
+// redeemBulk consumes a bulk confirmation for exactly the change the form names, and returns
+// the plan it previewed; nil when it is not one.
+func (s *Server) redeemBulk(v visitor, confirm string, lf listFilter, form url.Values) *bulkPlan {
+	c, ok := s.redeem(v, confirm, bulkDigest(form.Get("verb"), strings.TrimSpace(form.Get("note")), lf, form.Get("sel")))
+	if !ok {
+		return nil
+	}
+	plan, _ := c.plan.(*bulkPlan)
+	return plan
+}
+
+func (s *Server) bulk(w http.ResponseWriter, r *http.Request, v visitor) {
 	lf, problems := parseFilter(r.PostForm)
 	keys := r.PostForm["key"]
 	verb, note := r.PostFormValue("verb"), strings.TrimSpace(r.PostFormValue("note"))
-	back := "/bulk?" + lf.Query().Encode()
 	if confirm := r.PostFormValue("confirm"); confirm != "" {
 		// A selection is carried to the confirmation by its digest; the plan holds its intents.
-		chosen := lf.Query().Encode()
-		if sel := r.PostFormValue("sel"); sel != "" {
-			chosen, back = "sel:"+sel, "/intents"
+		back := "/bulk?" + lf.Query().Encode()
+		if r.PostFormValue("sel") != "" {
+			back = "/intents"
 		}
-		c, ok := s.redeem(v, confirm, digest("bulk", verb, note, chosen))
-		var plan *bulkPlan
-		if ok {
-			plan, _ = c.plan.(*bulkPlan)
-		}
+		plan := s.redeemBulk(v, confirm, lf, r.PostForm)
 		if plan == nil {
 			s.refuseConfirmation(w, v, back)
 			return
@@ -529,56 +660,15 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request, v visitor) {
 		s.renderBulk(w, r, v, lf, keys, problems, verb, note, http.StatusBadRequest)
 		return
 	}
-	items, problem, err := s.bulkSet(r, lf, keys)
-	if err != nil {
-		s.fail(w, err)
-		return
-	}
-	if problem != "" {
-		s.renderBulk(w, r, v, lf, keys, []string{problem}, verb, note, http.StatusBadRequest)
-		return
-	}
-	var states []ledger.State
-	for _, sn := range statesOf(items) {
-		states = append(states, sn.State)
-	}
-	from, known := bulkVerbs[verb]
+	d, problems, err := s.bulkPreview(r, v, lf, keys, verb, note)
 	switch {
-	case !known:
-		problems = append(problems, "choose the action: resolve as failed, retry, or park")
-	case !slices.ContainsFunc(fittingVerbs(states), func(o verbOption) bool { return o.Value == verb }):
-		problems = append(problems, fmt.Sprintf("%s applies to intents in %s, and these are in %s: choose the intents of one state", verbTitle(verb, ""), statesText(from), statesText(states)))
-	}
-	if note == "" {
-		problems = append(problems, "say why (for a resolve: how you know): it is written to every intent's history with your name")
-	}
-	if len(problems) > 0 {
+	case err != nil:
+		s.fail(w, err)
+	case len(problems) > 0:
 		s.renderBulk(w, r, v, lf, keys, problems, verb, note, http.StatusBadRequest)
-		return
+	default:
+		s.render(w, http.StatusOK, "confirm", v, d)
 	}
-	effect := []string{fmt.Sprintf("%s %d intents, each through the ledger's guarded statement; an intent that moved since this preview is refused and left as it is.", verbTitle(verb, ""), len(items))}
-	switch verb {
-	case "park":
-		effect = append(effect, "Each becomes parked (operator_parked): no machine moves it on.")
-	case "resolve-failed":
-		effect = append(effect, "Each becomes failed (operator_failed): its text is released, and a retry may send it again.")
-	case "retry":
-		effect = append(effect, "Each goes back to pending (retried) with a new work item, or is parked at its attempt cap.")
-	}
-	effect = append(effect, fmt.Sprintf("Recorded as %s: %q.", v.actor(), note))
-	fields := map[string]string{"verb": verb, "note": note}
-	chosen := lf.Query().Encode()
-	if len(keys) > 0 {
-		fields["sel"] = selectionDigest(items)
-		chosen, back = "sel:"+fields["sel"], "/intents"
-	} else {
-		for k, vs := range lf.Query() {
-			fields[k] = vs[0]
-		}
-	}
-	plan := &bulkPlan{verb: verb, note: note, items: items}
-	s.render(w, http.StatusOK, "confirm", v, confirmData{Title: fmt.Sprintf("%s: %d intents", verbTitle(verb, ""), len(items)), Effect: effect,
-		Action: "/bulk", Fields: fields, Confirm: s.issue(v, digest("bulk", verb, note, chosen), plan), Back: back, Sample: items, Count: len(items)})
 }
 
 func statesText(states []ledger.State) string {
@@ -590,23 +680,30 @@ func statesText(states []ledger.State) string {
 }
 
 func (s *Server) applyBulk(w http.ResponseWriter, r *http.Request, v visitor, plan *bulkPlan, back string) {
-	res := resultData{Title: fmt.Sprintf("%s: %d intents previewed", verbTitle(plan.verb, ""), len(plan.items)), Back: back}
+	res := s.runBulk(r, v, plan)
+	res.Back = back
+	s.render(w, http.StatusOK, "result", v, res)
+}
+
+// runBulk applies a confirmed bulk plan, intent by intent, and says what each came to.
+func (s *Server) runBulk(r *http.Request, v visitor, plan *bulkPlan) resultData {
+	res := resultData{Title: fmt.Sprintf("%s: %d intents previewed", verbTitle(plan.verb, ""), len(plan.items))}
 	var changed []identity.DeliveryKey
 	for _, planned := range plan.items {
 		in, err := s.l.Get(r.Context(), planned.Key)
 		if err != nil {
-			res.Refused = append(res.Refused, refusal{planned.Key, err.Error()})
+			res.Refused = append(res.Refused, refusal{Key: planned.Key, Why: err.Error()})
 			continue
 		}
 		// Each intent only from the states the bulk action starts from: the ledger's statement
 		// refuses one that moved on since the preview.
-		why, err := s.apply(r, v, change{verb: plan.verb, to: "failed", note: plan.note, in: in, seq: strconv.FormatInt(planned.Seq, 10), from: bulkVerbs[plan.verb]})
+		refused, err := s.apply(r, v, change{verb: plan.verb, to: "failed", note: plan.note, in: in, seq: strconv.FormatInt(planned.Seq, 10), from: bulkVerbs[plan.verb]})
 		if err != nil {
-			res.Refused = append(res.Refused, refusal{planned.Key, err.Error()})
+			res.Refused = append(res.Refused, refusal{Key: planned.Key, Why: err.Error()})
 			continue
 		}
-		if why != "" {
-			res.Refused = append(res.Refused, refusal{planned.Key, why})
+		if refused != nil {
+			res.Refused = append(res.Refused, refusal{Key: planned.Key, Why: refused.why, Moved: refused.moved})
 			continue
 		}
 		changed = append(changed, planned.Key)
@@ -616,5 +713,5 @@ func (s *Server) applyBulk(w http.ResponseWriter, r *http.Request, v visitor, pl
 	if len(changed) > 0 {
 		res.Event = s.publish(r.Context(), changed)
 	}
-	s.render(w, http.StatusOK, "result", v, res)
+	return res
 }

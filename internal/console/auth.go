@@ -146,14 +146,14 @@ func (s *Server) authed(h func(w http.ResponseWriter, r *http.Request, v visitor
 		v, ok, refused := s.visitorOf(r)
 		if !ok {
 			if refused != nil {
-				http.Error(w, refused.why, refused.status)
+				s.refuse(w, r, refused.status, refused.code, refused.why)
 				return
 			}
-			if r.Method == http.MethodGet && r.Header.Get("Authorization") == "" {
+			if r.Method == http.MethodGet && r.Header.Get("Authorization") == "" && !isAPI(r) {
 				http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 				return
 			}
-			http.Error(w, "log in first: this console needs a session or an operator's token", http.StatusUnauthorized)
+			s.refuse(w, r, http.StatusUnauthorized, codeUnauthorized, "log in first: this console needs a session or an operator's token")
 			return
 		}
 		if r.Method == http.MethodPost {
@@ -167,7 +167,7 @@ func (s *Server) authed(h func(w http.ResponseWriter, r *http.Request, v visitor
 			if problem != "" {
 				s.log.Warn("change refused", zap.String("client", clientOf(r)), zap.String("actor", v.actor()),
 					zap.String("path", r.URL.Path), zap.String("why", problem))
-				http.Error(w, "refused: "+problem, status)
+				s.refuse(w, r, status, codeForbidden, "refused: "+problem)
 				return
 			}
 		}
@@ -182,7 +182,7 @@ func (s *Server) changes(h func(w http.ResponseWriter, r *http.Request, v visito
 		if !v.canChange() {
 			s.log.Warn("change refused", zap.String("client", clientOf(r)), zap.String("actor", v.actor()),
 				zap.String("path", r.URL.Path), zap.String("why", "a viewer"))
-			http.Error(w, "refused: "+v.operator+" is a viewer, who reads the console and changes nothing; nothing was changed", http.StatusForbidden)
+			s.refuse(w, r, http.StatusForbidden, codeViewer, "refused: "+v.operator+" is a viewer, who reads the console and changes nothing; nothing was changed")
 			return
 		}
 		h(w, r, v)
@@ -192,6 +192,7 @@ func (s *Server) changes(h func(w http.ResponseWriter, r *http.Request, v visito
 // turnedAway is why a visitor is turned away with more than a redirect to the login.
 type turnedAway struct {
 	status int
+	code   string // the API's error code
 	why    string
 }
 
@@ -228,7 +229,7 @@ func (s *Server) current(ctx context.Context, sess *session) (ledger.OperatorRol
 func (s *Server) visitorOf(r *http.Request) (v visitor, ok bool, refused *turnedAway) {
 	if auth := r.Header.Get("Authorization"); auth != "" {
 		if wait := s.throttled(r, "bearer"); wait != "" {
-			return visitor{}, false, &turnedAway{http.StatusTooManyRequests, wait}
+			return visitor{}, false, &turnedAway{http.StatusTooManyRequests, codeThrottled, wait}
 		}
 		token, ok := strings.CutPrefix(auth, "Bearer ")
 		if !ok {
@@ -242,7 +243,7 @@ func (s *Server) visitorOf(r *http.Request) (v visitor, ok bool, refused *turned
 		}
 		if err != nil {
 			s.log.Error("who is it: "+err.Error(), zap.String("client", clientOf(r)))
-			return visitor{}, false, &turnedAway{http.StatusServiceUnavailable, "the ledger could not say whose token this is; try again"}
+			return visitor{}, false, &turnedAway{http.StatusServiceUnavailable, codeUnavailable, "the ledger could not say whose token this is; try again"}
 		}
 		s.metrics.logins.WithLabelValues("bearer", "ok").Inc()
 		return visitor{operator: op.Name, role: op.Role}, true, nil
@@ -258,7 +259,7 @@ func (s *Server) visitorOf(r *http.Request) (v visitor, ok bool, refused *turned
 	role, live, err := s.current(r.Context(), sess)
 	if err != nil {
 		s.log.Error("who is it: "+err.Error(), zap.String("client", clientOf(r)))
-		return visitor{}, false, &turnedAway{http.StatusServiceUnavailable, "the ledger could not say who you are; try again"}
+		return visitor{}, false, &turnedAway{http.StatusServiceUnavailable, codeUnavailable, "the ledger could not say who you are; try again"}
 	}
 	if !live {
 		s.sessions.remove(sess.id)

@@ -7,7 +7,9 @@
 // have stored it, for the dispatchers), and a change the ledger refuses changes nothing.
 //
 // HTML is rendered by html/template from embedded templates; the little JavaScript there is
-// (live updates on the overview) is optional, every page reads without it. Every request but
+// (live updates on the overview) is optional, every page reads without it. The same reads and
+// changes are a JSON API under /api/v1 (api.go, docs/console-api.yaml), served by the same
+// code as the pages, with the same authentication, confirmations and audit. Every request but
 // the login page and the assets needs a session (a login) or the token as a Bearer header;
 // every change is a POST that carries the session's CSRF token and, to be applied, a
 // single-use confirmation issued with the preview of its effect, so a forged request is
@@ -201,6 +203,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /controls", s.authed(s.controls))
 	m.HandleFunc("POST /controls/switch", s.changes(s.switchAct))
 	m.HandleFunc("POST /controls/policy", s.changes(s.policyAct))
+	s.apiRoutes(m)
 	s.mux = m
 }
 
@@ -228,7 +231,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if status, problem := checkRequest(r); problem != "" {
 		s.log.Info("request refused", zap.String("client", clientOf(r)), zap.String("method", r.Method),
 			zap.String("path", r.URL.Path), zap.Int("status", status), zap.String("why", problem))
-		http.Error(w, "refused, nothing was changed: "+problem, status)
+		s.refuse(w, r, status, requestCodes[status], "refused, nothing was changed: "+problem)
 		return
 	}
 	s.mux.ServeHTTP(w, r)

@@ -1,8 +1,10 @@
 package console
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -194,57 +196,87 @@ func scopeName(kind, scope string) string {
 	return "the policy of " + scope
 }
 
-func (s *Server) switchAct(w http.ResponseWriter, r *http.Request, v visitor) {
-	scope := strings.TrimSpace(r.PostFormValue("scope"))
-	engaged := r.PostFormValue("engaged") == "on"
-	note := strings.TrimSpace(r.PostFormValue("note"))
-	back := "/controls"
-	if r.PostFormValue("engaged") != "on" && r.PostFormValue("engaged") != "off" || note == "" {
-		s.flash(v, "Nothing was changed: choose on or off and say why; it is written to the control history with your name.")
-		http.Redirect(w, r, back, http.StatusSeeOther)
-		return
+// switchForm is a kill switch change as the controls' form, or the API's body, carries it:
+// its scope (GlobalScope or an account), on or off, and why.
+type switchForm struct {
+	scope, engaged, note string
+}
+
+func switchFormOf(form url.Values) switchForm {
+	return switchForm{scope: strings.TrimSpace(form.Get("scope")), engaged: form.Get("engaged"), note: strings.TrimSpace(form.Get("note"))}
+}
+
+func (f switchForm) problem() string {
+	if f.engaged != "on" && f.engaged != "off" || f.note == "" {
+		return "choose on or off and say why; it is written to the control history with your name"
 	}
-	onOff := map[bool]string{true: "on", false: "off"}
-	d := digest("switch", scope, onOff[engaged], note)
-	if confirm := r.PostFormValue("confirm"); confirm != "" {
-		if _, ok := s.redeem(v, confirm, d); !ok {
-			s.refuseConfirmation(w, v, back)
-			return
-		}
-		ch, err := s.l.SetSwitch(r.Context(), scope, engaged, ledger.Actor{Name: v.actor(), Reason: note})
-		if err != nil {
-			s.audit(r, v, "switch "+onOff[engaged], scopeName("switch", scope), "refused: "+err.Error())
-			s.flash(v, "Refused, nothing was changed: "+err.Error())
-		} else {
-			s.audit(r, v, "switch "+onOff[engaged], scopeName("switch", scope), "done")
-			before := "off (never set)"
-			if ch.Before != nil {
-				before = onOff[ch.Before.Engaged]
-			}
-			s.flash(v, fmt.Sprintf("%s: %s → %s, by %s.", scopeName("switch", scope), before, onOff[ch.After.Engaged], v.actor()))
-		}
-		http.Redirect(w, r, back, http.StatusSeeOther)
-		return
-	}
-	effect := []string{fmt.Sprintf("Turn %s %s.", scopeName("switch", scope), onOff[engaged])}
-	if engaged {
+	return ""
+}
+
+// digest binds a confirmation to exactly this change.
+func (f switchForm) digest() string { return digest("switch", f.scope, f.engaged, f.note) }
+
+func (s *Server) switchPreview(v visitor, f switchForm) confirmData {
+	effect := []string{fmt.Sprintf("Turn %s %s.", scopeName("switch", f.scope), f.engaged)}
+	if f.engaged == "on" {
 		effect = append(effect, "Every new authorization in its scope stops from the next one on; work already authorized is not recalled, and waiting work opens no attempt until it is off.")
 	} else {
 		effect = append(effect, "Waiting work in its scope goes on (unless another switch that covers it is on).")
 	}
-	effect = append(effect, fmt.Sprintf("Recorded in the control history as %s: %q.", v.actor(), note))
-	s.render(w, http.StatusOK, "confirm", v, confirmData{Title: "Kill switch", Effect: effect, Action: "/controls/switch",
-		Fields: map[string]string{"scope": scope, "engaged": onOff[engaged], "note": note}, Confirm: s.issue(v, d, nil), Back: back})
+	effect = append(effect, fmt.Sprintf("Recorded in the control history as %s: %q.", v.actor(), f.note))
+	return confirmData{Title: "Kill switch", Effect: effect, Action: "/controls/switch",
+		Fields: map[string]string{"scope": f.scope, "engaged": f.engaged, "note": f.note}, Confirm: s.issue(v, f.digest(), nil), Back: "/controls"}
+}
+
+// setSwitch makes a confirmed switch change through the ledger: what it did, or why the
+// ledger refused it (refused true: nothing was changed).
+func (s *Server) setSwitch(r *http.Request, v visitor, f switchForm) (msg string, refused bool) {
+	onOff := map[bool]string{true: "on", false: "off"}
+	ch, err := s.l.SetSwitch(r.Context(), f.scope, f.engaged == "on", ledger.Actor{Name: v.actor(), Reason: f.note})
+	if err != nil {
+		s.audit(r, v, "switch "+f.engaged, scopeName("switch", f.scope), "refused: "+err.Error())
+		return err.Error(), true
+	}
+	s.audit(r, v, "switch "+f.engaged, scopeName("switch", f.scope), "done")
+	before := "off (never set)"
+	if ch.Before != nil {
+		before = onOff[ch.Before.Engaged]
+	}
+	return fmt.Sprintf("%s: %s → %s, by %s.", scopeName("switch", f.scope), before, onOff[ch.After.Engaged], v.actor()), false
+}
+
+func (s *Server) switchAct(w http.ResponseWriter, r *http.Request, v visitor) {
+	f := switchFormOf(r.PostForm)
+	back := "/controls"
+	if problem := f.problem(); problem != "" {
+		s.flash(v, "Nothing was changed: "+problem+".")
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	}
+	if confirm := r.PostFormValue("confirm"); confirm != "" {
+		if _, ok := s.redeem(v, confirm, f.digest()); !ok {
+			s.refuseConfirmation(w, v, back)
+			return
+		}
+		msg, refused := s.setSwitch(r, v, f)
+		if refused {
+			msg = "Refused, nothing was changed: " + msg
+		}
+		s.flash(v, msg)
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	}
+	s.render(w, http.StatusOK, "confirm", v, s.switchPreview(v, f))
 }
 
 // policyEdit reads a policy form: a blank field keeps its value, "inherit" (accounts only)
 // clears the account's override.
-func policyEdit(r *http.Request) (ledger.PolicyEdit, []string, error) {
+func policyEdit(form url.Values) (ledger.PolicyEdit, []string, error) {
 	var edit ledger.PolicyEdit
 	var parts []string
 	for _, f := range ledger.PolicyFields() {
-		raw := strings.TrimSpace(r.PostFormValue(string(f)))
-		if r.PostFormValue("inherit_"+string(f)) == "on" {
+		raw := strings.TrimSpace(form.Get(string(f)))
+		if form.Get("inherit_"+string(f)) == "on" {
 			if raw != "" {
 				return edit, nil, fmt.Errorf("%s is both set and inherited: give one", f)
 			}
@@ -320,77 +352,119 @@ func policyEdit(r *http.Request) (ledger.PolicyEdit, []string, error) {
 	return edit, parts, nil
 }
 
-func (s *Server) policyAct(w http.ResponseWriter, r *http.Request, v visitor) {
-	scope := strings.TrimSpace(r.PostFormValue("scope"))
-	note := strings.TrimSpace(r.PostFormValue("note"))
-	back := "/controls"
-	edit, parts, err := policyEdit(r)
-	if err == nil && len(parts) == 0 {
+// policyChange is a policy change as the controls' form, or the API's body, carries it, read
+// and checked (readPolicyChange): its scope, why, the edit, and the edit's fields as typed.
+type policyChange struct {
+	scope, note string
+	edit        ledger.PolicyEdit
+	parts       []string
+	form        url.Values
+}
+
+// readPolicyChange reads and checks the policy change form names; the error says what is
+// wrong with it in the operator's words.
+func readPolicyChange(form url.Values) (policyChange, error) {
+	c := policyChange{scope: strings.TrimSpace(form.Get("scope")), note: strings.TrimSpace(form.Get("note")), form: form}
+	var err error
+	c.edit, c.parts, err = policyEdit(form)
+	if err == nil && len(c.parts) == 0 {
 		err = fmt.Errorf("nothing to change: fill in a field, or tick inherit")
 	}
 	if err == nil {
-		err = edit.Check(scope)
+		err = c.edit.Check(c.scope)
 	}
-	if err == nil && note == "" {
+	if err == nil && c.note == "" {
 		err = fmt.Errorf("say why: it is written to the control history with your name")
 	}
+	return c, err
+}
+
+// digest binds a confirmation to exactly this change.
+func (c policyChange) digest() string {
+	return digest(append([]string{"policy", c.scope, c.note}, c.parts...)...)
+}
+
+// policyPreview previews c: each field before and after, and the confirmation.
+func (s *Server) policyPreview(r *http.Request, v visitor, c policyChange) (confirmData, error) {
+	layers, err := s.l.PolicyLayersFor(r.Context(), c.scope)
 	if err != nil {
-		// The controls again, the form as it was typed: the person corrects one field.
-		s.renderControls(w, r, v, policyFormOf(r), []string{"Nothing was changed: " + err.Error() + "."}, http.StatusUnprocessableEntity)
-		return
-	}
-	d := digest(append([]string{"policy", scope, note}, parts...)...)
-	if confirm := r.PostFormValue("confirm"); confirm != "" {
-		if _, ok := s.redeem(v, confirm, d); !ok {
-			s.refuseConfirmation(w, v, back)
-			return
-		}
-		ch, err := s.l.SetPolicy(r.Context(), scope, edit, ledger.Actor{Name: v.actor(), Reason: note})
-		if err != nil {
-			s.audit(r, v, "policy "+strings.Join(parts, " "), scopeName("policy", scope), "refused: "+err.Error())
-			s.flash(v, "Refused, nothing was changed: "+err.Error())
-		} else {
-			s.audit(r, v, "policy "+strings.Join(parts, " "), scopeName("policy", scope), "done")
-			s.flash(v, fmt.Sprintf("%s changed by %s: %s.", scopeName("policy", scope), v.actor(), strings.Join(changedFields(ch), "; ")))
-		}
-		http.Redirect(w, r, back, http.StatusSeeOther)
-		return
-	}
-	layers, err := s.l.PolicyLayersFor(r.Context(), scope)
-	if err != nil {
-		s.fail(w, err)
-		return
+		return confirmData{}, err
 	}
 	before := layers.Default.PolicyOverride
-	if scope != ledger.GlobalScope {
+	if c.scope != ledger.GlobalScope {
 		before = ledger.PolicyOverride{}
 		if layers.Override != nil {
 			before = layers.Override.PolicyOverride
 		}
 	}
-	effect := []string{"Change " + scopeName("policy", scope) + ":"}
+	effect := []string{"Change " + scopeName("policy", c.scope) + ":"}
 	for _, f := range ledger.PolicyFields() {
 		b, bSet := fieldValue(before, f)
-		a, aSet := fieldValue(edit.Set, f)
+		a, aSet := fieldValue(c.edit.Set, f)
 		switch {
-		case slices.Contains(edit.Inherit, f):
+		case slices.Contains(c.edit.Inherit, f):
 			effect = append(effect, fmt.Sprintf("%s: %s → inherit the default", f, orInherit(b, bSet)))
 		case aSet && (a != b || !bSet):
 			effect = append(effect, fmt.Sprintf("%s: %s → %s", f, orInherit(b, bSet), a))
 		}
 	}
 	effect = append(effect, "Fields not named keep their value as it stands when the change is made.",
-		fmt.Sprintf("Recorded in the control history as %s: %q.", v.actor(), note))
-	fields := map[string]string{"scope": scope, "note": note}
+		fmt.Sprintf("Recorded in the control history as %s: %q.", v.actor(), c.note))
+	fields := map[string]string{"scope": c.scope, "note": c.note}
 	for _, f := range ledger.PolicyFields() {
-		if raw := strings.TrimSpace(r.PostFormValue(string(f))); raw != "" {
+		if raw := strings.TrimSpace(c.form.Get(string(f))); raw != "" {
 			fields[string(f)] = raw
 		}
-		if r.PostFormValue("inherit_"+string(f)) == "on" {
+		if c.form.Get("inherit_"+string(f)) == "on" {
 			fields["inherit_"+string(f)] = "on"
 		}
 	}
-	s.render(w, http.StatusOK, "confirm", v, confirmData{Title: "Policy", Effect: effect, Action: "/controls/policy", Fields: fields, Confirm: s.issue(v, d, nil), Back: back})
+	return confirmData{Title: "Policy", Effect: effect, Action: "/controls/policy", Fields: fields, Confirm: s.issue(v, c.digest(), nil), Back: "/controls"}, nil
+}
+
+// setPolicy makes a confirmed policy change through the ledger: what it did, or why the
+// ledger refused it (refused true: nothing was changed).
+func (s *Server) setPolicy(r *http.Request, v visitor, c policyChange) (msg string, refused bool) {
+	ch, err := s.l.SetPolicy(r.Context(), c.scope, c.edit, ledger.Actor{Name: v.actor(), Reason: c.note})
+	if err != nil {
+		s.audit(r, v, "policy "+strings.Join(c.parts, " "), scopeName("policy", c.scope), "refused: "+err.Error())
+		return err.Error(), true
+	}
+	s.audit(r, v, "policy "+strings.Join(c.parts, " "), scopeName("policy", c.scope), "done")
+	return fmt.Sprintf("%s changed by %s: %s.", scopeName("policy", c.scope), v.actor(), strings.Join(changedFields(ch), "; ")), false
+}
+
+func (s *Server) policyAct(w http.ResponseWriter, r *http.Request, v visitor) {
+	back := "/controls"
+	c, err := readPolicyChange(r.PostForm)
+	if err != nil {
+		// The controls again, the form as it was typed: the person corrects one field.
+		s.renderControls(w, r, v, policyFormOf(r), []string{"Nothing was changed: " + err.Error() + "."}, http.StatusUnprocessableEntity)
+		return
+	}
+	if confirm := r.PostFormValue("confirm"); confirm != "" {
+		if _, ok := s.redeem(v, confirm, c.digest()); !ok {
+			s.refuseConfirmation(w, v, back)
+			return
+		}
+		msg, refused := s.setPolicy(r, v, c)
+		if refused {
+			msg = "Refused, nothing was changed: " + msg
+		}
+		s.flash(v, msg)
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	}
+	d, err := s.policyPreview(r, v, c)
+	if errors.Is(err, ledger.ErrUnknownAccount) {
+		s.renderControls(w, r, v, policyFormOf(r), []string{"Nothing was changed: " + err.Error() + "."}, http.StatusUnprocessableEntity)
+		return
+	}
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	s.render(w, http.StatusOK, "confirm", v, d)
 }
 
 // wholeExample is a value each whole-number field takes, for the form's problems.

@@ -15,16 +15,25 @@ import (
 )
 
 // checkRequest refuses, before any handler or authentication, a request the console will not
-// read: a body that is not a URL-encoded form (a multipart body would be spooled to disk), one
-// over MaxBody, and a form or query value that is not valid UTF-8, holds a NUL or another
+// read: a body that is not a URL-encoded form (a multipart body would be spooled to disk) or,
+// on the API, a JSON object of strings (readJSONForm), one over MaxBody, and a form or query value that is not valid UTF-8, holds a NUL or another
 // control character, or is longer than a note may be (ledger.MaxNote). It returns the status
 // and the problem, or "" for a request to serve.
 func checkRequest(r *http.Request) (int, string) {
 	if r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch {
-		if ct := r.Header.Get("Content-Type"); ct != "" {
+		if ct := r.Header.Get("Content-Type"); ct != "" && !jsonBody(r) {
 			mt, _, err := mime.ParseMediaType(ct)
 			if err != nil || mt != "application/x-www-form-urlencoded" {
-				return http.StatusUnsupportedMediaType, "the console takes URL-encoded forms only"
+				return http.StatusUnsupportedMediaType, "the console takes URL-encoded forms only (and its API JSON objects)"
+			}
+		}
+		if jsonBody(r) {
+			if err := readJSONForm(r); err != nil {
+				var tooBig *http.MaxBytesError
+				if errors.As(err, &tooBig) {
+					return http.StatusRequestEntityTooLarge, fmt.Sprintf("a request's body holds at most %d bytes", MaxBody)
+				}
+				return http.StatusBadRequest, err.Error()
 			}
 		}
 	}

@@ -300,22 +300,22 @@ func (s *Server) intents(w http.ResponseWriter, r *http.Request, v visitor) {
 
 // eventRow is one transition of an intent as an event on ATMOST_EVENTS.
 type eventRow struct {
-	ID      events.ID
-	Subject string
-	Seq     int64
-	To      ledger.State
-	Reason  ledger.Reason
+	ID      events.ID     `json:"id"`
+	Subject string        `json:"subject"`
+	Seq     int64         `json:"seq"`
+	To      ledger.State  `json:"to"`
+	Reason  ledger.Reason `json:"reason"`
 	// Where: "outbox" (not published yet), "stream" (seen on ATMOST_EVENTS, at StreamSeq),
 	// "published" (left the outbox, not looked for on the stream).
-	Where     string
-	StreamSeq uint64
+	Where     string `json:"where"`
+	StreamSeq uint64 `json:"stream_seq,omitempty"`
 }
 
 // allowed is one operator verb on an intent: whether it may be used now, and why not.
 type allowed struct {
-	Verb   string
-	OK     bool
-	WhyNot string
+	Verb   string `json:"verb"`
+	OK     bool   `json:"allowed"`
+	WhyNot string `json:"why_not,omitempty"`
 }
 
 type intentData struct {
@@ -440,24 +440,34 @@ func holdText(h ledger.Hold) string {
 }
 
 func (s *Server) intent(w http.ResponseWriter, r *http.Request, v visitor) {
+	d, status, err := s.intentDataOf(r)
+	switch {
+	case err != nil:
+		s.fail(w, err)
+	case status == http.StatusNotFound:
+		http.Error(w, "no intent has the delivery key "+r.PathValue("key"), status)
+	default:
+		s.render(w, http.StatusOK, "intent", v, d)
+	}
+}
+
+// intentDataOf reads what the intent page, and the API, show of the intent the path's key
+// names: status 404 when none has it.
+func (s *Server) intentDataOf(r *http.Request) (intentData, int, error) {
 	key, ok := parseKey(r.PathValue("key"))
 	if !ok {
-		http.Error(w, "not a delivery key", http.StatusNotFound)
-		return
+		return intentData{}, http.StatusNotFound, nil
 	}
 	rec, err := s.l.Inspect(r.Context(), key)
 	if errors.Is(err, ledger.ErrNotFound) {
-		http.Error(w, "no intent has the delivery key "+key.String(), http.StatusNotFound)
-		return
+		return intentData{}, http.StatusNotFound, nil
 	}
 	if err != nil {
-		s.fail(w, err)
-		return
+		return intentData{}, 0, err
 	}
 	p, err := s.l.PolicyFor(r.Context(), rec.Intent.Account)
 	if err != nil {
-		s.fail(w, err)
-		return
+		return intentData{}, 0, err
 	}
 	d := intentData{Rec: rec, Text: requestText(rec.Intent.Request), Meaning: reasonMeaning[rec.Intent.Reason], Verbs: verbs(rec.Intent, time.Now(), p.AttemptCap)}
 	if e, ok := runbook[rec.Intent.Reason]; ok {
@@ -465,8 +475,7 @@ func (s *Server) intent(w http.ResponseWriter, r *http.Request, v visitor) {
 	}
 	if rec.Intent.State == ledger.Indeterminate {
 		if d.Lookup, err = s.lookupDue(r, rec); err != nil {
-			s.fail(w, err)
-			return
+			return intentData{}, 0, err
 		}
 	}
 	if hold, ok := rec.TextHold(); ok {
@@ -474,8 +483,7 @@ func (s *Server) intent(w http.ResponseWriter, r *http.Request, v visitor) {
 	}
 	wait, err := adapters.IntentWait(r.Context(), s.l, s.cfg.Platforms, s.cfg.LookupEnv, rec.Intent)
 	if err != nil {
-		s.fail(w, err)
-		return
+		return intentData{}, 0, err
 	}
 	if wait != nil {
 		d.Waiting = &waiting{Cause: wait.Cause, Why: wait.String()}
@@ -495,10 +503,9 @@ func (s *Server) intent(w http.ResponseWriter, r *http.Request, v visitor) {
 		d.AttemptRows = append(d.AttemptRows, row)
 	}
 	if d.Events, d.EventsNote, err = s.eventsOf(r, rec); err != nil {
-		s.fail(w, err)
-		return
+		return intentData{}, 0, err
 	}
-	s.render(w, http.StatusOK, "intent", v, d)
+	return d, 0, nil
 }
 
 // lookupDue says when the one lookup of rec, an indeterminate intent, is due: the account's

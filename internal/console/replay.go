@@ -35,7 +35,7 @@ type replayForm struct {
 func readReplayForm(q url.Values) replayForm {
 	return replayForm{ID: strings.TrimSpace(q.Get("id")), Stream: strings.TrimSpace(q.Get("stream")), Seq: strings.TrimSpace(q.Get("seq")),
 		Reason: strings.TrimSpace(q.Get("reason")), Account: strings.TrimSpace(q.Get("account")), Since: strings.TrimSpace(q.Get("since")),
-		Again: q.Get("again") != "", Note: strings.TrimSpace(q.Get("note"))}
+		Again: q.Get("again") == "on", Note: strings.TrimSpace(q.Get("note"))}
 }
 
 // one says the form replays one reject rather than a filter's.
@@ -184,36 +184,25 @@ type replayedData struct {
 	Back    string
 }
 
-func (s *Server) replay(w http.ResponseWriter, r *http.Request, v visitor) {
-	if err := r.ParseForm(); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
+// redeemReplay consumes a replay's confirmation for exactly the replay f names, and returns
+// the plan it previewed; nil when it is not one.
+func (s *Server) redeemReplay(v visitor, confirm string, f replayForm) *replayPlan {
+	c, ok := s.redeem(v, confirm, f.digest())
+	if !ok {
+		return nil
 	}
-	f := readReplayForm(r.PostForm)
-	back := "/rejects"
-	if f.Reason != "" && !f.one() {
-		back += "?" + queryOf("reason", f.Reason)
-	}
-	if confirm := r.PostFormValue("confirm"); confirm != "" {
-		c, ok := s.redeem(v, confirm, f.digest())
-		var plan *replayPlan
-		if ok {
-			plan, _ = c.plan.(*replayPlan)
-		}
-		if plan == nil {
-			s.refuseConfirmation(w, v, back)
-			return
-		}
-		s.applyReplay(w, r, v, plan, back)
-		return
-	}
+	plan, _ := c.plan.(*replayPlan)
+	return plan
+}
+
+// replayPreview previews the replay f asks for: a dry run, rolled back, and a confirmation for
+// exactly the rejects it read (none when it would replay nothing). Otherwise it returns the
+// status and the problems that refuse it.
+func (s *Server) replayPreview(r *http.Request, v visitor, f replayForm, back string) (confirmData, int, []string, error) {
 	plan, problems := f.plan()
 	if len(problems) > 0 {
-		s.renderRejects(w, r, v, f, problems, http.StatusBadRequest)
-		return
+		return confirmData{}, http.StatusBadRequest, problems, nil
 	}
-
-	// The preview: the replay itself, rolled back.
 	var all []ingest.Replayed
 	opts := ledger.ReplayOptions{Actor: v.actor(), Reason: plan.note, Again: plan.again, DryRun: true}
 	err := s.eachPage(r.Context(), plan, func(page []ledger.ReplayCandidate) (bool, error) {
@@ -223,17 +212,13 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, v visitor) {
 	})
 	switch {
 	case errors.Is(err, errRejectGone):
-		s.renderRejects(w, r, v, f, []string{"Nothing was replayed: " + err.Error() + "."}, http.StatusNotFound)
-		return
+		return confirmData{}, http.StatusNotFound, []string{"Nothing was replayed: " + err.Error() + "."}, nil
 	case err != nil:
-		s.fail(w, err)
-		return
+		return confirmData{}, 0, nil, err
 	case len(all) > bulkMax:
-		s.renderRejects(w, r, v, f, []string{fmt.Sprintf("more than %d rejects match: narrow the filter (a reason, an account, received since) and replay them in parts", bulkMax)}, http.StatusBadRequest)
-		return
+		return confirmData{}, http.StatusBadRequest, []string{fmt.Sprintf("more than %d rejects match: narrow the filter (a reason, an account, received since) and replay them in parts", bulkMax)}, nil
 	case len(all) == 0:
-		s.renderRejects(w, r, v, f, []string{"no reject matches this filter: nothing to replay"}, http.StatusOK)
-		return
+		return confirmData{}, http.StatusOK, []string{"no reject matches this filter: nothing to replay"}, nil
 	}
 	var t ingest.ReplayTotals
 	plan.ids = make(map[string]bool, len(all))
@@ -261,7 +246,35 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, v visitor) {
 			"The ledger may move before you confirm (an account added, the producer publishing again): the result says what the replay did.")
 		d.Confirm = s.issue(v, f.digest(), plan)
 	}
-	s.render(w, http.StatusOK, "confirm", v, d)
+	return d, 0, nil, nil
+}
+
+func (s *Server) replay(w http.ResponseWriter, r *http.Request, v visitor) {
+	f := readReplayForm(r.PostForm)
+	back := "/rejects"
+	if f.Reason != "" && !f.one() {
+		back += "?" + queryOf("reason", f.Reason)
+	}
+	if confirm := r.PostFormValue("confirm"); confirm != "" {
+		plan := s.redeemReplay(v, confirm, f)
+		if plan == nil {
+			s.refuseConfirmation(w, v, back)
+			return
+		}
+		d := s.runReplay(r, v, plan)
+		d.Back = back
+		s.render(w, http.StatusOK, "replayed", v, d)
+		return
+	}
+	d, status, problems, err := s.replayPreview(r, v, f, back)
+	switch {
+	case err != nil:
+		s.fail(w, err)
+	case len(problems) > 0:
+		s.renderRejects(w, r, v, f, problems, status)
+	default:
+		s.render(w, http.StatusOK, "confirm", v, d)
+	}
 }
 
 func confirmWhat(n int) string {
@@ -286,9 +299,9 @@ func createdWhere(now bool) string {
 	return "The created intents' events and dispatch work items wait in the outbox for the next relay round of a running role (ingest, every second; the sweeper, every pass)."
 }
 
-// applyReplay replays the rejects plan previewed, a page per transaction, and reports each.
-func (s *Server) applyReplay(w http.ResponseWriter, r *http.Request, v visitor, plan *replayPlan, back string) {
-	d := replayedData{Title: fmt.Sprintf("Replay: %d %s previewed", len(plan.ids), plural(len(plan.ids), "reject", "rejects")), Back: back}
+// runReplay replays the rejects plan previewed, a page per transaction, and reports each.
+func (s *Server) runReplay(r *http.Request, v visitor, plan *replayPlan) replayedData {
+	d := replayedData{Title: fmt.Sprintf("Replay: %d %s previewed", len(plan.ids), plural(len(plan.ids), "reject", "rejects"))}
 	opts := ledger.ReplayOptions{Actor: v.actor(), Reason: plan.note, Again: plan.again}
 	var created []identity.DeliveryKey
 	err := s.eachPage(r.Context(), plan, func(page []ledger.ReplayCandidate) (bool, error) {
@@ -333,7 +346,7 @@ func (s *Server) applyReplay(w http.ResponseWriter, r *http.Request, v visitor, 
 	default:
 		d.Event = createdWhere(true)
 	}
-	s.render(w, http.StatusOK, "replayed", v, d)
+	return d
 }
 
 func plural(n int, one, many string) string {

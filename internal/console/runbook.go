@@ -34,14 +34,14 @@ var fitTitles = map[string]string{
 // read (a reason, a command, a metric).
 type runbookEntry struct {
 	// What happened, in a paragraph.
-	What string
+	What string `json:"what"`
 	// Check is what to look at before acting; "" when there is nothing to check.
-	Check string
+	Check string `json:"check"`
 	// Then is which action fits, and when.
-	Then string
+	Then string `json:"then"`
 	// Fits are the intent page's actions that fit the reason, in the order the runbook prefers
 	// them. The "not sent, send again" action is offered only where it fits.
-	Fits []string
+	Fits []string `json:"fits"`
 }
 
 // runbookOrder is the order of the doc's sections: the parked reasons, then the indeterminate.
