@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/atmost/atmost/internal/role/dispatch"
 	"github.com/atmost/atmost/internal/tools/platformsim"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
@@ -54,7 +55,9 @@ func TestAThreadStoredInOneBurstIsPostedAsAChainInOrder(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{})
 	keys := e.submitAll(thread(t, "acct-1", "thread", 5))
-	e.run(e.config())
+	d, err := dispatch.New(e.Ctx, e.JS, e.Ledger, e.Relay, e.config())
+	require.NoError(t, err)
+	e.Run(d.Run)
 	intents := e.settle(keys, 30*time.Second)
 	require.Equal(t, map[ledger.State]int{ledger.Published: 5}, states(intents))
 	var previous platformsim.Object
@@ -74,6 +77,12 @@ func TestAThreadStoredInOneBurstIsPostedAsAChainInOrder(t *testing.T) {
 	}
 	require.Equal(t, 5, e.Count(`SELECT count(*) FROM attempts`), "a reply that waits for its parent opens no attempt")
 	require.Zero(t, e.Count(`SELECT count(*) FROM history WHERE reason = 'awaiting_parent'`), "the dispatcher never begins a reply whose parent is not published")
+	// The replies were taken with their parents, in the first batch, and waited: their work
+	// acknowledged, not delayed and taken again.
+	require.Positive(t, dispatch.WorkCount(d, "awaiting_parent"), "replies taken before their parent was published waited")
+	for _, again := range []string{"unpreparable", "staging_failed", "ledger_unavailable"} {
+		require.Zero(t, dispatch.WorkCount(d, again), "no reply's work came back as %s", again)
+	}
 }
 
 // A reply whose parent is parked is parked dependency_unmet: no request reaches the platform and
