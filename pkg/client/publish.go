@@ -36,7 +36,7 @@ type Intent struct {
 	// ReplyTo, when not zero, is the delivery key of the intent this one answers (a reply, the
 	// next post of a thread), instead of a Target: the intent waits until that one is
 	// published, then targets the object it created. It is part of the delivery key. A thread
-	// is each post's ReplyTo set to the key of the post before it (docs/producers.md#threads).
+	// is each post's ReplyTo set to the key of the post before it (docs/producers.md#replies-and-threads).
 	ReplyTo identity.DeliveryKey
 }
 
