@@ -63,13 +63,19 @@ type Ledger interface {
 	Superseded(ctx context.Context, keys []identity.DeliveryKey) (map[identity.DeliveryKey]bool, error)
 	ParkSuperseded(ctx context.Context, keys []identity.DeliveryKey) (map[identity.DeliveryKey]bool, error)
 	ParkUnsendable(ctx context.Context, key identity.DeliveryKey, why string) error
-	Parents(ctx context.Context, keys []identity.DeliveryKey) (map[identity.DeliveryKey]ledger.Parent, error)
-	ParkDependencyUnmet(ctx context.Context, keys []identity.DeliveryKey) (map[identity.DeliveryKey]bool, error)
+	Replies
 	Gates(ctx context.Context, accounts []string) (map[string]ledger.Gate, error)
 	BeginMany(ctx context.Context, reqs []ledger.BeginRequest, lease time.Duration) ([]ledger.BeginResult, error)
 	OwnClaims(ctx context.Context, reqs []ledger.BeginRequest) ([]ledger.Claim, error)
 	AuthorizeMany(ctx context.Context, claims []ledger.Claim, inFlight time.Duration, contractVersion string) ([]ledger.AuthorizationResult, error)
 	CompleteMany(ctx context.Context, reports []ledger.Report) ([]ledger.CompletionResult, error)
+}
+
+// Replies is what the dispatcher does with the parents of replies (envelope reply_to): read
+// them, and park the replies whose parent ended without a publication.
+type Replies interface {
+	Parents(ctx context.Context, keys []identity.DeliveryKey) (map[identity.DeliveryKey]ledger.Parent, error)
+	ParkDependencyUnmet(ctx context.Context, keys []identity.DeliveryKey) (map[identity.DeliveryKey]bool, error)
 }
 
 // New creates (or attaches to) the durable consumer on ATMOST_DISPATCH. The streams must exist.

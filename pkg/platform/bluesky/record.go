@@ -70,7 +70,7 @@ type intent struct {
 	// where it is not known (a lookup).
 	reply   bool
 	replyTo string
-	images     []imageRef // post, reply: the images to upload (Stage) and embed
+	images  []imageRef // post, reply: the images to upload (Stage) and embed
 }
 
 // parseIntent checks r's action, target and request, and returns what its record is made of.
