@@ -1,6 +1,7 @@
 // Package relay publishes the ledger's outbox: every transition becomes an event on
 // ATMOST_EVENTS (Nats-Msg-Id = its stable id), and every transition into pending also a work
-// item on ATMOST_DISPATCH. A row leaves the outbox only after JetStream acknowledged what it
+// item on ATMOST_DISPATCH, as does an intent's publication (or its end parked or failed) for
+// each reply that waits for it (envelope reply_to). A row leaves the outbox only after JetStream acknowledged what it
 // stands for; a crash in between publishes it again, with the same id, which JetStream drops
 // inside its duplicate window and consumers drop by id beyond it.
 package relay
