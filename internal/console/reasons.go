@@ -11,6 +11,7 @@ var reasonMeaning = map[ledger.Reason]string{
 	ledger.ReasonRetried:        "reopened after a failure that sent nothing",
 	ledger.ReasonRestoreResumed: "after a restore: the stream shows it pending, never authorized since the backup",
 	ledger.ReasonHeld:           "its account held when it came to authorization: the claim ended, nothing was sent, no attempt spent",
+	ledger.ReasonAwaitingParent: "a reply whose parent was not published yet when it came to authorization: the claim ended, nothing was sent, no attempt spent",
 
 	ledger.ReasonAuthorized: "authorized: bytes may be leaving right now",
 
@@ -46,4 +47,5 @@ var reasonMeaning = map[ledger.Reason]string{
 	ledger.ReasonOperatorParked:       "a person said stop",
 	ledger.ReasonRequestUnsendable:    "the platform adapter cannot render the request",
 	ledger.ReasonRestoreParked:        "after a restore: the stream shows steps the ledger lost and cannot redo",
+	ledger.ReasonDependencyUnmet:      "a reply whose parent (reply_to) ended without being published: nothing was sent",
 }

@@ -48,7 +48,7 @@ type runbookEntry struct {
 var runbookOrder = []ledger.Reason{
 	ledger.ReasonReconcileNotFound, ledger.ReasonReconcileUnavailable, ledger.ReasonEvidenceConflict,
 	ledger.ReasonAttemptsExhausted, ledger.ReasonDuplicateText, ledger.ReasonSupersededSource,
-	ledger.ReasonContractChanged, ledger.ReasonRequestUnsendable, ledger.ReasonOperatorParked,
+	ledger.ReasonContractChanged, ledger.ReasonRequestUnsendable, ledger.ReasonDependencyUnmet, ledger.ReasonOperatorParked,
 	ledger.ReasonRestoreParked,
 	ledger.ReasonSendUnknown, ledger.ReasonReadbackMismatch, ledger.ReasonLeaseExpired, ledger.ReasonRestoreAhead,
 }
@@ -116,6 +116,18 @@ var runbook = map[ledger.Reason]runbookEntry{
 			"Nothing was sent and nothing can be: sending it again would only park it again.",
 		Then: "resolve as failed, and tell the producer; the exact request is on the intent's page.",
 		Fits: []string{fitFailed},
+	},
+	ledger.ReasonDependencyUnmet: {
+		What: "The intent is a reply (its envelope names `reply_to`, a parent intent's delivery key, as the posts of a " +
+			"thread do) and its parent ended without being published: parked, or failed for a reason its policy does not " +
+			"retry. A reply is sent only to its parent's object, so nothing of it was sent and no attempt was made.",
+		Check: "the parent: the history row names it (`reply_to`) and how it ended (`parent_state`, `parent_reason`); " +
+			"`atmost intents show` the parent, and its own runbook entry. The later posts of a thread are parked the same " +
+			"way, each naming the one before.",
+		Then: "if the parent should go out, settle it first (resolve it as published with its object id, or send it " +
+			"again); once it is published, not sent, send again: the reply then targets the parent's object. If the " +
+			"thread is abandoned, resolve as failed.",
+		Fits: []string{fitResend, fitFailed},
 	},
 	ledger.ReasonOperatorParked: {
 		What: "A person parked it (the history says who and why).",

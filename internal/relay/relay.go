@@ -1,6 +1,7 @@
 // Package relay publishes the ledger's outbox: every transition becomes an event on
 // ATMOST_EVENTS (Nats-Msg-Id = its stable id), and every transition into pending also a work
-// item on ATMOST_DISPATCH. A row leaves the outbox only after JetStream acknowledged what it
+// item on ATMOST_DISPATCH, as does an intent's publication (or its end parked or failed) for
+// each reply that waits for it (envelope reply_to). A row leaves the outbox only after JetStream acknowledged what it
 // stands for; a crash in between publishes it again, with the same id, which JetStream drops
 // inside its duplicate window and consumers drop by id beyond it.
 package relay
@@ -33,6 +34,7 @@ type Outbox interface {
 	WitnessFor(ctx context.Context, claims []ledger.Claim) ([]ledger.Unpublished, error)
 	Published(ctx context.Context, done []ledger.Unpublished) ([]ledger.Unpublished, error)
 	ForgetLater(ctx context.Context, done []ledger.Unpublished, removed func([]ledger.Unpublished)) error
+	WaitingReplies(ctx context.Context, parents []identity.DeliveryKey) ([]ledger.WaitingReply, error)
 }
 
 // Config tunes a Relay. The zero value of every field means its default.
@@ -310,6 +312,10 @@ func (r *Relay) round(ctx context.Context, rows []ledger.Unpublished, later, who
 	for i, a := range acks {
 		done[i] = a.row
 	}
+	if wakeErr := r.wakeReplies(ctx, done); wakeErr != nil {
+		// The rows stay in the outbox: the next round publishes them, and wakes the replies.
+		return nil, wakeErr
+	}
 	if later {
 		if clearErr := r.outbox.ForgetLater(ctx, done, r.count); clearErr != nil {
 			return nil, clearErr
@@ -322,6 +328,54 @@ func (r *Relay) round(ctx context.Context, rows []ledger.Unpublished, later, who
 	}
 	r.count(removed)
 	return acks, err
+}
+
+// wakeReplies publishes a work item for every reply that waits for an intent whose publication,
+// or whose end without one (parked, failed), is among done: what brings a waiting reply back to
+// a dispatcher, which sends it or parks it dependency_unmet. Called before done leaves the
+// outbox, so a crash in between wakes them again (JetStream drops the copy by its id).
+func (r *Relay) wakeReplies(ctx context.Context, done []ledger.Unpublished) error {
+	var parents []identity.DeliveryKey
+	event := map[identity.DeliveryKey]events.ID{}
+	for _, u := range done {
+		if u.To == ledger.Published || u.To == ledger.Parked || u.To == ledger.Failed {
+			if _, seen := event[u.Key]; !seen {
+				parents = append(parents, u.Key)
+			}
+			event[u.Key] = events.NewID(u.Key, u.Seq)
+		}
+	}
+	if len(parents) == 0 {
+		return nil
+	}
+	replies, err := r.outbox.WaitingReplies(ctx, parents)
+	if err != nil || len(replies) == 0 {
+		return err
+	}
+	futures := make([]jetstream.PubAckFuture, 0, len(replies))
+	for _, reply := range replies {
+		w := events.WorkItem{V: events.Version, DeliveryKey: reply.Key, Account: reply.Account, Event: events.NewID(reply.Key, reply.Seq)}
+		f, err := r.js.PublishMsgAsync(&nats.Msg{Subject: w.Subject(), Data: w.Marshal(), Header: headers(w.ReplyMsgID(event[reply.Parent]), reply.TraceParent)})
+		if err != nil {
+			return fmt.Errorf("relay: waking %d replies: %w", len(replies), err)
+		}
+		futures = append(futures, f)
+	}
+	timeout := time.NewTimer(r.cfg.AckTimeout)
+	defer timeout.Stop()
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("relay: waking %d replies: %w", len(replies), err)
+		case <-timeout.C:
+			return fmt.Errorf("relay: waking %d replies: acknowledgements did not arrive within %s", len(replies), r.cfg.AckTimeout)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	r.log.Debug("replies woken by their parent's end", zap.Int("replies", len(replies)))
+	return nil
 }
 
 // count counts transitions a removal took from the outbox.

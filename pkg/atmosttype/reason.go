@@ -35,6 +35,7 @@ const (
 	ReasonRetried        Reason = "retried"         // Retry reopened a failed intent
 	ReasonRestoreResumed Reason = "restore_resumed" // after a restore: the stream shows it pending, never authorized since the backup
 	ReasonHeld           Reason = "held"            // Authorize found the account holding: the claim ended, no attempt spent
+	ReasonAwaitingParent Reason = "awaiting_parent" // Authorize found a reply's parent not published yet: the claim ended, no attempt spent
 
 	ReasonAuthorized Reason = "authorized"
 
@@ -70,6 +71,7 @@ const (
 	ReasonOperatorParked       Reason = "operator_parked"       // a human said stop
 	ReasonRequestUnsendable    Reason = "request_unsendable"    // the platform adapter cannot render the request
 	ReasonRestoreParked        Reason = "restore_parked"        // after a restore: the stream shows steps the ledger lost and cannot redo
+	ReasonDependencyUnmet      Reason = "dependency_unmet"      // a reply's parent (reply_to) ended parked or failed for good: never published
 )
 
 // ReasonRule is where a reason leads.
@@ -87,6 +89,7 @@ var reasons = map[Reason]ReasonRule{
 	ReasonRetried:        {Pending, Progress},
 	ReasonRestoreResumed: {Pending, Progress},
 	ReasonHeld:           {Pending, Progress},
+	ReasonAwaitingParent: {Pending, Progress},
 
 	ReasonAuthorized: {Authorized, Progress},
 
@@ -122,6 +125,7 @@ var reasons = map[Reason]ReasonRule{
 	ReasonOperatorParked:       {Parked, Human},
 	ReasonRequestUnsendable:    {Parked, Human},
 	ReasonRestoreParked:        {Parked, Human},
+	ReasonDependencyUnmet:      {Parked, Human},
 }
 
 // Reasons returns every reason the ledger writes with its state and retryability (a new map

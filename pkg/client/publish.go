@@ -33,6 +33,11 @@ type Intent struct {
 	// Source, when set, names the source version the intent rests on; it is not part of the
 	// delivery key.
 	Source *identity.Source
+	// ReplyTo, when not zero, is the delivery key of the intent this one answers (a reply, the
+	// next post of a thread), instead of a Target: the intent waits until that one is
+	// published, then targets the object it created. It is part of the delivery key. A thread
+	// is each post's ReplyTo set to the key of the post before it (docs/producers.md#replies-and-threads).
+	ReplyTo identity.DeliveryKey
 }
 
 // Envelope validates the intent with the rules ingest applies, and returns it in canonical
@@ -52,7 +57,11 @@ func (i Intent) Envelope() (identity.Envelope, error) {
 		}
 		request = b
 	}
-	return identity.NewEnvelope(i.Account, i.Action, i.Target, request, i.Occurrence, i.Source)
+	e, err := identity.NewEnvelope(i.Account, i.Action, i.Target, request, i.Occurrence, i.Source)
+	if err != nil || i.ReplyTo.IsZero() {
+		return e, err
+	}
+	return e.InReplyTo(i.ReplyTo)
 }
 
 // Receipt is JetStream's acknowledgement of one published intent. It says the message is

@@ -49,6 +49,12 @@ func (w WorkItem) RepublishMsgID(round int64) string {
 	return fmt.Sprintf("%s:sweep:%d", w.MsgID(), round)
 }
 
+// ReplyMsgID is the Nats-Msg-Id of a work item the relay publishes for a reply that waits for
+// its parent, when the parent's transition parent (its publication, or its end without one) is
+// relayed. It differs from MsgID and from one parent transition to the next; relays that publish
+// the same transition share it, so JetStream keeps one of their copies.
+func (w WorkItem) ReplyMsgID(parent ID) string { return w.MsgID() + ":parent:" + string(parent) }
+
 // Subject is the subject the work item is published on.
 func (w WorkItem) Subject() string { return DispatchSubject(w.Account) }
 

@@ -86,7 +86,14 @@ func NewTextHash(text string) TextHash {
 // deliveryKey hashes an already validated projection. It is unexported on
 // purpose: a key computed from an unvalidated, non-canonical request would
 // look valid and never match. Envelope.DeliveryKey is the only way in.
-func deliveryKey(account, action, target string, request []byte, occurrence string) DeliveryKey {
-	return DeliveryKey{sum: hashFields(domainDeliveryKey,
-		[]byte(account), []byte(action), []byte(target), request, []byte(occurrence))}
+//
+// A reply (replyTo not zero) hashes one more field, the parent's 32 key bytes:
+// the fields are length-prefixed, so six fields never hash like five, and every
+// key computed before replies existed is unchanged.
+func deliveryKey(account, action, target string, request []byte, occurrence string, replyTo DeliveryKey) DeliveryKey {
+	fields := [][]byte{[]byte(account), []byte(action), []byte(target), request, []byte(occurrence)}
+	if !replyTo.IsZero() {
+		fields = append(fields, replyTo.sum[:])
+	}
+	return DeliveryKey{sum: hashFields(domainDeliveryKey, fields...)}
 }

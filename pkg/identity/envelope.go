@@ -61,6 +61,12 @@ type Envelope struct {
 	// Source, if not nil, names the source version the intent rests on. It
 	// is not part of the delivery key.
 	Source *Source
+	// ReplyTo, when not zero, names the intent this one answers (a reply, the
+	// next post of a thread) by its delivery key, instead of a literal Target
+	// (which is then ""): the intent waits until that one is published and
+	// targets the object it created. It is part of the delivery key; the
+	// object id, known only later, never is.
+	ReplyTo DeliveryKey
 }
 
 // Source is the optional source reference of an envelope.
@@ -74,7 +80,7 @@ type Source struct {
 // envelopeFields are the members an envelope may have. Anything else is
 // rejected: a field this version does not understand might have been meant to
 // change what is sent, and guessing is not allowed.
-var envelopeFields = []string{"v", "account", "action", "target", "request", "occurrence", "source"}
+var envelopeFields = []string{"v", "account", "action", "target", "request", "occurrence", "source", "reply_to"}
 
 var sourceFields = []string{"id", "version"}
 
@@ -94,7 +100,9 @@ var sourceFields = []string{"id", "version"}
 //     characters ("" and absent mean the same);
 //   - source is an optional object with exactly a non-empty "id" (at most
 //     2048 bytes after CanonicalSourceID, no control characters) and a
-//     "version" that is a valid, non-zero sv1: SourceVersion.
+//     "version" that is a valid, non-zero sv1: SourceVersion;
+//   - reply_to is an optional delivery key in its text form (dk1:...), of
+//     another intent; with it, target must be empty (invalid_target).
 //
 // Optional members may be absent but not null. Every failure is a
 // *RejectError whose Reason is in AllReasons (never subject_mismatch,
@@ -192,9 +200,28 @@ func invalidUTF8At(b []byte) int {
 }
 
 // DeliveryKey returns the envelope's delivery key, computed from account,
-// action, target, the canonical request and occurrence; never from source.
+// action, target, the canonical request, occurrence and reply_to when set;
+// never from source.
 func (e Envelope) DeliveryKey() DeliveryKey {
-	return deliveryKey(e.Account, e.Action, e.Target, e.Request, e.Occurrence)
+	return deliveryKey(e.Account, e.Action, e.Target, e.Request, e.Occurrence, e.ReplyTo)
+}
+
+// InReplyTo returns e answering the intent whose delivery key is parent (a
+// reply, or the next post of a thread): what a Go producer uses, as NewEnvelope
+// has no reply_to parameter. e must have no target (invalid_target), and
+// parent must not be zero or e's own key.
+func (e Envelope) InReplyTo(parent DeliveryKey) (Envelope, error) {
+	switch {
+	case e.Target != "":
+		return Envelope{}, reject(ReasonInvalidTarget, "reply_to and target are both given; a reply's target is its parent's object")
+	case parent.IsZero():
+		return Envelope{}, reject(ReasonInvalidTarget, "reply_to is the zero key")
+	}
+	e.ReplyTo = parent
+	if e.DeliveryKey() == parent {
+		return Envelope{}, reject(ReasonInvalidTarget, "reply_to is the intent's own key")
+	}
+	return e, nil
 }
 
 // Text returns the request's normalized top-level "text" and true, or ""
@@ -224,8 +251,8 @@ func (e Envelope) TextHash() (TextHash, bool) {
 }
 
 // Canonical returns the whole envelope as RFC 8785 canonical JSON, with
-// target and occurrence always present (as "" when empty) and source present
-// only when set. ParseEnvelope(e.Canonical()) yields an Envelope equal to e.
+// target and occurrence always present (as "" when empty) and source and
+// reply_to present only when set. ParseEnvelope(e.Canonical()) yields an Envelope equal to e.
 // It is the form to store and to republish.
 func (e Envelope) Canonical() []byte {
 	b := make([]byte, 0, 160+len(e.Account)+len(e.Target)+len(e.Request)+len(e.Occurrence))
@@ -235,6 +262,10 @@ func (e Envelope) Canonical() []byte {
 	b = canonicaljson.AppendString(b, e.Action)
 	b = append(b, `,"occurrence":`...)
 	b = canonicaljson.AppendString(b, e.Occurrence)
+	if !e.ReplyTo.IsZero() {
+		b = append(b, `,"reply_to":`...)
+		b = canonicaljson.AppendString(b, e.ReplyTo.String())
+	}
 	b = append(b, `,"request":`...)
 	if len(e.Request) == 0 {
 		b = append(b, "{}"...)
@@ -259,7 +290,7 @@ func (e Envelope) Canonical() []byte {
 // (Request by bytes, Source by value).
 func (e Envelope) Equal(o Envelope) bool {
 	if e.V != o.V || e.Account != o.Account || e.Action != o.Action || e.Target != o.Target ||
-		e.Occurrence != o.Occurrence || !bytes.Equal(e.Request, o.Request) {
+		e.Occurrence != o.Occurrence || e.ReplyTo != o.ReplyTo || !bytes.Equal(e.Request, o.Request) {
 		return false
 	}
 	if e.Source == nil || o.Source == nil {

@@ -96,6 +96,12 @@ func envelopeFromObject(root *canonicaljson.Value) (Envelope, error) {
 	if e.Source, err = sourceField(root); err != nil {
 		return Envelope{}, err
 	}
+	if e.ReplyTo, err = replyToField(root, e.Target); err != nil {
+		return Envelope{}, err
+	}
+	if !e.ReplyTo.IsZero() && e.DeliveryKey() == e.ReplyTo {
+		return Envelope{}, reject(ReasonInvalidTarget, "reply_to is the intent's own key")
+	}
 	if n := len(e.Canonical()); n > MaxEnvelopeBytes {
 		return Envelope{}, reject(ReasonTooLarge, fmt.Sprintf("canonical form is %d bytes; the limit is %d", n, MaxEnvelopeBytes))
 	}
@@ -233,6 +239,29 @@ func sourceField(root *canonicaljson.Value) (*Source, error) {
 		return nil, reject(ReasonInvalidSource, "source.version is the zero version"+byteAt(ver.Offset))
 	}
 	return &Source{ID: canonicalID, Version: version}, nil
+}
+
+// replyToField reads reply_to: absent, or a delivery key in its text form; a
+// reply's target is its parent's object, so target must then be empty.
+func replyToField(root *canonicaljson.Value, target string) (DeliveryKey, error) {
+	v, ok := root.Member("reply_to")
+	if !ok {
+		return DeliveryKey{}, nil
+	}
+	if v.Kind != canonicaljson.KindString {
+		return DeliveryKey{}, reject(ReasonInvalidTarget, "reply_to must be a string, got "+canonicaljson.Article(v.Kind)+byteAt(v.Offset))
+	}
+	key, err := ParseDeliveryKey(v.Str)
+	if err != nil {
+		return DeliveryKey{}, reject(ReasonInvalidTarget, "reply_to: "+err.Error()+byteAt(v.Offset))
+	}
+	if key.IsZero() {
+		return DeliveryKey{}, reject(ReasonInvalidTarget, "reply_to is the zero key"+byteAt(v.Offset))
+	}
+	if target != "" {
+		return DeliveryKey{}, reject(ReasonInvalidTarget, "reply_to and target are both given; a reply's target is its parent's object"+byteAt(v.Offset))
+	}
+	return key, nil
 }
 
 // ValidateAccount applies the envelope's rule for account ids to an account an operator

@@ -88,6 +88,13 @@ var cockroachSuite = []func(*testing.T){
 	TestAuthorizeRefusesASupersededSource,
 	TestAuthorizeAcceptsTheStoredHead,
 	TestTheFreshnessFenceParksOnlyFreeIntentsWhoseSourceMovedOn,
+	// Replies (reply_to): the parent published gate, and dependency_unmet.
+	TestAReplyIsStoredWithItsParent,
+	TestAuthorizeHoldsAReplyUntilItsParentIsPublished,
+	TestAuthorizeParksAReplyWhoseParentIsParked,
+	TestParkDependencyUnmetParksOnlyRepliesWhoseParentEnded,
+	TestParkDependencyUnmetLeavesAClaimedReply,
+	TestRestoreRecreatesAReplyWithItsParent,
 	TestAuthorizeTakesOneRateTokenPerAuthorization,
 	TestDuplicateTextAtTheWindowEdge,
 	TestTheTextGoesToTheIntentStoredFirst,

@@ -23,8 +23,11 @@ type Intent struct {
 	// SourceID names the source the intent rests on ("" when it rests on none); whether its
 	// version is still the source's stored head is the freshness fence's question (Superseded).
 	SourceID string
-	State    State
-	Reason   Reason
+	// ReplyTo names the parent of a reply (envelope reply_to); zero for an intent with a
+	// literal Target.
+	ReplyTo identity.DeliveryKey
+	State   State
+	Reason  Reason
 	// Seq is the number of the intent's latest history row.
 	Seq                int64
 	AttemptsAuthorized int
@@ -204,6 +207,11 @@ func intentFromRow(r dbsqlc.Intent) (Intent, error) {
 	}
 	if r.AttemptToken != nil {
 		if in.Token, err = identity.AttemptTokenFromBytes(r.AttemptToken); err != nil {
+			return Intent{}, err
+		}
+	}
+	if r.ReplyTo != nil {
+		if in.ReplyTo, err = identity.DeliveryKeyFromBytes(r.ReplyTo); err != nil {
 			return Intent{}, err
 		}
 	}

@@ -276,8 +276,11 @@ func restoreWrite(ctx context.Context, q *dbsqlc.Queries, h StreamHistory, v dbs
 			Seqs: p.Seqs, FromStates: p.FromStates, ToStates: p.ToStates, ToState: v.ToState, ToReason: string(reason),
 			StreamSeq: v.StreamSeq, StreamAttemptToken: v.StreamAttemptToken, StreamEpoch: v.StreamEpoch,
 			StreamGeneration: v.StreamGeneration, AuthorizationsAhead: v.AuthorizationsAhead,
-			TextHash: []byte{}, SourceVersion: []byte{}}
+			TextHash: []byte{}, SourceVersion: []byte{}, ReplyTo: []byte{}}
 		if e := h.Envelope; e != nil {
+			if !e.ReplyTo.IsZero() {
+				c.ReplyTo = e.ReplyTo.Bytes() // a reply recreated still waits for its parent
+			}
 			c.Action, c.Target, c.Request, c.Occurrence = e.Action, e.Target, string(e.Request), e.Occurrence
 			if th, ok := e.TextHash(); ok {
 				c.TextHash = th.Bytes()

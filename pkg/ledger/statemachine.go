@@ -88,7 +88,7 @@ var transitions = map[Phase]map[Operation][]State{
 		OpPark:  {Parked},
 	},
 	PhasePendingClaimed: {
-		OpAuthorize: {Authorized, Failed, Parked, Pending}, // passed, a transient gate, a terminal gate, the account holds
+		OpAuthorize: {Authorized, Failed, Parked, Pending}, // passed, a transient gate, a terminal gate, the account holds or a reply's parent is not published
 		OpPark:      {Parked},
 	},
 	PhasePendingStale: {
@@ -145,7 +145,7 @@ var guards = map[Operation][]string{
 	OpExpire:    {"expire.sql: IntentsExpireLeases"},
 	OpReconcile: {"reconcile.sql: ReconciliationClaim", "reconcile.sql: ReconciliationResolve", "reconcile.sql: IntentResolveFromEvidence"},
 	OpPark: {"operator.sql: IntentPark", "fence.sql: IntentParkUnsendable", "fence.sql: IntentsParkSuperseded",
-		"recovery.sql: IntentsParkUnreconciled"},
+		"recovery.sql: IntentsParkUnreconciled", "replies.sql: IntentsParkDependencyUnmet"},
 	OpResolve: {"operator.sql: IntentResolve"},
 }
 

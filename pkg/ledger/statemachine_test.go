@@ -104,6 +104,8 @@ func TestQueriesWriteOnlyKnownReasons(t *testing.T) {
 		"stream_seq": true, "delivery_key": true,
 		// the sweeper's verdicts and the JSON key of its parking detail
 		"moved": true, "not_retryable": true, "lookup_lost": true, "never_reconciled": true, "why": true,
+		// the JSON keys of a dependency_unmet park's detail
+		"reply_to": true, "parent_state": true, "parent_reason": true,
 		// the JSON keys of a duplicate_text refusal's detail (TextHold)
 		"holder": true, "window_ends_at": true, "window_seconds": true,
 		// encode's format, for the holder's delivery key in its text form

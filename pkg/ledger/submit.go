@@ -118,6 +118,11 @@ func newSubmitBatch(intents []identity.Envelope, traceparents []string, actor st
 			traceparent = traceparents[i]
 		}
 		p.Traceparents = append(p.Traceparents, traceparent)
+		replyTo := []byte{}
+		if !e.ReplyTo.IsZero() {
+			replyTo = e.ReplyTo.Bytes()
+		}
+		p.ReplyTos = append(p.ReplyTos, replyTo)
 	}
 	p.Actor = actor
 	return b

@@ -35,6 +35,7 @@ const (
 	ReasonRetried              = atmosttype.ReasonRetried
 	ReasonRestoreResumed       = atmosttype.ReasonRestoreResumed
 	ReasonHeld                 = atmosttype.ReasonHeld
+	ReasonAwaitingParent       = atmosttype.ReasonAwaitingParent
 	ReasonAuthorized           = atmosttype.ReasonAuthorized
 	ReasonPublished            = atmosttype.ReasonPublished
 	ReasonPublishedUnread      = atmosttype.ReasonPublishedUnread
@@ -65,6 +66,7 @@ const (
 	ReasonOperatorParked       = atmosttype.ReasonOperatorParked
 	ReasonRequestUnsendable    = atmosttype.ReasonRequestUnsendable
 	ReasonRestoreParked        = atmosttype.ReasonRestoreParked
+	ReasonDependencyUnmet      = atmosttype.ReasonDependencyUnmet
 	Sent                       = atmosttype.Sent
 	NotSent                    = atmosttype.NotSent
 	Unknown                    = atmosttype.Unknown

@@ -58,6 +58,32 @@ type Request struct {
 	// Text is the normalized text of the request ("" when the action carries none): what the
 	// read-back must find.
 	Text string
+	// Reply is set for a reply (envelope reply_to, Target ""): the parent it answers, which
+	// the adapter renders as its platform's reply. nil for every other request.
+	Reply *Reply
+}
+
+// Reply is what a reply's adapter knows of its parent.
+type Reply struct {
+	// Parent is the parent intent's delivery key.
+	Parent identity.DeliveryKey
+	// ObjectID is the object the parent created: the dispatcher sends a reply only once its
+	// parent is published, and sets it then. "" where it is not known (the reconciler's
+	// lookup, which finds the reply by its own key).
+	ObjectID string
+	// Refs is what a ReplyResolver read of the parent on its platform (adapter-specific
+	// JSON: Bluesky's parent and root strong references), nil until it has.
+	Refs json.RawMessage
+}
+
+// ReplyResolver is implemented by adapters that need more of a reply's parent than its object
+// id to render the reply (Bluesky: the parent's and the thread root's uri and cid). ResolveReply
+// reads it from the platform, a read that creates nothing and may be repeated, and returns r
+// with Reply.Refs set, for Prepare. The dispatcher resolves before it prepares and before it
+// begins the attempt, so a failed read opens no attempt: the work waits and is resolved again.
+// An error wrapping ErrUnsendable says no later try can succeed.
+type ReplyResolver interface {
+	ResolveReply(ctx context.Context, r Request) (Request, error)
 }
 
 // Prepared is a request rendered to the exact bytes that will go on the wire. Its Hash is

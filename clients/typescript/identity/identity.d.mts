@@ -23,6 +23,8 @@ export interface ParsedEnvelope {
   request: string;
   occurrence: string;
   source: { id: string; version: string } | null;
+  /** The parent's delivery key (reply_to), "" for an intent with a literal target. */
+  replyTo: string;
 }
 
 export function isWhiteSpace(c: number): boolean;

@@ -348,7 +348,7 @@ export function canonicalObject(input) {
 // ---- the envelope ---------------------------------------------------------------------------
 
 export const MAX_ENVELOPE_BYTES = 64 << 10;
-const FIELDS = ['v', 'account', 'action', 'target', 'request', 'occurrence', 'source'];
+const FIELDS = ['v', 'account', 'action', 'target', 'request', 'occurrence', 'source', 'reply_to'];
 const isControl = (s) => /[\u0000-\u001f\u007f-\u009f]/.test(s);
 
 function rejectJSON(e) {
@@ -431,7 +431,15 @@ export function parseEnvelope(input) {
     if (ver.kind !== 'string' || !/^sv1:[0-9a-f]{64}$/.test(ver.value) || /^sv1:0{64}$/.test(ver.value)) throw new RejectError('invalid_source', 'bad source.version');
     source = { id: trimmed, version: ver.value };
   }
-  const e = { account, action, target, request, occurrence, source };
+  let replyTo = '';
+  const rt = obj.get('reply_to');
+  if (rt !== undefined) {
+    if (rt.kind !== 'string' || !/^dk1:[0-9a-f]{64}$/.test(rt.value) || /^dk1:0{64}$/.test(rt.value)) throw new RejectError('invalid_target', 'bad reply_to');
+    if (target !== '') throw new RejectError('invalid_target', 'reply_to and target are both given');
+    replyTo = rt.value;
+  }
+  const e = { account, action, target, request, occurrence, source, replyTo };
+  if (replyTo !== '' && deliveryKey(e) === replyTo) throw new RejectError('invalid_target', "reply_to is the intent's own key");
   if (utf8.encode(canonicalEnvelope(e)).length > MAX_ENVELOPE_BYTES) throw new RejectError('too_large', 'canonical form over 64 KiB');
   return e;
 }
@@ -440,13 +448,18 @@ export function parseEnvelope(input) {
 export function canonicalEnvelope(e) {
   const q = JSON.stringify;
   const source = e.source ? `,"source":{"id":${q(e.source.id)},"version":${q(e.source.version)}}` : '';
-  return `{"account":${q(e.account)},"action":${q(e.action)},"occurrence":${q(e.occurrence)},"request":${e.request}${source},"target":${q(e.target)},"v":1}`;
+  const replyTo = e.replyTo ? `,"reply_to":${q(e.replyTo)}` : '';
+  return `{"account":${q(e.account)},"action":${q(e.action)},"occurrence":${q(e.occurrence)}${replyTo},"request":${e.request}${source},"target":${q(e.target)},"v":1}`;
 }
 
-/** deliveryKey is dk1: over account, action, target, the canonical request and occurrence. */
+/**
+ * deliveryKey is dk1: over account, action, target, the canonical request and occurrence, and,
+ * for a reply, the 32 bytes of its reply_to key as a sixth field.
+ */
 export function deliveryKey(e) {
-  return 'dk1:' + hashFields('atmost/delivery-key/v1',
-    [e.account, e.action, e.target, e.request, e.occurrence].map((f) => utf8.encode(f)));
+  const fields = [e.account, e.action, e.target, e.request, e.occurrence].map((f) => utf8.encode(f));
+  if (e.replyTo) fields.push(Buffer.from(e.replyTo.slice(4), 'hex'));
+  return 'dk1:' + hashFields('atmost/delivery-key/v1', fields);
 }
 
 /** envelopeText is the request's normalized top-level text, or null when it has none. */

@@ -41,6 +41,12 @@ export interface Intent {
   /** Tells a deliberate repeat of the same request from a retry; absent is "". */
   occurrence?: string;
   source?: Source;
+  /**
+   * The delivery key (dk1:...) of the intent this one answers (a reply, the next post of a
+   * thread), instead of a target: it waits until that intent is published and targets the
+   * object it created. Part of the delivery key.
+   */
+  replyTo?: string;
 }
 
 /** An intent validated with ingest's rules: its canonical form and its delivery key. */
@@ -95,6 +101,7 @@ export function envelope(i: Intent): Envelope {
   members.push(`"request":${request}`);
   if (i.occurrence) members.push(`"occurrence":${q(i.occurrence)}`);
   if (i.source) members.push(`"source":{"id":${q(i.source.id)},"version":${q(i.source.version)}}`);
+  if (i.replyTo) members.push(`"reply_to":${q(i.replyTo)}`);
   const parts = id.parseEnvelope(`{${members.join(',')}}`);
   return { account: parts.account, key: id.deliveryKey(parts), canonical: id.canonicalEnvelope(parts), parts };
 }

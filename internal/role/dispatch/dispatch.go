@@ -55,19 +55,27 @@ type Dispatcher struct {
 	held map[string]string
 }
 
-// Ledger is what the dispatcher does with the ledger: read its work, fence superseded and
-// unsendable intents, read the gates, and take each batch through Begin, Authorize and Complete.
+// Ledger is what the dispatcher does with the ledger: read its work and its replies' parents,
+// fence superseded and unsendable intents and replies whose parent ended, read the gates, and take each batch through Begin, Authorize and Complete.
 // *ledger.Ledger is one.
 type Ledger interface {
 	GetMany(ctx context.Context, keys []identity.DeliveryKey) (map[identity.DeliveryKey]ledger.Intent, error)
 	Superseded(ctx context.Context, keys []identity.DeliveryKey) (map[identity.DeliveryKey]bool, error)
 	ParkSuperseded(ctx context.Context, keys []identity.DeliveryKey) (map[identity.DeliveryKey]bool, error)
 	ParkUnsendable(ctx context.Context, key identity.DeliveryKey, why string) error
+	Replies
 	Gates(ctx context.Context, accounts []string) (map[string]ledger.Gate, error)
 	BeginMany(ctx context.Context, reqs []ledger.BeginRequest, lease time.Duration) ([]ledger.BeginResult, error)
 	OwnClaims(ctx context.Context, reqs []ledger.BeginRequest) ([]ledger.Claim, error)
 	AuthorizeMany(ctx context.Context, claims []ledger.Claim, inFlight time.Duration, contractVersion string) ([]ledger.AuthorizationResult, error)
 	CompleteMany(ctx context.Context, reports []ledger.Report) ([]ledger.CompletionResult, error)
+}
+
+// Replies is what the dispatcher does with the parents of replies (envelope reply_to): read
+// them, and park the replies whose parent ended without a publication.
+type Replies interface {
+	Parents(ctx context.Context, keys []identity.DeliveryKey) (map[identity.DeliveryKey]ledger.Parent, error)
+	ParkDependencyUnmet(ctx context.Context, keys []identity.DeliveryKey) (map[identity.DeliveryKey]bool, error)
 }
 
 // New creates (or attaches to) the durable consumer on ATMOST_DISPATCH. The streams must exist.
@@ -176,6 +184,7 @@ func (d *Dispatcher) dispatch(stop, ctx context.Context, msgs []jetstream.Msg) {
 	batch := d.parse(msgs)
 	batch = d.pending(ctx, batch)
 	batch = d.fresh(ctx, batch)
+	batch = d.replies(ctx, batch)
 	batch, unsendable := d.gate(ctx, batch)
 	d.park(ctx, unsendable)
 	if stop.Err() != nil {

@@ -83,8 +83,10 @@ func (d *Dispatcher) gate(ctx context.Context, batch []*work) (keep, unsendable 
 		}
 		d.holding(w, "", nil)
 		w.adapter = ad
-		if w.request, err = adapters.RequestOf(w.intent); err != nil {
+		if w.request, err = adapters.ReplyOf(w.intent, w.parentObject); err != nil {
 			err = fmt.Errorf("%w: %w", platform.ErrUnsendable, err)
+		} else if _, resolves := ad.(platform.ReplyResolver); resolves && w.request.Reply != nil {
+			w.resolve = true // read from the platform, outside this lock: stage prepares it
 		} else {
 			w.prepared, err = ad.Prepare(w.request)
 		}

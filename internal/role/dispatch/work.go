@@ -38,6 +38,11 @@ type work struct {
 	stop func()
 	// unsendable is why the adapter cannot render the request (platform.ErrUnsendable).
 	unsendable error
+	// parentObject is, for a reply, the object its published parent created: its target.
+	parentObject string
+	// resolve: a reply whose adapter reads more of the parent (platform.ReplyResolver) before
+	// it can prepare; stage resolves and prepares it.
+	resolve bool
 	// sent: the work's send was started and counted in Dispatcher.outstanding.
 	sent bool
 	// witnessSeq is the stream sequence JetStream named when it acknowledged the attempt's

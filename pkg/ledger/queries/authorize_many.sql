@@ -9,7 +9,8 @@
 -- account's bucket) and the duplicate-text window (the account's claim on the text taken or refreshed). The first refusal
 -- ends the attempt in failed (a transient gate: @failed_reasons) or parked (a terminal one),
 -- except the account's health: while it holds, or probes with another attempt, the claim ends
--- and the intent waits pending (held), spending no attempt; passing them all writes authorized
+-- and the intent waits pending (held), spending no attempt, as a reply does whose parent is not
+-- published yet (awaiting_parent; dependency_unmet, parked, when the parent is parked); passing them all writes authorized
 -- with the in-flight lease (the probe's slot then lasts as long as the lease, and its attempt is
 -- not counted against the cap).
 -- Several intents of one account share its rate bucket: the take hands out as many tokens as
@@ -35,7 +36,7 @@ input AS (
 cur AS (
     SELECT i.delivery_key, i.account_id, i.state, i.attempt_token, i.epoch, i.generation,
            i.lease_expires_at, i.attempts_authorized, i.attempts_uncounted, i.transition_seq, i.text_hash,
-           i.source_id, i.source_version, i.created_at, i.batch_ord
+           i.source_id, i.source_version, i.created_at, i.batch_ord, i.reply_to
     FROM intents i
     WHERE i.delivery_key = ANY(@delivery_keys::BYTEA[])
     ORDER BY i.delivery_key
@@ -67,7 +68,8 @@ facts AS (
            coalesce(p.text_window_seconds, d.text_window_seconds) AS text_window_seconds,
            coalesce(p.retryable_reasons, d.retryable_reasons) AS retryable_reasons,
            coalesce(hh.state, 'serving') AS health_state,
-           (hh.state = 'probing' AND hh.probe_token = cur.claim_token) IS TRUE AS probe
+           (hh.state = 'probing' AND hh.probe_token = cur.claim_token) IS TRUE AS probe,
+           (SELECT par.state FROM intents par WHERE par.delivery_key = cur.reply_to) AS parent_state
     FROM claimed cur
     JOIN accounts a ON a.account_id = cur.account_id
     JOIN policies d ON d.scope = ''
@@ -93,6 +95,12 @@ gates AS (
     SELECT f.*,
            (CASE
                 WHEN f.fence <> 'ok' THEN NULL
+                -- A reply (reply_to) is sent only once its parent is published, to the object the
+                -- parent created: until then the claim ends and it waits, spending no attempt;
+                -- a parked parent parks it. Published is terminal, so a parent read published
+                -- here stays so until the send.
+                WHEN f.reply_to IS NOT NULL AND f.parent_state IS DISTINCT FROM 'published' THEN
+                    (CASE WHEN f.parent_state = 'parked' THEN 'dependency_unmet' ELSE 'awaiting_parent' END)
                 WHEN f.switched_off THEN 'kill_switch'
                 WHEN f.disabled THEN 'account_disabled'
                 WHEN f.revoked THEN 'credential_revoked'
@@ -246,7 +254,7 @@ changed AS (
     UPDATE intents i SET
         state = (CASE
                      WHEN v.outcome = 'authorized' THEN 'authorized'
-                     WHEN v.outcome = 'held' THEN 'pending'
+                     WHEN v.outcome IN ('held', 'awaiting_parent') THEN 'pending'
                      WHEN v.outcome = ANY(@failed_reasons::TEXT[]) THEN 'failed'
                      ELSE 'parked'
                  END),
@@ -284,9 +292,9 @@ probe_lease AS (
 held AS (
     -- A held claim's attempt ends as an abandoned one does: nothing was authorized or sent.
     INSERT INTO attempt_evidence (attempt_token, delivery_key, epoch, generation, outcome, reason, fenced)
-    SELECT c.attempt_token, c.delivery_key, c.epoch, c.generation, 'abandoned', 'held', false
+    SELECT c.attempt_token, c.delivery_key, c.epoch, c.generation, 'abandoned', c.reason, false
     FROM changed c
-    WHERE c.reason = 'held'
+    WHERE c.reason IN ('held', 'awaiting_parent')
     RETURNING evidence_id
 ),
 hist AS (

@@ -149,10 +149,11 @@ t AS (
            @authorizations_ahead::INT AS authorizations_ahead
 ),
 created AS (
-    INSERT INTO intents (delivery_key, account_id, action, target, request, occurrence, text_hash, source_id, source_version,
+    INSERT INTO intents (delivery_key, account_id, action, target, request, occurrence, text_hash, source_id, source_version, reply_to,
                          state, reason, transition_seq, attempts_authorized, attempt_token, epoch, generation)
     SELECT @delivery_key::BYTEA, @account_id::TEXT, @action::TEXT, @target::TEXT, @request::TEXT, @occurrence::TEXT,
            NULLIF(@text_hash::BYTEA, ''::BYTEA), NULLIF(@source_id::TEXT, ''), NULLIF(@source_version::BYTEA, ''::BYTEA),
+           NULLIF(@reply_to::BYTEA, ''::BYTEA),
            t.to_state, t.to_reason, t.stream_seq + 1, t.authorizations_ahead,
            (CASE WHEN t.to_state = 'indeterminate' THEN t.attempt_token END),
            (CASE WHEN t.to_state = 'indeterminate' THEN t.epoch END),

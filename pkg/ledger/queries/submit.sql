@@ -19,6 +19,7 @@ WITH batch AS (
            unnest(@source_ids::TEXT[]) AS source_id,
            unnest(@source_versions::BYTEA[]) AS source_version,
            unnest(@traceparents::TEXT[]) AS traceparent,
+           unnest(@reply_tos::BYTEA[]) AS reply_to,
            generate_subscripts(@delivery_keys::BYTEA[], 1) AS ord
 ),
 input AS (
@@ -26,7 +27,8 @@ input AS (
            NULLIF(b.text_hash, ''::BYTEA) AS text_hash,
            NULLIF(b.source_id, '') AS source_id,
            NULLIF(b.source_version, ''::BYTEA) AS source_version,
-           NULLIF(b.traceparent, '') AS traceparent
+           NULLIF(b.traceparent, '') AS traceparent,
+           NULLIF(b.reply_to, ''::BYTEA) AS reply_to
     FROM batch b
 ),
 known AS (
@@ -35,8 +37,8 @@ known AS (
 created AS (
     -- batch_ord keeps the batch's order (the producer's, as ingest fetched it): its intents
     -- share created_at, and the first stored wins a duplicate-text claim.
-    INSERT INTO intents (delivery_key, account_id, action, target, request, occurrence, text_hash, source_id, source_version, traceparent, state, reason, transition_seq, batch_ord)
-    SELECT k.delivery_key, k.account_id, k.action, k.target, k.request, k.occurrence, k.text_hash, k.source_id, k.source_version, k.traceparent, 'pending', 'submitted', 1, k.ord
+    INSERT INTO intents (delivery_key, account_id, action, target, request, occurrence, text_hash, source_id, source_version, traceparent, reply_to, state, reason, transition_seq, batch_ord)
+    SELECT k.delivery_key, k.account_id, k.action, k.target, k.request, k.occurrence, k.text_hash, k.source_id, k.source_version, k.traceparent, k.reply_to, 'pending', 'submitted', 1, k.ord
     FROM known k
     -- A key a ledger restore could not recreate (restore_blocks) is never created again: it
     -- answers duplicate, as the intent itself would.

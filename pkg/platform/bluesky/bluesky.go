@@ -96,6 +96,9 @@ func (a *adapter) Prepare(r platform.Request) (platform.Prepared, error) {
 		return platform.Prepared{}, fmt.Errorf("%w: the request is for account %q, the adapter for %q", ErrWrongAccount, r.Account, a.account)
 	}
 	in, err := parseIntent(r)
+	if err == nil && in.reply && in.parent == nil {
+		err = errors.New("a reply whose parent's references were not read (ResolveReply)")
+	}
 	if err != nil {
 		return platform.Prepared{}, fmt.Errorf("prepare %s: %w", r.Key, err)
 	}
@@ -275,6 +278,49 @@ func (a *adapter) ReadBack(ctx context.Context, r platform.Request, objectID str
 		obj.Text = stored.Text
 	}
 	return obj, nil
+}
+
+// ResolveReply reads a reply's parent (r.Reply.ObjectID, its at-uri) with getRecord, and returns
+// r with the reply references Prepare renders: the parent's uri and cid, and the thread's root,
+// which is the parent's own root when the parent is itself a reply, else the parent. A read,
+// safe to repeat. A parent the PDS does not hold (400 RecordNotFound: deleted since it was
+// published) can never be answered: ErrUnsendable.
+func (a *adapter) ResolveReply(ctx context.Context, r platform.Request) (platform.Request, error) {
+	if r.Reply == nil {
+		return r, nil
+	}
+	u, err := parseATURI(r.Reply.ObjectID)
+	if err != nil {
+		return r, fmt.Errorf("bluesky: reply to %s: %w: %w", r.Reply.Parent, err, platform.ErrUnsendable)
+	}
+	ex := a.getRecord(ctx, u.authority, u.collection, u.rkey)
+	x := parseXRPCError(ex.Body)
+	switch {
+	case ex.Status == 0:
+		return r, fmt.Errorf("bluesky: reading the parent %s: %w", r.Reply.ObjectID, ex.Err)
+	case ex.Status == http.StatusBadRequest && x.Name == errRecordNotFound:
+		return r, fmt.Errorf("bluesky: the parent %s is not on the PDS any more: %w", r.Reply.ObjectID, platform.ErrUnsendable)
+	case ex.Status < 200 || ex.Status > 299 || ex.Err != nil:
+		return r, fmt.Errorf("bluesky: reading the parent %s: status %d %s", r.Reply.ObjectID, ex.Status, x.Name)
+	}
+	var out getRecordOutput
+	var stored storedRecord
+	if err := json.Unmarshal(ex.Body, &out); err != nil || json.Unmarshal(out.Value, &stored) != nil || out.CID == "" {
+		return r, fmt.Errorf("bluesky: the parent %s: the response is not a record", r.Reply.ObjectID)
+	}
+	refs := replyRef{Parent: strongRef{URI: out.URI, CID: out.CID}}
+	refs.Root = refs.Parent
+	if stored.Reply != nil {
+		refs.Root = stored.Reply.Root
+	}
+	b, err := marshal(refs)
+	if err != nil {
+		return r, err
+	}
+	reply := *r.Reply
+	reply.Refs = b
+	r.Reply = &reply
+	return r, nil
 }
 
 // Lookup is getRecord of the record key derived from r's delivery key, in the account's

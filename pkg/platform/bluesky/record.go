@@ -65,7 +65,12 @@ type intent struct {
 	root       *strongRef // reply
 	subject    *strongRef // quote, like, repost
 	follow     string     // follow: the DID
-	images     []imageRef // post, reply: the images to upload (Stage) and embed
+	// reply: a post answering another intent's (platform.Request.Reply), whose parent and root
+	// ResolveReply read (then parent and root are set); replyTo is the parent's at-uri, ""
+	// where it is not known (a lookup).
+	reply   bool
+	replyTo string
+	images  []imageRef // post, reply: the images to upload (Stage) and embed
 }
 
 // parseIntent checks r's action, target and request, and returns what its record is made of.
@@ -134,6 +139,21 @@ func parseIntent(r platform.Request) (intent, error) {
 		}
 	}
 	in.parent, in.root, in.subject = f.Parent, f.Root, f.Subject
+	if r.Reply != nil {
+		// A reply to another intent: the references are read from the PDS (ResolveReply), not
+		// given by the producer, and the post names no target.
+		if r.Action != "post" {
+			return in, badRequest("%s: reply_to is for a post (the next post of a thread), not a %s", r.Action, r.Action)
+		}
+		in.reply, in.replyTo = true, r.Reply.ObjectID
+		if r.Reply.Refs != nil {
+			var refs replyRef
+			if err := json.Unmarshal(r.Reply.Refs, &refs); err != nil {
+				return in, fmt.Errorf("%s: the parent's references: %w", r.Action, err)
+			}
+			in.parent, in.root = &refs.Parent, &refs.Root
+		}
+	}
 
 	switch act.target {
 	case "":
@@ -167,7 +187,7 @@ func (in intent) record(createdAt string) any {
 		return followRecord{Type: in.collection, Subject: in.follow, CreatedAt: createdAt}
 	}
 	p := postRecord{Type: collectionPost, Text: in.text, Langs: in.langs, CreatedAt: createdAt}
-	if in.action == "reply" {
+	if in.action == "reply" || in.reply {
 		p.Reply = &replyRef{Root: *in.root, Parent: *in.parent}
 	}
 	if in.action == "quote" {
@@ -265,8 +285,15 @@ func (in intent) differs(s storedRecord) string {
 			return "its quoted record differs from the request's"
 		}
 	case "post":
-		if s.Reply != nil {
+		switch {
+		case !in.reply && s.Reply != nil:
 			return "it is a reply"
+		case in.reply && s.Reply == nil:
+			return "it is not a reply"
+		case in.reply && in.parent != nil && (s.Reply.Parent != *in.parent || s.Reply.Root != *in.root):
+			return "its reply references differ from the parent's"
+		case in.reply && in.replyTo != "" && s.Reply.Parent.URI != in.replyTo:
+			return fmt.Sprintf("it replies to %s, not to %s", s.Reply.Parent.URI, in.replyTo)
 		}
 	}
 	if len(in.images) > 0 {

@@ -90,6 +90,8 @@ func TxnID(key identity.DeliveryKey) string {
 // post is the one action: its request.
 type post struct {
 	Text string `json:"text"`
+	// InReplyTo is, for a reply (platform.Request.Reply), the event its parent created.
+	InReplyTo string `json:"-"`
 }
 
 // parsePost reads r as a post: action "post", no target, request {"text": ...} and nothing
@@ -114,12 +116,24 @@ func parsePost(r platform.Request) (post, error) {
 		return p, badRequest("request: text is required")
 	}
 	p.Text = *raw.Text
+	if r.Reply != nil && r.Reply.ObjectID != "" {
+		// A reply names its parent's event (m.relates_to m.in_reply_to); a lookup, which
+		// knows no parent, finds the event by its key alone.
+		if !strings.HasPrefix(r.Reply.ObjectID, "$") {
+			return p, badRequest("reply_to: the parent's object %q is not a Matrix event id", r.Reply.ObjectID)
+		}
+		p.InReplyTo = r.Reply.ObjectID
+	}
 	return p, nil
 }
 
-// content is the event's content for r.
+// content is the event's content for r: a reply's names its parent's event (m.in_reply_to).
 func (a *adapter) content(r platform.Request, p post) map[string]any {
-	return map[string]any{"msgtype": a.cfg.msgType, "body": p.Text, KeyField: r.Key.String()}
+	c := map[string]any{"msgtype": a.cfg.msgType, "body": p.Text, KeyField: r.Key.String()}
+	if p.InReplyTo != "" {
+		c["m.relates_to"] = map[string]any{"m.in_reply_to": map[string]string{"event_id": p.InReplyTo}}
+	}
+	return c
 }
 
 // roomPath is the client-server API's path of the account's room, with what follows.

@@ -308,3 +308,18 @@ func TestOpenRefusesBadSettingsAndCredentials(t *testing.T) {
 		Settings: json.RawMessage(`{"homeserver":"https://matrix.example/","room_id":"!r:h","user_id":"@b:h","msgtype":"m.notice","lookup_events":5000,"reconcile_delay":"30s"}`)})
 	require.NoError(t, err)
 }
+
+// A reply (envelope reply_to) names its parent's event in m.relates_to m.in_reply_to; a parent
+// object that is not a Matrix event is unsendable.
+func TestAReplyNamesItsParentsEvent(t *testing.T) {
+	ad := open(t, "http://127.0.0.1:1", nil)
+	r := platformtest.Post(t, "acct-1", "and a reply")
+	r.Reply = &platform.Reply{Parent: r.Key, ObjectID: "$parent:hs.test"}
+	p, err := ad.Prepare(r)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"msgtype":"m.text","body":"and a reply","io.atmost.delivery_key":"`+r.Key.String()+`",
+		"m.relates_to":{"m.in_reply_to":{"event_id":"$parent:hs.test"}}}`, string(p.Body))
+	r.Reply.ObjectID = "at://did:plc:x/app.bsky.feed.post/1"
+	_, err = ad.Prepare(r)
+	require.ErrorIs(t, err, platform.ErrUnsendable)
+}

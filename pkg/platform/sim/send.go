@@ -24,7 +24,8 @@ type wireBody struct {
 }
 
 // Prepare renders POST {url}/v1/accounts/{account}/{action} with the delivery key as the
-// Idempotency-Key and the canonical JSON {"action", "request", "target", "text"} as the body.
+// Idempotency-Key and the canonical JSON {"action", "request", "target", "text"} as the body;
+// a reply's target is the object its parent created (Request.Reply.ObjectID).
 // It fails for a request without a delivery key or action, for another account than the
 // adapter's (ErrWrongAccount), or when r.Request is not a JSON object.
 func (a *adapter) Prepare(r platform.Request) (platform.Prepared, error) {
@@ -40,7 +41,14 @@ func (a *adapter) Prepare(r platform.Request) (platform.Prepared, error) {
 	if err != nil {
 		return platform.Prepared{}, fmt.Errorf("sim: prepare: the request projection: %w (%w)", err, platform.ErrUnsendable)
 	}
-	body, err := json.Marshal(wireBody{Action: r.Action, Request: req, Target: r.Target, Text: r.Text})
+	target := r.Target
+	if r.Reply != nil {
+		// A reply targets the object its parent created.
+		if target = r.Reply.ObjectID; target == "" {
+			return platform.Prepared{}, fmt.Errorf("sim: prepare: a reply whose parent's object is not known (%s is not published)", r.Reply.Parent)
+		}
+	}
+	body, err := json.Marshal(wireBody{Action: r.Action, Request: req, Target: target, Text: r.Text})
 	if err != nil {
 		return platform.Prepared{}, fmt.Errorf("sim: prepare: encoding the body: %w", err)
 	}

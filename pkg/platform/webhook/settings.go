@@ -38,8 +38,9 @@ type Settings struct {
 	// CredentialPrefix goes before the credential in its header, e.g. "Bearer ".
 	CredentialPrefix string `json:"credential_prefix,omitempty"`
 	// BodyTemplate is the JSON body; any string value exactly equal to a placeholder is
-	// replaced: "$key" (the delivery key's text), "$account", "$action", "$target", "$text"
-	// (strings) and "$request" (the canonical request object itself, not a string). Object keys
+	// replaced: "$key" (the delivery key's text), "$account", "$action", "$target", "$text",
+	// "$reply_to_object" (a reply's parent's object id, "" for any other intent) (strings) and
+	// "$request" (the canonical request object itself, not a string). Object keys
 	// are never replaced; a string that looks like an unknown placeholder ("$kye") is refused.
 	// The body is sent as canonical JSON (RFC 8785). Default:
 	// {"delivery_key":"$key","account":"$account","action":"$action","target":"$target","request":"$request"}.

@@ -20,10 +20,13 @@ const (
 	placeholderTarget  = "$target"
 	placeholderText    = "$text"    // the normalized text ("" when the action carries none)
 	placeholderRequest = "$request" // the canonical request object, as JSON (not a string)
+	// placeholderReplyTo is, for a reply (envelope reply_to), the object its parent created,
+	// as the parent's platform named it; "" for any other intent.
+	placeholderReplyTo = "$reply_to_object"
 )
 
 var placeholders = []string{placeholderKey, placeholderAccount, placeholderAction, placeholderTarget,
-	placeholderText, placeholderRequest}
+	placeholderText, placeholderRequest, placeholderReplyTo}
 
 // defaultTemplate is the body when an account declares none.
 const defaultTemplate = `{"delivery_key":"$key","account":"$account","action":"$action","target":"$target","request":"$request"}`
@@ -107,6 +110,13 @@ func (t template) render(r platform.Request) ([]byte, error) {
 		placeholderTarget:  r.Target,
 		placeholderText:    r.Text,
 		placeholderRequest: r.Request,
+		placeholderReplyTo: "",
+	}
+	if r.Reply != nil {
+		if r.Reply.ObjectID == "" {
+			return nil, fmt.Errorf("a reply whose parent's object is not known (%s is not published)", r.Reply.Parent)
+		}
+		values[placeholderReplyTo] = r.Reply.ObjectID
 	}
 	b, err := json.Marshal(substitute(t.root, values))
 	if err != nil {

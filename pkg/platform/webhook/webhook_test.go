@@ -566,3 +566,21 @@ func TestAWebhookThatCanConfirmNothingIsRefused(t *testing.T) {
 		require.NoError(t, err, settings)
 	}
 }
+
+// $reply_to_object is a reply's parent's object id, "" for any other intent; a reply whose
+// parent's object is not known is not rendered.
+func TestTheReplyToObjectPlaceholder(t *testing.T) {
+	ad := open(t, `{"url":"https://example.org/hook","confirm":"response","body_template":{"in_reply_to":"$reply_to_object","text":"$text"}}`, "")
+	r := request(t)
+	p, err := ad.Prepare(r)
+	require.NoError(t, err)
+	require.Equal(t, `{"in_reply_to":"","text":"hello"}`, string(p.Body))
+	r.Target = ""
+	r.Reply = &platform.Reply{Parent: deliveryKey(t), ObjectID: "obj-41"}
+	p, err = ad.Prepare(r)
+	require.NoError(t, err)
+	require.Equal(t, `{"in_reply_to":"obj-41","text":"hello"}`, string(p.Body))
+	r.Reply.ObjectID = ""
+	_, err = ad.Prepare(r)
+	require.Error(t, err)
+}

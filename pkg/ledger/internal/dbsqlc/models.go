@@ -120,6 +120,7 @@ type Intent struct {
 	BatchOrd           int32
 	Traceparent        pgtype.Text
 	AttemptsUncounted  int32
+	ReplyTo            []byte
 }
 
 type Operator struct {

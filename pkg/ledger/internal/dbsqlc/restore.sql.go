@@ -59,10 +59,11 @@ t AS (
            $10::INT AS authorizations_ahead
 ),
 created AS (
-    INSERT INTO intents (delivery_key, account_id, action, target, request, occurrence, text_hash, source_id, source_version,
+    INSERT INTO intents (delivery_key, account_id, action, target, request, occurrence, text_hash, source_id, source_version, reply_to,
                          state, reason, transition_seq, attempts_authorized, attempt_token, epoch, generation)
     SELECT $11::BYTEA, $12::TEXT, $13::TEXT, $14::TEXT, $15::TEXT, $16::TEXT,
            NULLIF($17::BYTEA, ''::BYTEA), NULLIF($18::TEXT, ''), NULLIF($19::BYTEA, ''::BYTEA),
+           NULLIF($20::BYTEA, ''::BYTEA),
            t.to_state, t.to_reason, t.stream_seq + 1, t.authorizations_ahead,
            (CASE WHEN t.to_state = 'indeterminate' THEN t.attempt_token END),
            (CASE WHEN t.to_state = 'indeterminate' THEN t.epoch END),
@@ -115,6 +116,7 @@ type IntentRestoreCreateParams struct {
 	TextHash            []byte
 	SourceID            string
 	SourceVersion       []byte
+	ReplyTo             []byte
 }
 
 type IntentRestoreCreateRow struct {
@@ -156,6 +158,7 @@ func (q *Queries) IntentRestoreCreate(ctx context.Context, arg IntentRestoreCrea
 		arg.TextHash,
 		arg.SourceID,
 		arg.SourceVersion,
+		arg.ReplyTo,
 	)
 	var i IntentRestoreCreateRow
 	err := row.Scan(

@@ -25,6 +25,7 @@ WITH batch AS (
            unnest($9::TEXT[]) AS source_id,
            unnest($10::BYTEA[]) AS source_version,
            unnest($11::TEXT[]) AS traceparent,
+           unnest($12::BYTEA[]) AS reply_to,
            generate_subscripts($2::BYTEA[], 1) AS ord
 ),
 input AS (
@@ -32,17 +33,18 @@ input AS (
            NULLIF(b.text_hash, ''::BYTEA) AS text_hash,
            NULLIF(b.source_id, '') AS source_id,
            NULLIF(b.source_version, ''::BYTEA) AS source_version,
-           NULLIF(b.traceparent, '') AS traceparent
+           NULLIF(b.traceparent, '') AS traceparent,
+           NULLIF(b.reply_to, ''::BYTEA) AS reply_to
     FROM batch b
 ),
 known AS (
-    SELECT input.delivery_key, input.account_id, input.action, input.target, input.request, input.occurrence, input.ord, input.text_hash, input.source_id, input.source_version, input.traceparent FROM input JOIN accounts a ON a.account_id = input.account_id
+    SELECT input.delivery_key, input.account_id, input.action, input.target, input.request, input.occurrence, input.ord, input.text_hash, input.source_id, input.source_version, input.traceparent, input.reply_to FROM input JOIN accounts a ON a.account_id = input.account_id
 ),
 created AS (
     -- batch_ord keeps the batch's order (the producer's, as ingest fetched it): its intents
     -- share created_at, and the first stored wins a duplicate-text claim.
-    INSERT INTO intents (delivery_key, account_id, action, target, request, occurrence, text_hash, source_id, source_version, traceparent, state, reason, transition_seq, batch_ord)
-    SELECT k.delivery_key, k.account_id, k.action, k.target, k.request, k.occurrence, k.text_hash, k.source_id, k.source_version, k.traceparent, 'pending', 'submitted', 1, k.ord
+    INSERT INTO intents (delivery_key, account_id, action, target, request, occurrence, text_hash, source_id, source_version, traceparent, reply_to, state, reason, transition_seq, batch_ord)
+    SELECT k.delivery_key, k.account_id, k.action, k.target, k.request, k.occurrence, k.text_hash, k.source_id, k.source_version, k.traceparent, k.reply_to, 'pending', 'submitted', 1, k.ord
     FROM known k
     -- A key a ledger restore could not recreate (restore_blocks) is never created again: it
     -- answers duplicate, as the intent itself would.
@@ -57,7 +59,7 @@ hist AS (
 ),
 outbox_rows AS (
     INSERT INTO outbox (delivery_key, seq, dispatch, writer)
-    SELECT h.delivery_key, h.seq, true, NULLIF($12::BIGINT, 0) FROM hist h
+    SELECT h.delivery_key, h.seq, true, NULLIF($13::BIGINT, 0) FROM hist h
     RETURNING delivery_key
 ),
 heads AS (
@@ -108,6 +110,7 @@ type IntentSubmitParams struct {
 	SourceIds      []string
 	SourceVersions [][]byte
 	Traceparents   []string
+	ReplyTos       [][]byte
 	Writer         int64
 }
 
@@ -149,6 +152,7 @@ func (q *Queries) IntentSubmit(ctx context.Context, arg IntentSubmitParams) ([]I
 		arg.SourceIds,
 		arg.SourceVersions,
 		arg.Traceparents,
+		arg.ReplyTos,
 		arg.Writer,
 	)
 	if err != nil {
