@@ -5,8 +5,6 @@
 -- Authorize refuses to authorize a reply whose parent is not published, and a reply whose
 -- parent ended without being published is parked dependency_unmet.
 ALTER TABLE intents ADD COLUMN reply_to BYTEA NULL;
-ALTER TABLE intents ADD CONSTRAINT intents_reply_to_check CHECK (reply_to IS NULL OR (octet_length(reply_to) = 32 AND reply_to <> delivery_key));
 
 -- +goose Down
-ALTER TABLE intents DROP CONSTRAINT intents_reply_to_check;
 ALTER TABLE intents DROP COLUMN reply_to;
