@@ -81,8 +81,30 @@ func (r *Role) WaitMetrics(t *testing.T, want ...string) string {
 			}
 		}
 		return true
-	}, 10*time.Second, 20*time.Millisecond, "the metrics never showed %q", want)
+	}, 30*time.Second, 20*time.Millisecond, "the metrics never showed %q; their families held:\n%s", want, lazyFamilies{&metrics, want})
 	return metrics
+}
+
+// lazyFamilies prints, when a wait fails, the lines of the last metrics read that belong to the
+// families of the samples waited for: what the count was instead.
+type lazyFamilies struct {
+	metrics *string
+	want    []string
+}
+
+func (l lazyFamilies) String() string {
+	var out []string
+	for line := range strings.SplitSeq(*l.metrics, "\n") {
+		for _, w := range l.want {
+			family, _, _ := strings.Cut(w, "{")
+			family, _, _ = strings.Cut(family, " ")
+			if strings.HasPrefix(line, family) {
+				out = append(out, line)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // Stop ends the role's context (SIGTERM) and requires a clean exit (code 0) within 15 s.
