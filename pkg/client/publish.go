@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -33,6 +34,13 @@ type Intent struct {
 	// Source, when set, names the source version the intent rests on; it is not part of the
 	// delivery key.
 	Source *identity.Source
+	// NotBefore, when not zero, is the earliest time the intent may be sent: it waits, spending
+	// no attempt, and ingest refuses one more than identity.MaxScheduleAhead ahead. ExpiresAt,
+	// when not zero, is when it stops being worth sending: from then on it is parked expired
+	// and never sent, whatever else happens (a retry, an outage, a restore). Neither is part of
+	// the delivery key: publishing the intent again with other times is the same intent, and
+	// the times stored first stand.
+	NotBefore, ExpiresAt time.Time
 }
 
 // Envelope validates the intent with the rules ingest applies, and returns it in canonical
@@ -52,7 +60,11 @@ func (i Intent) Envelope() (identity.Envelope, error) {
 		}
 		request = b
 	}
-	return identity.NewEnvelope(i.Account, i.Action, i.Target, request, i.Occurrence, i.Source)
+	e, err := identity.NewEnvelope(i.Account, i.Action, i.Target, request, i.Occurrence, i.Source)
+	if err != nil || i.NotBefore.IsZero() && i.ExpiresAt.IsZero() {
+		return e, err
+	}
+	return e.WithSchedule(i.NotBefore, i.ExpiresAt)
 }
 
 // Receipt is JetStream's acknowledgement of one published intent. It says the message is

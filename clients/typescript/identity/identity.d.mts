@@ -23,6 +23,9 @@ export interface ParsedEnvelope {
   request: string;
   occurrence: string;
   source: { id: string; version: string } | null;
+  /** not_before and expires_at in their canonical spelling (UTC), null when absent: outside the key. */
+  notBefore: string | null;
+  expiresAt: string | null;
 }
 
 export function isWhiteSpace(c: number): boolean;
