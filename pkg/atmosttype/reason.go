@@ -35,6 +35,7 @@ const (
 	ReasonRetried        Reason = "retried"         // Retry reopened a failed intent
 	ReasonRestoreResumed Reason = "restore_resumed" // after a restore: the stream shows it pending, never authorized since the backup
 	ReasonHeld           Reason = "held"            // Authorize found the account holding: the claim ended, no attempt spent
+	ReasonNotDue         Reason = "not_due"         // Authorize found not_before still ahead: the claim ended, no attempt spent
 
 	ReasonAuthorized Reason = "authorized"
 
@@ -70,6 +71,8 @@ const (
 	ReasonOperatorParked       Reason = "operator_parked"       // a human said stop
 	ReasonRequestUnsendable    Reason = "request_unsendable"    // the platform adapter cannot render the request
 	ReasonRestoreParked        Reason = "restore_parked"        // after a restore: the stream shows steps the ledger lost and cannot redo
+	ReasonExpired              Reason = "expired"               // expires_at passed before it was authorized: never sent
+	ReasonCancelled            Reason = "cancelled"             // its producer cancelled it before it was authorized: never sent
 )
 
 // ReasonRule is where a reason leads.
@@ -87,6 +90,7 @@ var reasons = map[Reason]ReasonRule{
 	ReasonRetried:        {Pending, Progress},
 	ReasonRestoreResumed: {Pending, Progress},
 	ReasonHeld:           {Pending, Progress},
+	ReasonNotDue:         {Pending, Progress},
 
 	ReasonAuthorized: {Authorized, Progress},
 
@@ -122,6 +126,8 @@ var reasons = map[Reason]ReasonRule{
 	ReasonOperatorParked:       {Parked, Human},
 	ReasonRequestUnsendable:    {Parked, Human},
 	ReasonRestoreParked:        {Parked, Human},
+	ReasonExpired:              {Parked, Human},
+	ReasonCancelled:            {Parked, Human},
 }
 
 // Reasons returns every reason the ledger writes with its state and retryability (a new map

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -356,4 +357,25 @@ func TestValidateAccountFollowsTheEnvelopesRule(t *testing.T) {
 			require.Equal(t, ReasonInvalidAccount, rej.Reason)
 		}
 	}
+}
+
+// WithSchedule sets the times as ParseEnvelope reads them: the canonical form parses back to
+// the same envelope, the key does not move, and the checks are the parser's.
+func TestWithScheduleRoundTrips(t *testing.T) {
+	e := mustEnvelope(t, `{"v":1,"account":"a","action":"post","request":{"text":"at nine"}}`)
+	nb := time.Date(2026, 12, 8, 9, 0, 0, 123456789, time.FixedZone("CET", 3600))
+	s, err := e.WithSchedule(nb, nb.Add(time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, e.DeliveryKey(), s.DeliveryKey())
+	require.True(t, s.NotBefore.Equal(nb.Truncate(time.Microsecond)))
+	back, err := ParseEnvelope(s.Canonical())
+	require.NoError(t, err)
+	require.True(t, back.Equal(s), "%s", s.Canonical())
+	require.Contains(t, string(s.Canonical()), `"not_before":"2026-12-08T08:00:00.123456Z"`)
+	_, err = e.WithSchedule(nb, nb)
+	var re *RejectError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, ReasonInvalidTime, re.Reason)
+	require.NoError(t, s.CheckSchedule(nb.Add(-MaxScheduleAhead)))
+	require.ErrorAs(t, s.CheckSchedule(nb.Add(-MaxScheduleAhead-time.Second)), &re)
 }

@@ -302,12 +302,13 @@ func (e Envelope) WithSchedule(notBefore, expiresAt time.Time) (Envelope, error)
 	str := func(t time.Time) canonicaljson.Value {
 		return canonicaljson.Value{Kind: canonicaljson.KindString, Str: FormatTime(t), Offset: -1}
 	}
+	// Members in canonical order, as Member looks them up.
 	root := canonicaljson.Value{Kind: canonicaljson.KindObject, Offset: -1}
-	if !notBefore.IsZero() {
-		root.Obj = append(root.Obj, canonicaljson.Member{Key: "not_before", Val: str(notBefore)})
-	}
 	if !expiresAt.IsZero() {
 		root.Obj = append(root.Obj, canonicaljson.Member{Key: "expires_at", Val: str(expiresAt)})
+	}
+	if !notBefore.IsZero() {
+		root.Obj = append(root.Obj, canonicaljson.Member{Key: "not_before", Val: str(notBefore)})
 	}
 	var err error
 	if e.NotBefore, err = timeField(&root, "not_before"); err != nil {

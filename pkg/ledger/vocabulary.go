@@ -35,6 +35,7 @@ const (
 	ReasonRetried              = atmosttype.ReasonRetried
 	ReasonRestoreResumed       = atmosttype.ReasonRestoreResumed
 	ReasonHeld                 = atmosttype.ReasonHeld
+	ReasonNotDue               = atmosttype.ReasonNotDue
 	ReasonAuthorized           = atmosttype.ReasonAuthorized
 	ReasonPublished            = atmosttype.ReasonPublished
 	ReasonPublishedUnread      = atmosttype.ReasonPublishedUnread
@@ -65,6 +66,8 @@ const (
 	ReasonOperatorParked       = atmosttype.ReasonOperatorParked
 	ReasonRequestUnsendable    = atmosttype.ReasonRequestUnsendable
 	ReasonRestoreParked        = atmosttype.ReasonRestoreParked
+	ReasonExpired              = atmosttype.ReasonExpired
+	ReasonCancelled            = atmosttype.ReasonCancelled
 	Sent                       = atmosttype.Sent
 	NotSent                    = atmosttype.NotSent
 	Unknown                    = atmosttype.Unknown

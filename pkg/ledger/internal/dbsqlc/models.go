@@ -120,6 +120,8 @@ type Intent struct {
 	BatchOrd           int32
 	Traceparent        pgtype.Text
 	AttemptsUncounted  int32
+	NotBefore          *time.Time
+	ExpiresAt          *time.Time
 }
 
 type Operator struct {

@@ -144,7 +144,7 @@ func (q *Queries) HistoryByIntent(ctx context.Context, deliveryKey []byte) ([]Hi
 const intentGet = `-- name: IntentGet :one
 SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
        source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
-       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent, attempts_uncounted
+       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent, attempts_uncounted, not_before, expires_at
 FROM intents
 WHERE delivery_key = $1::BYTEA
 `
@@ -176,6 +176,8 @@ func (q *Queries) IntentGet(ctx context.Context, deliveryKey []byte) (Intent, er
 		&i.BatchOrd,
 		&i.Traceparent,
 		&i.AttemptsUncounted,
+		&i.NotBefore,
+		&i.ExpiresAt,
 	)
 	return i, err
 }
@@ -183,7 +185,7 @@ func (q *Queries) IntentGet(ctx context.Context, deliveryKey []byte) (Intent, er
 const intentsGetMany = `-- name: IntentsGetMany :many
 SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
        source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
-       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent, attempts_uncounted
+       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent, attempts_uncounted, not_before, expires_at
 FROM intents
 WHERE delivery_key = ANY($1::BYTEA[])
 `
@@ -222,6 +224,8 @@ func (q *Queries) IntentsGetMany(ctx context.Context, deliveryKeys [][]byte) ([]
 			&i.BatchOrd,
 			&i.Traceparent,
 			&i.AttemptsUncounted,
+			&i.NotBefore,
+			&i.ExpiresAt,
 		); err != nil {
 			return nil, err
 		}
