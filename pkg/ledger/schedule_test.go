@@ -176,3 +176,22 @@ func TestConcurrentBeginsOnANotDueIntentWriteNothing(t *testing.T) {
 		require.Equal(t, seq, e.intent(key).Seq)
 	})
 }
+
+// The sweeper's stranded scan leaves an intent waiting for its not_before alone, however long
+// it has rested, and brings it back as soon as it is due, however recently it moved: a
+// dispatcher that met it long before its time let its work item go.
+func TestStrandedPendingWaitsForNotBeforeThenCountsAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	key := e.submitScheduled("far ahead", e.dbNow().Add(time.Hour), time.Time{})
+	e.exec(`UPDATE intents SET updated_at = now() - INTERVAL '1 day' WHERE delivery_key = $1`, key.Bytes())
+	stranded, err := e.l.StrandedPending(e.ctx, time.Hour, 10)
+	require.NoError(t, err)
+	require.Empty(t, stranded, "not due: waiting, not stranded")
+
+	e.exec(`UPDATE intents SET not_before = now() - INTERVAL '1 second', updated_at = now() WHERE delivery_key = $1`, key.Bytes())
+	stranded, err = e.l.StrandedPending(e.ctx, time.Hour, 10)
+	require.NoError(t, err)
+	require.Len(t, stranded, 1, "due: its work is published again at once")
+	require.Equal(t, key, stranded[0].Key)
+}
