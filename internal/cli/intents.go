@@ -37,6 +37,8 @@ type intentJSON struct {
 	ObjectID           string          `json:"object_id"`
 	CreatedAt          time.Time       `json:"created_at"`
 	UpdatedAt          time.Time       `json:"updated_at"`
+	NotBefore          *time.Time      `json:"not_before,omitempty"`
+	ExpiresAt          *time.Time      `json:"expires_at,omitempty"`
 }
 
 func toIntentJSON(in ledger.Intent, withRequest bool) intentJSON {
@@ -44,6 +46,7 @@ func toIntentJSON(in ledger.Intent, withRequest bool) intentJSON {
 		Key: in.Key.String(), Account: in.Account, Action: in.Action, Target: in.Target, Occurrence: in.Occurrence,
 		State: in.State, Reason: in.Reason, Seq: in.Seq, AttemptsAuthorized: in.AttemptsAuthorized, Epoch: in.Epoch,
 		Generation: in.Generation, LeaseExpiresAt: in.LeaseExpiresAt, ObjectID: in.ObjectID, CreatedAt: in.CreatedAt, UpdatedAt: in.UpdatedAt,
+		NotBefore: in.NotBefore, ExpiresAt: in.ExpiresAt,
 	}
 	if in.Token != (identity.AttemptToken{}) {
 		token := in.Token.String()
@@ -374,6 +377,12 @@ func showIntent(ctx context.Context, c *line, key identity.DeliveryKey) int {
 	}
 	if in.LeaseExpiresAt != nil {
 		fmt.Fprintf(w, "lease expires\t%s\n", timestamp(*in.LeaseExpiresAt))
+	}
+	if in.NotBefore != nil {
+		fmt.Fprintf(w, "not before\t%s\n", timestamp(*in.NotBefore))
+	}
+	if in.ExpiresAt != nil {
+		fmt.Fprintf(w, "expires at\t%s\n", timestamp(*in.ExpiresAt))
 	}
 	fmt.Fprintf(w, "object\t%s\n", dash(in.ObjectID))
 	fmt.Fprintf(w, "created\t%s\n", timestamp(in.CreatedAt))

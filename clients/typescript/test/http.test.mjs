@@ -86,3 +86,14 @@ test('the events of an account come as server-sent events, and resume after Last
   assert.ok(ids.length > 0 && ids.every((id) => BigInt(id) > BigInt(seen.id)), ids.join(','));
   assert.ok(ids.length > 0);
 });
+
+test('DELETE cancels an intent not yet sent; another token finds nothing', async () => {
+  const c = new HttpClient({ url, token });
+  const r = await c.publish({ ...post('cancel over HTTP'), notBefore: new Date(Date.now() + 3_600_000) });
+  await c.await(r.key, { until: (o) => o.state === 'pending', signal: AbortSignal.timeout(30_000) });
+  const res = await c.cancel(r.key);
+  assert.equal(res.cancelled, true);
+  assert.equal(res.state, 'parked');
+  assert.equal(res.reason, 'cancelled');
+  await assert.rejects(c.cancel(deliveryKey(post('never published'))), NotFoundError);
+});
