@@ -279,6 +279,7 @@ func restoreWrite(ctx context.Context, q *dbsqlc.Queries, h StreamHistory, v dbs
 			TextHash: []byte{}, SourceVersion: []byte{}}
 		if e := h.Envelope; e != nil {
 			c.Action, c.Target, c.Request, c.Occurrence = e.Action, e.Target, string(e.Request), e.Occurrence
+			c.NotBefore, c.ExpiresAt = scheduleText(e.NotBefore), scheduleText(e.ExpiresAt)
 			if th, ok := e.TextHash(); ok {
 				c.TextHash = th.Bytes()
 			}

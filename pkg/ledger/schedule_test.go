@@ -195,3 +195,22 @@ func TestStrandedPendingWaitsForNotBeforeThenCountsAtOnce(t *testing.T) {
 	require.Len(t, stranded, 1, "due: its work is published again at once")
 	require.Equal(t, key, stranded[0].Key)
 }
+
+// A restore that recreates a pending intent the ledger lacks brings its times back from its
+// envelope: one that has expired meanwhile is parked expired at its next Begin, never sent.
+func TestARestoredIntentKeepsItsTimes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	env, err := envelope(t, account, "restored, expired").WithSchedule(time.Time{}, e.dbNow().Add(-time.Second))
+	require.NoError(t, err)
+	tr, _ := stream(t, ledger.Pending)
+	res := e.restore(env.DeliveryKey(), account, tr, &env, false)
+	require.Equal(t, ledger.RestoreCreated, res.Verdict)
+	require.Equal(t, ledger.Pending, res.To)
+	in := e.intent(env.DeliveryKey())
+	require.NotNil(t, in.ExpiresAt)
+	require.True(t, in.ExpiresAt.Equal(env.ExpiresAt))
+	_, err = e.l.Begin(e.ctx, env.DeliveryKey(), requestHash("restored, expired"), lease)
+	requireRefused(t, err, ledger.ErrExpired)
+	require.Equal(t, 0, e.attempts(env.DeliveryKey()))
+}

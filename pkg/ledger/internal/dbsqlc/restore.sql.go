@@ -60,9 +60,11 @@ t AS (
 ),
 created AS (
     INSERT INTO intents (delivery_key, account_id, action, target, request, occurrence, text_hash, source_id, source_version,
-                         state, reason, transition_seq, attempts_authorized, attempt_token, epoch, generation)
+                         not_before, expires_at, state, reason, transition_seq, attempts_authorized, attempt_token, epoch, generation)
     SELECT $11::BYTEA, $12::TEXT, $13::TEXT, $14::TEXT, $15::TEXT, $16::TEXT,
            NULLIF($17::BYTEA, ''::BYTEA), NULLIF($18::TEXT, ''), NULLIF($19::BYTEA, ''::BYTEA),
+           -- The envelope's times come back with it: a restored intent that has expired is never sent.
+           NULLIF($20::TEXT, '')::TIMESTAMPTZ, NULLIF($21::TEXT, '')::TIMESTAMPTZ,
            t.to_state, t.to_reason, t.stream_seq + 1, t.authorizations_ahead,
            (CASE WHEN t.to_state = 'indeterminate' THEN t.attempt_token END),
            (CASE WHEN t.to_state = 'indeterminate' THEN t.epoch END),
@@ -115,6 +117,8 @@ type IntentRestoreCreateParams struct {
 	TextHash            []byte
 	SourceID            string
 	SourceVersion       []byte
+	NotBefore           string
+	ExpiresAt           string
 }
 
 type IntentRestoreCreateRow struct {
@@ -156,6 +160,8 @@ func (q *Queries) IntentRestoreCreate(ctx context.Context, arg IntentRestoreCrea
 		arg.TextHash,
 		arg.SourceID,
 		arg.SourceVersion,
+		arg.NotBefore,
+		arg.ExpiresAt,
 	)
 	var i IntentRestoreCreateRow
 	err := row.Scan(
