@@ -325,6 +325,12 @@ func showIntent(ctx context.Context, c *line, key identity.DeliveryKey) int {
 	if in.LeaseExpiresAt != nil {
 		fmt.Fprintf(w, "lease expires\t%s\n", timestamp(*in.LeaseExpiresAt))
 	}
+	if in.NotBefore != nil {
+		fmt.Fprintf(w, "not before\t%s\n", timestamp(*in.NotBefore))
+	}
+	if in.ExpiresAt != nil {
+		fmt.Fprintf(w, "expires at\t%s\n", timestamp(*in.ExpiresAt))
+	}
 	fmt.Fprintf(w, "object\t%s\n", dash(in.ObjectID))
 	fmt.Fprintf(w, "created\t%s\n", timestamp(in.CreatedAt))
 	fmt.Fprintf(w, "updated\t%s\n", timestamp(in.UpdatedAt))

@@ -12,6 +12,7 @@ var reasonMeaning = map[ledger.Reason]string{
 	ledger.ReasonRestoreResumed: "after a restore: the stream shows it pending, never authorized since the backup",
 	ledger.ReasonHeld:           "its account held when it came to authorization: the claim ended, nothing was sent, no attempt spent",
 	ledger.ReasonAwaitingParent: "a reply whose parent was not published yet when it came to authorization: the claim ended, nothing was sent, no attempt spent",
+	ledger.ReasonNotDue:         "its not_before was still ahead at authorization: the claim ended, nothing was sent, no attempt spent",
 
 	ledger.ReasonAuthorized: "authorized: bytes may be leaving right now",
 
@@ -48,4 +49,6 @@ var reasonMeaning = map[ledger.Reason]string{
 	ledger.ReasonRequestUnsendable:    "the platform adapter cannot render the request",
 	ledger.ReasonRestoreParked:        "after a restore: the stream shows steps the ledger lost and cannot redo",
 	ledger.ReasonDependencyUnmet:      "a reply whose parent (reply_to) ended without being published: nothing was sent",
+	ledger.ReasonExpired:              "its expires_at passed before it was authorized: nothing was sent, and nothing will be",
+	ledger.ReasonCancelled:            "its producer cancelled it before it was authorized: nothing was sent, and nothing will be",
 }

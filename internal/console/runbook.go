@@ -49,7 +49,7 @@ var runbookOrder = []ledger.Reason{
 	ledger.ReasonReconcileNotFound, ledger.ReasonReconcileUnavailable, ledger.ReasonEvidenceConflict,
 	ledger.ReasonAttemptsExhausted, ledger.ReasonDuplicateText, ledger.ReasonSupersededSource,
 	ledger.ReasonContractChanged, ledger.ReasonRequestUnsendable, ledger.ReasonDependencyUnmet, ledger.ReasonOperatorParked,
-	ledger.ReasonRestoreParked,
+	ledger.ReasonRestoreParked, ledger.ReasonExpired, ledger.ReasonCancelled,
 	ledger.ReasonSendUnknown, ledger.ReasonReadbackMismatch, ledger.ReasonLeaseExpired, ledger.ReasonRestoreAhead,
 }
 
@@ -140,6 +140,24 @@ var runbook = map[ledger.Reason]runbookEntry{
 		Check: "the platform for the object, as for `reconcile_not_found`.",
 		Then:  "resolve as published with its id, or, with evidence that it is not there, not sent, send again (or resolve as failed).",
 		Fits:  []string{fitPublished, fitResend, fitFailed},
+	},
+	ledger.ReasonExpired: {
+		What: "The intent's `expires_at` passed before it was authorized (Begin or Authorize found it so: a long " +
+			"outage, a held account, a backlog, a retry that came late). Nothing was sent, and nothing ever will be: " +
+			"sending it again parks it again, because the expiry is part of the intent.",
+		Check: "why it waited so long (its history: a held account, a kill switch, failed attempts); many at once " +
+			"point at an outage, not at the intents.",
+		Then: "resolve as failed to close it; if the message still matters, the producer publishes it again as a new " +
+			"intent (a new `occurrence`) with a new `expires_at`.",
+		Fits: []string{fitFailed},
+	},
+	ledger.ReasonCancelled: {
+		What: "Its producer cancelled it (`atmost.cancel.<account-token>`, `client.Cancel` or `DELETE /v1/intents/{key}`) " +
+			"before it was authorized. Nothing was sent, and nothing will be: the producer's word stands.",
+		Check: "nothing: the history names who cancelled it (the producer's token, or `producer` on NATS) and when.",
+		Then: "resolve as failed if you want it closed; leave it parked otherwise. Only the producer decides to send " +
+			"it after all, as a new intent.",
+		Fits: []string{fitFailed},
 	},
 	ledger.ReasonSendUnknown: {
 		What: "The request was sent and no clear answer came back: a timeout, a reset, a 5xx, a success without an object id.",

@@ -33,6 +33,11 @@ type Intent struct {
 	ObjectID           string          `json:"object_id"`
 	CreatedAt          time.Time       `json:"created_at"`
 	UpdatedAt          time.Time       `json:"updated_at"`
+	// ReplyTo is the parent's delivery key of a reply; NotBefore and ExpiresAt the envelope's
+	// times as first stored.
+	ReplyTo   string     `json:"reply_to,omitempty"`
+	NotBefore *time.Time `json:"not_before,omitempty"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 }
 
 func IntentOf(in ledger.Intent, withRequest bool) Intent {
@@ -40,6 +45,10 @@ func IntentOf(in ledger.Intent, withRequest bool) Intent {
 		Key: in.Key.String(), Account: in.Account, Action: in.Action, Target: in.Target, Occurrence: in.Occurrence,
 		State: in.State, Reason: in.Reason, Seq: in.Seq, AttemptsAuthorized: in.AttemptsAuthorized, Epoch: in.Epoch,
 		Generation: in.Generation, LeaseExpiresAt: in.LeaseExpiresAt, ObjectID: in.ObjectID, CreatedAt: in.CreatedAt, UpdatedAt: in.UpdatedAt,
+		NotBefore: in.NotBefore, ExpiresAt: in.ExpiresAt,
+	}
+	if !in.ReplyTo.IsZero() {
+		j.ReplyTo = in.ReplyTo.String()
 	}
 	if in.Token != (identity.AttemptToken{}) {
 		token := in.Token.String()

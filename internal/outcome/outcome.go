@@ -35,11 +35,12 @@ import (
 	"github.com/atmost/atmost/pkg/ledger"
 )
 
-// Ledger is what the service reads: one intent by key, and the reject of one message. *ledger.Ledger
-// is one.
+// Ledger is what the service reads: one intent by key, and the reject of one message; and what
+// its cancel endpoint changes: one intent, by account and key. *ledger.Ledger is one.
 type Ledger interface {
 	Get(ctx context.Context, key identity.DeliveryKey) (ledger.Intent, error)
 	RejectAt(ctx context.Context, stream string, seq int64) (ledger.StoredRejection, error)
+	Cancel(ctx context.Context, account string, key identity.DeliveryKey, by ledger.Actor) (ledger.Cancellation, error)
 }
 
 // Config tunes the service. The zero value of every field means its default.
@@ -98,8 +99,8 @@ func Start(nc *nats.Conn, l Ledger, cfg Config) (*Service, error) {
 	}
 	s := &Service{nc: nc, ledger: l, cfg: cfg, work: make(chan asked), quit: make(chan struct{}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "atmost_status_requests_total",
-			Help: "Requests to the outcome service, by answer: found, rejected (ingest refused the message), not_found, bad_request, unavailable."}, []string{"answer"})}
-	for _, a := range []string{"found", "rejected", "not_found", "bad_request", "unavailable"} {
+			Help: "Requests to the outcome service, by answer: found, rejected (ingest refused the message), not_found, bad_request, unavailable; and to its cancel endpoint: cancelled, too_late."}, []string{"answer"})}
+	for _, a := range []string{"found", "rejected", "not_found", "bad_request", "unavailable", "cancelled", "too_late"} {
 		s.requests.WithLabelValues(a)
 	}
 	svc, err := micro.AddService(nc, micro.Config{
@@ -118,6 +119,11 @@ func Start(nc *nats.Conn, l Ledger, cfg Config) (*Service, error) {
 	err = svc.AddEndpoint("status", micro.HandlerFunc(s.hand),
 		micro.WithEndpointSubject(client.StatusSubjects),
 		micro.WithEndpointMetadata(map[string]string{"request": `{"delivery_key":"dk1:..."}`, "reply": "client.Outcome"}))
+	if err == nil {
+		err = svc.AddEndpoint("cancel", micro.HandlerFunc(s.hand),
+			micro.WithEndpointSubject(client.CancelSubjects),
+			micro.WithEndpointMetadata(map[string]string{"request": `{"delivery_key":"dk1:..."}`, "reply": "client.CancelResult"}))
+	}
 	if err != nil {
 		_ = svc.Stop()
 		close(s.quit)
@@ -183,6 +189,10 @@ func (s *Service) worker() {
 
 // answer reads the intent of one request and replies with its outcome or an error code.
 func (s *Service) answer(r asked) {
+	if token, ok := strings.CutPrefix(r.subject, "atmost.cancel."); ok {
+		s.cancel(r, token)
+		return
+	}
 	token := strings.TrimPrefix(r.subject, "atmost.status.")
 	account, err := identity.ParseAccountToken(token)
 	if err != nil {
@@ -329,6 +339,64 @@ func rejected(ctx context.Context, l Ledger, allowed func(string) bool, req clie
 	reason := identity.Reason(stored.Reason)
 	return client.Outcome{Key: req.Key, Account: account,
 		Rejected: &client.Rejection{Reason: reason, Detail: stored.Detail, Remedy: client.Remedy(reason, account)}}, nil
+}
+
+// CancelActor is the name the cancel endpoint writes to history: the producer that asked, known
+// only by the account of the subject NATS let it request on.
+const CancelActor = "producer"
+
+// cancel answers one request of the cancel endpoint: the intent of the subject's account is
+// parked cancelled if not yet authorized (ledger.Cancel decides, in one statement), and the
+// answer says cancelled or too late with its state. An intent of another account is not found.
+func (s *Service) cancel(r asked, token string) {
+	account, err := identity.ParseAccountToken(token)
+	if err != nil {
+		s.fail(r, string(AnswerBadRequest), client.CodeBadRequest, err.Error())
+		return
+	}
+	var req client.CancelRequest
+	dec := json.NewDecoder(bytes.NewReader(r.data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil || dec.More() || req.Key.IsZero() {
+		s.fail(r, string(AnswerBadRequest), client.CodeBadRequest, `the body must be {"delivery_key":"dk1:<64 hex>"}`)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+	defer cancel()
+	res, refusal := Cancel(ctx, s.ledger, account, req.Key, ledger.Actor{Name: CancelActor, Reason: "cancelled on " + r.subject})
+	if refusal != nil {
+		if refusal.Answer == AnswerUnavailable {
+			s.cfg.Logger.Warn("the cancel endpoint could not reach the ledger", zap.Stringer("delivery_key", req.Key), zap.Error(refusal.Err))
+		}
+		s.fail(r, string(refusal.Answer), refusal.Answer.Code(), refusal.Description)
+		return
+	}
+	if res.Cancelled {
+		s.requests.WithLabelValues("cancelled").Inc()
+	} else {
+		s.requests.WithLabelValues("too_late").Inc()
+	}
+	data, err := json.Marshal(res)
+	if err == nil {
+		err = s.nc.Publish(r.reply, data)
+	}
+	if err != nil {
+		s.cfg.Logger.Debug("the cancel endpoint could not answer", zap.Error(err))
+	}
+}
+
+// Cancel asks the ledger to cancel the intent of account with key, as the cancel endpoint and
+// ingest's HTTP API do: a result (cancelled, or too late with its state), or a Refusal (not
+// found, also for another account's intent; unavailable: ask again, a cancel is safe to repeat).
+func Cancel(ctx context.Context, l Ledger, account string, key identity.DeliveryKey, by ledger.Actor) (client.CancelResult, *Refusal) {
+	c, err := l.Cancel(ctx, account, key, by)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return client.CancelResult{}, &Refusal{Answer: AnswerNotFound, Description: fmt.Sprintf("no intent %s of this account", key)}
+	case err != nil:
+		return client.CancelResult{}, &Refusal{Answer: AnswerUnavailable, Description: "the ledger could not be reached; ask again", Err: err}
+	}
+	return client.CancelResult{Key: key, Account: account, Cancelled: c.Cancelled, State: c.State, Reason: c.Reason, Seq: c.Seq}, nil
 }
 
 func (s *Service) respond(r asked, out client.Outcome) {

@@ -74,11 +74,12 @@ func TestTheServiceAnswersWithAnOutcomeOrACode(t *testing.T) {
 	info := ask(t, nc, "$SRV.INFO."+client.StatusService, "")
 	var i micro.Info
 	require.NoError(t, json.Unmarshal(info.Data, &i))
-	require.Len(t, i.Endpoints, 1)
+	require.Len(t, i.Endpoints, 2)
 	require.Equal(t, client.StatusSubjects, i.Endpoints[0].Subject)
+	require.Equal(t, client.CancelSubjects, i.Endpoints[1].Subject)
 	require.Equal(t, client.StatusVersion, i.Version)
 
-	require.Equal(t, map[string]float64{"found": 1, "rejected": 0, "not_found": 2, "bad_request": 5, "unavailable": 0}, answers(t, svc))
+	require.Equal(t, map[string]float64{"found": 1, "rejected": 0, "not_found": 2, "bad_request": 5, "unavailable": 0, "cancelled": 0, "too_late": 0}, answers(t, svc))
 }
 
 // answers reads atmost_status_requests_total by answer.
@@ -180,4 +181,44 @@ func TestASequenceAloneAnswersWithTheKeyOfTheAccountsOwnMessage(t *testing.T) {
 	m = ask(t, nc, client.StatusSubject("acct-1"), badSeq)
 	require.Equal(t, client.CodeNotFound, m.Header.Get(micro.ErrorCodeHeader))
 	require.Contains(t, m.Header.Get(micro.ErrorHeader), "malformed_json")
+}
+
+// The cancel endpoint, through client.Cancel: an intent not yet authorized is parked cancelled
+// (and a repeated cancel says so again); one past authorization is too late, with its state;
+// another account's intent, asked for on this account's subject, is not found and untouched.
+func TestCancelParksTheAccountsOwnIntentsOnly(t *testing.T) {
+	t.Parallel()
+	w := worldtest.New(t)
+	w.Exec(`INSERT INTO accounts (account_id, platform) VALUES ('acct-1', 'sim'), ('acct-2', 'sim')`)
+	keys := w.Submit("acct-1", "cancel me", "send me")
+	svc, err := outcome.Start(connect(t, w.NATSURL), w.Ledger, outcome.Config{})
+	require.NoError(t, err)
+	t.Cleanup(svc.Stop)
+	c, err := client.New(connect(t, w.NATSURL), client.Config{})
+	require.NoError(t, err)
+
+	_, err = c.Cancel(w.Ctx, "acct-2", keys[0])
+	require.ErrorIs(t, err, client.ErrNotFound, "another account's intent is not found")
+	require.Equal(t, ledger.Pending, w.Intent(keys[0]).State)
+
+	res, err := c.Cancel(w.Ctx, "acct-1", keys[0])
+	require.NoError(t, err)
+	require.Equal(t, client.CancelResult{Key: keys[0], Account: "acct-1", Cancelled: true, State: atmosttype.Parked, Reason: atmosttype.ReasonCancelled, Seq: 2}, res)
+	again, err := c.Cancel(w.Ctx, "acct-1", keys[0])
+	require.NoError(t, err)
+	require.Equal(t, res, again, "a repeated cancel answers the same")
+	require.Equal(t, 1, w.Count(`SELECT count(*) FROM history WHERE delivery_key = $1 AND reason = 'cancelled' AND actor = $2`, keys[0].Bytes(), outcome.CancelActor))
+
+	claim, err := w.Ledger.Begin(w.Ctx, keys[1], [32]byte{1}, time.Minute)
+	require.NoError(t, err)
+	_, err = w.Ledger.Authorize(w.Ctx, claim, 2*time.Minute, "")
+	require.NoError(t, err)
+	late, err := c.Cancel(w.Ctx, "acct-1", keys[1])
+	require.NoError(t, err)
+	require.True(t, late.TooLate())
+	require.Equal(t, atmosttype.Authorized, late.State)
+
+	_, err = c.Cancel(w.Ctx, "acct-1", identity.DeliveryKey{})
+	require.ErrorContains(t, err, client.CodeBadRequest)
+	require.Equal(t, map[string]float64{"found": 0, "rejected": 0, "not_found": 1, "bad_request": 1, "unavailable": 0, "cancelled": 2, "too_late": 1}, answers(t, svc))
 }

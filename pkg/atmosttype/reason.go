@@ -36,6 +36,7 @@ const (
 	ReasonRestoreResumed Reason = "restore_resumed" // after a restore: the stream shows it pending, never authorized since the backup
 	ReasonHeld           Reason = "held"            // Authorize found the account holding: the claim ended, no attempt spent
 	ReasonAwaitingParent Reason = "awaiting_parent" // Authorize found a reply's parent not published yet: the claim ended, no attempt spent
+	ReasonNotDue         Reason = "not_due"         // Authorize found not_before still ahead: the claim ended, no attempt spent
 
 	ReasonAuthorized Reason = "authorized"
 
@@ -72,6 +73,8 @@ const (
 	ReasonRequestUnsendable    Reason = "request_unsendable"    // the platform adapter cannot render the request
 	ReasonRestoreParked        Reason = "restore_parked"        // after a restore: the stream shows steps the ledger lost and cannot redo
 	ReasonDependencyUnmet      Reason = "dependency_unmet"      // a reply's parent (reply_to) ended parked or failed for good: never published
+	ReasonExpired              Reason = "expired"               // expires_at passed before it was authorized: never sent
+	ReasonCancelled            Reason = "cancelled"             // its producer cancelled it before it was authorized: never sent
 )
 
 // ReasonRule is where a reason leads.
@@ -90,6 +93,7 @@ var reasons = map[Reason]ReasonRule{
 	ReasonRestoreResumed: {Pending, Progress},
 	ReasonHeld:           {Pending, Progress},
 	ReasonAwaitingParent: {Pending, Progress},
+	ReasonNotDue:         {Pending, Progress},
 
 	ReasonAuthorized: {Authorized, Progress},
 
@@ -126,6 +130,8 @@ var reasons = map[Reason]ReasonRule{
 	ReasonRequestUnsendable:    {Parked, Human},
 	ReasonRestoreParked:        {Parked, Human},
 	ReasonDependencyUnmet:      {Parked, Human},
+	ReasonExpired:              {Parked, Human},
+	ReasonCancelled:            {Parked, Human},
 }
 
 // Reasons returns every reason the ledger writes with its state and retryability (a new map

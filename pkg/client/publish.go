@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -38,6 +39,13 @@ type Intent struct {
 	// published, then targets the object it created. It is part of the delivery key. A thread
 	// is each post's ReplyTo set to the key of the post before it (docs/producers.md#replies-and-threads).
 	ReplyTo identity.DeliveryKey
+	// NotBefore, when not zero, is the earliest time the intent may be sent: it waits, spending
+	// no attempt, and ingest refuses one more than identity.MaxScheduleAhead ahead. ExpiresAt,
+	// when not zero, is when it stops being worth sending: from then on it is parked expired
+	// and never sent, whatever else happens (a retry, an outage, a restore). Neither is part of
+	// the delivery key: publishing the intent again with other times is the same intent, and
+	// the times stored first stand.
+	NotBefore, ExpiresAt time.Time
 }
 
 // Envelope validates the intent with the rules ingest applies, and returns it in canonical
@@ -58,10 +66,18 @@ func (i Intent) Envelope() (identity.Envelope, error) {
 		request = b
 	}
 	e, err := identity.NewEnvelope(i.Account, i.Action, i.Target, request, i.Occurrence, i.Source)
-	if err != nil || i.ReplyTo.IsZero() {
+	if err != nil {
 		return e, err
 	}
-	return e.InReplyTo(i.ReplyTo)
+	if !i.ReplyTo.IsZero() {
+		if e, err = e.InReplyTo(i.ReplyTo); err != nil {
+			return e, err
+		}
+	}
+	if i.NotBefore.IsZero() && i.ExpiresAt.IsZero() {
+		return e, nil
+	}
+	return e.WithSchedule(i.NotBefore, i.ExpiresAt)
 }
 
 // Receipt is JetStream's acknowledgement of one published intent. It says the message is

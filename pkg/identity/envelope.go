@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/atmost/atmost/pkg/identity/canonicaljson"
@@ -29,6 +30,9 @@ const (
 	MaxOccurrenceBytes = 128
 	// MaxSourceIDBytes bounds source.id, measured after CanonicalSourceID.
 	MaxSourceIDBytes = 2048
+	// MaxScheduleAhead bounds how far ahead of ingest's clock not_before may lie when the
+	// intent is stored (CheckSchedule): an intent is a send to make, not a calendar.
+	MaxScheduleAhead = 30 * 24 * time.Hour
 )
 
 // EnvelopeVersion is the only envelope version ("v") this package accepts.
@@ -67,6 +71,12 @@ type Envelope struct {
 	// targets the object it created. It is part of the delivery key; the
 	// object id, known only later, never is.
 	ReplyTo DeliveryKey
+	// NotBefore, if not zero, is the earliest time the intent may be authorized; ExpiresAt, if
+	// not zero, the time from which it never will be (it is parked expired). Both are in UTC,
+	// to the microsecond, and ExpiresAt is after NotBefore when both are set. They are
+	// attributes of the intent, never part of the delivery key: an intent published again
+	// with other times is the same intent, and the first stored times stand.
+	NotBefore, ExpiresAt time.Time
 }
 
 // Source is the optional source reference of an envelope.
@@ -80,7 +90,7 @@ type Source struct {
 // envelopeFields are the members an envelope may have. Anything else is
 // rejected: a field this version does not understand might have been meant to
 // change what is sent, and guessing is not allowed.
-var envelopeFields = []string{"v", "account", "action", "target", "request", "occurrence", "source", "reply_to"}
+var envelopeFields = []string{"v", "account", "action", "target", "request", "occurrence", "source", "reply_to", "not_before", "expires_at"}
 
 var sourceFields = []string{"id", "version"}
 
@@ -251,8 +261,8 @@ func (e Envelope) TextHash() (TextHash, bool) {
 }
 
 // Canonical returns the whole envelope as RFC 8785 canonical JSON, with
-// target and occurrence always present (as "" when empty) and source and
-// reply_to present only when set. ParseEnvelope(e.Canonical()) yields an Envelope equal to e.
+// target and occurrence always present (as "" when empty) and source,
+// reply_to, not_before and expires_at present only when set. ParseEnvelope(e.Canonical()) yields an Envelope equal to e.
 // It is the form to store and to republish.
 func (e Envelope) Canonical() []byte {
 	b := make([]byte, 0, 160+len(e.Account)+len(e.Target)+len(e.Request)+len(e.Occurrence))
@@ -260,6 +270,14 @@ func (e Envelope) Canonical() []byte {
 	b = canonicaljson.AppendString(b, e.Account)
 	b = append(b, `,"action":`...)
 	b = canonicaljson.AppendString(b, e.Action)
+	if !e.ExpiresAt.IsZero() {
+		b = append(b, `,"expires_at":`...)
+		b = canonicaljson.AppendString(b, FormatTime(e.ExpiresAt))
+	}
+	if !e.NotBefore.IsZero() {
+		b = append(b, `,"not_before":`...)
+		b = canonicaljson.AppendString(b, FormatTime(e.NotBefore))
+	}
 	b = append(b, `,"occurrence":`...)
 	b = canonicaljson.AppendString(b, e.Occurrence)
 	if !e.ReplyTo.IsZero() {
@@ -290,7 +308,8 @@ func (e Envelope) Canonical() []byte {
 // (Request by bytes, Source by value).
 func (e Envelope) Equal(o Envelope) bool {
 	if e.V != o.V || e.Account != o.Account || e.Action != o.Action || e.Target != o.Target ||
-		e.Occurrence != o.Occurrence || e.ReplyTo != o.ReplyTo || !bytes.Equal(e.Request, o.Request) {
+		e.Occurrence != o.Occurrence || e.ReplyTo != o.ReplyTo || !bytes.Equal(e.Request, o.Request) ||
+		!e.NotBefore.Equal(o.NotBefore) || !e.ExpiresAt.Equal(o.ExpiresAt) {
 		return false
 	}
 	if e.Source == nil || o.Source == nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -127,6 +128,10 @@ func envelopeRejectCases() []rejectCase {
 			strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}`, ReasonMalformedJSON, "nesting"},
 		{"inexact number outside request", `{"v":1.00000000000000001}`, ReasonMalformedJSON, "$.v"},
 		{"array", `[1]`, ReasonNotObject, "an array"},
+		{"not_before not a time", `{"v":1,"account":"a","action":"post","request":{},"not_before":"tomorrow"}`, ReasonInvalidTime, "not an RFC 3339 time"},
+		{"expires_at a number", `{"v":1,"account":"a","action":"post","request":{},"expires_at":1765000000}`, ReasonInvalidTime, "must be an RFC 3339 string"},
+		{"expires_at not after not_before", `{"v":1,"account":"a","action":"post","request":{},"not_before":"2026-12-07T09:00:00Z","expires_at":"2026-12-07T10:00:00+01:00"}`, ReasonInvalidTime, "is not after not_before"},
+		{"not_before before 2000", `{"v":1,"account":"a","action":"post","request":{},"not_before":"1999-12-31T23:59:59Z"}`, ReasonInvalidTime, "before the year 2000"},
 		{"string", `"post"`, ReasonNotObject, "a string"},
 		{"duplicate top-level field", `{"v":1,"v":1}`, ReasonDuplicateField, `"v"`},
 		{"duplicate field in request", `{"v":1,"account":"a","action":"post","request":{"text":"a","text":"b"}}`, ReasonDuplicateField, "$.request"},
@@ -352,4 +357,25 @@ func TestValidateAccountFollowsTheEnvelopesRule(t *testing.T) {
 			require.Equal(t, ReasonInvalidAccount, rej.Reason)
 		}
 	}
+}
+
+// WithSchedule sets the times as ParseEnvelope reads them: the canonical form parses back to
+// the same envelope, the key does not move, and the checks are the parser's.
+func TestWithScheduleRoundTrips(t *testing.T) {
+	e := mustEnvelope(t, `{"v":1,"account":"a","action":"post","request":{"text":"at nine"}}`)
+	nb := time.Date(2026, 12, 8, 9, 0, 0, 123456789, time.FixedZone("CET", 3600))
+	s, err := e.WithSchedule(nb, nb.Add(time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, e.DeliveryKey(), s.DeliveryKey())
+	require.True(t, s.NotBefore.Equal(nb.Truncate(time.Microsecond)))
+	back, err := ParseEnvelope(s.Canonical())
+	require.NoError(t, err)
+	require.True(t, back.Equal(s), "%s", s.Canonical())
+	require.Contains(t, string(s.Canonical()), `"not_before":"2026-12-08T08:00:00.123456Z"`)
+	_, err = e.WithSchedule(nb, nb)
+	var re *RejectError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, ReasonInvalidTime, re.Reason)
+	require.NoError(t, s.CheckSchedule(nb.Add(-MaxScheduleAhead)))
+	require.ErrorAs(t, s.CheckSchedule(nb.Add(-MaxScheduleAhead-time.Second)), &re)
 }

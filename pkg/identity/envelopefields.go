@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -101,6 +102,15 @@ func envelopeFromObject(root *canonicaljson.Value) (Envelope, error) {
 	}
 	if !e.ReplyTo.IsZero() && e.DeliveryKey() == e.ReplyTo {
 		return Envelope{}, reject(ReasonInvalidTarget, "reply_to is the intent's own key")
+	}
+	if e.NotBefore, err = timeField(root, "not_before"); err != nil {
+		return Envelope{}, err
+	}
+	if e.ExpiresAt, err = timeField(root, "expires_at"); err != nil {
+		return Envelope{}, err
+	}
+	if !e.NotBefore.IsZero() && !e.ExpiresAt.IsZero() && !e.ExpiresAt.After(e.NotBefore) {
+		return Envelope{}, reject(ReasonInvalidTime, "expires_at "+FormatTime(e.ExpiresAt)+" is not after not_before "+FormatTime(e.NotBefore))
 	}
 	if n := len(e.Canonical()); n > MaxEnvelopeBytes {
 		return Envelope{}, reject(ReasonTooLarge, fmt.Sprintf("canonical form is %d bytes; the limit is %d", n, MaxEnvelopeBytes))
@@ -277,4 +287,70 @@ func ValidateAccount(account string) error {
 		return reject(ReasonInvalidAccount, "account is not valid UTF-8")
 	}
 	return checkNoControl("account", account, ReasonInvalidAccount)
+}
+
+// timeField reads an optional RFC 3339 time member (absent means the zero time): in UTC,
+// truncated to the microsecond, the precision the ledger stores.
+func timeField(root *canonicaljson.Value, name string) (time.Time, error) {
+	v, ok := root.Member(name)
+	if !ok {
+		return time.Time{}, nil
+	}
+	if v.Kind != canonicaljson.KindString {
+		return time.Time{}, reject(ReasonInvalidTime, name+" must be an RFC 3339 string, got "+canonicaljson.Article(v.Kind)+byteAt(v.Offset))
+	}
+	t, err := time.Parse(time.RFC3339Nano, v.Str)
+	if err != nil {
+		return time.Time{}, reject(ReasonInvalidTime, name+" "+quoteShort(v.Str)+" is not an RFC 3339 time"+byteAt(v.Offset))
+	}
+	if t.Year() < 2000 {
+		// The zero time means "none": a time this early is a mistake, never a schedule.
+		return time.Time{}, reject(ReasonInvalidTime, name+" "+quoteShort(v.Str)+" is before the year 2000"+byteAt(v.Offset))
+	}
+	return t.UTC().Truncate(time.Microsecond), nil
+}
+
+// FormatTime is how an envelope writes not_before and expires_at: RFC 3339 in UTC, with as
+// many fractional digits as it needs.
+func FormatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// CheckSchedule is the limit of the envelope's times that depends on the clock, which ingest
+// applies when it stores the intent: not_before at most MaxScheduleAhead after now. A
+// *RejectError (invalid_time) when it is further ahead.
+func (e Envelope) CheckSchedule(now time.Time) error {
+	if !e.NotBefore.IsZero() && e.NotBefore.After(now.Add(MaxScheduleAhead)) {
+		return reject(ReasonInvalidTime, fmt.Sprintf("not_before %s is more than %s ahead", FormatTime(e.NotBefore), MaxScheduleAhead))
+	}
+	return nil
+}
+
+// WithSchedule returns e with the times given (the zero time: none), checked as ParseEnvelope
+// checks them: it is how a Go producer sets them, since NewEnvelope takes the fields of the
+// delivery key.
+func (e Envelope) WithSchedule(notBefore, expiresAt time.Time) (Envelope, error) {
+	str := func(t time.Time) canonicaljson.Value {
+		return canonicaljson.Value{Kind: canonicaljson.KindString, Str: FormatTime(t), Offset: -1}
+	}
+	// Members in canonical order, as Member looks them up.
+	root := canonicaljson.Value{Kind: canonicaljson.KindObject, Offset: -1}
+	if !expiresAt.IsZero() {
+		root.Obj = append(root.Obj, canonicaljson.Member{Key: "expires_at", Val: str(expiresAt)})
+	}
+	if !notBefore.IsZero() {
+		root.Obj = append(root.Obj, canonicaljson.Member{Key: "not_before", Val: str(notBefore)})
+	}
+	var err error
+	if e.NotBefore, err = timeField(&root, "not_before"); err != nil {
+		return Envelope{}, err
+	}
+	if e.ExpiresAt, err = timeField(&root, "expires_at"); err != nil {
+		return Envelope{}, err
+	}
+	if !e.NotBefore.IsZero() && !e.ExpiresAt.IsZero() && !e.ExpiresAt.After(e.NotBefore) {
+		return Envelope{}, reject(ReasonInvalidTime, "expires_at "+FormatTime(e.ExpiresAt)+" is not after not_before "+FormatTime(e.NotBefore))
+	}
+	if n := len(e.Canonical()); n > MaxEnvelopeBytes {
+		return Envelope{}, reject(ReasonTooLarge, fmt.Sprintf("canonical form is %d bytes; the limit is %d", n, MaxEnvelopeBytes))
+	}
+	return e, nil
 }

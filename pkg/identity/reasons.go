@@ -81,6 +81,10 @@ const (
 	// its reply, never a producer's intent. Ingest decides it; this package
 	// never returns it.
 	ReasonMisdirectedReply Reason = "misdirected_reply"
+	// ReasonInvalidTime: not_before or expires_at is not an RFC 3339 time,
+	// expires_at is not after not_before, or (decided by ingest against its
+	// clock) not_before lies more than MaxScheduleAhead ahead.
+	ReasonInvalidTime Reason = "invalid_time"
 )
 
 var allReasons = []Reason{
@@ -105,6 +109,7 @@ var allReasons = []Reason{
 	ReasonInvalidHeader,
 	ReasonUnstorable,
 	ReasonMisdirectedReply,
+	ReasonInvalidTime,
 }
 
 // AllReasons returns every Reason, in a fixed order. The slice is a copy.

@@ -31,6 +31,7 @@ const (
 	ruleDepth       = "Nesting"
 	ruleByteLengths = "Lengths in bytes"
 	ruleSourceID    = "The canonical source id"
+	ruleTimes       = "Times"
 )
 
 // parserOnly names the fixtures (identity vectors, envelopeRejectCases and the cases below)
@@ -56,6 +57,8 @@ var parserOnly = map[string]string{
 	"source id with control":                    ruleSourceID,
 	"source id too long":                        ruleSourceID,
 	"source id too long once its space is kept": ruleSourceID,
+	"expires_at not after not_before":           ruleTimes,
+	"not_before before 2000":                    ruleTimes,
 }
 
 // schemaCases are fixtures of this test's own: one or more for each rule the schema cannot say
@@ -153,7 +156,7 @@ func TestTheEnvelopeSchemaAgreesWithTheParser(t *testing.T) {
 	require.Positive(t, accepted)
 	require.Positive(t, refused)
 
-	rules := []string{ruleUTF8, ruleSize, ruleDuplicates, ruleNumbers, ruleDepth, ruleByteLengths, ruleSourceID}
+	rules := []string{ruleUTF8, ruleSize, ruleDuplicates, ruleNumbers, ruleDepth, ruleByteLengths, ruleSourceID, ruleTimes}
 	for _, r := range rules {
 		require.True(t, shown[r], "no fixture shows the rule %q in the parser alone", r)
 	}

@@ -53,6 +53,8 @@ type BeginResult struct {
 	// Outbox is what Begin left in the outbox of the intent (the claim or the park, a stale
 	// claim's abandonment before either), for its writer to publish.
 	Outbox Outboxed
+	// NotBefore is the intent's not_before when Err is ErrNotDue: the work waits until then.
+	NotBefore time.Time
 }
 
 // Begin opens one attempt on a pending intent and returns its claim. It is the only creator
@@ -60,7 +62,8 @@ type BeginResult struct {
 // lease is live (so a worker restarted after a crash before Authorize cannot claim twice), and
 // with ErrInvalidTransition unless the intent is pending. An earlier claim whose lease expired
 // is closed as abandoned first. When the attempt cap is reached, Begin parks the intent and
-// returns ErrAttemptsExhausted. While the intent's account holds (AccountHealth), Begin opens
+// returns ErrAttemptsExhausted. At or after the intent's expires_at it parks it expired and
+// returns ErrExpired; before its not_before it opens nothing and returns ErrNotDue. While the intent's account holds (AccountHealth), Begin opens
 // no attempt and returns ErrAccountHolding, except for the one intent that takes a due probe.
 func (l *Ledger) Begin(ctx context.Context, key identity.DeliveryKey, requestHash [32]byte, lease time.Duration) (Claim, error) {
 	res, err := l.BeginMany(ctx, []BeginRequest{{Key: key, RequestHash: requestHash}}, lease)
@@ -127,6 +130,10 @@ func (l *Ledger) BeginMany(ctx context.Context, reqs []BeginRequest, lease time.
 			out[i].Err = refused(OpBegin, ErrInvalidTransition, prior)
 		case row.Outcome.String == "holding":
 			out[i].Err = refused(OpBegin, ErrAccountHolding, prior)
+		case row.Outcome.String == "not_due" && row.NotBefore != nil:
+			out[i].Err, out[i].NotBefore = refused(OpBegin, ErrNotDue, prior), *row.NotBefore
+		case row.Outcome.String == "expired" && row.NewState.String == string(Parked):
+			out[i].Err = refused(OpBegin, ErrExpired, prior)
 		case row.Outcome.String != "claim" || !row.AttemptWritten || row.LeaseExpiresAt == nil:
 			// A live claim, or (impossible under the row lock) a claim lost between the look
 			// and the update: either way another attempt holds the intent.

@@ -30,6 +30,21 @@ import (
 // Every other test of this package is in cockroachLeftOut with the reason, and
 // TestTheCockroachLaneNamesEveryLedgerTest keeps the two lists complete.
 var cockroachSuite = []func(*testing.T){
+	// Time and cancel: not_before, expires_at and the producer's cancel.
+	TestBeginOpensNoAttemptBeforeNotBefore,
+	TestAuthorizeRefusesAClaimBeforeNotBefore,
+	TestBeginParksAnExpiredIntent,
+	TestAuthorizeParksAClaimThatExpired,
+	TestAnExpiredIntentIsNeverSentAfterARetryAHoldOrARestore,
+	TestTheFirstStoredTimesStand,
+	TestConcurrentBeginsOnANotDueIntentWriteNothing,
+	TestStrandedPendingWaitsForNotBeforeThenCountsAtOnce,
+	TestARestoredIntentKeepsItsTimes,
+	TestCancelParksAnIntentNotYetAuthorized,
+	TestCancelIsTooLateOnceAuthorized,
+	TestCancelIsScopedToTheAccount,
+	TestCancelRacingTheDispatcherHasExactlyOneWinner,
+
 	// The state machine, end to end.
 	TestSubmitCreatesOnceAndReportsDuplicates,
 	TestSubmitTracedStoresTheTraceparentWithTheIntentItCreates,

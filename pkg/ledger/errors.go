@@ -42,6 +42,12 @@ var (
 	// opened no attempt, and the intent waits pending until a probe, the account's healing or
 	// an operator's resume lets it through.
 	ErrAccountHolding = errors.New("ledger: the account holds: no attempt while its platform cannot take anything")
+	// ErrNotDue: the intent's not_before is still ahead: Begin opened no attempt and changed
+	// nothing (BeginResult.NotBefore says until when to wait).
+	ErrNotDue = errors.New("ledger: not_before is still ahead: no attempt before it")
+	// ErrExpired: the intent's expires_at has passed: Begin parked it expired instead of
+	// opening an attempt, and it is never sent.
+	ErrExpired = errors.New("ledger: expires_at has passed, intent parked")
 )
 
 // RefusedError is returned for an operation the ledger refused: Err is one of the sentinels

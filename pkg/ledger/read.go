@@ -43,6 +43,9 @@ type Intent struct {
 	// TraceParent is the W3C traceparent the intent was stored with (pkg/tracecontext), ""
 	// for none: tracing only, never part of what is sent or decided.
 	TraceParent string
+	// NotBefore and ExpiresAt are the envelope's times as first stored (nil for none): Begin
+	// and Authorize wait for the one and park the intent expired from the other.
+	NotBefore, ExpiresAt *time.Time
 }
 
 // Attempt is one immutable attempt row.
@@ -203,7 +206,7 @@ func intentFromRow(r dbsqlc.Intent) (Intent, error) {
 		Occurrence: r.Occurrence, SourceID: r.SourceID.String, State: State(r.State), Reason: Reason(r.Reason), Seq: r.TransitionSeq,
 		AttemptsAuthorized: int(r.AttemptsAuthorized), Epoch: r.Epoch.Int64, Generation: r.Generation.Int64,
 		LeaseExpiresAt: r.LeaseExpiresAt, ObjectID: r.ObjectID.String, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
-		TraceParent: r.Traceparent.String,
+		TraceParent: r.Traceparent.String, NotBefore: r.NotBefore, ExpiresAt: r.ExpiresAt,
 	}
 	if r.AttemptToken != nil {
 		if in.Token, err = identity.AttemptTokenFromBytes(r.AttemptToken); err != nil {

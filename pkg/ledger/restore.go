@@ -282,6 +282,7 @@ func restoreWrite(ctx context.Context, q *dbsqlc.Queries, h StreamHistory, v dbs
 				c.ReplyTo = e.ReplyTo.Bytes() // a reply recreated still waits for its parent
 			}
 			c.Action, c.Target, c.Request, c.Occurrence = e.Action, e.Target, string(e.Request), e.Occurrence
+			c.NotBefore, c.ExpiresAt = scheduleText(e.NotBefore), scheduleText(e.ExpiresAt)
 			if th, ok := e.TextHash(); ok {
 				c.TextHash = th.Bytes()
 			}

@@ -53,12 +53,13 @@ const (
 	OpReconcile Operation = "reconcile"
 	OpPark      Operation = "park"
 	OpResolve   Operation = "resolve"
+	OpCancel    Operation = "cancel"
 )
 
 // Operations lists every operation (a new slice at each call).
 func Operations() []Operation { return slices.Clone(operations) }
 
-var operations = []Operation{OpSubmit, OpBegin, OpAuthorize, OpComplete, OpRetry, OpExpire, OpReconcile, OpPark, OpResolve}
+var operations = []Operation{OpSubmit, OpBegin, OpAuthorize, OpComplete, OpRetry, OpExpire, OpReconcile, OpPark, OpResolve, OpCancel}
 
 // Transitions returns the state machine as data (a deep copy at each call): for each phase and operation, the states the
 // operation may lead to. A missing entry means the operation is refused in that phase and
@@ -84,17 +85,20 @@ var transitions = map[Phase]map[Operation][]State{
 		OpSubmit: {Pending},
 	},
 	PhasePendingFree: {
-		OpBegin: {Pending, Parked}, // a claim (none while the account holds), or parked when the attempt cap is reached
-		OpPark:  {Parked},
+		OpBegin:  {Pending, Parked}, // a claim (none while the account holds or before not_before), or parked when the attempt cap is reached or expires_at passed
+		OpPark:   {Parked},
+		OpCancel: {Parked}, // cancelled: not yet authorized
 	},
 	PhasePendingClaimed: {
-		OpAuthorize: {Authorized, Failed, Parked, Pending}, // passed, a transient gate, a terminal gate, the account holds or a reply's parent is not published
+		OpAuthorize: {Authorized, Failed, Parked, Pending}, // passed, a transient gate, a terminal gate (expired among them), the account holds, not_before is ahead or a reply's parent is not published
 		OpPark:      {Parked},
+		OpCancel:    {Parked}, // the claim is not an authorization: Authorize's fence then refuses it
 	},
 	PhasePendingStale: {
 		OpBegin:  {Pending, Parked}, // the stale claim is abandoned, then as from PhasePendingFree
 		OpExpire: {Pending},         // abandoned: nothing was sent, the intent is free
 		OpPark:   {Parked},
+		OpCancel: {Parked},
 	},
 	PhaseAuthorizedLive: {
 		OpComplete: {Published, Failed, Indeterminate},
@@ -105,8 +109,9 @@ var transitions = map[Phase]map[Operation][]State{
 		OpPark:     {Parked},
 	},
 	PhaseFailed: {
-		OpRetry: {Pending, Parked}, // parked when the attempt cap is reached
-		OpPark:  {Parked},
+		OpRetry:  {Pending, Parked}, // parked when the attempt cap is reached
+		OpPark:   {Parked},
+		OpCancel: {Parked}, // nothing was sent: the retry it waits for never comes
 	},
 	PhaseIndeterminate: {
 		OpReconcile: {Published, Failed, Parked},
@@ -147,6 +152,7 @@ var guards = map[Operation][]string{
 	OpPark: {"operator.sql: IntentPark", "fence.sql: IntentParkUnsendable", "fence.sql: IntentsParkSuperseded",
 		"recovery.sql: IntentsParkUnreconciled", "replies.sql: IntentsParkDependencyUnmet"},
 	OpResolve: {"operator.sql: IntentResolve"},
+	OpCancel:  {"cancel.sql: IntentCancel"},
 }
 
 // reasonsOf lists, in order, the reasons that lead to state: the scans name them so that

@@ -87,7 +87,8 @@ func types(e ast.Expr) string {
 func TestQueriesWriteOnlyKnownReasons(t *testing.T) {
 	other := map[string]bool{
 		// verdicts and outcomes inside statements
-		"claim": true, "claimed": true, "exhausted": true, "invalid_transition": true, "lease_lost": true,
+		"too_late": true,
+		"claim":    true, "claimed": true, "exhausted": true, "invalid_transition": true, "lease_lost": true,
 		"fenced": true, "request_mismatch": true, "ok": true, "retry": true, "park": true, "lease_live": true,
 		// attempt_evidence outcomes and reconciliation steps and results
 		"success": true, "not_sent": true, "unknown": true, "resolved": true, "found": true,

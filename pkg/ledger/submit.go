@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -107,6 +108,8 @@ func newSubmitBatch(intents []identity.Envelope, traceparents []string, actor st
 			textHash = h.Bytes()
 		}
 		p.TextHashes = append(p.TextHashes, textHash)
+		p.NotBefores = append(p.NotBefores, scheduleText(e.NotBefore))
+		p.ExpiresAts = append(p.ExpiresAts, scheduleText(e.ExpiresAt))
 		sourceID, sourceVersion := "", []byte{}
 		if e.Source != nil {
 			sourceID, sourceVersion = e.Source.ID, e.Source.Version.Bytes()
@@ -170,4 +173,12 @@ func (b *submitBatch) answer(rows []dbsqlc.IntentSubmitRow, before *earlier) ([]
 		}
 	}
 	return b.results, nil
+}
+
+// scheduleText is how Submit passes an envelope's time: RFC 3339, "" for none.
+func scheduleText(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return identity.FormatTime(t)
 }

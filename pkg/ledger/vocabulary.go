@@ -36,6 +36,7 @@ const (
 	ReasonRestoreResumed       = atmosttype.ReasonRestoreResumed
 	ReasonHeld                 = atmosttype.ReasonHeld
 	ReasonAwaitingParent       = atmosttype.ReasonAwaitingParent
+	ReasonNotDue               = atmosttype.ReasonNotDue
 	ReasonAuthorized           = atmosttype.ReasonAuthorized
 	ReasonPublished            = atmosttype.ReasonPublished
 	ReasonPublishedUnread      = atmosttype.ReasonPublishedUnread
@@ -67,6 +68,8 @@ const (
 	ReasonRequestUnsendable    = atmosttype.ReasonRequestUnsendable
 	ReasonRestoreParked        = atmosttype.ReasonRestoreParked
 	ReasonDependencyUnmet      = atmosttype.ReasonDependencyUnmet
+	ReasonExpired              = atmosttype.ReasonExpired
+	ReasonCancelled            = atmosttype.ReasonCancelled
 	Sent                       = atmosttype.Sent
 	NotSent                    = atmosttype.NotSent
 	Unknown                    = atmosttype.Unknown

@@ -92,6 +92,11 @@ func (e *env) apply(op ledger.Operation, s subject) (accepted bool, err error) {
 		err = e.l.Park(e.ctx, s.key, ledger.Actor{Name: "operator", Reason: "walk"})
 	case ledger.OpResolve:
 		err = e.l.Resolve(e.ctx, s.key, ledger.Failed, "", ledger.Actor{Name: "operator", Reason: "checked the platform by hand"})
+	case ledger.OpCancel:
+		var c ledger.Cancellation
+		if c, err = e.l.Cancel(e.ctx, account, s.key, ledger.Actor{Name: "producer", Reason: "walk"}); err == nil {
+			return c.Changed, nil
+		}
 	default:
 		return false, fmt.Errorf("no way to apply %s", op)
 	}

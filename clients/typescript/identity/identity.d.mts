@@ -25,6 +25,9 @@ export interface ParsedEnvelope {
   source: { id: string; version: string } | null;
   /** The parent's delivery key (reply_to), "" for an intent with a literal target. */
   replyTo: string;
+  /** not_before and expires_at in their canonical spelling (UTC), null when absent: outside the key. */
+  notBefore: string | null;
+  expiresAt: string | null;
 }
 
 export function isWhiteSpace(c: number): boolean;

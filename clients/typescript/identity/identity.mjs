@@ -348,7 +348,7 @@ export function canonicalObject(input) {
 // ---- the envelope ---------------------------------------------------------------------------
 
 export const MAX_ENVELOPE_BYTES = 64 << 10;
-const FIELDS = ['v', 'account', 'action', 'target', 'request', 'occurrence', 'source', 'reply_to'];
+const FIELDS = ['v', 'account', 'action', 'target', 'request', 'occurrence', 'source', 'reply_to', 'not_before', 'expires_at'];
 const isControl = (s) => /[\u0000-\u001f\u007f-\u009f]/.test(s);
 
 function rejectJSON(e) {
@@ -440,8 +440,54 @@ export function parseEnvelope(input) {
   }
   const e = { account, action, target, request, occurrence, source, replyTo };
   if (replyTo !== '' && deliveryKey(e) === replyTo) throw new RejectError('invalid_target', "reply_to is the intent's own key");
+  const notBefore = timeField(obj, 'not_before');
+  const expiresAt = timeField(obj, 'expires_at');
+  if (notBefore !== null && expiresAt !== null && expiresAt.micros <= notBefore.micros) {
+    throw new RejectError('invalid_time', 'expires_at is not after not_before');
+  }
+  e.notBefore = notBefore && notBefore.text;
+  e.expiresAt = expiresAt && expiresAt.text;
   if (utf8.encode(canonicalEnvelope(e)).length > MAX_ENVELOPE_BYTES) throw new RejectError('too_large', 'canonical form over 64 KiB');
   return e;
+}
+
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|([+-])(\d{2}):(\d{2}))$/;
+
+/**
+ * timeField reads an optional RFC 3339 member as Go's ParseEnvelope does: null when absent,
+ * else { micros (BigInt, since the epoch, truncated to the microsecond), text (the canonical
+ * spelling: UTC, trailing zeros of the fraction dropped) }.
+ */
+function timeField(obj, name) {
+  const v = obj.get(name);
+  if (v === undefined) return null;
+  if (v.kind !== 'string') throw new RejectError('invalid_time', `${name} must be an RFC 3339 string`);
+  const m = RFC3339.exec(v.value);
+  if (!m) throw new RejectError('invalid_time', `${name} is not an RFC 3339 time`);
+  const [Y, M, D, h, mi, s] = m.slice(1, 7).map(Number);
+  const days = new Date(Date.UTC(Y, M, 0)).getUTCDate();
+  if (M < 1 || M > 12 || D < 1 || D > days || h > 23 || mi > 59 || s > 59) {
+    throw new RejectError('invalid_time', `${name} is not an RFC 3339 time`);
+  }
+  let offset = 0;
+  if (m[8] !== 'Z') {
+    const oh = Number(m[10]), om = Number(m[11]);
+    if (oh > 23 || om > 59) throw new RejectError('invalid_time', `${name} is not an RFC 3339 time`);
+    offset = (m[9] === '-' ? -1 : 1) * (oh * 60 + om) * 60;
+  }
+  if (Y < 2000) throw new RejectError('invalid_time', `${name} is before the year 2000`);
+  const d = new Date(0);
+  d.setUTCFullYear(Y, M - 1, D);
+  d.setUTCHours(h, mi, s, 0);
+  const seconds = BigInt(d.getTime() / 1000 - offset);
+  const frac = BigInt((m[7] || '').padEnd(6, '0').slice(0, 6));
+  const micros = seconds * 1000000n + frac;
+  const u = new Date(Number(seconds) * 1000);
+  const pad = (n, w) => String(n).padStart(w, '0');
+  let text = `${pad(u.getUTCFullYear(), 4)}-${pad(u.getUTCMonth() + 1, 2)}-${pad(u.getUTCDate(), 2)}T` +
+    `${pad(u.getUTCHours(), 2)}:${pad(u.getUTCMinutes(), 2)}:${pad(u.getUTCSeconds(), 2)}`;
+  if (frac !== 0n) text += '.' + pad(frac, 6).replace(/0+$/, '');
+  return { micros, text: text + 'Z' };
 }
 
 /** canonicalEnvelope is the envelope as RFC 8785 JSON, target and occurrence always present. */
@@ -449,7 +495,9 @@ export function canonicalEnvelope(e) {
   const q = JSON.stringify;
   const source = e.source ? `,"source":{"id":${q(e.source.id)},"version":${q(e.source.version)}}` : '';
   const replyTo = e.replyTo ? `,"reply_to":${q(e.replyTo)}` : '';
-  return `{"account":${q(e.account)},"action":${q(e.action)},"occurrence":${q(e.occurrence)}${replyTo},"request":${e.request}${source},"target":${q(e.target)},"v":1}`;
+  const expires = e.expiresAt ? `,"expires_at":${q(e.expiresAt)}` : '';
+  const notBefore = e.notBefore ? `,"not_before":${q(e.notBefore)}` : '';
+  return `{"account":${q(e.account)},"action":${q(e.action)}${expires}${notBefore},"occurrence":${q(e.occurrence)}${replyTo},"request":${e.request}${source},"target":${q(e.target)},"v":1}`;
 }
 
 /**

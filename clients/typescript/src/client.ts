@@ -5,8 +5,8 @@ import {
   AckPolicy, DeliverPolicy, JetStreamApiCodes, JetStreamApiError, jetstream, jetstreamManager,
   type Consumer, type ConsumerConfig, type JetStreamClient, type JsMsg,
 } from '@nats-io/jetstream';
-import { accountEvents, envelope, intentSubject, statusSubject, type Intent } from './intent.js';
-import { parseEvent, parseOutcome, settled, STATES, type Event, type Outcome, type State } from './outcome.js';
+import { accountEvents, cancelSubject, envelope, intentSubject, statusSubject, type Intent } from './intent.js';
+import { parseCancelResult, parseEvent, parseOutcome, settled, STATES, type CancelResult, type Event, type Outcome, type State } from './outcome.js';
 
 /** The stream producers publish intents to. */
 export const INTENTS_STREAM = 'ATMOST_INTENTS';
@@ -237,6 +237,28 @@ export class Client {
     if (code === '404') throw new NotFoundError(`atmost: no intent ${key ?? `at seq ${opts.seq}`} of account ${JSON.stringify(account)} in the ledger`);
     if (code !== '') throw new StatusServiceError(code, reply.headers?.get(SERVICE_ERROR) ?? '');
     return parseOutcome(reply.string());
+  }
+
+  /**
+   * cancel asks that the intent of account with key never be sent: it is parked cancelled if it
+   * is not yet authorized, else the result says too late (cancelled false) and its state. One
+   * statement in the ledger decides (docs/producers.md#cancelling-an-intent). It throws
+   * NotFoundError (no such intent of this account), NoStatusServiceError (nothing answers),
+   * StatusServiceError or the connection's error; cancelling again is always safe.
+   */
+  async cancel(account: string, key: string, opts: { signal?: AbortSignal } = {}): Promise<CancelResult> {
+    const subject = cancelSubject(account);
+    let reply: Msg;
+    try {
+      reply = await abortable(this.nc.request(subject, JSON.stringify({ delivery_key: key }), { timeout: this.cfg.statusTimeout }), opts.signal);
+    } catch (err) {
+      if (err instanceof RequestError && err.isNoResponders()) throw new NoStatusServiceError(subject);
+      throw err;
+    }
+    const code = reply.headers?.get(SERVICE_ERROR_CODE) ?? '';
+    if (code === '404') throw new NotFoundError(`atmost: no intent ${key} of account ${JSON.stringify(account)} in the ledger`);
+    if (code !== '') throw new StatusServiceError(code, reply.headers?.get(SERVICE_ERROR) ?? '');
+    return parseCancelResult(reply.string());
   }
 
   /**

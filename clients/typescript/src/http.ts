@@ -4,7 +4,7 @@
 
 import { envelope, type Intent } from './intent.js';
 import { MaybePublishedError, NotFoundError, type Receipt } from './client.js';
-import { parseEvent, parseOutcome, settled, type Event, type Outcome } from './outcome.js';
+import { parseCancelResult, parseEvent, parseOutcome, settled, type CancelResult, type Event, type Outcome } from './outcome.js';
 
 /** Configures an HttpClient. */
 export interface HttpClientConfig {
@@ -119,6 +119,24 @@ export class HttpClient {
     });
     const text = await res.text();
     if (res.status === 200) return parseOutcome(text);
+    const e = errorOf(text);
+    if (res.status === 404) throw new NotFoundError(`atmost: ${e.message ?? 'not found'}`);
+    throw new HttpApiError(res.status, e);
+  }
+
+  /**
+   * cancel is DELETE /v1/intents/{key}: the intent is parked cancelled if it is not yet
+   * authorized, else the result says too late (cancelled false) and its state. 404 is
+   * NotFoundError; cancelling again is always safe.
+   */
+  async cancel(key: string, opts: { signal?: AbortSignal } = {}): Promise<CancelResult> {
+    const res = await this.fetch(`${this.base}/v1/intents/${encodeURIComponent(key)}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${this.token}` },
+      signal: this.signal(0, opts.signal),
+    });
+    const text = await res.text();
+    if (res.status === 200) return parseCancelResult(text);
     const e = errorOf(text);
     if (res.status === 404) throw new NotFoundError(`atmost: ${e.message ?? 'not found'}`);
     throw new HttpApiError(res.status, e);

@@ -12,7 +12,7 @@ export type RejectReason =
   | 'unsupported_version' | 'invalid_utf8' | 'too_large' | 'invalid_account' | 'invalid_action'
   | 'invalid_target' | 'invalid_request' | 'invalid_occurrence' | 'invalid_source'
   | 'invalid_key_header' | 'key_mismatch' | 'subject_mismatch' | 'unknown_account'
-  | 'invalid_header' | 'unstorable' | 'misdirected_reply';
+  | 'invalid_header' | 'unstorable' | 'misdirected_reply' | 'invalid_time';
 
 /** The source version an intent rests on; no part of the delivery key. */
 export interface Source {
@@ -47,6 +47,12 @@ export interface Intent {
    * object it created. Part of the delivery key.
    */
   replyTo?: string;
+   * Not sent before this time (a Date, or an RFC 3339 string); at most 30 days ahead when
+   * stored. No part of the delivery key: the times stored first stand.
+   */
+  notBefore?: Date | string;
+  /** Never sent from this time on: parked expired. After notBefore; no part of the delivery key. */
+  expiresAt?: Date | string;
 }
 
 /** An intent validated with ingest's rules: its canonical form and its delivery key. */
@@ -102,8 +108,17 @@ export function envelope(i: Intent): Envelope {
   if (i.occurrence) members.push(`"occurrence":${q(i.occurrence)}`);
   if (i.source) members.push(`"source":{"id":${q(i.source.id)},"version":${q(i.source.version)}}`);
   if (i.replyTo) members.push(`"reply_to":${q(i.replyTo)}`);
+  if (i.notBefore !== undefined) members.push(`"not_before":${q(rfc3339(i.notBefore))}`);
+  if (i.expiresAt !== undefined) members.push(`"expires_at":${q(rfc3339(i.expiresAt))}`);
   const parts = id.parseEnvelope(`{${members.join(',')}}`);
   return { account: parts.account, key: id.deliveryKey(parts), canonical: id.canonicalEnvelope(parts), parts };
+}
+
+/** rfc3339 writes a Date as RFC 3339 in UTC; a string is taken as written (the parser checks it). */
+function rfc3339(t: Date | string): string {
+  if (typeof t === 'string') return t;
+  if (Number.isNaN(t.getTime())) throw new id.RejectError('invalid_time', 'an invalid Date');
+  return t.toISOString();
 }
 
 /** deliveryKey is the intent's delivery key (dk1:...), or throws the RejectError of envelope. */
@@ -119,6 +134,11 @@ export function intentSubject(account: string): string {
 /** The subject of the outcome service for an account, atmost.status.<account-token>. */
 export function statusSubject(account: string): string {
   return 'atmost.status.' + id.accountToken(account);
+}
+
+/** The subject of the cancel endpoint for an account, atmost.cancel.<account-token>. */
+export function cancelSubject(account: string): string {
+  return 'atmost.cancel.' + id.accountToken(account);
 }
 
 /** The subjects of every event of one account, atmost.event.*.<account-token>. */

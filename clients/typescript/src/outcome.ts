@@ -78,6 +78,31 @@ export function parseOutcome(data: string): Outcome {
 }
 
 /**
+ * The answer to a cancel: cancelled (parked cancelled, by this request or an earlier one), or
+ * too late, with the state the intent is in (authorized: the send may be under way).
+ */
+export interface CancelResult {
+  key: string;
+  account: string;
+  cancelled: boolean;
+  state: State;
+  reason: string;
+  seq?: number;
+}
+
+/** parseCancelResult reads the cancel endpoint's reply (snake_case on the wire). */
+export function parseCancelResult(data: string): CancelResult {
+  const w = JSON.parse(data) as Record<string, unknown>;
+  if (typeof w !== 'object' || w === null || typeof w.delivery_key !== 'string' || typeof w.account !== 'string' ||
+    typeof w.cancelled !== 'boolean' || typeof w.state !== 'string' || typeof w.reason !== 'string') {
+    throw new Error(`atmost: the cancel result does not parse: ${data}`);
+  }
+  const r: CancelResult = { key: w.delivery_key, account: w.account, cancelled: w.cancelled, state: w.state as State, reason: w.reason };
+  if (typeof w.seq === 'number') r.seq = w.seq;
+  return r;
+}
+
+/**
  * One transition of one intent on ATMOST_EVENTS (pkg/events/event.schema.json), with the wire
  * names. id (ev1:<key hex>:<seq>) is stable per transition: dedupe on it. The latest state of a
  * key is its highest seq, not the last event to arrive.

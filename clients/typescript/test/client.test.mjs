@@ -242,3 +242,26 @@ test("a bound follow reads the consumer an operator made, as it is", async () =>
     await assert.rejects(c.status(account, null), TypeError);
   });
 });
+
+test('not_before and expires_at are outside the key; cancel parks an intent not yet sent, and says so again', async () => {
+  await withClient({}, async (c) => {
+    const plain = post('scheduled then cancelled');
+    const intent = { ...plain, notBefore: new Date(Date.now() + 3_600_000), expiresAt: new Date(Date.now() + 7_200_000).toISOString() };
+    assert.equal(deliveryKey(intent), deliveryKey(plain), 'the times are no part of the key');
+    assert.throws(() => envelope({ ...plain, notBefore: '2026-12-08T10:00:00Z', expiresAt: '2026-12-08T09:00:00Z' }),
+      (e) => e instanceof RejectError && e.reason === 'invalid_time');
+    const r = await c.publish(intent);
+    const waiting = await c.await(account, r.key, { until: (o) => o.state === 'pending', signal: AbortSignal.timeout(30_000) });
+    assert.equal(waiting.state, 'pending');
+    for (let i = 0; i < 2; i++) {
+      const res = await c.cancel(account, r.key);
+      assert.deepEqual(res, { key: r.key, account, cancelled: true, state: 'parked', reason: 'cancelled', seq: res.seq });
+    }
+    await assert.rejects(c.cancel(other, r.key), NotFoundError);
+
+    const stale = await c.publish(post('already stale', { expiresAt: new Date(Date.now() - 1000) }));
+    const o = await c.await(account, stale.key, { signal: AbortSignal.timeout(60_000) });
+    assert.equal(o.state, 'parked', JSON.stringify(o));
+    assert.equal(o.reason, 'expired');
+  });
+});

@@ -86,3 +86,23 @@ test('the events of an account come as server-sent events, and resume after Last
   assert.ok(ids.length > 0 && ids.every((id) => BigInt(id) > BigInt(seen.id)), ids.join(','));
   assert.ok(ids.length > 0);
 });
+
+test('DELETE cancels an intent not yet sent; another token finds nothing', async () => {
+  const c = new HttpClient({ url, token });
+  const r = await c.publish({ ...post('cancel over HTTP'), notBefore: new Date(Date.now() + 3_600_000) });
+  // Stored: status answers (it waits in pending until not_before, an hour away).
+  for (let i = 0; ; i++) {
+    try {
+      assert.equal((await c.status(r.key)).state, 'pending');
+      break;
+    } catch (e) {
+      if (!(e instanceof NotFoundError) || i > 300) throw e;
+      await new Promise((ok) => setTimeout(ok, 100));
+    }
+  }
+  const res = await c.cancel(r.key);
+  assert.equal(res.cancelled, true);
+  assert.equal(res.state, 'parked');
+  assert.equal(res.reason, 'cancelled');
+  await assert.rejects(c.cancel(deliveryKey(post('never published'))), NotFoundError);
+});

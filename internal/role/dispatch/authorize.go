@@ -86,6 +86,10 @@ func (d *Dispatcher) authorize(ctx context.Context, batch []*work) []*work {
 				// attempt spent, and the intent is pending with no other work item: this one
 				// waits for the account.
 				d.delay(w, "held", d.heldWait(ledger.Probing, time.Time{}))
+			case r.Authorization.Reason == ledger.ReasonNotDue:
+				// not_before is ahead of the authorizing clock (Begin's clock saw it due): the
+				// claim ended, nothing was sent; the work comes back shortly and Begin decides.
+				d.delay(w, "not_due", time.Second)
 			case !r.Authorization.Authorized():
 				d.finish(w, "refused_"+string(r.Authorization.Reason))
 			default:

@@ -12,6 +12,12 @@ import (
 	"github.com/atmost/atmost/pkg/ledger"
 )
 
+// NotDueHold is the longest a work item waits, NAK'd with a delay, for its intent's not_before:
+// an intent due later is let go and brought back by the sweeper once due
+// (ledger.StrandedPending), so that a calendar of intents scheduled far ahead does not fill
+// the consumer's pending acknowledgements.
+const NotDueHold = 5 * time.Minute
+
 // begin opens one attempt per intent, binding the prepared request's hash to it.
 func (d *Dispatcher) begin(ctx context.Context, batch []*work) []*work {
 	if len(batch) == 0 {
@@ -62,6 +68,18 @@ func (d *Dispatcher) begin(ctx context.Context, batch []*work) []*work {
 			// The account holds (it tripped since the gate looked, or another dispatcher took
 			// the probe): no attempt was opened; the work waits for the probe's outcome.
 			d.delay(w, "gated_"+string(ledger.ReasonHeld), d.heldWait(ledger.Probing, time.Time{}))
+		case errors.Is(r.Err, ledger.ErrNotDue):
+			// not_before is ahead: no attempt was opened. Soon enough, the work item comes
+			// back when it is due (one redelivery, no polling); later than that it is let go,
+			// and the sweeper publishes the intent's work again once it is due, so that
+			// intents scheduled far ahead hold no place among the consumer's pending acks.
+			if wait := time.Until(r.NotBefore); wait <= NotDueHold {
+				d.delay(w, "not_due", max(wait, 0)+time.Millisecond)
+			} else {
+				d.finish(w, "not_due_released")
+			}
+		case errors.Is(r.Err, ledger.ErrExpired):
+			d.finish(w, "expired")
 		case errors.Is(r.Err, ledger.ErrAttemptsExhausted):
 			d.finish(w, "attempts_exhausted")
 		case errors.Is(r.Err, ledger.ErrInvalidTransition), errors.Is(r.Err, ledger.ErrNotFound):

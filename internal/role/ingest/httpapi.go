@@ -120,7 +120,7 @@ func (a *HTTPAPI) Collectors() []prometheus.Collector { return []prometheus.Coll
 
 // Routes are the routes the API serves, as "METHOD /path" patterns of net/http: every one is
 // in docs/http-api.yaml and every path there is one of them (a test checks).
-var Routes = []string{"POST /v1/intents", "GET /v1/intents/{key}", "GET /v1/accounts/{account}/events"}
+var Routes = []string{"POST /v1/intents", "GET /v1/intents/{key}", "GET /v1/accounts/{account}/events", "DELETE /v1/intents/{key}"}
 
 // Handler serves the API's routes; anything else is a JSON 404 or 405.
 func (a *HTTPAPI) Handler() http.Handler {
@@ -128,6 +128,7 @@ func (a *HTTPAPI) Handler() http.Handler {
 	mux.HandleFunc(Routes[0], a.publish)
 	mux.HandleFunc(Routes[1], a.outcome)
 	mux.HandleFunc(Routes[2], a.events)
+	mux.HandleFunc(Routes[3], a.cancel)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, pattern := mux.Handler(r); pattern == "" {
 			if r.URL.Path == "/v1/intents" || strings.HasPrefix(r.URL.Path, "/v1/intents/") && strings.Count(r.URL.Path, "/") == 3 ||
@@ -287,6 +288,11 @@ func (a *HTTPAPI) publish(w http.ResponseWriter, r *http.Request) {
 	}
 	subject := events.IntentSubject(account)
 	env, refusal := Parse(subject, header, body)
+	if rej := new(identity.RejectError); refusal == nil && errors.As(env.CheckSchedule(time.Now()), &rej) {
+		// Refused here as ingest would refuse it (against the stored message's time), before
+		// anything is stored.
+		refusal = rej
+	}
 	var key *identity.DeliveryKey
 	if env.Account != "" {
 		k := env.DeliveryKey()
@@ -457,6 +463,50 @@ func (a *HTTPAPI) outcome(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		a.waitForChange(ctx, changed, key)
+	}
+}
+
+// cancel is DELETE /v1/intents/{key}: the producer's cancel (outcome.Cancel, the statement
+// ledger.Cancel runs). 200 with a client.CancelResult either way: cancelled true when the
+// intent is parked cancelled (now or by an earlier cancel), false when it was too late, with
+// the state it is in. An intent of an account the token does not act for is not found, as one
+// that does not exist.
+func (a *HTTPAPI) cancel(w http.ResponseWriter, r *http.Request) {
+	const route = "cancel"
+	p, ok := a.authenticate(w, r, route)
+	if !ok {
+		return
+	}
+	key, err := identity.ParseDeliveryKey(r.PathValue("key"))
+	if err != nil {
+		a.refuse(w, route, http.StatusBadRequest, apiError{Code: "invalid_key", Message: "the path must name a delivery key, dk1: and 64 lower-case hex digits"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), httpWriteTimeout/2)
+	defer cancel()
+	notFound := func() {
+		a.refuse(w, route, http.StatusNotFound, apiError{Code: "not_found",
+			Message: fmt.Sprintf("no intent %s of an account this token acts for (not stored yet, refused, never published, or not yours)", key)})
+	}
+	in, err := a.ledger.Get(ctx, key)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound), err == nil && !p.ActsFor(in.Account):
+		notFound()
+		return
+	case err != nil:
+		a.log.Warn("the ledger did not answer a cancel", zap.Error(err))
+		a.refuse(w, route, http.StatusServiceUnavailable, apiError{Code: "unavailable", Message: "the ledger could not be reached; ask again (a cancel is safe to repeat)"})
+		return
+	}
+	res, refusal := outcome.Cancel(ctx, a.ledger, in.Account, key, ledger.Actor{Name: p.Name, Reason: "cancelled through the HTTP API"})
+	switch {
+	case refusal != nil && refusal.Answer == outcome.AnswerNotFound:
+		notFound()
+	case refusal != nil:
+		a.log.Warn("the ledger did not answer a cancel", zap.Error(refusal.Err))
+		a.refuse(w, route, http.StatusServiceUnavailable, apiError{Code: "unavailable", Message: refusal.Description})
+	default:
+		a.reply(w, route, http.StatusOK, "", res)
 	}
 }
 

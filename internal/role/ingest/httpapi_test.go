@@ -384,7 +384,9 @@ func TestBadRequestsAreJSONRefusals(t *testing.T) {
 		{http.MethodGet, "/v1/intents/dk1:" + strings.Repeat("0", 64) + "?seq=-1", 400, "invalid_seq"},
 		{http.MethodGet, "/v1/intents/dk1:" + strings.Repeat("0", 64), 404, "not_found"},
 		{http.MethodGet, "/v1/intents", 405, "method_not_allowed"},
-		{http.MethodDelete, "/v1/intents/dk1:" + strings.Repeat("0", 64), 405, "method_not_allowed"},
+		{http.MethodDelete, "/v1/intents/dk1:" + strings.Repeat("0", 64), 404, "not_found"},
+		{http.MethodDelete, "/v1/intents/not-a-key", 400, "invalid_key"},
+		{http.MethodPut, "/v1/intents/dk1:" + strings.Repeat("0", 64), 405, "method_not_allowed"},
 		{http.MethodGet, "/v2/things", 404, "not_found"},
 	} {
 		a := e.do(c.method, c.path, e.token1, nil)
@@ -558,4 +560,34 @@ func TestEveryRouteIsInTheOpenAPIDocument(t *testing.T) {
 		fmt.Sprintf("at most %d event streams", ingest.HTTPMaxStreams), fmt.Sprintf("every %d s", int(ingest.HTTPKeepAlive.Seconds()))} {
 		require.Contains(t, text, limit, "the document states the limit the code holds")
 	}
+}
+
+// DELETE /v1/intents/{key} parks the token's own intent cancelled while it is not yet
+// authorized, answers the same when repeated, and treats another account's intent as none.
+func TestDeleteCancelsTheTokensOwnIntent(t *testing.T) {
+	t.Parallel()
+	e := newAPIEnv(t, ingest.HTTPConfig{})
+	body := `{"v":1,"account":"acct-1","action":"post","request":{"text":"cancel over http"},"not_before":"2099-01-01T00:00:00Z"}`
+	a := e.post(e.token1, body)
+	require.Equal(t, http.StatusUnprocessableEntity, a.status, "not_before beyond 30 days: %s", a.raw)
+	require.Equal(t, "invalid_time", a.code())
+
+	body = `{"v":1,"account":"acct-1","action":"post","request":{"text":"cancel over http"}}`
+	a = e.post(e.token1, body)
+	require.Equal(t, http.StatusAccepted, a.status, a.raw)
+	key := bodyKey(t, body)
+	e.outcomeOf(e.token1, key)
+
+	other := e.do(http.MethodDelete, "/v1/intents/"+key, e.token2, nil)
+	require.Equal(t, http.StatusNotFound, other.status, other.raw)
+	require.Equal(t, "pending", e.outcomeOf(e.token1, key).body["state"])
+
+	for range 2 {
+		c := e.do(http.MethodDelete, "/v1/intents/"+key, e.token1, nil)
+		require.Equal(t, http.StatusOK, c.status, c.raw)
+		require.Equal(t, true, c.body["cancelled"])
+		require.Equal(t, "parked", c.body["state"])
+		require.Equal(t, "cancelled", c.body["reason"])
+	}
+	require.Equal(t, 1, e.Count(`SELECT count(*) FROM history WHERE reason = 'cancelled' AND actor = 'bot-1'`))
 }

@@ -366,8 +366,9 @@ func (in *Ingester) unstorable(m *message) *ledger.Rejection {
 // classify parses one message: an envelope, or the reason it is refused.
 func classify(msg *nats.Msg) *message {
 	m := &message{msg: msg}
+	var stored time.Time
 	if meta, err := msg.Metadata(); err == nil {
-		m.seq, m.delivered = meta.Sequence.Stream, meta.NumDelivered
+		m.seq, m.delivered, stored = meta.Sequence.Stream, meta.NumDelivered, meta.Timestamp
 	}
 	// The client hands over a header block it cannot parse as no headers at all; only the
 	// message's size still tells that one came.
@@ -376,6 +377,13 @@ func classify(msg *nats.Msg) *message {
 		return m
 	}
 	env, refusal := Parse(msg.Subject, msg.Header, msg.Data)
+	if refusal == nil && !stored.IsZero() {
+		// not_before is bounded against the time JetStream stored the message, so that a
+		// redelivery or a replay decides as the first delivery did.
+		if rej := new(identity.RejectError); errors.As(env.CheckSchedule(stored), &rej) {
+			refusal = rej
+		}
+	}
 	if env.Account != "" {
 		// Valid, if perhaps refused for its subject or header: its reject names the account
 		// and the key.

@@ -4,7 +4,9 @@
 -- request hash is the one the attempt was opened with; a fence failure changes nothing. Then
 -- every gate, re-checked here even though the dispatcher looked before Begin: kill switch
 -- (global and per account), the account disabled, credential revoked or rotated, platform
--- contract, the account's health, source still the stored head, attempt cap (counting only the
+-- contract, the account's health, the intent's times (at or after expires_at it parks expired;
+-- before not_before the claim ends and it waits pending, not_due, spending no attempt), source
+-- still the stored head, attempt cap (counting only the
 -- attempts authorized while the account served), rate limit (a token taken from the
 -- account's bucket) and the duplicate-text window (the account's claim on the text taken or refreshed). The first refusal
 -- ends the attempt in failed (a transient gate: @failed_reasons) or parked (a terminal one),
@@ -36,7 +38,7 @@ input AS (
 cur AS (
     SELECT i.delivery_key, i.account_id, i.state, i.attempt_token, i.epoch, i.generation,
            i.lease_expires_at, i.attempts_authorized, i.attempts_uncounted, i.transition_seq, i.text_hash,
-           i.source_id, i.source_version, i.created_at, i.batch_ord, i.reply_to
+           i.source_id, i.source_version, i.created_at, i.batch_ord, i.reply_to, i.not_before, i.expires_at
     FROM intents i
     WHERE i.delivery_key = ANY(@delivery_keys::BYTEA[])
     ORDER BY i.delivery_key
@@ -95,6 +97,8 @@ gates AS (
     SELECT f.*,
            (CASE
                 WHEN f.fence <> 'ok' THEN NULL
+                WHEN f.expires_at <= (SELECT clock.now FROM clock) THEN 'expired'
+                WHEN f.not_before > (SELECT clock.now FROM clock) THEN 'not_due'
                 -- A reply (reply_to) is sent only once its parent is published, to the object the
                 -- parent created: until then the claim ends and it waits, spending no attempt;
                 -- a parked parent parks it. Published is terminal, so a parent read published
@@ -254,7 +258,7 @@ changed AS (
     UPDATE intents i SET
         state = (CASE
                      WHEN v.outcome = 'authorized' THEN 'authorized'
-                     WHEN v.outcome IN ('held', 'awaiting_parent') THEN 'pending'
+                     WHEN v.outcome IN ('held', 'awaiting_parent', 'not_due') THEN 'pending'
                      WHEN v.outcome = ANY(@failed_reasons::TEXT[]) THEN 'failed'
                      ELSE 'parked'
                  END),
@@ -290,11 +294,12 @@ probe_lease AS (
     RETURNING h.account_id
 ),
 held AS (
-    -- A held claim's attempt ends as an abandoned one does: nothing was authorized or sent.
+    -- A held (or not yet due) claim's attempt ends as an abandoned one does: nothing was
+    -- authorized or sent.
     INSERT INTO attempt_evidence (attempt_token, delivery_key, epoch, generation, outcome, reason, fenced)
     SELECT c.attempt_token, c.delivery_key, c.epoch, c.generation, 'abandoned', c.reason, false
     FROM changed c
-    WHERE c.reason IN ('held', 'awaiting_parent')
+    WHERE c.reason IN ('held', 'awaiting_parent', 'not_due')
     RETURNING evidence_id
 ),
 hist AS (

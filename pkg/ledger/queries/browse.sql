@@ -251,6 +251,16 @@ FROM (
                     transition_seq, attempts_authorized, attempt_token, epoch, generation, lease_expires_at,
                     object_id, created_at, updated_at
              FROM intents
+             WHERE state = 'pending' AND reason = 'not_due' AND @state::TEXT IN ('', 'pending')
+               AND (updated_at, delivery_key) < (@before_at::TIMESTAMPTZ, @before_key::BYTEA)
+               AND updated_at >= @since::TIMESTAMPTZ
+             ORDER BY updated_at DESC, delivery_key DESC
+             LIMIT @scan_rows::INT)
+            UNION ALL
+            (SELECT delivery_key, account_id, action, target, request, occurrence, source_id, state, reason,
+                    transition_seq, attempts_authorized, attempt_token, epoch, generation, lease_expires_at,
+                    object_id, created_at, updated_at
+             FROM intents
              WHERE lease_expires_at IS NOT NULL AND state = 'authorized' AND @state::TEXT IN ('', 'authorized')
                AND (updated_at, delivery_key) < (@before_at::TIMESTAMPTZ, @before_key::BYTEA)
                AND updated_at >= @since::TIMESTAMPTZ

@@ -6,7 +6,7 @@
 -- skip, never an offset's worth, and never history.
 SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
        source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
-       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent, attempts_uncounted, reply_to
+       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent, attempts_uncounted, reply_to, not_before, expires_at
 FROM intents
 WHERE delivery_key > @after_key::BYTEA
   AND (@state::TEXT = '' OR state = @state::TEXT)
@@ -22,7 +22,7 @@ LIMIT @max_rows::INT;
 -- not passed, because only a statement that names 'parked' can be planned on that partial index.
 SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
        source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
-       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent, attempts_uncounted, reply_to
+       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent, attempts_uncounted, reply_to, not_before, expires_at
 FROM intents
 WHERE state = 'parked'
   AND delivery_key > @after_key::BYTEA
@@ -44,7 +44,7 @@ LIMIT @max_rows::INT;
 -- transition).
 SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
        source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
-       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent, attempts_uncounted, reply_to
+       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent, attempts_uncounted, reply_to, not_before, expires_at
 FROM (
     SELECT i.*, CASE WHEN @by_created::BOOL THEN i.created_at ELSE i.updated_at END AS sort_at
     FROM intents i
@@ -66,7 +66,7 @@ LIMIT @max_rows::INT;
 -- IntentsByTimePage for the parked intents, through intents_parked_idx (ParkedPage).
 SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
        source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
-       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent, attempts_uncounted, reply_to
+       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent, attempts_uncounted, reply_to, not_before, expires_at
 FROM (
     SELECT i.*, CASE WHEN @by_created::BOOL THEN i.created_at ELSE i.updated_at END AS sort_at
     FROM intents i

@@ -1,7 +1,7 @@
 -- name: IntentGet :one
 SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
        source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
-       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent, attempts_uncounted, reply_to
+       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent, attempts_uncounted, reply_to, not_before, expires_at
 FROM intents
 WHERE delivery_key = @delivery_key::BYTEA;
 
@@ -27,7 +27,7 @@ ORDER BY seq;
 -- The dispatcher's read of a batch of work: the intents by primary key, whatever their state.
 SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
        source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
-       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent, attempts_uncounted, reply_to
+       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent, attempts_uncounted, reply_to, not_before, expires_at
 FROM intents
 WHERE delivery_key = ANY(@delivery_keys::BYTEA[]);
 

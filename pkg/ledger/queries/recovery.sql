@@ -1,12 +1,15 @@
 -- name: SweepStrandedPending :many
 -- Pending intents nobody holds (no claim) whose last transition is older than idle_ms: the
--- work item that should bring them to a dispatcher may be lost. Found through
--- intents_sweep_idx; oldest first.
+-- work item that should bring them to a dispatcher may be lost. An intent whose not_before is
+-- ahead is not stranded but waiting; once due it counts at once, idle or not, because a
+-- dispatcher that met it long before its time let its work item go (docs/design.md#not-before-and-expires-at).
+-- Found through intents_sweep_idx; oldest first.
 SELECT i.delivery_key, i.account_id, i.transition_seq, i.traceparent
 FROM intents i
 WHERE i.state = 'pending'
   AND i.reason = ANY(@reasons::TEXT[])
-  AND i.updated_at <= now() - sqlc.arg(idle_ms)::BIGINT * INTERVAL '1 millisecond'
+  AND (i.updated_at <= now() - sqlc.arg(idle_ms)::BIGINT * INTERVAL '1 millisecond' OR i.not_before <= now())
+  AND (i.not_before IS NULL OR i.not_before <= now())
   AND i.lease_expires_at IS NULL
 ORDER BY i.updated_at
 LIMIT @max_rows::INT;

@@ -150,10 +150,12 @@ t AS (
 ),
 created AS (
     INSERT INTO intents (delivery_key, account_id, action, target, request, occurrence, text_hash, source_id, source_version, reply_to,
-                         state, reason, transition_seq, attempts_authorized, attempt_token, epoch, generation)
+                         not_before, expires_at, state, reason, transition_seq, attempts_authorized, attempt_token, epoch, generation)
     SELECT @delivery_key::BYTEA, @account_id::TEXT, @action::TEXT, @target::TEXT, @request::TEXT, @occurrence::TEXT,
            NULLIF(@text_hash::BYTEA, ''::BYTEA), NULLIF(@source_id::TEXT, ''), NULLIF(@source_version::BYTEA, ''::BYTEA),
            NULLIF(@reply_to::BYTEA, ''::BYTEA),
+           -- The envelope's times come back with it: a restored intent that has expired is never sent.
+           NULLIF(@not_before::TEXT, '')::TIMESTAMPTZ, NULLIF(@expires_at::TEXT, '')::TIMESTAMPTZ,
            t.to_state, t.to_reason, t.stream_seq + 1, t.authorizations_ahead,
            (CASE WHEN t.to_state = 'indeterminate' THEN t.attempt_token END),
            (CASE WHEN t.to_state = 'indeterminate' THEN t.epoch END),

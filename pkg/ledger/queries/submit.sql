@@ -4,7 +4,8 @@
 -- Returns one row per distinct input key: created, duplicate (the delivery key exists, or a ledger
 -- restore blocked it: restore_blocks) or unknown_account.
 -- A created intent's source version becomes the source's stored head. A traceparent ('' for
--- none) is stored only with the intent it creates: a duplicate keeps the first one's. Each row
+-- none) is stored only with the intent it creates: a duplicate keeps the first one's, and so
+-- are not_before and expires_at ('' for none): the first stored times stand. Each row
 -- also names the transition it wrote, as its event carries it (out_*, for a created intent:
 -- see outboxed, pkg/ledger/outbox.go).
 WITH batch AS (
@@ -20,6 +21,8 @@ WITH batch AS (
            unnest(@source_versions::BYTEA[]) AS source_version,
            unnest(@traceparents::TEXT[]) AS traceparent,
            unnest(@reply_tos::BYTEA[]) AS reply_to,
+           unnest(@not_befores::TEXT[]) AS not_before,
+           unnest(@expires_ats::TEXT[]) AS expires_at,
            generate_subscripts(@delivery_keys::BYTEA[], 1) AS ord
 ),
 input AS (
@@ -28,7 +31,9 @@ input AS (
            NULLIF(b.source_id, '') AS source_id,
            NULLIF(b.source_version, ''::BYTEA) AS source_version,
            NULLIF(b.traceparent, '') AS traceparent,
-           NULLIF(b.reply_to, ''::BYTEA) AS reply_to
+           NULLIF(b.reply_to, ''::BYTEA) AS reply_to,
+           NULLIF(b.not_before, '')::TIMESTAMPTZ AS not_before,
+           NULLIF(b.expires_at, '')::TIMESTAMPTZ AS expires_at
     FROM batch b
 ),
 known AS (
@@ -37,8 +42,8 @@ known AS (
 created AS (
     -- batch_ord keeps the batch's order (the producer's, as ingest fetched it): its intents
     -- share created_at, and the first stored wins a duplicate-text claim.
-    INSERT INTO intents (delivery_key, account_id, action, target, request, occurrence, text_hash, source_id, source_version, traceparent, reply_to, state, reason, transition_seq, batch_ord)
-    SELECT k.delivery_key, k.account_id, k.action, k.target, k.request, k.occurrence, k.text_hash, k.source_id, k.source_version, k.traceparent, k.reply_to, 'pending', 'submitted', 1, k.ord
+    INSERT INTO intents (delivery_key, account_id, action, target, request, occurrence, text_hash, source_id, source_version, traceparent, reply_to, not_before, expires_at, state, reason, transition_seq, batch_ord)
+    SELECT k.delivery_key, k.account_id, k.action, k.target, k.request, k.occurrence, k.text_hash, k.source_id, k.source_version, k.traceparent, k.reply_to, k.not_before, k.expires_at, 'pending', 'submitted', 1, k.ord
     FROM known k
     -- A key a ledger restore could not recreate (restore_blocks) is never created again: it
     -- answers duplicate, as the intent itself would.

@@ -26,7 +26,7 @@ input AS (
 cur AS (
     SELECT i.delivery_key, i.account_id, i.state, i.attempt_token, i.epoch, i.generation,
            i.lease_expires_at, i.attempts_authorized, i.attempts_uncounted, i.transition_seq, i.text_hash,
-           i.source_id, i.source_version, i.created_at, i.batch_ord, i.reply_to
+           i.source_id, i.source_version, i.created_at, i.batch_ord, i.reply_to, i.not_before, i.expires_at
     FROM intents i
     WHERE i.delivery_key = ANY($3::BYTEA[])
     ORDER BY i.delivery_key
@@ -35,14 +35,14 @@ cur AS (
 claimed AS (
     -- Each intent with its claim, planned on its own (OFFSET 0): joined among the tables of
     -- facts, PostgreSQL rescanned input for every intent (128 x 128 rows for a batch of 128).
-    SELECT cur.delivery_key, cur.account_id, cur.state, cur.attempt_token, cur.epoch, cur.generation, cur.lease_expires_at, cur.attempts_authorized, cur.attempts_uncounted, cur.transition_seq, cur.text_hash, cur.source_id, cur.source_version, cur.created_at, cur.batch_ord, cur.reply_to,
+    SELECT cur.delivery_key, cur.account_id, cur.state, cur.attempt_token, cur.epoch, cur.generation, cur.lease_expires_at, cur.attempts_authorized, cur.attempts_uncounted, cur.transition_seq, cur.text_hash, cur.source_id, cur.source_version, cur.created_at, cur.batch_ord, cur.reply_to, cur.not_before, cur.expires_at,
            input.claim_token, input.claim_epoch, input.claim_generation, input.claim_request_hash
     FROM cur
     JOIN input ON input.delivery_key = cur.delivery_key
     OFFSET 0
 ),
 facts AS (
-    SELECT cur.delivery_key, cur.account_id, cur.state, cur.attempt_token, cur.epoch, cur.generation, cur.lease_expires_at, cur.attempts_authorized, cur.attempts_uncounted, cur.transition_seq, cur.text_hash, cur.source_id, cur.source_version, cur.created_at, cur.batch_ord, cur.reply_to, cur.claim_token, cur.claim_epoch, cur.claim_generation, cur.claim_request_hash,
+    SELECT cur.delivery_key, cur.account_id, cur.state, cur.attempt_token, cur.epoch, cur.generation, cur.lease_expires_at, cur.attempts_authorized, cur.attempts_uncounted, cur.transition_seq, cur.text_hash, cur.source_id, cur.source_version, cur.created_at, cur.batch_ord, cur.reply_to, cur.not_before, cur.expires_at, cur.claim_token, cur.claim_epoch, cur.claim_generation, cur.claim_request_hash,
            att.request_hash,
            att.credential_version AS attempt_credential_version,
            a.credential_version AS account_credential_version,
@@ -69,7 +69,7 @@ facts AS (
     LEFT JOIN account_health hh ON hh.account_id = cur.account_id
 ),
 fence AS (
-    SELECT f.delivery_key, f.account_id, f.state, f.attempt_token, f.epoch, f.generation, f.lease_expires_at, f.attempts_authorized, f.attempts_uncounted, f.transition_seq, f.text_hash, f.source_id, f.source_version, f.created_at, f.batch_ord, f.reply_to, f.claim_token, f.claim_epoch, f.claim_generation, f.claim_request_hash, f.request_hash, f.attempt_credential_version, f.account_credential_version, f.revoked, f.disabled, f.contract_version, f.current_epoch, f.switched_off, f.head_version, f.attempt_cap, f.rate_per_minute, f.rate_burst, f.text_window_seconds, f.retryable_reasons, f.health_state, f.probe, f.parent_state,
+    SELECT f.delivery_key, f.account_id, f.state, f.attempt_token, f.epoch, f.generation, f.lease_expires_at, f.attempts_authorized, f.attempts_uncounted, f.transition_seq, f.text_hash, f.source_id, f.source_version, f.created_at, f.batch_ord, f.reply_to, f.not_before, f.expires_at, f.claim_token, f.claim_epoch, f.claim_generation, f.claim_request_hash, f.request_hash, f.attempt_credential_version, f.account_credential_version, f.revoked, f.disabled, f.contract_version, f.current_epoch, f.switched_off, f.head_version, f.attempt_cap, f.rate_per_minute, f.rate_burst, f.text_window_seconds, f.retryable_reasons, f.health_state, f.probe, f.parent_state,
            (CASE
                 WHEN f.state <> 'pending' THEN 'invalid_transition'
                 WHEN f.attempt_token IS DISTINCT FROM f.claim_token THEN 'lease_lost'
@@ -82,9 +82,11 @@ fence AS (
     FROM facts f
 ),
 gates AS (
-    SELECT f.delivery_key, f.account_id, f.state, f.attempt_token, f.epoch, f.generation, f.lease_expires_at, f.attempts_authorized, f.attempts_uncounted, f.transition_seq, f.text_hash, f.source_id, f.source_version, f.created_at, f.batch_ord, f.reply_to, f.claim_token, f.claim_epoch, f.claim_generation, f.claim_request_hash, f.request_hash, f.attempt_credential_version, f.account_credential_version, f.revoked, f.disabled, f.contract_version, f.current_epoch, f.switched_off, f.head_version, f.attempt_cap, f.rate_per_minute, f.rate_burst, f.text_window_seconds, f.retryable_reasons, f.health_state, f.probe, f.parent_state, f.fence,
+    SELECT f.delivery_key, f.account_id, f.state, f.attempt_token, f.epoch, f.generation, f.lease_expires_at, f.attempts_authorized, f.attempts_uncounted, f.transition_seq, f.text_hash, f.source_id, f.source_version, f.created_at, f.batch_ord, f.reply_to, f.not_before, f.expires_at, f.claim_token, f.claim_epoch, f.claim_generation, f.claim_request_hash, f.request_hash, f.attempt_credential_version, f.account_credential_version, f.revoked, f.disabled, f.contract_version, f.current_epoch, f.switched_off, f.head_version, f.attempt_cap, f.rate_per_minute, f.rate_burst, f.text_window_seconds, f.retryable_reasons, f.health_state, f.probe, f.parent_state, f.fence,
            (CASE
                 WHEN f.fence <> 'ok' THEN NULL
+                WHEN f.expires_at <= (SELECT clock.now FROM clock) THEN 'expired'
+                WHEN f.not_before > (SELECT clock.now FROM clock) THEN 'not_due'
                 -- A reply (reply_to) is sent only once its parent is published, to the object the
                 -- parent created: until then the claim ends and it waits, spending no attempt;
                 -- a parked parent parks it. Published is terminal, so a parent read published
@@ -230,7 +232,7 @@ text_held AS MATERIALIZED (
     LEFT JOIN text_claim c ON c.account_id = e.account_id AND c.text_hash = e.text_hash
 ),
 verdict AS (
-    SELECT g.delivery_key, g.account_id, g.state, g.attempt_token, g.epoch, g.generation, g.lease_expires_at, g.attempts_authorized, g.attempts_uncounted, g.transition_seq, g.text_hash, g.source_id, g.source_version, g.created_at, g.batch_ord, g.reply_to, g.claim_token, g.claim_epoch, g.claim_generation, g.claim_request_hash, g.request_hash, g.attempt_credential_version, g.account_credential_version, g.revoked, g.disabled, g.contract_version, g.current_epoch, g.switched_off, g.head_version, g.attempt_cap, g.rate_per_minute, g.rate_burst, g.text_window_seconds, g.retryable_reasons, g.health_state, g.probe, g.parent_state, g.fence, g.refusal,
+    SELECT g.delivery_key, g.account_id, g.state, g.attempt_token, g.epoch, g.generation, g.lease_expires_at, g.attempts_authorized, g.attempts_uncounted, g.transition_seq, g.text_hash, g.source_id, g.source_version, g.created_at, g.batch_ord, g.reply_to, g.not_before, g.expires_at, g.claim_token, g.claim_epoch, g.claim_generation, g.claim_request_hash, g.request_hash, g.attempt_credential_version, g.account_credential_version, g.revoked, g.disabled, g.contract_version, g.current_epoch, g.switched_off, g.head_version, g.attempt_cap, g.rate_per_minute, g.rate_burst, g.text_window_seconds, g.retryable_reasons, g.health_state, g.probe, g.parent_state, g.fence, g.refusal,
            (CASE
                 WHEN g.fence <> 'ok' THEN g.fence
                 WHEN g.refusal IS NOT NULL THEN g.refusal
@@ -244,7 +246,7 @@ changed AS (
     UPDATE intents i SET
         state = (CASE
                      WHEN v.outcome = 'authorized' THEN 'authorized'
-                     WHEN v.outcome IN ('held', 'awaiting_parent') THEN 'pending'
+                     WHEN v.outcome IN ('held', 'awaiting_parent', 'not_due') THEN 'pending'
                      WHEN v.outcome = ANY($10::TEXT[]) THEN 'failed'
                      ELSE 'parked'
                  END),
@@ -280,11 +282,12 @@ probe_lease AS (
     RETURNING h.account_id
 ),
 held AS (
-    -- A held claim's attempt ends as an abandoned one does: nothing was authorized or sent.
+    -- A held (or not yet due) claim's attempt ends as an abandoned one does: nothing was
+    -- authorized or sent.
     INSERT INTO attempt_evidence (attempt_token, delivery_key, epoch, generation, outcome, reason, fenced)
     SELECT c.attempt_token, c.delivery_key, c.epoch, c.generation, 'abandoned', c.reason, false
     FROM changed c
-    WHERE c.reason IN ('held', 'awaiting_parent')
+    WHERE c.reason IN ('held', 'awaiting_parent', 'not_due')
     RETURNING evidence_id
 ),
 hist AS (
@@ -361,7 +364,9 @@ type IntentsAuthorizeRow struct {
 // request hash is the one the attempt was opened with; a fence failure changes nothing. Then
 // every gate, re-checked here even though the dispatcher looked before Begin: kill switch
 // (global and per account), the account disabled, credential revoked or rotated, platform
-// contract, the account's health, source still the stored head, attempt cap (counting only the
+// contract, the account's health, the intent's times (at or after expires_at it parks expired;
+// before not_before the claim ends and it waits pending, not_due, spending no attempt), source
+// still the stored head, attempt cap (counting only the
 // attempts authorized while the account served), rate limit (a token taken from the
 // account's bucket) and the duplicate-text window (the account's claim on the text taken or refreshed). The first refusal
 // ends the attempt in failed (a transient gate: @failed_reasons) or parked (a terminal one),

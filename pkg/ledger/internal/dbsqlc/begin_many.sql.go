@@ -21,6 +21,7 @@ WITH input AS (
 cur AS (
     SELECT i.delivery_key, i.account_id, i.action, i.state, i.attempt_token, i.epoch,
            i.generation, i.lease_expires_at, i.attempts_authorized, i.attempts_uncounted, i.transition_seq,
+           i.not_before, i.expires_at,
            input.attempt_token AS new_token, input.request_hash
     FROM input
     JOIN intents i ON i.delivery_key = input.delivery_key
@@ -28,7 +29,7 @@ cur AS (
     FOR UPDATE OF i
 ),
 facts AS (
-    SELECT cur.delivery_key, cur.account_id, cur.action, cur.state, cur.attempt_token, cur.epoch, cur.generation, cur.lease_expires_at, cur.attempts_authorized, cur.attempts_uncounted, cur.transition_seq, cur.new_token, cur.request_hash,
+    SELECT cur.delivery_key, cur.account_id, cur.action, cur.state, cur.attempt_token, cur.epoch, cur.generation, cur.lease_expires_at, cur.attempts_authorized, cur.attempts_uncounted, cur.transition_seq, cur.not_before, cur.expires_at, cur.new_token, cur.request_hash,
            (SELECT max(e.epoch) FROM epochs e) AS current_epoch,
            a.credential_version,
            coalesce(p.attempt_cap, d.attempt_cap) AS attempt_cap,
@@ -47,6 +48,7 @@ probe_pick AS (
     FROM facts f
     WHERE f.probe_due AND f.state = 'pending' AND (f.lease_expires_at IS NULL OR f.lease_expires_at <= now())
       AND f.attempts_authorized - f.attempts_uncounted < f.attempt_cap
+      AND (f.expires_at IS NULL OR f.expires_at > now()) AND (f.not_before IS NULL OR f.not_before <= now())
     ORDER BY f.account_id, f.delivery_key
 ),
 probe_locked AS (
@@ -82,10 +84,12 @@ probe_hist AS (
     RETURNING control_id
 ),
 verdict AS (
-    SELECT f.delivery_key, f.account_id, f.action, f.state, f.attempt_token, f.epoch, f.generation, f.lease_expires_at, f.attempts_authorized, f.attempts_uncounted, f.transition_seq, f.new_token, f.request_hash, f.current_epoch, f.credential_version, f.attempt_cap, f.stale_claim, f.health_state, f.probe_due,
+    SELECT f.delivery_key, f.account_id, f.action, f.state, f.attempt_token, f.epoch, f.generation, f.lease_expires_at, f.attempts_authorized, f.attempts_uncounted, f.transition_seq, f.not_before, f.expires_at, f.new_token, f.request_hash, f.current_epoch, f.credential_version, f.attempt_cap, f.stale_claim, f.health_state, f.probe_due,
            (CASE
                 WHEN f.state <> 'pending' THEN 'invalid_transition'
                 WHEN f.lease_expires_at > now() THEN 'claimed'
+                WHEN f.expires_at <= now() THEN 'expired'
+                WHEN f.not_before > now() THEN 'not_due'
                 WHEN f.attempts_authorized - f.attempts_uncounted >= f.attempt_cap THEN 'exhausted'
                 WHEN f.health_state <> 'serving' AND f.new_token NOT IN (SELECT pr.probe_token FROM probe pr) THEN 'holding'
                 ELSE 'claim'
@@ -95,7 +99,7 @@ verdict AS (
 changed AS (
     UPDATE intents i SET
         state = (CASE WHEN v.outcome = 'claim' THEN 'pending' ELSE 'parked' END),
-        reason = (CASE WHEN v.outcome = 'claim' THEN 'claimed' ELSE 'attempts_exhausted' END),
+        reason = (CASE v.outcome WHEN 'claim' THEN 'claimed' WHEN 'expired' THEN 'expired' ELSE 'attempts_exhausted' END),
         attempt_token = (CASE WHEN v.outcome = 'claim' THEN v.new_token ELSE i.attempt_token END),
         epoch = (CASE WHEN v.outcome = 'claim' THEN v.current_epoch ELSE i.epoch END),
         generation = (CASE WHEN v.outcome = 'claim' THEN nextval('attempt_generation') ELSE i.generation END),
@@ -104,14 +108,17 @@ changed AS (
         updated_at = now()
     FROM verdict v
     WHERE i.delivery_key = v.delivery_key
-      AND v.outcome IN ('claim', 'exhausted')
-      -- The guard, on the row being changed: pending, no live claim, and the cap decides
-      -- between claiming and parking. IS TRUE keeps intents_sweep_idx from serving the
+      AND v.outcome IN ('claim', 'exhausted', 'expired')
+      -- The guard, on the row being changed: pending, no live claim, expires_at decides
+      -- whether it parks expired, not_before that it is due, and the cap decides between
+      -- claiming and parking. IS TRUE keeps intents_sweep_idx from serving the
       -- state test (docs/design.md#the-sql-dialect): analyzed while few intents were pending, the planner
       -- would scan every pending intent of a burst for each batch.
       AND (i.state = 'pending') IS TRUE
       AND (i.lease_expires_at IS NULL OR i.lease_expires_at <= now())
-      AND (i.attempts_authorized - i.attempts_uncounted >= v.attempt_cap) = (v.outcome = 'exhausted')
+      AND ((i.expires_at <= now()) IS TRUE) = (v.outcome = 'expired')
+      AND (i.not_before IS NULL OR i.not_before <= now())
+      AND (v.outcome = 'expired' OR (i.attempts_authorized - i.attempts_uncounted >= v.attempt_cap) = (v.outcome = 'exhausted'))
     -- With what the rows below need of the verdict (the attempt's request and credential; the
     -- stale claim and the attempt it closes, as they were): joined to verdict again, PostgreSQL,
     -- estimating both at one row, nested each join (128 x 128 comparisons for a batch of 128).
@@ -140,8 +147,7 @@ hist AS (
     FROM changed c
     WHERE c.stale_claim
     UNION ALL
-    SELECT c.delivery_key, c.transition_seq, 'pending', c.state,
-           (CASE WHEN c.state = 'pending' THEN 'claimed' ELSE 'attempts_exhausted' END),
+    SELECT c.delivery_key, c.transition_seq, 'pending', c.state, c.reason,
            c.attempt_token, c.epoch, c.generation, $5::TEXT
     FROM changed c
     RETURNING delivery_key, seq
@@ -162,6 +168,7 @@ SELECT input.delivery_key::BYTEA AS delivery_key,
        c.lease_expires_at AS lease_expires_at,
        EXISTS (SELECT 1 FROM new_attempt n WHERE n.attempt_token = c.attempt_token) AS attempt_written,
        false AS older,
+       v.not_before AS not_before,
        c.transition_seq AS out_seq, false AS out_dispatch, c.account_id AS out_account,
        'pending'::TEXT AS out_from, c.state AS out_to, c.reason AS out_reason,
        c.attempt_token AS out_token, c.epoch AS out_epoch, c.generation AS out_generation,
@@ -170,7 +177,7 @@ FROM input
 LEFT JOIN verdict v ON v.delivery_key = input.delivery_key
 LEFT JOIN changed c ON c.delivery_key = input.delivery_key
 UNION ALL
-SELECT c.delivery_key, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, false, true,
+SELECT c.delivery_key, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, false, true, NULL,
        c.prior_seq + 1, false, c.account_id, 'pending', 'pending', 'abandoned', c.prior_token, c.prior_epoch, c.prior_generation,
        $5::TEXT, now()::TIMESTAMPTZ, c.traceparent
 FROM changed c
@@ -198,6 +205,7 @@ type IntentsBeginRow struct {
 	LeaseExpiresAt    *time.Time
 	AttemptWritten    bool
 	Older             bool
+	NotBefore         *time.Time
 	OutSeq            pgtype.Int8
 	OutDispatch       bool
 	OutAccount        pgtype.Text
@@ -221,8 +229,12 @@ type IntentsBeginRow struct {
 // (or probes with another intent), Begin opens no attempt and changes nothing (holding); when a
 // probe is due, one intent per account, the first by key, takes the probe slot (the health row
 // moves to probing with that attempt's token, guarded on the row as read and locked: two
-// dispatchers can never both probe) and is claimed. One row per input key; outcome: claim |
-// exhausted | claimed (a live claim exists) | holding | invalid_transition | NULL (no such intent). Each row also
+// dispatchers can never both probe) and is claimed. The intent's times gate it as well: at or
+// after expires_at it is parked expired instead of claimed (whatever brought it back to pending:
+// a retry, a held account, a restore), and before not_before Begin opens no attempt and changes
+// nothing (not_due: the row's not_before tells the caller how long to wait). One row per input
+// key; outcome: claim | exhausted | expired | claimed (a live claim exists) | not_due | holding |
+// invalid_transition | NULL (no such intent). Each row also
 // names the transition it wrote, as its event carries it (out_*, seq NULL for none: see
 // outboxed, pkg/ledger/outbox.go); a stale claim's abandonment, written first, comes as one
 // more row (older true).
@@ -258,6 +270,7 @@ func (q *Queries) IntentsBegin(ctx context.Context, arg IntentsBeginParams) ([]I
 			&i.LeaseExpiresAt,
 			&i.AttemptWritten,
 			&i.Older,
+			&i.NotBefore,
 			&i.OutSeq,
 			&i.OutDispatch,
 			&i.OutAccount,

@@ -253,6 +253,16 @@ FROM (
                     transition_seq, attempts_authorized, attempt_token, epoch, generation, lease_expires_at,
                     object_id, created_at, updated_at
              FROM intents
+             WHERE state = 'pending' AND reason = 'not_due' AND $4::TEXT IN ('', 'pending')
+               AND (updated_at, delivery_key) < ($5::TIMESTAMPTZ, $6::BYTEA)
+               AND updated_at >= $7::TIMESTAMPTZ
+             ORDER BY updated_at DESC, delivery_key DESC
+             LIMIT $8::INT)
+            UNION ALL
+            (SELECT delivery_key, account_id, action, target, request, occurrence, source_id, state, reason,
+                    transition_seq, attempts_authorized, attempt_token, epoch, generation, lease_expires_at,
+                    object_id, created_at, updated_at
+             FROM intents
              WHERE lease_expires_at IS NOT NULL AND state = 'authorized' AND $4::TEXT IN ('', 'authorized')
                AND (updated_at, delivery_key) < ($5::TIMESTAMPTZ, $6::BYTEA)
                AND updated_at >= $7::TIMESTAMPTZ

@@ -15,9 +15,9 @@ import (
 const intentsByTimePage = `-- name: IntentsByTimePage :many
 SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
        source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
-       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent, attempts_uncounted, reply_to
+       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent, attempts_uncounted, reply_to, not_before, expires_at
 FROM (
-    SELECT i.delivery_key, i.account_id, i.action, i.target, i.request, i.occurrence, i.text_hash, i.source_id, i.source_version, i.state, i.reason, i.transition_seq, i.attempts_authorized, i.attempt_token, i.epoch, i.generation, i.lease_expires_at, i.object_id, i.created_at, i.updated_at, i.batch_ord, i.traceparent, i.attempts_uncounted, i.reply_to, CASE WHEN $1::BOOL THEN i.created_at ELSE i.updated_at END AS sort_at
+    SELECT i.delivery_key, i.account_id, i.action, i.target, i.request, i.occurrence, i.text_hash, i.source_id, i.source_version, i.state, i.reason, i.transition_seq, i.attempts_authorized, i.attempt_token, i.epoch, i.generation, i.lease_expires_at, i.object_id, i.created_at, i.updated_at, i.batch_ord, i.traceparent, i.attempts_uncounted, i.reply_to, i.not_before, i.expires_at, CASE WHEN $1::BOOL THEN i.created_at ELSE i.updated_at END AS sort_at
     FROM intents i
     WHERE ($2::TEXT = '' OR i.state = $2::TEXT)
       AND ($3::TEXT = '' OR i.account_id = $3::TEXT)
@@ -100,6 +100,8 @@ func (q *Queries) IntentsByTimePage(ctx context.Context, arg IntentsByTimePagePa
 			&i.Traceparent,
 			&i.AttemptsUncounted,
 			&i.ReplyTo,
+			&i.NotBefore,
+			&i.ExpiresAt,
 		); err != nil {
 			return nil, err
 		}
@@ -114,7 +116,7 @@ func (q *Queries) IntentsByTimePage(ctx context.Context, arg IntentsByTimePagePa
 const intentsPage = `-- name: IntentsPage :many
 SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
        source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
-       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent, attempts_uncounted, reply_to
+       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent, attempts_uncounted, reply_to, not_before, expires_at
 FROM intents
 WHERE delivery_key > $1::BYTEA
   AND ($2::TEXT = '' OR state = $2::TEXT)
@@ -183,6 +185,8 @@ func (q *Queries) IntentsPage(ctx context.Context, arg IntentsPageParams) ([]Int
 			&i.Traceparent,
 			&i.AttemptsUncounted,
 			&i.ReplyTo,
+			&i.NotBefore,
+			&i.ExpiresAt,
 		); err != nil {
 			return nil, err
 		}
@@ -197,9 +201,9 @@ func (q *Queries) IntentsPage(ctx context.Context, arg IntentsPageParams) ([]Int
 const parkedByTimePage = `-- name: ParkedByTimePage :many
 SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
        source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
-       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent, attempts_uncounted, reply_to
+       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent, attempts_uncounted, reply_to, not_before, expires_at
 FROM (
-    SELECT i.delivery_key, i.account_id, i.action, i.target, i.request, i.occurrence, i.text_hash, i.source_id, i.source_version, i.state, i.reason, i.transition_seq, i.attempts_authorized, i.attempt_token, i.epoch, i.generation, i.lease_expires_at, i.object_id, i.created_at, i.updated_at, i.batch_ord, i.traceparent, i.attempts_uncounted, i.reply_to, CASE WHEN $1::BOOL THEN i.created_at ELSE i.updated_at END AS sort_at
+    SELECT i.delivery_key, i.account_id, i.action, i.target, i.request, i.occurrence, i.text_hash, i.source_id, i.source_version, i.state, i.reason, i.transition_seq, i.attempts_authorized, i.attempt_token, i.epoch, i.generation, i.lease_expires_at, i.object_id, i.created_at, i.updated_at, i.batch_ord, i.traceparent, i.attempts_uncounted, i.reply_to, i.not_before, i.expires_at, CASE WHEN $1::BOOL THEN i.created_at ELSE i.updated_at END AS sort_at
     FROM intents i
     WHERE i.state = 'parked'
       AND ($2::TEXT = '' OR i.account_id = $2::TEXT)
@@ -273,6 +277,8 @@ func (q *Queries) ParkedByTimePage(ctx context.Context, arg ParkedByTimePagePara
 			&i.Traceparent,
 			&i.AttemptsUncounted,
 			&i.ReplyTo,
+			&i.NotBefore,
+			&i.ExpiresAt,
 		); err != nil {
 			return nil, err
 		}
@@ -287,7 +293,7 @@ func (q *Queries) ParkedByTimePage(ctx context.Context, arg ParkedByTimePagePara
 const parkedPage = `-- name: ParkedPage :many
 SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
        source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
-       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent, attempts_uncounted, reply_to
+       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent, attempts_uncounted, reply_to, not_before, expires_at
 FROM intents
 WHERE state = 'parked'
   AND delivery_key > $1::BYTEA
@@ -351,6 +357,8 @@ func (q *Queries) ParkedPage(ctx context.Context, arg ParkedPageParams) ([]Inten
 			&i.Traceparent,
 			&i.AttemptsUncounted,
 			&i.ReplyTo,
+			&i.NotBefore,
+			&i.ExpiresAt,
 		); err != nil {
 			return nil, err
 		}

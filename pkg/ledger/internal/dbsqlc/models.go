@@ -121,6 +121,8 @@ type Intent struct {
 	Traceparent        pgtype.Text
 	AttemptsUncounted  int32
 	ReplyTo            []byte
+	NotBefore          *time.Time
+	ExpiresAt          *time.Time
 }
 
 type Operator struct {

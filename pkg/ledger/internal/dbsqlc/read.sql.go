@@ -144,7 +144,7 @@ func (q *Queries) HistoryByIntent(ctx context.Context, deliveryKey []byte) ([]Hi
 const intentGet = `-- name: IntentGet :one
 SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
        source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
-       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent, attempts_uncounted, reply_to
+       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent, attempts_uncounted, reply_to, not_before, expires_at
 FROM intents
 WHERE delivery_key = $1::BYTEA
 `
@@ -177,6 +177,8 @@ func (q *Queries) IntentGet(ctx context.Context, deliveryKey []byte) (Intent, er
 		&i.Traceparent,
 		&i.AttemptsUncounted,
 		&i.ReplyTo,
+		&i.NotBefore,
+		&i.ExpiresAt,
 	)
 	return i, err
 }
@@ -184,7 +186,7 @@ func (q *Queries) IntentGet(ctx context.Context, deliveryKey []byte) (Intent, er
 const intentsGetMany = `-- name: IntentsGetMany :many
 SELECT delivery_key, account_id, action, target, request, occurrence, text_hash, source_id,
        source_version, state, reason, transition_seq, attempts_authorized, attempt_token, epoch,
-       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent, attempts_uncounted, reply_to
+       generation, lease_expires_at, object_id, created_at, updated_at, batch_ord, traceparent, attempts_uncounted, reply_to, not_before, expires_at
 FROM intents
 WHERE delivery_key = ANY($1::BYTEA[])
 `
@@ -224,6 +226,8 @@ func (q *Queries) IntentsGetMany(ctx context.Context, deliveryKeys [][]byte) ([]
 			&i.Traceparent,
 			&i.AttemptsUncounted,
 			&i.ReplyTo,
+			&i.NotBefore,
+			&i.ExpiresAt,
 		); err != nil {
 			return nil, err
 		}

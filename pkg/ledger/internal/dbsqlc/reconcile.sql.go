@@ -131,7 +131,7 @@ func (q *Queries) ReconcileCandidates(ctx context.Context, arg ReconcileCandidat
 }
 
 const reconcileStatus = `-- name: ReconcileStatus :one
-SELECT i.delivery_key, i.account_id, i.action, i.target, i.request, i.occurrence, i.text_hash, i.source_id, i.source_version, i.state, i.reason, i.transition_seq, i.attempts_authorized, i.attempt_token, i.epoch, i.generation, i.lease_expires_at, i.object_id, i.created_at, i.updated_at, i.batch_ord, i.traceparent, i.attempts_uncounted, i.reply_to,
+SELECT i.delivery_key, i.account_id, i.action, i.target, i.request, i.occurrence, i.text_hash, i.source_id, i.source_version, i.state, i.reason, i.transition_seq, i.attempts_authorized, i.attempt_token, i.epoch, i.generation, i.lease_expires_at, i.object_id, i.created_at, i.updated_at, i.batch_ord, i.traceparent, i.attempts_uncounted, i.reply_to, i.not_before, i.expires_at,
        (extract(epoch FROM now() - i.updated_at) * 1000)::BIGINT AS age_ms,
        EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = i.attempt_token AND r.step = 'claimed')::BOOL AS claimed,
        EXISTS (SELECT 1 FROM reconciliations r WHERE r.attempt_token = i.attempt_token AND r.step = 'resolved')::BOOL AS resolved,
@@ -181,6 +181,8 @@ func (q *Queries) ReconcileStatus(ctx context.Context, deliveryKey []byte) (Reco
 		&i.Intent.Traceparent,
 		&i.Intent.AttemptsUncounted,
 		&i.Intent.ReplyTo,
+		&i.Intent.NotBefore,
+		&i.Intent.ExpiresAt,
 		&i.AgeMs,
 		&i.Claimed,
 		&i.Resolved,

@@ -60,10 +60,12 @@ t AS (
 ),
 created AS (
     INSERT INTO intents (delivery_key, account_id, action, target, request, occurrence, text_hash, source_id, source_version, reply_to,
-                         state, reason, transition_seq, attempts_authorized, attempt_token, epoch, generation)
+                         not_before, expires_at, state, reason, transition_seq, attempts_authorized, attempt_token, epoch, generation)
     SELECT $11::BYTEA, $12::TEXT, $13::TEXT, $14::TEXT, $15::TEXT, $16::TEXT,
            NULLIF($17::BYTEA, ''::BYTEA), NULLIF($18::TEXT, ''), NULLIF($19::BYTEA, ''::BYTEA),
            NULLIF($20::BYTEA, ''::BYTEA),
+           -- The envelope's times come back with it: a restored intent that has expired is never sent.
+           NULLIF($21::TEXT, '')::TIMESTAMPTZ, NULLIF($22::TEXT, '')::TIMESTAMPTZ,
            t.to_state, t.to_reason, t.stream_seq + 1, t.authorizations_ahead,
            (CASE WHEN t.to_state = 'indeterminate' THEN t.attempt_token END),
            (CASE WHEN t.to_state = 'indeterminate' THEN t.epoch END),
@@ -117,6 +119,8 @@ type IntentRestoreCreateParams struct {
 	SourceID            string
 	SourceVersion       []byte
 	ReplyTo             []byte
+	NotBefore           string
+	ExpiresAt           string
 }
 
 type IntentRestoreCreateRow struct {
@@ -159,6 +163,8 @@ func (q *Queries) IntentRestoreCreate(ctx context.Context, arg IntentRestoreCrea
 		arg.SourceID,
 		arg.SourceVersion,
 		arg.ReplyTo,
+		arg.NotBefore,
+		arg.ExpiresAt,
 	)
 	var i IntentRestoreCreateRow
 	err := row.Scan(

@@ -26,6 +26,8 @@ WITH batch AS (
            unnest($10::BYTEA[]) AS source_version,
            unnest($11::TEXT[]) AS traceparent,
            unnest($12::BYTEA[]) AS reply_to,
+           unnest($13::TEXT[]) AS not_before,
+           unnest($14::TEXT[]) AS expires_at,
            generate_subscripts($2::BYTEA[], 1) AS ord
 ),
 input AS (
@@ -34,17 +36,19 @@ input AS (
            NULLIF(b.source_id, '') AS source_id,
            NULLIF(b.source_version, ''::BYTEA) AS source_version,
            NULLIF(b.traceparent, '') AS traceparent,
-           NULLIF(b.reply_to, ''::BYTEA) AS reply_to
+           NULLIF(b.reply_to, ''::BYTEA) AS reply_to,
+           NULLIF(b.not_before, '')::TIMESTAMPTZ AS not_before,
+           NULLIF(b.expires_at, '')::TIMESTAMPTZ AS expires_at
     FROM batch b
 ),
 known AS (
-    SELECT input.delivery_key, input.account_id, input.action, input.target, input.request, input.occurrence, input.ord, input.text_hash, input.source_id, input.source_version, input.traceparent, input.reply_to FROM input JOIN accounts a ON a.account_id = input.account_id
+    SELECT input.delivery_key, input.account_id, input.action, input.target, input.request, input.occurrence, input.ord, input.text_hash, input.source_id, input.source_version, input.traceparent, input.reply_to, input.not_before, input.expires_at FROM input JOIN accounts a ON a.account_id = input.account_id
 ),
 created AS (
     -- batch_ord keeps the batch's order (the producer's, as ingest fetched it): its intents
     -- share created_at, and the first stored wins a duplicate-text claim.
-    INSERT INTO intents (delivery_key, account_id, action, target, request, occurrence, text_hash, source_id, source_version, traceparent, reply_to, state, reason, transition_seq, batch_ord)
-    SELECT k.delivery_key, k.account_id, k.action, k.target, k.request, k.occurrence, k.text_hash, k.source_id, k.source_version, k.traceparent, k.reply_to, 'pending', 'submitted', 1, k.ord
+    INSERT INTO intents (delivery_key, account_id, action, target, request, occurrence, text_hash, source_id, source_version, traceparent, reply_to, not_before, expires_at, state, reason, transition_seq, batch_ord)
+    SELECT k.delivery_key, k.account_id, k.action, k.target, k.request, k.occurrence, k.text_hash, k.source_id, k.source_version, k.traceparent, k.reply_to, k.not_before, k.expires_at, 'pending', 'submitted', 1, k.ord
     FROM known k
     -- A key a ledger restore could not recreate (restore_blocks) is never created again: it
     -- answers duplicate, as the intent itself would.
@@ -59,7 +63,7 @@ hist AS (
 ),
 outbox_rows AS (
     INSERT INTO outbox (delivery_key, seq, dispatch, writer)
-    SELECT h.delivery_key, h.seq, true, NULLIF($13::BIGINT, 0) FROM hist h
+    SELECT h.delivery_key, h.seq, true, NULLIF($15::BIGINT, 0) FROM hist h
     RETURNING delivery_key
 ),
 heads AS (
@@ -111,6 +115,8 @@ type IntentSubmitParams struct {
 	SourceVersions [][]byte
 	Traceparents   []string
 	ReplyTos       [][]byte
+	NotBefores     []string
+	ExpiresAts     []string
 	Writer         int64
 }
 
@@ -136,7 +142,8 @@ type IntentSubmitRow struct {
 // Returns one row per distinct input key: created, duplicate (the delivery key exists, or a ledger
 // restore blocked it: restore_blocks) or unknown_account.
 // A created intent's source version becomes the source's stored head. A traceparent (” for
-// none) is stored only with the intent it creates: a duplicate keeps the first one's. Each row
+// none) is stored only with the intent it creates: a duplicate keeps the first one's, and so
+// are not_before and expires_at (” for none): the first stored times stand. Each row
 // also names the transition it wrote, as its event carries it (out_*, for a created intent:
 // see outboxed, pkg/ledger/outbox.go).
 func (q *Queries) IntentSubmit(ctx context.Context, arg IntentSubmitParams) ([]IntentSubmitRow, error) {
@@ -153,6 +160,8 @@ func (q *Queries) IntentSubmit(ctx context.Context, arg IntentSubmitParams) ([]I
 		arg.SourceVersions,
 		arg.Traceparents,
 		arg.ReplyTos,
+		arg.NotBefores,
+		arg.ExpiresAts,
 		arg.Writer,
 	)
 	if err != nil {
