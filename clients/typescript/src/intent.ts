@@ -47,6 +47,7 @@ export interface Intent {
    * object it created. Part of the delivery key.
    */
   replyTo?: string;
+  /**
    * Not sent before this time (a Date, or an RFC 3339 string); at most 30 days ahead when
    * stored. No part of the delivery key: the times stored first stand.
    */

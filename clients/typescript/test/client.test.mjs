@@ -45,7 +45,7 @@ test('an intent built from its fields has the key of every delivery_key vector',
   assert.ok(vectors.length > 20);
   for (const v of vectors) {
     const e = JSON.parse(v.envelope);
-    const intent = { account: e.account, action: e.action, target: e.target, request: e.request, occurrence: e.occurrence, source: e.source };
+    const intent = { account: e.account, action: e.action, target: e.target, request: e.request, occurrence: e.occurrence, source: e.source, replyTo: e.reply_to };
     const env = envelope(intent);
     assert.equal(env.key, v.delivery_key, v.name);
     assert.equal(env.parts.request, v.canonical_request, v.name);
