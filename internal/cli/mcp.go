@@ -81,9 +81,7 @@ func runMCP(ctx context.Context, c *line, o mcpFlags) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	// No Canceller yet: the cancel tool is served once client.Cancel exists, by passing cl
-	// (mcpserver.Canceller says how).
-	cfg := mcpserver.Config{Client: cl, Accounts: o.accounts, PublishWait: o.publishWait, MaxAwait: o.maxAwait,
+	cfg := mcpserver.Config{Client: cl, Canceller: cl, Accounts: o.accounts, PublishWait: o.publishWait, MaxAwait: o.maxAwait,
 		Version: version.String(),
 		// The SDK logs through slog: its warnings, as JSON lines beside the role's.
 		Logger: slog.New(slog.NewJSONHandler(c.io.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("logger", "mcp.sdk")}

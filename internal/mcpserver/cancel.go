@@ -5,28 +5,20 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/atmost/atmost/pkg/atmosttype"
+	"github.com/atmost/atmost/pkg/client"
 	"github.com/atmost/atmost/pkg/identity"
 )
 
 // Canceller is what the cancel tool calls: client.Client's Cancel, which parks an intent
-// cancelled if and only if it is not yet authorized. It is an interface, and CancelResult a
-// copy of client.CancelResult, until client.Cancel is merged: then CancelResult becomes an
-// alias of client.CancelResult and the command passes its *client.Client.
+// cancelled if and only if it is not yet authorized. An interface, so that the tool's scoping
+// is tested without a ledger.
 type Canceller interface {
 	Cancel(ctx context.Context, account string, key identity.DeliveryKey) (CancelResult, error)
 }
 
 // CancelResult is client.CancelResult: whether the intent is parked cancelled (by this request
 // or an earlier one), and its state either way.
-type CancelResult struct {
-	Key       identity.DeliveryKey
-	Account   string
-	Cancelled bool
-	State     atmosttype.State
-	Reason    atmosttype.Reason
-	Seq       int64
-}
+type CancelResult = client.CancelResult
 
 // CancelOutput is what the cancel tool answers.
 type CancelOutput struct {

@@ -310,3 +310,38 @@ func TestTheToolDescriptionsSayARetryIsTheSameIntent(t *testing.T) {
 	require.True(t, tools[mcpserver.ToolGetOutcome].Annotations.ReadOnlyHint)
 	require.Contains(t, a.session.InitializeResult().Instructions, "same arguments")
 }
+
+// The cancel tool on the command's own Canceller, the client, against the stack: an intent
+// that waits for its not_before is parked cancelled and never reaches the platform, a second
+// cancel answers the same, and a published intent is too late.
+func TestTheCancelToolParksAnIntentNotYetAuthorized(t *testing.T) {
+	st := newStack(t)
+	ctx := timeout(t, 2*time.Minute)
+	p := newPipes()
+	runStdio(t, ctx, st.server(mcpserver.Config{Accounts: []string{acct1}, Canceller: st.client}), p)
+	a, err := connectAgent(t, ctx, p.client)
+	require.NoError(t, err)
+
+	waiting := client.Intent{Account: acct1, Action: "post", Request: map[string]any{"text": "not before an hour from now"},
+		NotBefore: time.Now().Add(time.Hour)}
+	r, err := st.client.Publish(ctx, waiting)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { _, err := st.client.Status(ctx, acct1, r.Key); return err == nil }, time.Minute, 50*time.Millisecond,
+		"ingest never stored the intent")
+	for range 2 {
+		var out mcpserver.CancelOutput
+		a.ok(ctx, mcpserver.ToolCancel, map[string]any{"account": acct1, "delivery_key": r.Key.String()}, &out)
+		require.True(t, out.Cancelled, "%+v", out)
+		require.Equal(t, "parked", out.State)
+		require.Equal(t, "cancelled", out.Reason)
+	}
+
+	var pub mcpserver.PublishOutput
+	a.ok(ctx, mcpserver.ToolPublish, map[string]any{"account": acct1, "action": "post", "request": map[string]any{"text": "sent before the cancel"}}, &pub)
+	require.Equal(t, "published", pub.Outcome.State, "%+v", pub)
+	var late mcpserver.CancelOutput
+	a.ok(ctx, mcpserver.ToolCancel, map[string]any{"account": acct1, "delivery_key": pub.DeliveryKey}, &late)
+	require.False(t, late.Cancelled)
+	require.Equal(t, "published", late.State)
+	require.Equal(t, 1, st.sim.Counts().Requests, "only the published intent reached the platform")
+}
