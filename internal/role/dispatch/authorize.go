@@ -59,7 +59,7 @@ func (d *Dispatcher) authorize(ctx context.Context, batch []*work) []*work {
 			reports := make([]ledger.Report, len(group))
 			for i, w := range group {
 				reports[i] = ledger.Report{Claim: w.claim, Outcome: ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed,
-					Detail: map[string]any{"step": "authorize", "error": err.Error()}}}
+					Detail: map[string]any{"step": "authorize", "error": err.Error()}, Signal: ledger.SignalNeutral}}
 			}
 			cctx, cancel := context.WithTimeout(ctx, d.cfg.LedgerTimeout)
 			_, _ = d.ledger.CompleteMany(cctx, reports)
