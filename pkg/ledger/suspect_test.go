@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -180,4 +181,48 @@ func TestTheAdaptersSignalDecides(t *testing.T) {
 			Detail: map[string]any{"status": 500}, Signal: ledger.SignalUnavailable})
 	}
 	require.Equal(t, ledger.Holding, e.healthOf(account).State, "three declared unavailable trip it")
+}
+
+// The suspect account's slot: of any number of Begins racing on it, exactly one intent is
+// claimed, by one dispatcher; the others open no attempt.
+func TestSuspectSlotIsTakenOnce(t *testing.T) {
+	t.Parallel()
+	for _, iso := range isolations {
+		t.Run(string(iso), func(t *testing.T) {
+			t.Parallel()
+			e := healthEnvAt(t, iso)
+			e.completeAuthorized("first failure", connectionFailed())
+			const n = 8
+			for round := range 3 {
+				reqs := make([]ledger.BeginRequest, n)
+				for i := range n {
+					text := fmt.Sprintf("round %d intent %d", round, i)
+					reqs[i] = ledger.BeginRequest{Key: e.submit(text), RequestHash: requestHash(text)}
+				}
+				e.exec(`UPDATE account_health SET probe_token = NULL, probe_until = NULL WHERE account_id = $1`, account)
+				var wg sync.WaitGroup
+				var mu sync.Mutex
+				claims := 0
+				for i := range n {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						l := e.ledgerWith(ledger.Config{Actor: fmt.Sprintf("dispatcher-%d", i)})
+						res, err := l.BeginMany(e.ctx, reqs[i:i+1], lease)
+						require.NoError(t, err)
+						mu.Lock()
+						defer mu.Unlock()
+						if res[0].Err == nil {
+							claims++
+						} else {
+							require.ErrorIs(t, res[0].Err, ledger.ErrAccountHolding)
+						}
+					}()
+				}
+				wg.Wait()
+				require.Equal(t, 1, claims, "one attempt in flight")
+				e.exec(`UPDATE intents SET state = 'parked', reason = 'operator_parked', lease_expires_at = NULL WHERE state = 'pending'`)
+			}
+		})
+	}
 }

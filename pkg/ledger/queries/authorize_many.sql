@@ -44,15 +44,6 @@ cur AS (
     ORDER BY i.delivery_key
     FOR UPDATE
 ),
-health AS (
-    -- The accounts' health rows, locked FOR SHARE: at READ COMMITTED, a row a concurrent report
-    -- changed is read as that report committed it.
-    SELECT h.account_id, h.state, h.failures, h.probe_token
-    FROM account_health h
-    WHERE h.account_id IN (SELECT cur.account_id FROM cur)
-    ORDER BY h.account_id
-    FOR SHARE
-),
 claimed AS (
     -- Each intent with its claim, planned on its own (OFFSET 0): joined among the tables of
     -- facts, PostgreSQL rescanned input for every intent (128 x 128 rows for a batch of 128).
@@ -61,6 +52,15 @@ claimed AS (
     FROM cur
     JOIN input ON input.delivery_key = cur.delivery_key
     OFFSET 0
+),
+health AS (
+    -- The accounts' health rows, locked FOR SHARE: at READ COMMITTED, a row a concurrent report
+    -- changed is read as that report committed it.
+    SELECT h.account_id, h.state, h.failures, h.probe_token
+    FROM account_health h
+    WHERE h.account_id IN (SELECT cur.account_id FROM cur)
+    ORDER BY h.account_id
+    FOR SHARE
 ),
 facts AS (
     SELECT cur.*,

@@ -32,15 +32,6 @@ cur AS (
     ORDER BY i.delivery_key
     FOR UPDATE
 ),
-health AS (
-    -- The accounts' health rows, locked FOR SHARE: at READ COMMITTED, a row a concurrent report
-    -- changed is read as that report committed it.
-    SELECT h.account_id, h.state, h.failures, h.probe_token
-    FROM account_health h
-    WHERE h.account_id IN (SELECT cur.account_id FROM cur)
-    ORDER BY h.account_id
-    FOR SHARE
-),
 claimed AS (
     -- Each intent with its claim, planned on its own (OFFSET 0): joined among the tables of
     -- facts, PostgreSQL rescanned input for every intent (128 x 128 rows for a batch of 128).
@@ -49,6 +40,15 @@ claimed AS (
     FROM cur
     JOIN input ON input.delivery_key = cur.delivery_key
     OFFSET 0
+),
+health AS (
+    -- The accounts' health rows, locked FOR SHARE: at READ COMMITTED, a row a concurrent report
+    -- changed is read as that report committed it.
+    SELECT h.account_id, h.state, h.failures, h.probe_token
+    FROM account_health h
+    WHERE h.account_id IN (SELECT cur.account_id FROM cur)
+    ORDER BY h.account_id
+    FOR SHARE
 ),
 facts AS (
     SELECT cur.delivery_key, cur.account_id, cur.state, cur.attempt_token, cur.epoch, cur.generation, cur.lease_expires_at, cur.attempts_authorized, cur.attempts_uncounted, cur.transition_seq, cur.text_hash, cur.source_id, cur.source_version, cur.created_at, cur.batch_ord, cur.claim_token, cur.claim_epoch, cur.claim_generation, cur.claim_request_hash,
