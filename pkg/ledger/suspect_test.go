@@ -193,7 +193,11 @@ func TestSuspectSlotIsTakenOnce(t *testing.T) {
 			e := healthEnvAt(t, iso)
 			e.completeAuthorized("first failure", connectionFailed())
 			const n = 8
-			for round := range 3 {
+			ledgers := make([]*ledger.Ledger, n)
+			for i := range n {
+				ledgers[i] = e.ledgerWith(ledger.Config{Actor: fmt.Sprintf("dispatcher-%d", i)})
+			}
+			for round := range 10 {
 				reqs := make([]ledger.BeginRequest, n)
 				for i := range n {
 					text := fmt.Sprintf("round %d intent %d", round, i)
@@ -203,12 +207,13 @@ func TestSuspectSlotIsTakenOnce(t *testing.T) {
 				var wg sync.WaitGroup
 				var mu sync.Mutex
 				claims := 0
+				start := make(chan struct{})
 				for i := range n {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						l := e.ledgerWith(ledger.Config{Actor: fmt.Sprintf("dispatcher-%d", i)})
-						res, err := l.BeginMany(e.ctx, reqs[i:i+1], lease)
+						<-start
+						res, err := ledgers[i].BeginMany(e.ctx, reqs[i:i+1], lease)
 						require.NoError(t, err)
 						mu.Lock()
 						defer mu.Unlock()
@@ -219,6 +224,7 @@ func TestSuspectSlotIsTakenOnce(t *testing.T) {
 						}
 					}()
 				}
+				close(start)
 				wg.Wait()
 				require.Equal(t, 1, claims, "one attempt in flight")
 				e.exec(`UPDATE intents SET state = 'parked', reason = 'operator_parked', lease_expires_at = NULL WHERE state = 'pending'`)

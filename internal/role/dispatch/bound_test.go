@@ -30,6 +30,7 @@ func TestAfterTheFirstFailureOnlyTripFailuresMinusOneSendsGoBeforeTheTrip(t *tes
 	cfg.Concurrency = 16
 	cfg.HeldDelay = time.Second
 	e.run(cfg)
+	e.sweeping(200 * time.Millisecond)
 	authorized := func() int {
 		return e.Count(`SELECT count(*) FROM history h JOIN intents i USING (delivery_key) WHERE i.account_id = 'acct-out' AND h.to_state = 'authorized'`)
 	}

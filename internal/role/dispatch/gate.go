@@ -50,8 +50,12 @@ func (d *Dispatcher) gate(ctx context.Context, batch []*work) (keep, unsendable 
 			continue
 		}
 		if refusal := g.Refusal(); refusal == ledger.ReasonHeld {
+			// Acknowledged, not given back: a held account's backlog would otherwise fill the
+			// consumer's MaxAckPending and stall every other account's work. The intent waits
+			// pending in the ledger, nothing lost; the sweeper publishes its work again when
+			// the account serves again or its probe is due (docs/design.md#held-work-leaves-the-queue).
 			d.holding(w, fmt.Sprintf("%s (%s, %s)", refusal, g.Health, g.HealthCause), nil)
-			d.delay(w, "gated_"+string(refusal), d.heldWait(g.Health, g.NextProbe))
+			d.finish(w, "gated_"+string(refusal))
 			continue
 		} else if refusal != "" {
 			d.holding(w, string(refusal), nil)

@@ -102,6 +102,7 @@ func TestAnOutageHoldsTheAccountAndItsIntentsWaitForItsReturn(t *testing.T) {
 	require.NoError(t, err)
 	e.Run(d.Run)
 	e.retrying(100 * time.Millisecond)
+	e.sweeping(200 * time.Millisecond)
 
 	platform.stop()
 	first := e.Submit("acct-out", worldtest.Texts("due as it stopped", 3)...)
@@ -162,6 +163,7 @@ func TestAnOutageOfAPlatformWithUnknownOutcomes(t *testing.T) {
 	cfg.HeldDelay = 5 * time.Second
 	e.run(cfg)
 	e.retrying(200 * time.Millisecond)
+	e.sweeping(200 * time.Millisecond)
 	e.Run(func(ctx context.Context) error {
 		for ctx.Err() == nil {
 			_, _ = e.Ledger.HealReconciled(ctx)
@@ -207,6 +209,7 @@ func TestACredentialAnswering401HoldsTheAccountUntilResumed(t *testing.T) {
 	d, err := dispatch.New(e.Ctx, e.JS, e.Ledger, e.Relay, cfg)
 	require.NoError(t, err)
 	e.Run(d.Run)
+	e.sweeping(200 * time.Millisecond)
 
 	first := e.Submit("acct-1", worldtest.Texts("refused credential", 3)...)
 	require.Eventually(t, func() bool { return e.healthOf("acct-1").State == ledger.Holding }, 20*time.Second, 20*time.Millisecond)

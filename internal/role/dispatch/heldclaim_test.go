@@ -13,10 +13,11 @@ import (
 	"github.com/atmost/atmost/pkg/ledger"
 )
 
-// A claim the account's health holds at Authorize (it tripped between Begin and Authorize)
-// ends with nothing sent and no attempt spent, and its work item waits for the account: it is
-// given back to JetStream, not acknowledged, so that once the account is resumed the intent is
-// sent. Acknowledged, the intent would stay pending with no work item.
+// A claim the account's health holds at Authorize (it tripped between Begin and Authorize) ends
+// with nothing sent and no attempt spent, and its work item is given back to JetStream, not
+// acknowledged: with no sweeper to publish it again, the intents are sent once the account,
+// resumed before the work comes back (GateDelay), serves again. Acknowledged, an intent would
+// wait pending with no work item until a sweeper's pass.
 func TestAClaimHeldAtAuthorizeWaitsForItsAccount(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{})
@@ -26,31 +27,30 @@ func TestAClaimHeldAtAuthorizeWaitsForItsAccount(t *testing.T) {
 			return
 		}
 		once.Do(func() {
-			// The account trips between Begin and Authorize, its next probe an hour away.
+			// The account trips between Begin and Authorize.
 			_, err := e.DB.Pool.Exec(e.Ctx, `INSERT INTO account_health (account_id, state, cause, next_probe_at) VALUES ('acct-1', 'holding', 'platform_unavailable', now() + INTERVAL '1 hour')`)
 			if err != nil {
 				panic(err)
 			}
 		})
 	})
-	cfg.HeldDelay = 300 * time.Millisecond
+	cfg.GateDelay = 3 * time.Second // the held work's wait: the account is resumed within it
 	d, err := dispatch.New(e.Ctx, e.JS, e.Ledger, e.Relay, cfg)
 	require.NoError(t, err)
 	e.Run(d.Run)
 
 	keys := e.Submit("acct-1", worldtest.Texts("held at authorize", 3)...)
-	require.Eventually(t, func() bool { return dispatch.WorkCount(d, "held") >= float64(len(keys)) }, 20*time.Second, 20*time.Millisecond)
-	for _, k := range keys {
-		in := e.Intent(k)
-		require.Equal(t, ledger.Pending, in.State)
-		require.Zero(t, in.AttemptsAuthorized, "a held claim spends no attempt")
-	}
-	require.Zero(t, e.sim.Counts().Requests, "nothing sent")
-
+	require.Eventually(t, func() bool { return dispatch.WorkCount(d, "held") >= float64(len(keys)) }, 20*time.Second, 10*time.Millisecond)
 	_, err = e.Ledger.ResumeAccount(e.Ctx, "acct-1", ledger.Actor{Name: "alice", Reason: "the platform is back"})
 	require.NoError(t, err)
 	intents := e.settle(keys, 20*time.Second)
 	require.Equal(t, map[ledger.State]int{ledger.Published: len(keys)}, states(intents), "the held work came back")
+	require.GreaterOrEqual(t, dispatch.WorkCount(d, "held"), float64(len(keys)), "every claim was held once")
+	for _, k := range keys {
+		require.Equal(t, 1, e.Intent(k).AttemptsAuthorized, "a held claim spends no attempt")
+		require.Equal(t, 1, e.sim.Created(k.String()))
+	}
+	require.Equal(t, ledger.Serving, e.healthOf("acct-1").State)
 }
 
 // The dispatcher's own not-sent (here: a send it refused to start, its deadline margin passed

@@ -38,7 +38,7 @@ func (c *counters) pass(r Report, ok bool) {
 	}
 	c.passes.WithLabelValues(result).Inc()
 	c.seconds.Observe(r.Took.Seconds())
-	for duty, n := range map[string]int{"lease_abandoned": r.Abandoned, "lease_expired": r.LeaseExpired, "work_republished": r.Republished,
+	for duty, n := range map[string]int{"lease_abandoned": r.Abandoned, "lease_expired": r.LeaseExpired, "work_republished": r.Republished, "work_woken": r.Woken,
 		"retried": r.Retried, "exhausted": r.Exhausted, "retry_held": r.RetryHeld, "lookup_lost": r.LookupLost,
 		"never_reconciled": r.NeverReconciled, "healed": r.Healed, "outbox_drained": r.Drained} {
 		c.changes.WithLabelValues(duty).Add(float64(n))
