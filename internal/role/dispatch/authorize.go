@@ -85,7 +85,7 @@ func (d *Dispatcher) authorize(ctx context.Context, batch []*work) []*work {
 				// The account tripped since Begin: the claim ended, nothing was sent, no
 				// attempt spent, and the intent is pending with no other work item: this one
 				// waits for the account.
-				d.delay(w, "held", d.heldWait(ledger.Probing, time.Time{}))
+				d.delay(w, "held", d.heldWait())
 			case !r.Authorization.Authorized():
 				d.finish(w, "refused_"+string(r.Authorization.Reason))
 			default:

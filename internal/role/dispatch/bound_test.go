@@ -28,7 +28,6 @@ func TestAfterTheFirstFailureOnlyTripFailuresMinusOneSendsGoBeforeTheTrip(t *tes
 	cfg := e.config()
 	cfg.Batch = 1
 	cfg.Concurrency = 16
-	cfg.HeldDelay = time.Second
 	e.run(cfg)
 	e.sweeping(200 * time.Millisecond)
 	authorized := func() int {

@@ -97,7 +97,6 @@ func TestAnOutageHoldsTheAccountAndItsIntentsWaitForItsReturn(t *testing.T) {
 	e.Exec(`UPDATE policies SET trip_failures = 3, trip_unknowns = 3, probe_base_ms = 300, probe_max_ms = 600, backoff_base_ms = 100 WHERE scope = ''`)
 	cfg := e.config()
 	cfg.Batch = 1 // one send at a time: the figures below do not depend on how a batch was cut
-	cfg.HeldDelay = time.Second
 	d, err := dispatch.New(e.Ctx, e.JS, e.Ledger, e.Relay, cfg)
 	require.NoError(t, err)
 	e.Run(d.Run)
@@ -160,7 +159,6 @@ func TestAnOutageOfAPlatformWithUnknownOutcomes(t *testing.T) {
 	// The default policy's thresholds, which env lifted.
 	e.Exec(`UPDATE policies SET trip_failures = 3, trip_unknowns = 10, backoff_base_ms = 200 WHERE scope = ''`)
 	cfg := e.config()
-	cfg.HeldDelay = 5 * time.Second
 	e.run(cfg)
 	e.retrying(200 * time.Millisecond)
 	e.sweeping(200 * time.Millisecond)
@@ -205,7 +203,6 @@ func TestACredentialAnswering401HoldsTheAccountUntilResumed(t *testing.T) {
 	e.Exec(`UPDATE policies SET trip_failures = 3 WHERE scope = ''`)
 	cfg := e.config()
 	cfg.Batch = 1
-	cfg.HeldDelay = 500 * time.Millisecond
 	d, err := dispatch.New(e.Ctx, e.JS, e.Ledger, e.Relay, cfg)
 	require.NoError(t, err)
 	e.Run(d.Run)
@@ -247,7 +244,6 @@ func TestUnknownOutcomesHoldOneAccountAndTheOthersGoOn(t *testing.T) {
 	e.addAccount("acct-2", fmt.Sprintf(`{"url":%q}`, healthyURL))
 	e.Exec(`UPDATE policies SET trip_unknowns = 3 WHERE scope = ''`)
 	cfg := e.config()
-	cfg.HeldDelay = 500 * time.Millisecond
 	e.run(cfg)
 	// Read while the dispatcher writes: at SERIALIZABLE a read may be refused (40001) and is
 	// made again.

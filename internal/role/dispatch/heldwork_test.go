@@ -26,7 +26,6 @@ func TestHeldWorkDoesNotStallOtherAccounts(t *testing.T) {
 	cfg := e.config()
 	cfg.Concurrency = 4 // MaxAckPending 16
 	cfg.Batch = 4
-	cfg.HeldDelay = 5 * time.Second
 	d, err := dispatch.New(e.Ctx, e.JS, e.Ledger, e.Relay, cfg)
 	require.NoError(t, err)
 	e.Run(d.Run)

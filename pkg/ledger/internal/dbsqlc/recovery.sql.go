@@ -135,8 +135,7 @@ JOIN LATERAL (
     FROM intents i
     WHERE i.account_id = h.account_id
       AND (i.state = 'pending') IS TRUE
-      AND i.reason = ANY($1::TEXT[])
-      AND i.lease_expires_at IS NULL
+      AND i.reason = ANY($1::TEXT[]) AND i.lease_expires_at IS NULL
       AND (h.state <> 'serving' OR i.updated_at <= h.since)
     ORDER BY i.updated_at
     LIMIT (CASE WHEN h.state = 'serving' THEN $2::INT ELSE 1 END)
