@@ -111,8 +111,9 @@ func TestAnOutageHoldsTheAccountAndItsIntentsWaitForItsReturn(t *testing.T) {
 	looks := dispatch.WorkCount(d, "gated_held") + dispatch.WorkCount(d, "held")
 	time.Sleep(3 * time.Second) // several probe waits
 	looks = dispatch.WorkCount(d, "gated_held") + dispatch.WorkCount(d, "held") - looks
-	// No busy loop: a held intent's work comes back once per probe's wait (300-600 ms), or
-	// GateDelay (200 ms here) while a probe is on its way, not at once.
+	// No busy loop: a held intent's work is acknowledged, and comes back when the sweeper wakes
+	// the account (once per probe due), or after GateDelay (200 ms here) when Begin held it
+	// while a probe was on its way.
 	t.Logf("held work looked at %.0f times in 3 s for %d intents", looks, len(due)+len(first))
 	require.LessOrEqual(t, looks, float64((len(due)+len(first))*(3000/200+2)))
 	for _, k := range append(append([]identity.DeliveryKey{}, first...), due...) {
