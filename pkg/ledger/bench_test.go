@@ -121,7 +121,8 @@ func BenchmarkBeginAuthorize(b *testing.B) {
 // BenchmarkComplete records published outcomes for authorized intents from 16 clients. An ok
 // from a serving account says nothing to its health: no report is written. unavailable records
 // connection failures instead, each fed to the account's health (a transaction of its own after
-// the completion's: the health report's cost is the difference).
+// the completion's), and neutral the same failures with no report: the health report's cost is
+// the difference between the two.
 func BenchmarkComplete(b *testing.B) {
 	for _, c := range []struct {
 		name    string
@@ -129,6 +130,8 @@ func BenchmarkComplete(b *testing.B) {
 	}{
 		{"ok", ledger.Outcome{Result: ledger.Sent, ObjectID: "obj", Confirmed: true}},
 		{"unavailable", ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed}},
+		// The same failed completions with no health report (the dispatcher's own not-sent).
+		{"neutral", ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed, Signal: ledger.SignalNeutral}},
 	} {
 		b.Run(c.name, func(b *testing.B) { benchmarkComplete(b, c.outcome) })
 	}
