@@ -26,7 +26,7 @@ func newCounters() *counters {
 		seconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "atmost_sweep_pass_seconds",
 			Help: "Duration of one sweep pass, every duty included.", Buckets: prometheus.DefBuckets}),
 		changes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "atmost_sweep_changes_total",
-			Help: "What the sweeper did, by duty: lease_abandoned, lease_expired, work_republished, retried, exhausted, retry_held, lookup_lost, never_reconciled, healed, outbox_drained."},
+			Help: "What the sweeper did, by duty: lease_abandoned, lease_expired, work_republished, work_woken, retried, exhausted, retry_held, lookup_lost, never_reconciled, healed, outbox_drained."},
 			[]string{"duty"}),
 	}
 }
