@@ -296,6 +296,16 @@ probe_lease AS (
       AND h.state IN ('probing', 'serving') AND h.probe_token = c.attempt_token
     RETURNING h.account_id
 ),
+slot_freed AS (
+    -- A suspect account's slot whose claim a gate refused here: nothing will be sent or
+    -- reported, so the slot is free for the next attempt at once, not when the claim's lease
+    -- would have run out.
+    UPDATE account_health h SET probe_token = NULL, probe_until = NULL, version = h.version + 1, updated_at = now()
+    FROM changed c
+    WHERE h.account_id = c.account_id AND c.state <> 'authorized' AND c.probe
+      AND h.state = 'serving' AND h.probe_token = c.attempt_token
+    RETURNING h.account_id
+),
 held AS (
     -- A held claim's attempt ends as an abandoned one does: nothing was authorized or sent.
     INSERT INTO attempt_evidence (attempt_token, delivery_key, epoch, generation, outcome, reason, fenced)

@@ -72,7 +72,7 @@ verdict AS (
            (CASE
                 WHEN f.state = 'probing' AND f.probe_signal = 'ok' THEN 'heal'
                 WHEN f.state = 'probing' AND f.probe_signal = 'auth' THEN 'trip'
-                WHEN f.state = 'probing' AND f.probe_signal IS NOT NULL AND f.probe_signal <> 'neutral' THEN 'reopen'
+                WHEN f.state = 'probing' AND f.probe_signal IN ('unavailable', 'unknown') THEN 'reopen'
                 WHEN f.state <> 'serving' THEN 'none'
                 WHEN f.failures_after >= f.trip_failures THEN 'trip'
                 WHEN f.recent_unknowns > f.trip_unknowns THEN 'trip'
