@@ -118,8 +118,26 @@ func BenchmarkBeginAuthorize(b *testing.B) {
 	b.ReportMetric(float64(l.Retries())/float64(b.N), "restarts/intent")
 }
 
-// BenchmarkComplete records published outcomes for authorized intents from 16 clients.
+// BenchmarkComplete records published outcomes for authorized intents from 16 clients. An ok
+// from a serving account says nothing to its health: no report is written. unavailable records
+// connection failures instead, each fed to the account's health (a transaction of its own after
+// the completion's), and neutral the same failures with no report: the health report's cost is
+// the difference between the two.
 func BenchmarkComplete(b *testing.B) {
+	for _, c := range []struct {
+		name    string
+		outcome ledger.Outcome
+	}{
+		{"ok", ledger.Outcome{Result: ledger.Sent, ObjectID: "obj", Confirmed: true}},
+		{"unavailable", ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed}},
+		// The same failed completions with no health report (the dispatcher's own not-sent).
+		{"neutral", ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed, Signal: ledger.SignalNeutral}},
+	} {
+		b.Run(c.name, func(b *testing.B) { benchmarkComplete(b, c.outcome) })
+	}
+}
+
+func benchmarkComplete(b *testing.B, outcome ledger.Outcome) {
 	const clients = 16
 	e, l := benchEnv(b, clients)
 	keys := submitted(b, e, l, b.N)
@@ -138,7 +156,7 @@ func BenchmarkComplete(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			c := claims[next.Add(1)-1]
-			_, err := l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.Sent, ObjectID: "obj", Confirmed: true})
+			_, err := l.Complete(e.ctx, c, outcome)
 			require.NoError(b, err)
 		}
 	})

@@ -153,7 +153,8 @@ func (l *Ledger) CompleteMany(ctx context.Context, reports []Report) ([]Completi
 	}
 	// The completions that landed feed their accounts' health, in a transaction of their own
 	// (the completion's is one pipelined statement), and only when there is something to say:
-	// a signal other than ok, or an account whose health watches (holding, probing, counting).
+	// a signal other than ok or neutral, or an account whose health watches (holding, probing,
+	// counting).
 	// A crash between the two loses a count, never an outcome: the next reports trip it.
 	var health []healthReport
 	watch := false
@@ -166,7 +167,7 @@ func (l *Ledger) CompleteMany(ctx context.Context, reports []Report) ([]Completi
 			return nil, fmt.Errorf("complete: %w", err)
 		}
 		s := SignalOf(reports[i].Outcome)
-		watch = watch || row.HealthWatch || s != SignalOK
+		watch = watch || row.HealthWatch || (s != SignalOK && s != SignalNeutral)
 		health = append(health, healthReport{row.OutAccount.String, reports[i].Claim.Token.Bytes(), s})
 	}
 	if watch {

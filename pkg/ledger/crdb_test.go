@@ -249,13 +249,20 @@ var cockroachSuite = []func(*testing.T){
 	TestAttemptCapCountsOnlyAttemptsWhileServing,
 	TestConcurrentReportsTripOnce,
 	TestAPolicyGovernsEveryFailedReasonItMayName,
+	// A suspect account's one attempt in flight, the neutral signal, the adapter's signal.
+	TestASuspectAccountLetsOneAttemptInFlight,
+	TestAuthorizeHoldsAClaimOpenedBeforeTheFirstFailure,
+	TestSuspectSlotIsTakenOnce,
+	TestNeutralOutcomesNeverTripAnAccount,
+	TestTheAdaptersSignalDecides,
 }
 
 // cockroachLeftOut are the tests of this package the lane does not run, and why: what touches
 // no database, and what measures PostgreSQL itself rather than the ledger.
 var cockroachLeftOut = map[string]string{
-	"TestCockroachDB":                          "the lane itself",
-	"TestTheCockroachLaneNamesEveryLedgerTest": "reads this package's source, no database",
+	"TestCockroachDB":                           "the lane itself",
+	"TestTheCockroachLaneNamesEveryLedgerTest":  "reads this package's source, no database",
+	"TestAuthorizeWaitsForAFailureBeingCounted": "PostgreSQL's READ COMMITTED row locks, seen waiting in pg_stat_activity",
 
 	// The pipelining of pgx (the same on every server) and PostgreSQL's own plan cache.
 	"TestTheHotOperationsAreOneRoundTripEach":                           "counts the client's round trips, which do not depend on the server",

@@ -61,6 +61,11 @@ const (
 	SignalAuth Signal = "auth"
 	// SignalUnknown: the outcome is unknown.
 	SignalUnknown Signal = "unknown"
+	// SignalNeutral: the dispatcher's own not-sent (a send it refused to start at its deadline
+	// margin, a local error before any request, an Authorize whose answer was lost): nothing
+	// reached the platform, so it says nothing of it and never counts toward a trip. It only
+	// frees the suspect account's slot its attempt held.
+	SignalNeutral Signal = "neutral"
 )
 
 // UnavailableStatuses and AuthStatuses are the statuses of a definitive refusal

@@ -52,6 +52,44 @@ func (l *Ledger) StrandedPending(ctx context.Context, idle time.Duration, max in
 	return out, nil
 }
 
+// Waking is a pending intent whose work item the dispatcher acknowledged while its account held,
+// now that the account may go on (HeldToWake).
+type Waking struct {
+	Stranded
+	// Wake is the account's health version that lets it go: the round of its work item's
+	// message id, one copy per intent and heal (or probe).
+	Wake int64
+}
+
+// HeldToWake returns up to max pending intents without a claim, oldest first, whose accounts
+// may go on again: every one that waited through the hold of an account that serves again since
+// less than recent, and the oldest of each account whose probe is due. Their work items were
+// acknowledged while the account held, so that a held account's backlog does not fill the
+// dispatcher's queue (docs/design.md#held-work-leaves-the-queue); the sweeper publishes them
+// again. Past recent, the stranded pass (StrandedPending) still finds them.
+func (l *Ledger) HeldToWake(ctx context.Context, recent time.Duration, max int) ([]Waking, error) {
+	if max <= 0 || recent <= 0 {
+		return nil, fmt.Errorf("held to wake: recent %s and max %d must be positive", recent, max)
+	}
+	var rows []dbsqlc.SweepHeldToWakeRow
+	err := l.scan(ctx, "held to wake", func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.SweepHeldToWake(ctx, dbsqlc.SweepHeldToWakeParams{Reasons: reasonsOf(Pending), RecentMs: recent.Milliseconds(), MaxRows: int32(max)})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Waking, 0, len(rows))
+	for _, r := range rows {
+		key, err := identity.DeliveryKeyFromBytes(r.DeliveryKey)
+		if err != nil {
+			return nil, fmt.Errorf("held to wake: %w", err)
+		}
+		out = append(out, Waking{Stranded: Stranded{Key: key, Account: r.AccountID, Seq: r.TransitionSeq, TraceParent: r.Traceparent.String}, Wake: r.Wake})
+	}
+	return out, nil
+}
+
 // Unreconciled counts what one ParkUnreconciled did.
 type Unreconciled struct {
 	// LookupLost intents had their one lookup claimed and never resolved: the claim is closed

@@ -74,7 +74,9 @@ func (e *env) apply(op ledger.Operation, s subject) (accepted bool, err error) {
 		_, err = e.l.Authorize(e.ctx, s.claim, inFlight, contract)
 	case ledger.OpComplete:
 		var c ledger.Completion
-		c, err = e.l.Complete(e.ctx, s.claim, ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed})
+		// Neutral: the walk is about the transition table, and a counted failure would make the
+		// account suspect, one attempt in flight at a time, for the phases entered after it.
+		c, err = e.l.Complete(e.ctx, s.claim, ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed, Signal: ledger.SignalNeutral})
 		if err == nil && c.Repeated {
 			return false, nil // the phase's own completion, answered as it landed: no change
 		}

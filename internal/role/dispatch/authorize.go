@@ -59,7 +59,7 @@ func (d *Dispatcher) authorize(ctx context.Context, batch []*work) []*work {
 			reports := make([]ledger.Report, len(group))
 			for i, w := range group {
 				reports[i] = ledger.Report{Claim: w.claim, Outcome: ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed,
-					Detail: map[string]any{"step": "authorize", "error": err.Error()}}}
+					Detail: map[string]any{"step": "authorize", "error": err.Error()}, Signal: ledger.SignalNeutral}}
 			}
 			cctx, cancel := context.WithTimeout(ctx, d.cfg.LedgerTimeout)
 			_, _ = d.ledger.CompleteMany(cctx, reports)
@@ -85,7 +85,7 @@ func (d *Dispatcher) authorize(ctx context.Context, batch []*work) []*work {
 				// The account tripped since Begin: the claim ended, nothing was sent, no
 				// attempt spent, and the intent is pending with no other work item: this one
 				// waits for the account.
-				d.delay(w, "held", d.heldWait(ledger.Probing, time.Time{}))
+				d.delay(w, "held", d.heldWait())
 			case r.Authorization.Reason == ledger.ReasonNotDue:
 				// not_before is ahead of the authorizing clock (Begin's clock saw it due): the
 				// claim ended, nothing was sent; the work comes back shortly and Begin decides.

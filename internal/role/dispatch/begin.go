@@ -67,7 +67,7 @@ func (d *Dispatcher) begin(ctx context.Context, batch []*work) []*work {
 		case errors.Is(r.Err, ledger.ErrAccountHolding):
 			// The account holds (it tripped since the gate looked, or another dispatcher took
 			// the probe): no attempt was opened; the work waits for the probe's outcome.
-			d.delay(w, "gated_"+string(ledger.ReasonHeld), d.heldWait(ledger.Probing, time.Time{}))
+			d.delay(w, "gated_"+string(ledger.ReasonHeld), d.heldWait())
 		case errors.Is(r.Err, ledger.ErrNotDue):
 			// not_before is ahead: no attempt was opened. Soon enough, the work item comes
 			// back when it is due (one redelivery, no polling); later than that it is let go,

@@ -44,12 +44,6 @@ type Config struct {
 	// switch, a disabled account or a revoked credential refuses it, or its adapter does not
 	// open. A rate limit delays work by the time until the next token instead. Default DefaultGateDelay.
 	GateDelay time.Duration
-	// HeldDelay is the longest the work of an account its health holds waits before it is
-	// looked at again: until the account's next probe when that is sooner, GateDelay while a
-	// probe is on its way (its outcome comes within a send), HeldDelay for a hold no probe ends
-	// (an authentication failure, unknown outcomes: an operator's resume, or the reconciler,
-	// ends it). Default DefaultHeldDelay.
-	HeldDelay time.Duration
 	// Pipelines is how many batches are taken through the ledger steps at once. More overlap
 	// more round trips, but under SERIALIZABLE they also conflict: measured on 2 cores, 4
 	// pipelines collapsed to 300 intents/s while 2 gave 1,432 (1,737 at READ COMMITTED).
@@ -101,7 +95,6 @@ const (
 	DefaultReadBackTimeout = 5 * time.Second
 	DefaultMargin          = 2 * time.Second
 	DefaultGateDelay       = 5 * time.Second
-	DefaultHeldDelay       = 30 * time.Second
 	DefaultPipelines       = 2
 	DefaultLinger          = 2 * time.Millisecond
 	DefaultLedgerTimeout   = 30 * time.Second
@@ -118,7 +111,6 @@ func (c Config) withDefaults() Config {
 	c.ReadBackTimeout = cmp.Or(c.ReadBackTimeout, DefaultReadBackTimeout)
 	c.Margin = cmp.Or(c.Margin, DefaultMargin)
 	c.GateDelay = cmp.Or(c.GateDelay, DefaultGateDelay)
-	c.HeldDelay = cmp.Or(c.HeldDelay, DefaultHeldDelay)
 	c.Pipelines = cmp.Or(c.Pipelines, DefaultPipelines)
 	c.Linger = cmp.Or(c.Linger, DefaultLinger)
 	if c.gap == 0 {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atmost/atmost/internal/role/dispatch"
+	"github.com/atmost/atmost/internal/role/sweep"
 	"github.com/atmost/atmost/internal/testkit/worldtest"
 	"github.com/atmost/atmost/internal/tools/platformsim"
 	"github.com/atmost/atmost/pkg/events"
@@ -105,4 +106,14 @@ func (e *env) drained() {
 		info, err := c.Info(e.Ctx)
 		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
 	}, 15*time.Second, 20*time.Millisecond, "the work queue never drained")
+}
+
+// sweeping runs a sweeper every interval until the test ends, as the sweeper role would: it
+// publishes again the work the dispatcher acknowledged while an account held, once the
+// account may go on.
+func (e *env) sweeping(interval time.Duration) {
+	e.T.Helper()
+	s, err := sweep.New(e.Ledger, e.Relay, e.JS, sweep.Config{Interval: interval, NoDrain: true})
+	require.NoError(e.T, err)
+	e.Run(s.Run)
 }

@@ -50,8 +50,12 @@ func (d *Dispatcher) gate(ctx context.Context, batch []*work) (keep, unsendable 
 			continue
 		}
 		if refusal := g.Refusal(); refusal == ledger.ReasonHeld {
+			// Acknowledged, not given back: a held account's backlog would otherwise fill the
+			// consumer's MaxAckPending and stall every other account's work. The intent waits
+			// pending in the ledger, nothing lost; the sweeper publishes its work again when
+			// the account serves again or its probe is due (docs/design.md#held-work-leaves-the-queue).
 			d.holding(w, fmt.Sprintf("%s (%s, %s)", refusal, g.Health, g.HealthCause), nil)
-			d.delay(w, "gated_"+string(refusal), d.heldWait(g.Health, g.NextProbe))
+			d.finish(w, "gated_"+string(refusal))
 			continue
 		} else if refusal != "" {
 			d.holding(w, string(refusal), nil)
@@ -62,7 +66,7 @@ func (d *Dispatcher) gate(ctx context.Context, batch []*work) (keep, unsendable 
 			// A probe is due: one intent of the account goes on to Begin, which gives the slot
 			// to one of the pool; the others wait for its outcome without a Begin each.
 			if probes[w.intent.Account] {
-				d.delay(w, "gated_"+string(ledger.ReasonHeld), d.heldWait(ledger.Probing, time.Time{}))
+				d.delay(w, "gated_"+string(ledger.ReasonHeld), d.heldWait())
 				continue
 			}
 			probes[w.intent.Account] = true
@@ -109,17 +113,13 @@ func (d *Dispatcher) gate(ctx context.Context, batch []*work) (keep, unsendable 
 	return keep, unsendable
 }
 
-// heldWait is how long the work of an account its health holds waits before it is looked at
-// again: GateDelay while a probe is on its way, else until the next probe, at most HeldDelay;
-// spread by up to a tenth more, so that a backlog does not come back as one burst.
-func (d *Dispatcher) heldWait(health ledger.HealthState, nextProbe time.Time) time.Duration {
-	wait := d.cfg.HeldDelay
-	switch {
-	case health == ledger.Probing:
-		wait = d.cfg.GateDelay
-	case !nextProbe.IsZero():
-		wait = min(wait, max(time.Until(nextProbe), 0))
-	}
+// heldWait is how long work held at Begin or Authorize waits before it is looked at again: the
+// probe or the suspect account's single attempt that holds the slot is on its way, its outcome
+// within a send, so GateDelay, spread by up to a tenth more, so that a backlog does not come back
+// as one burst. Back at the gate while the account holds, the work is acknowledged
+// (docs/design.md#held-work-leaves-the-queue).
+func (d *Dispatcher) heldWait() time.Duration {
+	wait := d.cfg.GateDelay
 	return wait + rand.N(wait/10+time.Millisecond)
 }
 

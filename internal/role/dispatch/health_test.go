@@ -97,11 +97,11 @@ func TestAnOutageHoldsTheAccountAndItsIntentsWaitForItsReturn(t *testing.T) {
 	e.Exec(`UPDATE policies SET trip_failures = 3, trip_unknowns = 3, probe_base_ms = 300, probe_max_ms = 600, backoff_base_ms = 100 WHERE scope = ''`)
 	cfg := e.config()
 	cfg.Batch = 1 // one send at a time: the figures below do not depend on how a batch was cut
-	cfg.HeldDelay = time.Second
 	d, err := dispatch.New(e.Ctx, e.JS, e.Ledger, e.Relay, cfg)
 	require.NoError(t, err)
 	e.Run(d.Run)
 	e.retrying(100 * time.Millisecond)
+	e.sweeping(200 * time.Millisecond)
 
 	platform.stop()
 	first := e.Submit("acct-out", worldtest.Texts("due as it stopped", 3)...)
@@ -111,8 +111,9 @@ func TestAnOutageHoldsTheAccountAndItsIntentsWaitForItsReturn(t *testing.T) {
 	looks := dispatch.WorkCount(d, "gated_held") + dispatch.WorkCount(d, "held")
 	time.Sleep(3 * time.Second) // several probe waits
 	looks = dispatch.WorkCount(d, "gated_held") + dispatch.WorkCount(d, "held") - looks
-	// No busy loop: a held intent's work comes back once per probe's wait (300-600 ms), or
-	// GateDelay (200 ms here) while a probe is on its way, not at once.
+	// No busy loop: a held intent's work is acknowledged, and comes back when the sweeper wakes
+	// the account (once per probe due), or after GateDelay (200 ms here) when Begin held it
+	// while a probe was on its way.
 	t.Logf("held work looked at %.0f times in 3 s for %d intents", looks, len(due)+len(first))
 	require.LessOrEqual(t, looks, float64((len(due)+len(first))*(3000/200+2)))
 	for _, k := range append(append([]identity.DeliveryKey{}, first...), due...) {
@@ -159,9 +160,9 @@ func TestAnOutageOfAPlatformWithUnknownOutcomes(t *testing.T) {
 	// The default policy's thresholds, which env lifted.
 	e.Exec(`UPDATE policies SET trip_failures = 3, trip_unknowns = 10, backoff_base_ms = 200 WHERE scope = ''`)
 	cfg := e.config()
-	cfg.HeldDelay = 5 * time.Second
 	e.run(cfg)
 	e.retrying(200 * time.Millisecond)
+	e.sweeping(200 * time.Millisecond)
 	e.Run(func(ctx context.Context) error {
 		for ctx.Err() == nil {
 			_, _ = e.Ledger.HealReconciled(ctx)
@@ -203,10 +204,10 @@ func TestACredentialAnswering401HoldsTheAccountUntilResumed(t *testing.T) {
 	e.Exec(`UPDATE policies SET trip_failures = 3 WHERE scope = ''`)
 	cfg := e.config()
 	cfg.Batch = 1
-	cfg.HeldDelay = 500 * time.Millisecond
 	d, err := dispatch.New(e.Ctx, e.JS, e.Ledger, e.Relay, cfg)
 	require.NoError(t, err)
 	e.Run(d.Run)
+	e.sweeping(200 * time.Millisecond)
 
 	first := e.Submit("acct-1", worldtest.Texts("refused credential", 3)...)
 	require.Eventually(t, func() bool { return e.healthOf("acct-1").State == ledger.Holding }, 20*time.Second, 20*time.Millisecond)
@@ -244,7 +245,6 @@ func TestUnknownOutcomesHoldOneAccountAndTheOthersGoOn(t *testing.T) {
 	e.addAccount("acct-2", fmt.Sprintf(`{"url":%q}`, healthyURL))
 	e.Exec(`UPDATE policies SET trip_unknowns = 3 WHERE scope = ''`)
 	cfg := e.config()
-	cfg.HeldDelay = 500 * time.Millisecond
 	e.run(cfg)
 	// Read while the dispatcher writes: at SERIALIZABLE a read may be refused (40001) and is
 	// made again.

@@ -24,14 +24,16 @@ func (d *Dispatcher) notSent(batch []*work, step string, err error) {
 	}
 }
 
-// unsent is the outcome of an authorized attempt that step stopped before its first byte.
+// unsent is the outcome of an authorized attempt that step stopped before its first byte. Its
+// signal is neutral: the dispatcher's own refusal says nothing of the platform, and must not
+// hold an account whose platform never saw the request.
 func (d *Dispatcher) unsent(step string, err error) ledger.Outcome {
 	detail := map[string]any{"step": step}
 	if err != nil {
 		detail["error"] = err.Error()
 	}
 	d.counts.unsent(step)
-	return ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed, Detail: detail}
+	return ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed, Detail: detail, Signal: ledger.SignalNeutral}
 }
 
 // send makes the one send of an authorized attempt, reads back a claimed success, and hands

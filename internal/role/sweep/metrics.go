@@ -26,7 +26,7 @@ func newCounters() *counters {
 		seconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "atmost_sweep_pass_seconds",
 			Help: "Duration of one sweep pass, every duty included.", Buckets: prometheus.DefBuckets}),
 		changes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "atmost_sweep_changes_total",
-			Help: "What the sweeper did, by duty: lease_abandoned, lease_expired, work_republished, retried, exhausted, retry_held, lookup_lost, never_reconciled, healed, outbox_drained."},
+			Help: "What the sweeper did, by duty: lease_abandoned, lease_expired, work_republished, work_woken, retried, exhausted, retry_held, lookup_lost, never_reconciled, healed, outbox_drained."},
 			[]string{"duty"}),
 	}
 }
@@ -38,7 +38,7 @@ func (c *counters) pass(r Report, ok bool) {
 	}
 	c.passes.WithLabelValues(result).Inc()
 	c.seconds.Observe(r.Took.Seconds())
-	for duty, n := range map[string]int{"lease_abandoned": r.Abandoned, "lease_expired": r.LeaseExpired, "work_republished": r.Republished,
+	for duty, n := range map[string]int{"lease_abandoned": r.Abandoned, "lease_expired": r.LeaseExpired, "work_republished": r.Republished, "work_woken": r.Woken,
 		"retried": r.Retried, "exhausted": r.Exhausted, "retry_held": r.RetryHeld, "lookup_lost": r.LookupLost,
 		"never_reconciled": r.NeverReconciled, "healed": r.Healed, "outbox_drained": r.Drained} {
 		c.changes.WithLabelValues(duty).Add(float64(n))

@@ -110,6 +110,7 @@ type Report struct {
 	Abandoned       int // pre-authorization leases expired: nothing was sent, the intents are free
 	LeaseExpired    int // authorizations expired: indeterminate, never resent
 	Republished     int // work items published again for stranded pending intents
+	Woken           int // work items published again for intents whose held account may go on
 	Retried         int // failed intents reopened by the policy
 	Exhausted       int // failed intents parked at their attempt cap
 	RetryHeld       int // due retries waiting for their account's rate
@@ -138,6 +139,7 @@ type Sweeper struct {
 type Ledger interface { //nolint:interfacebloat // every pass of the sweeper, named in one place as each role's Ledger is
 	ExpireLeases(ctx context.Context, max int) (ledger.Expired, error)
 	StrandedPending(ctx context.Context, idle time.Duration, max int) ([]ledger.Stranded, error)
+	HeldToWake(ctx context.Context, recent time.Duration, max int) ([]ledger.Waking, error)
 	RetryDue(ctx context.Context, max int) (ledger.RetryPass, error)
 	Gates(ctx context.Context, accounts []string) (map[string]ledger.Gate, error)
 	ParkUnreconciled(ctx context.Context, stale, unclaimed time.Duration, max int) (ledger.Unreconciled, error)
@@ -182,7 +184,7 @@ func (s *Sweeper) Run(ctx context.Context) error {
 			s.log.Warn("sweep pass failed; the next pass resumes from the ledger", zap.Error(err))
 		case r.changed():
 			s.log.Info("sweep pass", zap.Int("abandoned", r.Abandoned), zap.Int("lease_expired", r.LeaseExpired),
-				zap.Int("republished", r.Republished), zap.Int("retried", r.Retried), zap.Int("exhausted", r.Exhausted),
+				zap.Int("republished", r.Republished), zap.Int("woken", r.Woken), zap.Int("retried", r.Retried), zap.Int("exhausted", r.Exhausted),
 				zap.Int("retry_held", r.RetryHeld), zap.Int("lookup_lost", r.LookupLost), zap.Int("never_reconciled", r.NeverReconciled),
 				zap.Int("healed", r.Healed), zap.Int("drained", r.Drained), zap.Duration("took", r.Took))
 		}
@@ -195,7 +197,7 @@ func (s *Sweeper) Run(ctx context.Context) error {
 }
 
 func (r Report) changed() bool {
-	return r.Abandoned+r.LeaseExpired+r.Republished+r.Retried+r.Exhausted+r.LookupLost+r.NeverReconciled+r.Healed > 0
+	return r.Abandoned+r.LeaseExpired+r.Republished+r.Woken+r.Retried+r.Exhausted+r.LookupLost+r.NeverReconciled+r.Healed > 0
 }
 
 // heal serves again the accounts held for unknown outcomes whose unknowns are reconciled down to
@@ -220,6 +222,9 @@ func (s *Sweeper) Pass(ctx context.Context) (Report, error) {
 	}
 	if err := s.republish(ctx, &r); err != nil {
 		errs = append(errs, fmt.Errorf("republish stranded work: %w", err))
+	}
+	if err := s.wake(ctx, &r); err != nil {
+		errs = append(errs, fmt.Errorf("wake held work: %w", err))
 	}
 	if err := s.retry(ctx, &r); err != nil {
 		errs = append(errs, fmt.Errorf("retry failed intents: %w", err))
@@ -305,38 +310,76 @@ func (s *Sweeper) republish(ctx context.Context, r *Report) error {
 		return err
 	}
 	round := time.Now().UnixNano() / int64(s.cfg.StrandedAfter)
-	var futures []jetstream.PubAckFuture
+	var items []republished
 	for _, st := range stranded {
 		if g, ok := gates[st.Account]; !ok || g.Refusal() != "" {
 			continue
 		}
+		items = append(items, republished{st, round})
+	}
+	n, err := s.publishWork(ctx, items)
+	r.Republished += n
+	return err
+}
+
+// wake publishes again the work items the dispatcher acknowledged while their accounts held
+// (docs/design.md#held-work-leaves-the-queue): every intent that waited through the hold of an
+// account that serves again (within StrandedAfter of its return; past it, republish finds
+// them), and one intent of each account whose probe is due, to be the probe. Its message id's
+// round is the account's health version: one copy per intent and heal, however many passes
+// find it before it is claimed.
+func (s *Sweeper) wake(ctx context.Context, r *Report) error {
+	waking, err := s.ledger.HeldToWake(ctx, s.cfg.StrandedAfter, s.cfg.Batch)
+	if err != nil || len(waking) == 0 {
+		return err
+	}
+	items := make([]republished, len(waking))
+	for i, w := range waking {
+		items[i] = republished{w.Stranded, -w.Wake}
+	}
+	n, err := s.publishWork(ctx, items)
+	r.Woken += n
+	return err
+}
+
+// republished is a pending intent's work item to publish again, with its message id's round.
+type republished struct {
+	ledger.Stranded
+	round int64
+}
+
+// publishWork publishes the work items of items and returns how many JetStream acknowledged.
+func (s *Sweeper) publishWork(ctx context.Context, items []republished) (int, error) {
+	var futures []jetstream.PubAckFuture
+	for _, st := range items {
 		w := events.WorkItem{V: events.Version, DeliveryKey: st.Key, Account: st.Account, Event: events.NewID(st.Key, st.Seq)}
 		data := w.Marshal()
-		header := nats.Header{jetstream.MsgIDHeader: []string{w.RepublishMsgID(round)}}
+		header := nats.Header{jetstream.MsgIDHeader: []string{w.RepublishMsgID(st.round)}}
 		if st.TraceParent != "" {
 			header[tracecontext.Header] = []string{st.TraceParent} // the dispatcher goes on with the intent's trace
 		}
 		f, err := s.js.PublishMsgAsync(&nats.Msg{Subject: w.Subject(), Data: data, Header: header})
 		if err != nil {
-			return err
+			return 0, err
 		}
 		futures = append(futures, f)
 	}
 	timeout := time.NewTimer(10 * time.Second)
 	defer timeout.Stop()
+	n := 0
 	for _, f := range futures {
 		select {
 		case <-f.Ok():
-			r.Republished++
+			n++
 		case err := <-f.Err():
-			return err
+			return n, err
 		case <-timeout.C:
-			return errors.New("JetStream did not acknowledge the republished work in 10s")
+			return n, errors.New("JetStream did not acknowledge the republished work in 10s")
 		case <-ctx.Done():
-			return ctx.Err()
+			return n, ctx.Err()
 		}
 	}
-	return nil
+	return n, nil
 }
 
 func (s *Sweeper) retry(ctx context.Context, r *Report) error {

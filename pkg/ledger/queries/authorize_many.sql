@@ -10,11 +10,15 @@
 -- attempts authorized while the account served), rate limit (a token taken from the
 -- account's bucket) and the duplicate-text window (the account's claim on the text taken or refreshed). The first refusal
 -- ends the attempt in failed (a transient gate: @failed_reasons) or parked (a terminal one),
--- except the account's health: while it holds, or probes with another attempt, the claim ends
--- and the intent waits pending (held), spending no attempt, as a reply does whose parent is not
--- published yet (awaiting_parent; dependency_unmet, parked, when the parent is parked); passing them all writes authorized
--- with the in-flight lease (the probe's slot then lasts as long as the lease, and its attempt is
--- not counted against the cap).
+-- except the account's health: while it holds, or probes with another attempt, or is suspect
+-- (serving with definitive failures counted) and another attempt holds its single slot, the
+-- claim ends and the intent waits pending (held), spending no attempt, as a reply does whose
+-- parent is not published yet (awaiting_parent; dependency_unmet, parked, when the parent is
+-- parked); passing them all writes authorized with the in-flight lease (the slot then lasts as
+-- long as the lease; a probe's attempt is not counted against the cap). The health rows are
+-- locked FOR SHARE, so that a report that counts a failure waits for this statement's commit or
+-- is seen by it: no claim opened before an account's first failure is authorized after it
+-- (docs/design.md#the-bound-on-sends-to-a-platform-that-is-down).
 -- Several intents of one account share its rate bucket: the take hands out as many tokens as
 -- the bucket holds, to the intents in stored order (created_at, batch_ord, delivery_key); of
 -- the intents of one account with the same text, the one stored first that still waits to be
@@ -53,6 +57,15 @@ claimed AS (
     JOIN input ON input.delivery_key = cur.delivery_key
     OFFSET 0
 ),
+health AS (
+    -- The accounts' health rows, locked FOR SHARE: at READ COMMITTED, a row a concurrent report
+    -- changed is read as that report committed it.
+    SELECT h.account_id, h.state, h.failures, h.probe_token
+    FROM account_health h
+    WHERE h.account_id IN (SELECT cur.account_id FROM cur)
+    ORDER BY h.account_id
+    FOR SHARE
+),
 facts AS (
     SELECT cur.*,
            att.request_hash,
@@ -70,7 +83,9 @@ facts AS (
            coalesce(p.text_window_seconds, d.text_window_seconds) AS text_window_seconds,
            coalesce(p.retryable_reasons, d.retryable_reasons) AS retryable_reasons,
            coalesce(hh.state, 'serving') AS health_state,
-           (hh.state = 'probing' AND hh.probe_token = cur.claim_token) IS TRUE AS probe,
+           (hh.state = 'serving' AND hh.failures > 0) IS TRUE AS suspect,
+           (hh.state IN ('probing', 'serving') AND hh.probe_token = cur.claim_token) IS TRUE AS probe,
+           (hh.state = 'probing' AND hh.probe_token = cur.claim_token) IS TRUE AS uncounted,
            (SELECT par.state FROM intents par WHERE par.delivery_key = cur.reply_to) AS parent_state
     FROM claimed cur
     JOIN accounts a ON a.account_id = cur.account_id
@@ -78,7 +93,7 @@ facts AS (
     LEFT JOIN policies p ON p.scope = cur.account_id
     LEFT JOIN attempts att ON att.attempt_token = cur.attempt_token
     LEFT JOIN source_heads h ON h.source_id = cur.source_id
-    LEFT JOIN account_health hh ON hh.account_id = cur.account_id
+    LEFT JOIN health hh ON hh.account_id = cur.account_id
 ),
 fence AS (
     SELECT f.*,
@@ -109,6 +124,7 @@ gates AS (
                 WHEN f.disabled THEN 'account_disabled'
                 WHEN f.revoked THEN 'credential_revoked'
                 WHEN f.health_state <> 'serving' AND NOT f.probe THEN 'held'
+                WHEN f.suspect AND NOT f.probe THEN 'held'
                 WHEN f.attempt_credential_version <> f.account_credential_version THEN 'credential_rotating'
                 WHEN f.contract_version <> '' AND f.contract_version <> @contract_version::TEXT THEN 'contract_changed'
                 WHEN f.source_id IS NOT NULL AND f.head_version IS DISTINCT FROM f.source_version THEN 'superseded_source'
@@ -265,7 +281,7 @@ changed AS (
         reason = v.outcome,
         lease_expires_at = (CASE WHEN v.outcome = 'authorized' THEN (SELECT clock.now FROM clock) + sqlc.arg(in_flight_ms)::BIGINT * INTERVAL '1 millisecond' END),
         attempts_authorized = i.attempts_authorized + (CASE WHEN v.outcome = 'authorized' THEN 1 ELSE 0 END),
-        attempts_uncounted = i.attempts_uncounted + (CASE WHEN v.outcome = 'authorized' AND v.probe THEN 1 ELSE 0 END),
+        attempts_uncounted = i.attempts_uncounted + (CASE WHEN v.outcome = 'authorized' AND v.uncounted THEN 1 ELSE 0 END),
         transition_seq = i.transition_seq + 1,
         updated_at = (SELECT clock.now FROM clock)
     FROM verdict v
@@ -285,12 +301,22 @@ changed AS (
               v.probe
 ),
 probe_lease AS (
-    -- The authorized probe keeps its slot while its in-flight lease lasts: no second probe
-    -- while the first may still be sending.
+    -- The authorized probe (or suspect account's single attempt) keeps its slot while its
+    -- in-flight lease lasts: no second one while the first may still be sending.
     UPDATE account_health h SET probe_until = c.lease_expires_at, version = h.version + 1, updated_at = now()
     FROM changed c
     WHERE h.account_id = c.account_id AND c.state = 'authorized' AND c.probe
-      AND h.state = 'probing' AND h.probe_token = c.attempt_token
+      AND h.state IN ('probing', 'serving') AND h.probe_token = c.attempt_token
+    RETURNING h.account_id
+),
+slot_freed AS (
+    -- A suspect account's slot whose claim a gate refused here: nothing will be sent or
+    -- reported, so the slot is free for the next attempt at once, not when the claim's lease
+    -- would have run out.
+    UPDATE account_health h SET probe_token = NULL, probe_until = NULL, version = h.version + 1, updated_at = now()
+    FROM changed c
+    WHERE h.account_id = c.account_id AND c.state <> 'authorized' AND c.probe
+      AND h.state = 'serving' AND h.probe_token = c.attempt_token
     RETURNING h.account_id
 ),
 held AS (

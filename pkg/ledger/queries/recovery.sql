@@ -106,3 +106,29 @@ outbox_rows AS (
 SELECT v.delivery_key::BYTEA AS delivery_key, v.outcome, c.state AS new_state
 FROM verdict v
 LEFT JOIN changed c ON c.delivery_key = v.delivery_key;
+
+-- name: SweepHeldToWake :many
+-- The pending intents without a claim whose work item the dispatcher acknowledged while their
+-- account held (docs/design.md#held-work-leaves-the-queue), now that it may go on: every one of
+-- an account that serves again since less than @recent_ms (waiting since before it served:
+-- updated_at up to since), and the oldest one of an account whose probe is due. wake is the
+-- health row's version, the round of the work item's message id: JetStream keeps one copy per
+-- intent and heal (or probe) however many passes find it before it is claimed. Oldest first,
+-- at most @max_rows; read-only.
+SELECT w.delivery_key, w.account_id, w.transition_seq, w.traceparent, h.version AS wake
+FROM account_health h
+JOIN LATERAL (
+    SELECT i.delivery_key, i.account_id, i.transition_seq, i.traceparent, i.updated_at
+    FROM intents i
+    WHERE i.account_id = h.account_id
+      AND (i.state = 'pending') IS TRUE
+      AND i.reason = ANY(@reasons::TEXT[]) AND i.lease_expires_at IS NULL
+      AND (h.state <> 'serving' OR i.updated_at <= h.since)
+    ORDER BY i.updated_at
+    LIMIT (CASE WHEN h.state = 'serving' THEN @max_rows::INT ELSE 1 END)
+) w ON true
+WHERE (h.state = 'serving' AND h.since > now() - sqlc.arg(recent_ms)::BIGINT * INTERVAL '1 millisecond')
+   OR (h.state = 'holding' AND h.next_probe_at <= now())
+   OR (h.state = 'probing' AND h.probe_until <= now())
+ORDER BY w.updated_at
+LIMIT @max_rows::INT;

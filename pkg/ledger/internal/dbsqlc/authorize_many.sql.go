@@ -41,6 +41,15 @@ claimed AS (
     JOIN input ON input.delivery_key = cur.delivery_key
     OFFSET 0
 ),
+health AS (
+    -- The accounts' health rows, locked FOR SHARE: at READ COMMITTED, a row a concurrent report
+    -- changed is read as that report committed it.
+    SELECT h.account_id, h.state, h.failures, h.probe_token
+    FROM account_health h
+    WHERE h.account_id IN (SELECT cur.account_id FROM cur)
+    ORDER BY h.account_id
+    FOR SHARE
+),
 facts AS (
     SELECT cur.delivery_key, cur.account_id, cur.state, cur.attempt_token, cur.epoch, cur.generation, cur.lease_expires_at, cur.attempts_authorized, cur.attempts_uncounted, cur.transition_seq, cur.text_hash, cur.source_id, cur.source_version, cur.created_at, cur.batch_ord, cur.reply_to, cur.not_before, cur.expires_at, cur.claim_token, cur.claim_epoch, cur.claim_generation, cur.claim_request_hash,
            att.request_hash,
@@ -58,7 +67,9 @@ facts AS (
            coalesce(p.text_window_seconds, d.text_window_seconds) AS text_window_seconds,
            coalesce(p.retryable_reasons, d.retryable_reasons) AS retryable_reasons,
            coalesce(hh.state, 'serving') AS health_state,
-           (hh.state = 'probing' AND hh.probe_token = cur.claim_token) IS TRUE AS probe,
+           (hh.state = 'serving' AND hh.failures > 0) IS TRUE AS suspect,
+           (hh.state IN ('probing', 'serving') AND hh.probe_token = cur.claim_token) IS TRUE AS probe,
+           (hh.state = 'probing' AND hh.probe_token = cur.claim_token) IS TRUE AS uncounted,
            (SELECT par.state FROM intents par WHERE par.delivery_key = cur.reply_to) AS parent_state
     FROM claimed cur
     JOIN accounts a ON a.account_id = cur.account_id
@@ -66,10 +77,10 @@ facts AS (
     LEFT JOIN policies p ON p.scope = cur.account_id
     LEFT JOIN attempts att ON att.attempt_token = cur.attempt_token
     LEFT JOIN source_heads h ON h.source_id = cur.source_id
-    LEFT JOIN account_health hh ON hh.account_id = cur.account_id
+    LEFT JOIN health hh ON hh.account_id = cur.account_id
 ),
 fence AS (
-    SELECT f.delivery_key, f.account_id, f.state, f.attempt_token, f.epoch, f.generation, f.lease_expires_at, f.attempts_authorized, f.attempts_uncounted, f.transition_seq, f.text_hash, f.source_id, f.source_version, f.created_at, f.batch_ord, f.reply_to, f.not_before, f.expires_at, f.claim_token, f.claim_epoch, f.claim_generation, f.claim_request_hash, f.request_hash, f.attempt_credential_version, f.account_credential_version, f.revoked, f.disabled, f.contract_version, f.current_epoch, f.switched_off, f.head_version, f.attempt_cap, f.rate_per_minute, f.rate_burst, f.text_window_seconds, f.retryable_reasons, f.health_state, f.probe, f.parent_state,
+    SELECT f.delivery_key, f.account_id, f.state, f.attempt_token, f.epoch, f.generation, f.lease_expires_at, f.attempts_authorized, f.attempts_uncounted, f.transition_seq, f.text_hash, f.source_id, f.source_version, f.created_at, f.batch_ord, f.reply_to, f.not_before, f.expires_at, f.claim_token, f.claim_epoch, f.claim_generation, f.claim_request_hash, f.request_hash, f.attempt_credential_version, f.account_credential_version, f.revoked, f.disabled, f.contract_version, f.current_epoch, f.switched_off, f.head_version, f.attempt_cap, f.rate_per_minute, f.rate_burst, f.text_window_seconds, f.retryable_reasons, f.health_state, f.suspect, f.probe, f.uncounted, f.parent_state,
            (CASE
                 WHEN f.state <> 'pending' THEN 'invalid_transition'
                 WHEN f.attempt_token IS DISTINCT FROM f.claim_token THEN 'lease_lost'
@@ -82,7 +93,7 @@ fence AS (
     FROM facts f
 ),
 gates AS (
-    SELECT f.delivery_key, f.account_id, f.state, f.attempt_token, f.epoch, f.generation, f.lease_expires_at, f.attempts_authorized, f.attempts_uncounted, f.transition_seq, f.text_hash, f.source_id, f.source_version, f.created_at, f.batch_ord, f.reply_to, f.not_before, f.expires_at, f.claim_token, f.claim_epoch, f.claim_generation, f.claim_request_hash, f.request_hash, f.attempt_credential_version, f.account_credential_version, f.revoked, f.disabled, f.contract_version, f.current_epoch, f.switched_off, f.head_version, f.attempt_cap, f.rate_per_minute, f.rate_burst, f.text_window_seconds, f.retryable_reasons, f.health_state, f.probe, f.parent_state, f.fence,
+    SELECT f.delivery_key, f.account_id, f.state, f.attempt_token, f.epoch, f.generation, f.lease_expires_at, f.attempts_authorized, f.attempts_uncounted, f.transition_seq, f.text_hash, f.source_id, f.source_version, f.created_at, f.batch_ord, f.reply_to, f.not_before, f.expires_at, f.claim_token, f.claim_epoch, f.claim_generation, f.claim_request_hash, f.request_hash, f.attempt_credential_version, f.account_credential_version, f.revoked, f.disabled, f.contract_version, f.current_epoch, f.switched_off, f.head_version, f.attempt_cap, f.rate_per_minute, f.rate_burst, f.text_window_seconds, f.retryable_reasons, f.health_state, f.suspect, f.probe, f.uncounted, f.parent_state, f.fence,
            (CASE
                 WHEN f.fence <> 'ok' THEN NULL
                 WHEN f.expires_at <= (SELECT clock.now FROM clock) THEN 'expired'
@@ -97,6 +108,7 @@ gates AS (
                 WHEN f.disabled THEN 'account_disabled'
                 WHEN f.revoked THEN 'credential_revoked'
                 WHEN f.health_state <> 'serving' AND NOT f.probe THEN 'held'
+                WHEN f.suspect AND NOT f.probe THEN 'held'
                 WHEN f.attempt_credential_version <> f.account_credential_version THEN 'credential_rotating'
                 WHEN f.contract_version <> '' AND f.contract_version <> $8::TEXT THEN 'contract_changed'
                 WHEN f.source_id IS NOT NULL AND f.head_version IS DISTINCT FROM f.source_version THEN 'superseded_source'
@@ -232,7 +244,7 @@ text_held AS MATERIALIZED (
     LEFT JOIN text_claim c ON c.account_id = e.account_id AND c.text_hash = e.text_hash
 ),
 verdict AS (
-    SELECT g.delivery_key, g.account_id, g.state, g.attempt_token, g.epoch, g.generation, g.lease_expires_at, g.attempts_authorized, g.attempts_uncounted, g.transition_seq, g.text_hash, g.source_id, g.source_version, g.created_at, g.batch_ord, g.reply_to, g.not_before, g.expires_at, g.claim_token, g.claim_epoch, g.claim_generation, g.claim_request_hash, g.request_hash, g.attempt_credential_version, g.account_credential_version, g.revoked, g.disabled, g.contract_version, g.current_epoch, g.switched_off, g.head_version, g.attempt_cap, g.rate_per_minute, g.rate_burst, g.text_window_seconds, g.retryable_reasons, g.health_state, g.probe, g.parent_state, g.fence, g.refusal,
+    SELECT g.delivery_key, g.account_id, g.state, g.attempt_token, g.epoch, g.generation, g.lease_expires_at, g.attempts_authorized, g.attempts_uncounted, g.transition_seq, g.text_hash, g.source_id, g.source_version, g.created_at, g.batch_ord, g.reply_to, g.not_before, g.expires_at, g.claim_token, g.claim_epoch, g.claim_generation, g.claim_request_hash, g.request_hash, g.attempt_credential_version, g.account_credential_version, g.revoked, g.disabled, g.contract_version, g.current_epoch, g.switched_off, g.head_version, g.attempt_cap, g.rate_per_minute, g.rate_burst, g.text_window_seconds, g.retryable_reasons, g.health_state, g.suspect, g.probe, g.uncounted, g.parent_state, g.fence, g.refusal,
            (CASE
                 WHEN g.fence <> 'ok' THEN g.fence
                 WHEN g.refusal IS NOT NULL THEN g.refusal
@@ -253,7 +265,7 @@ changed AS (
         reason = v.outcome,
         lease_expires_at = (CASE WHEN v.outcome = 'authorized' THEN (SELECT clock.now FROM clock) + $11::BIGINT * INTERVAL '1 millisecond' END),
         attempts_authorized = i.attempts_authorized + (CASE WHEN v.outcome = 'authorized' THEN 1 ELSE 0 END),
-        attempts_uncounted = i.attempts_uncounted + (CASE WHEN v.outcome = 'authorized' AND v.probe THEN 1 ELSE 0 END),
+        attempts_uncounted = i.attempts_uncounted + (CASE WHEN v.outcome = 'authorized' AND v.uncounted THEN 1 ELSE 0 END),
         transition_seq = i.transition_seq + 1,
         updated_at = (SELECT clock.now FROM clock)
     FROM verdict v
@@ -273,12 +285,22 @@ changed AS (
               v.probe
 ),
 probe_lease AS (
-    -- The authorized probe keeps its slot while its in-flight lease lasts: no second probe
-    -- while the first may still be sending.
+    -- The authorized probe (or suspect account's single attempt) keeps its slot while its
+    -- in-flight lease lasts: no second one while the first may still be sending.
     UPDATE account_health h SET probe_until = c.lease_expires_at, version = h.version + 1, updated_at = now()
     FROM changed c
     WHERE h.account_id = c.account_id AND c.state = 'authorized' AND c.probe
-      AND h.state = 'probing' AND h.probe_token = c.attempt_token
+      AND h.state IN ('probing', 'serving') AND h.probe_token = c.attempt_token
+    RETURNING h.account_id
+),
+slot_freed AS (
+    -- A suspect account's slot whose claim a gate refused here: nothing will be sent or
+    -- reported, so the slot is free for the next attempt at once, not when the claim's lease
+    -- would have run out.
+    UPDATE account_health h SET probe_token = NULL, probe_until = NULL, version = h.version + 1, updated_at = now()
+    FROM changed c
+    WHERE h.account_id = c.account_id AND c.state <> 'authorized' AND c.probe
+      AND h.state = 'serving' AND h.probe_token = c.attempt_token
     RETURNING h.account_id
 ),
 held AS (
@@ -370,11 +392,15 @@ type IntentsAuthorizeRow struct {
 // attempts authorized while the account served), rate limit (a token taken from the
 // account's bucket) and the duplicate-text window (the account's claim on the text taken or refreshed). The first refusal
 // ends the attempt in failed (a transient gate: @failed_reasons) or parked (a terminal one),
-// except the account's health: while it holds, or probes with another attempt, the claim ends
-// and the intent waits pending (held), spending no attempt, as a reply does whose parent is not
-// published yet (awaiting_parent; dependency_unmet, parked, when the parent is parked); passing them all writes authorized
-// with the in-flight lease (the probe's slot then lasts as long as the lease, and its attempt is
-// not counted against the cap).
+// except the account's health: while it holds, or probes with another attempt, or is suspect
+// (serving with definitive failures counted) and another attempt holds its single slot, the
+// claim ends and the intent waits pending (held), spending no attempt, as a reply does whose
+// parent is not published yet (awaiting_parent; dependency_unmet, parked, when the parent is
+// parked); passing them all writes authorized with the in-flight lease (the slot then lasts as
+// long as the lease; a probe's attempt is not counted against the cap). The health rows are
+// locked FOR SHARE, so that a report that counts a failure waits for this statement's commit or
+// is seen by it: no claim opened before an account's first failure is authorized after it
+// (docs/design.md#the-bound-on-sends-to-a-platform-that-is-down).
 // Several intents of one account share its rate bucket: the take hands out as many tokens as
 // the bucket holds, to the intents in stored order (created_at, batch_ord, delivery_key); of
 // the intents of one account with the same text, the one stored first that still waits to be

@@ -35,7 +35,9 @@ facts AS (
            coalesce(p.attempt_cap, d.attempt_cap) AS attempt_cap,
            (cur.state = 'pending' AND cur.lease_expires_at IS NOT NULL AND cur.lease_expires_at <= now()) AS stale_claim,
            coalesce(hh.state, 'serving') AS health_state,
-           ((hh.state = 'holding' AND hh.next_probe_at <= now()) OR (hh.state = 'probing' AND hh.probe_until <= now())) IS TRUE AS probe_due
+           ((hh.state = 'holding' AND hh.next_probe_at <= now()) OR (hh.state = 'probing' AND hh.probe_until <= now())) IS TRUE AS probe_due,
+           (hh.state = 'serving' AND hh.failures > 0) IS TRUE AS suspect,
+           (hh.state = 'serving' AND hh.failures > 0 AND (hh.probe_token IS NULL OR hh.probe_until <= now())) IS TRUE AS suspect_free
     FROM cur
     JOIN accounts a ON a.account_id = cur.account_id
     JOIN policies d ON d.scope = ''
@@ -43,10 +45,11 @@ facts AS (
     LEFT JOIN account_health hh ON hh.account_id = cur.account_id
 ),
 probe_pick AS (
-    -- Of each account whose probe is due, the first intent of the batch that Begin would claim.
+    -- Of each account whose probe is due, or suspect with its slot free, the first intent of the
+    -- batch that Begin would claim.
     SELECT DISTINCT ON (f.account_id) f.account_id, f.new_token
     FROM facts f
-    WHERE f.probe_due AND f.state = 'pending' AND (f.lease_expires_at IS NULL OR f.lease_expires_at <= now())
+    WHERE (f.probe_due OR f.suspect_free) AND f.state = 'pending' AND (f.lease_expires_at IS NULL OR f.lease_expires_at <= now())
       AND f.attempts_authorized - f.attempts_uncounted < f.attempt_cap
       AND (f.expires_at IS NULL OR f.expires_at > now()) AND (f.not_before IS NULL OR f.not_before <= now())
     ORDER BY f.account_id, f.delivery_key
@@ -60,7 +63,7 @@ probe_locked AS (
 ),
 probe AS (
     UPDATE account_health h SET
-        state = 'probing',
+        state = (CASE WHEN h.state = 'serving' THEN 'serving' ELSE 'probing' END),
         probe_token = pp.new_token,
         probe_until = now() + $4::BIGINT * INTERVAL '1 millisecond',
         version = h.version + 1,
@@ -71,8 +74,10 @@ probe AS (
       -- The probe's single slot, on the row as read and locked: a holding account whose probe
       -- is due, or a probing one whose probe's lease ran out.
       AND h.version = l.version
-      AND ((h.state = 'holding' AND h.next_probe_at <= now()) OR (h.state = 'probing' AND h.probe_until <= now()))
-    RETURNING h.account_id, h.probe_token, h.probe_until
+      AND ((h.state = 'holding' AND h.next_probe_at <= now()) OR (h.state = 'probing' AND h.probe_until <= now())
+           -- A suspect account's single slot: free, or its holder's lease ran out.
+           OR (h.state = 'serving' AND h.failures > 0 AND (h.probe_token IS NULL OR h.probe_until <= now())))
+    RETURNING h.account_id, h.state, h.probe_token, h.probe_until
 ),
 probe_hist AS (
     INSERT INTO control_history (kind, scope, actor, reason, before, after)
@@ -81,10 +86,11 @@ probe_hist AS (
            jsonb_build_object('state', 'probing', 'cause', l.cause, 'probe_until', pr.probe_until)
     FROM probe pr
     JOIN probe_locked l ON l.account_id = pr.account_id
+    WHERE pr.state = 'probing'
     RETURNING control_id
 ),
 verdict AS (
-    SELECT f.delivery_key, f.account_id, f.action, f.state, f.attempt_token, f.epoch, f.generation, f.lease_expires_at, f.attempts_authorized, f.attempts_uncounted, f.transition_seq, f.not_before, f.expires_at, f.new_token, f.request_hash, f.current_epoch, f.credential_version, f.attempt_cap, f.stale_claim, f.health_state, f.probe_due,
+    SELECT f.delivery_key, f.account_id, f.action, f.state, f.attempt_token, f.epoch, f.generation, f.lease_expires_at, f.attempts_authorized, f.attempts_uncounted, f.transition_seq, f.not_before, f.expires_at, f.new_token, f.request_hash, f.current_epoch, f.credential_version, f.attempt_cap, f.stale_claim, f.health_state, f.probe_due, f.suspect, f.suspect_free,
            (CASE
                 WHEN f.state <> 'pending' THEN 'invalid_transition'
                 WHEN f.lease_expires_at > now() THEN 'claimed'
@@ -92,6 +98,7 @@ verdict AS (
                 WHEN f.not_before > now() THEN 'not_due'
                 WHEN f.attempts_authorized - f.attempts_uncounted >= f.attempt_cap THEN 'exhausted'
                 WHEN f.health_state <> 'serving' AND f.new_token NOT IN (SELECT pr.probe_token FROM probe pr) THEN 'holding'
+                WHEN f.suspect AND f.new_token NOT IN (SELECT pr.probe_token FROM probe pr) THEN 'holding'
                 ELSE 'claim'
             END)::TEXT AS outcome
     FROM facts f
@@ -229,12 +236,16 @@ type IntentsBeginRow struct {
 // (or probes with another intent), Begin opens no attempt and changes nothing (holding); when a
 // probe is due, one intent per account, the first by key, takes the probe slot (the health row
 // moves to probing with that attempt's token, guarded on the row as read and locked: two
-// dispatchers can never both probe) and is claimed. The intent's times gate it as well: at or
-// after expires_at it is parked expired instead of claimed (whatever brought it back to pending:
-// a retry, a held account, a restore), and before not_before Begin opens no attempt and changes
-// nothing (not_due: the row's not_before tells the caller how long to wait). One row per input
-// key; outcome: claim | exhausted | expired | claimed (a live claim exists) | not_due | holding |
-// invalid_transition | NULL (no such intent). Each row also
+// dispatchers can never both probe) and is claimed. A suspect account (serving, with definitive
+// failures counted since its last success) has a single slot too: one attempt in flight at a
+// time, taken on the health row the same way (no state change, no control_history row) and
+// freed by that attempt's report (docs/design.md#the-bound-on-sends-to-a-platform-that-is-down).
+// The intent's times gate it as well: at or after expires_at it is parked expired instead of
+// claimed (whatever brought it back to pending: a retry, a held account, a restore), and before
+// not_before Begin opens no attempt and changes nothing (not_due: the row's not_before tells the
+// caller how long to wait). One row per input key; outcome: claim | exhausted | expired |
+// claimed (a live claim exists) | not_due | holding | invalid_transition | NULL (no such
+// intent). Each row also
 // names the transition it wrote, as its event carries it (out_*, seq NULL for none: see
 // outboxed, pkg/ledger/outbox.go); a stale claim's abandonment, written first, comes as one
 // more row (older true).

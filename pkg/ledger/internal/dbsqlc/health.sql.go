@@ -181,11 +181,13 @@ verdict AS (
            (CASE
                 WHEN f.state = 'probing' AND f.probe_signal = 'ok' THEN 'heal'
                 WHEN f.state = 'probing' AND f.probe_signal = 'auth' THEN 'trip'
-                WHEN f.state = 'probing' AND f.probe_signal IS NOT NULL THEN 'reopen'
+                WHEN f.state = 'probing' AND f.probe_signal IN ('unavailable', 'unknown') THEN 'reopen'
                 WHEN f.state <> 'serving' THEN 'none'
                 WHEN f.failures_after >= f.trip_failures THEN 'trip'
                 WHEN f.recent_unknowns > f.trip_unknowns THEN 'trip'
                 WHEN f.failures_after <> f.failures THEN 'count'
+                -- The suspect account's slot holder reported: its slot is free for the next.
+                WHEN f.probe_signal IS NOT NULL THEN 'count'
                 ELSE 'none'
             END)::TEXT AS change,
            (CASE
@@ -217,7 +219,7 @@ changed AS (
       AND v.change <> 'none'
       -- The guard: the row as it was read and locked, and a change its state allows.
       AND h.version = v.version
-      AND (h.state = 'probing') = (v.change IN ('heal', 'reopen') OR (v.change = 'trip' AND v.probe_signal IS NOT NULL))
+      AND (h.state = 'probing') = (v.change IN ('heal', 'reopen') OR (v.change = 'trip' AND v.probe_signal IS NOT NULL AND v.state = 'probing'))
     RETURNING h.account_id, h.state, h.cause, h.since, h.next_probe_at, h.failures
 ),
 hist AS (
@@ -256,15 +258,18 @@ type AccountHealthReportRow struct {
 // Feeds the outcomes of a batch of completions to each account's health, in the transaction
 // that recorded them. A signal is ok (the platform took the send, or refused it for its content:
 // it is up), unavailable (a definitive failure that says it cannot take anything now: no
-// connection, 429, 503), auth (the credential was refused: 401, 403 as the adapter declares) or
-// unknown. While serving, the consecutive definitive failures are counted (an ok in the batch
+// connection, 429, 503), auth (the credential was refused: 401, 403 as the adapter declares),
+// unknown, or neutral (the dispatcher's own not-sent: a send it refused to start says nothing of
+// the platform, and changes nothing but the slot below). While serving, the consecutive definitive failures are counted (an ok in the batch
 // starts the count again from the batch's failures) and trip_failures of them hold the account:
 // auth_failed when any was an authentication failure (held until an operator resumes it: waiting
 // will not fix a credential), platform_unavailable otherwise (probed after probe_base_ms). An
 // unknown outcome holds it (unknown_outcomes, no probe) when more than trip_unknowns of its intents
 // became indeterminate within trip_window_seconds and are still so. While probing, the probe's
 // own outcome decides: ok serves again, auth holds for an operator, anything else holds again
-// with the wait multiplied by backoff_factor (at most probe_max_ms). Other outcomes reported
+// with the wait multiplied by backoff_factor (at most probe_max_ms); a neutral probe leaves the
+// slot to its lease. A suspect account's single slot (see IntentsBegin) is freed by its
+// attempt's report, whatever the signal. Other outcomes reported
 // while the account holds (sends authorized before it tripped) change nothing. The guard is a
 // compare-and-set: the row is locked, and changed only at the version it was read at. Every
 // change of state is a control_history row (kind health). One row per account of the input;

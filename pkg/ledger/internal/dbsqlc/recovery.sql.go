@@ -127,6 +127,73 @@ func (q *Queries) IntentsParkUnreconciled(ctx context.Context, arg IntentsParkUn
 	return items, nil
 }
 
+const sweepHeldToWake = `-- name: SweepHeldToWake :many
+SELECT w.delivery_key, w.account_id, w.transition_seq, w.traceparent, h.version AS wake
+FROM account_health h
+JOIN LATERAL (
+    SELECT i.delivery_key, i.account_id, i.transition_seq, i.traceparent, i.updated_at
+    FROM intents i
+    WHERE i.account_id = h.account_id
+      AND (i.state = 'pending') IS TRUE
+      AND i.reason = ANY($1::TEXT[]) AND i.lease_expires_at IS NULL
+      AND (h.state <> 'serving' OR i.updated_at <= h.since)
+    ORDER BY i.updated_at
+    LIMIT (CASE WHEN h.state = 'serving' THEN $2::INT ELSE 1 END)
+) w ON true
+WHERE (h.state = 'serving' AND h.since > now() - $3::BIGINT * INTERVAL '1 millisecond')
+   OR (h.state = 'holding' AND h.next_probe_at <= now())
+   OR (h.state = 'probing' AND h.probe_until <= now())
+ORDER BY w.updated_at
+LIMIT $2::INT
+`
+
+type SweepHeldToWakeParams struct {
+	Reasons  []string
+	MaxRows  int32
+	RecentMs int64
+}
+
+type SweepHeldToWakeRow struct {
+	DeliveryKey   []byte
+	AccountID     string
+	TransitionSeq int64
+	Traceparent   pgtype.Text
+	Wake          int64
+}
+
+// The pending intents without a claim whose work item the dispatcher acknowledged while their
+// account held (docs/design.md#held-work-leaves-the-queue), now that it may go on: every one of
+// an account that serves again since less than @recent_ms (waiting since before it served:
+// updated_at up to since), and the oldest one of an account whose probe is due. wake is the
+// health row's version, the round of the work item's message id: JetStream keeps one copy per
+// intent and heal (or probe) however many passes find it before it is claimed. Oldest first,
+// at most @max_rows; read-only.
+func (q *Queries) SweepHeldToWake(ctx context.Context, arg SweepHeldToWakeParams) ([]SweepHeldToWakeRow, error) {
+	rows, err := q.db.Query(ctx, sweepHeldToWake, arg.Reasons, arg.MaxRows, arg.RecentMs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SweepHeldToWakeRow
+	for rows.Next() {
+		var i SweepHeldToWakeRow
+		if err := rows.Scan(
+			&i.DeliveryKey,
+			&i.AccountID,
+			&i.TransitionSeq,
+			&i.Traceparent,
+			&i.Wake,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const sweepStrandedPending = `-- name: SweepStrandedPending :many
 SELECT i.delivery_key, i.account_id, i.transition_seq, i.traceparent
 FROM intents i
