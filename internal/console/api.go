@@ -515,14 +515,9 @@ func (s *Server) apiBulk(w http.ResponseWriter, r *http.Request, v visitor) {
 
 func (s *Server) apiRejects(w http.ResponseWriter, r *http.Request, _ visitor) {
 	q := r.URL.Query()
-	limit := 200
-	if raw := q.Get("limit"); raw != "" {
-		n, err := strconv.Atoi(raw)
-		if err != nil || n < 1 || n > 1000 {
-			s.refuse(w, r, http.StatusUnprocessableEntity, codeInvalid, "limit: give a whole number from 1 to 1000")
-			return
-		}
-		limit = n
+	limit, ok := s.apiLimit(w, r, q, 200)
+	if !ok {
+		return
 	}
 	rows, err := s.l.Rejects(r.Context(), strings.TrimSpace(q.Get("reason")), limit)
 	if err != nil {
@@ -775,14 +770,9 @@ func (s *Server) apiPolicy(w http.ResponseWriter, r *http.Request, v visitor) {
 
 func (s *Server) apiControlHistory(w http.ResponseWriter, r *http.Request, _ visitor) {
 	q := r.URL.Query()
-	limit := 50
-	if raw := q.Get("limit"); raw != "" {
-		n, err := strconv.Atoi(raw)
-		if err != nil || n < 1 || n > 1000 {
-			s.refuse(w, r, http.StatusUnprocessableEntity, codeInvalid, "limit: give a whole number from 1 to 1000")
-			return
-		}
-		limit = n
+	limit, ok := s.apiLimit(w, r, q, 50)
+	if !ok {
+		return
 	}
 	kind := strings.TrimSpace(q.Get("kind"))
 	if kind != "" && !slices.Contains(ledger.ControlKinds(), kind) {
@@ -800,4 +790,19 @@ func (s *Server) apiControlHistory(w http.ResponseWriter, r *http.Request, _ vis
 	s.reply(w, http.StatusOK, struct {
 		History []ledger.ControlChange `json:"history"`
 	}{rows})
+}
+
+// apiLimit reads a list's limit parameter: def when absent, else a whole number from 1 to 1000.
+// A bad one is refused (422) and ok is false.
+func (s *Server) apiLimit(w http.ResponseWriter, r *http.Request, q url.Values, def int) (limit int, ok bool) {
+	raw := q.Get("limit")
+	if raw == "" {
+		return def, true
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < 1 || n > 1000 {
+		s.refuse(w, r, http.StatusUnprocessableEntity, codeInvalid, "limit: give a whole number from 1 to 1000")
+		return 0, false
+	}
+	return n, true
 }
