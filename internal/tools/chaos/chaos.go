@@ -347,6 +347,12 @@ func (r *run) startAll(ctx context.Context, bin string) error {
 		for k, v := range roleEnv {
 			env = append(env, k+"="+v)
 		}
+		if r.opts.ConnectionFaults {
+			// A stall holds a connection up to 40 s (faultproxy's StallMax): a lookup whose
+			// resolve stalls that long is slow, not lost, and must not be parked as lost.
+			// Environment entries that come later win.
+			env = append(env, "ATMOST_SWEEP_LOOKUP_STALE=60s")
+		}
 		p := &proc{name: name, bin: filepath.Join(bin, binary), env: env, log: filepath.Join(logs, name+".log")}
 		r.roles[name] = p
 		if err := p.start(); err != nil {
