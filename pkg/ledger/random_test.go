@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -28,8 +29,9 @@ func TestRandomOperationsKeepTheInvariants(t *testing.T) {
 			keys = append(keys, e.submit(fmt.Sprintf("random %d", i)))
 		}
 		var (
-			mu     sync.Mutex
-			claims []ledger.Claim // every claim any worker ever held, stale ones included
+			mu        sync.Mutex
+			claims    []ledger.Claim // every claim any worker ever held, stale ones included
+			exhausted atomic.Int64   // steps whose transaction restarted MaxRetries times
 		)
 		var wg sync.WaitGroup
 		for w := 0; w < workers; w++ {
@@ -86,6 +88,13 @@ func TestRandomOperationsKeepTheInvariants(t *testing.T) {
 						}
 					}
 					var refusal *ledger.RefusedError
+					if errors.Is(err, ledger.ErrRetriesExhausted) {
+						// Eight workers on twelve intents of one account, at SERIALIZABLE on a
+						// loaded machine, can conflict a hundred times over: the documented answer
+						// is "possibly committed", and whatever it did, the invariants below hold.
+						exhausted.Add(1)
+						continue
+					}
 					if err != nil && !errors.As(err, &refusal) {
 						t.Errorf("worker step failed unexpectedly: %v", err)
 						return
@@ -103,7 +112,7 @@ func TestRandomOperationsKeepTheInvariants(t *testing.T) {
 		// The run must have exercised the machine, or the invariants above prove little.
 		require.Positive(t, e.count(`SELECT count(*) FROM history WHERE to_state = 'authorized'`))
 		require.Positive(t, e.count(`SELECT count(*) FROM history WHERE from_state IS NOT NULL AND from_state <> to_state AND to_state <> 'authorized'`))
-		t.Logf("history rows: %d, attempts: %d, refusals are silent", e.count(`SELECT count(*) FROM history`), e.count(`SELECT count(*) FROM attempts`))
+		t.Logf("history rows: %d, attempts: %d, refusals are silent; steps that restarted too often: %d", e.count(`SELECT count(*) FROM history`), e.count(`SELECT count(*) FROM attempts`), exhausted.Load())
 	})
 }
 
