@@ -63,6 +63,7 @@ func (d *Dispatcher) complete(batch []*work) {
 		if r.Completion.Repeated {
 			d.log.Info("the completion had landed though its answer was lost", zap.Stringer("delivery_key", w.intent.Key), zap.String("state", string(r.Completion.State)))
 		}
+		d.learn(w)
 		d.counts.completion(string(r.Completion.State))
 		if w.step != nil {
 			w.step.SetAttributes(tracing.State.String(string(r.Completion.State)), tracing.Reason.String(string(r.Completion.Reason)))

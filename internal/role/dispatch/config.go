@@ -44,6 +44,11 @@ type Config struct {
 	// switch, a disabled account or a revoked credential refuses it, or its adapter does not
 	// open. A rate limit delays work by the time until the next token instead. Default DefaultGateDelay.
 	GateDelay time.Duration
+	// ColdAfter is how long after this dispatcher last saw one of an account's sends succeed
+	// the account is cold again: one of its intents at a time is sent until one succeeds, so
+	// that a platform gone away meanwhile sees one send, not a burst (cold.go). Default
+	// DefaultColdAfter.
+	ColdAfter time.Duration
 	// Pipelines is how many batches are taken through the ledger steps at once. More overlap
 	// more round trips, but under SERIALIZABLE they also conflict: measured on 2 cores, 4
 	// pipelines collapsed to 300 intents/s while 2 gave 1,432 (1,737 at READ COMMITTED).
@@ -73,6 +78,9 @@ type Config struct {
 	gap time.Duration
 	// hook is called at each crash point of this dispatcher (tests only).
 	hook func(step string)
+	// noTrials: every account is warm (tests only: those about how a burst is batched, read
+	// back and recorded, which a cold account's trial would split).
+	noTrials bool
 	// pull holds the consumer's pull options (tests only: a short expiry, so that missed
 	// heartbeats show within a test).
 	pull []jetstream.PullMessagesOpt
@@ -95,6 +103,7 @@ const (
 	DefaultReadBackTimeout = 5 * time.Second
 	DefaultMargin          = 2 * time.Second
 	DefaultGateDelay       = 5 * time.Second
+	DefaultColdAfter       = time.Minute
 	DefaultPipelines       = 2
 	DefaultLinger          = 2 * time.Millisecond
 	DefaultLedgerTimeout   = 30 * time.Second
@@ -111,6 +120,7 @@ func (c Config) withDefaults() Config {
 	c.ReadBackTimeout = cmp.Or(c.ReadBackTimeout, DefaultReadBackTimeout)
 	c.Margin = cmp.Or(c.Margin, DefaultMargin)
 	c.GateDelay = cmp.Or(c.GateDelay, DefaultGateDelay)
+	c.ColdAfter = cmp.Or(c.ColdAfter, DefaultColdAfter)
 	c.Pipelines = cmp.Or(c.Pipelines, DefaultPipelines)
 	c.Linger = cmp.Or(c.Linger, DefaultLinger)
 	if c.gap == 0 {
@@ -145,6 +155,8 @@ func (c Config) validate() error {
 		// The linger: a Complete waits at most that long for the outcomes on their way to it.
 		return fmt.Errorf("dispatch: in-flight lease %s must exceed send timeout %s + read-back timeout %s + linger %s + margin %s, or completions would arrive after the lease expired",
 			c.InFlightLease, c.SendTimeout, c.ReadBackTimeout, c.Linger, c.Margin)
+	case c.ColdAfter < 0:
+		return fmt.Errorf("dispatch: cold after %s: must be positive", c.ColdAfter)
 	case c.AckWait < time.Second:
 		return fmt.Errorf("dispatch: ack wait %s: must be at least 1s", c.AckWait)
 	}

@@ -53,6 +53,10 @@ type Dispatcher struct {
 	// held is why each account's work waits, as last logged (under rate, with reserved): the
 	// gate reads it so that an account held for hours is logged once, not at every redelivery.
 	held map[string]string
+	// warmUntil is until when each account is warm (a success seen within ColdAfter), and
+	// trials the cold accounts whose trial send is on its way (cold.go); under rate.
+	warmUntil map[string]time.Time
+	trials    map[string]bool
 }
 
 // Ledger is what the dispatcher does with the ledger: read its work and its replies' parents,
@@ -96,16 +100,18 @@ func New(ctx context.Context, js jetstream.JetStream, l Ledger, rel *relay.Relay
 	}
 	return &Dispatcher{
 		cfg: cfg, ledger: l, relay: rel, consumer: consumer,
-		adapters: adapters.NewCache(cfg.Platforms),
-		log:      cfg.Logger.Named("dispatch"),
-		counts:   newCounters(),
-		slots:    make(chan struct{}, cfg.Concurrency),
-		reserved: map[string]int{},
-		held:     map[string]string{},
-		reports:  make(chan *work, cfg.Concurrency),
-		reads:    make(chan *read, cfg.Concurrency),
-		readsDue: make(chan struct{}, 1),
-		tracer:   tracing.Or(cfg.Tracer).Tracer("github.com/atmost/atmost/internal/role/dispatch"),
+		adapters:  adapters.NewCache(cfg.Platforms),
+		log:       cfg.Logger.Named("dispatch"),
+		counts:    newCounters(),
+		slots:     make(chan struct{}, cfg.Concurrency),
+		reserved:  map[string]int{},
+		held:      map[string]string{},
+		warmUntil: map[string]time.Time{},
+		trials:    map[string]bool{},
+		reports:   make(chan *work, cfg.Concurrency),
+		reads:     make(chan *read, cfg.Concurrency),
+		readsDue:  make(chan struct{}, 1),
+		tracer:    tracing.Or(cfg.Tracer).Tracer("github.com/atmost/atmost/internal/role/dispatch"),
 	}, nil
 }
 

@@ -38,3 +38,17 @@ func WithTakeGap(cfg Config, gap time.Duration) Config {
 	cfg.gap = gap
 	return cfg
 }
+
+// WithoutTrials returns cfg with every account warm: for the tests of how a burst is batched,
+// read back and recorded, which a cold account's trial would split.
+func WithoutTrials(cfg Config) Config {
+	cfg.noTrials = true
+	return cfg
+}
+
+// Warm reports whether d takes account as warm now (cold.go).
+func Warm(d *Dispatcher, account string) bool {
+	d.rate.Lock()
+	defer d.rate.Unlock()
+	return d.warm(account, time.Now())
+}

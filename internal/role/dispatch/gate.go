@@ -42,12 +42,18 @@ func (d *Dispatcher) gate(ctx context.Context, batch []*work) (keep, unsendable 
 		return d.delayAll(batch, "ledger_unavailable", time.Second), nil
 	}
 	probes := map[string]bool{}
+	trials := map[string]bool{}
+	now := time.Now()
 	for _, w := range batch {
 		g, ok := gates[w.intent.Account]
 		if !ok {
 			d.holding(w, "account_missing", nil)
 			d.delay(w, "account_missing", d.cfg.GateDelay)
 			continue
+		}
+		account := w.intent.Account
+		if g.Health != ledger.Serving {
+			delete(d.warmUntil, account) // warm again only after a success seen here
 		}
 		if refusal := g.Refusal(); refusal == ledger.ReasonHeld {
 			// Acknowledged, not given back: a held account's backlog would otherwise fill the
@@ -60,6 +66,12 @@ func (d *Dispatcher) gate(ctx context.Context, batch []*work) (keep, unsendable 
 		} else if refusal != "" {
 			d.holding(w, string(refusal), nil)
 			d.delay(w, "gated_"+string(refusal), d.cfg.GateDelay)
+			continue
+		}
+		cold := !d.cfg.noTrials && !d.warm(account, now)
+		if cold && (d.trials[account] || trials[account]) {
+			// A cold account's trial send is on its way: the rest wait for its outcome.
+			d.delay(w, "gated_cold", d.coldWait(w))
 			continue
 		}
 		if g.Health != ledger.Serving {
@@ -108,6 +120,9 @@ func (d *Dispatcher) gate(ctx context.Context, batch []*work) (keep, unsendable 
 		// Last, so that nothing in this loop gives the token back while the lock is held.
 		d.reserved[w.intent.Account]++
 		w.reserved = true
+		if cold {
+			d.trials[account], trials[account], w.trial = true, true, true
+		}
 		keep = append(keep, w)
 	}
 	return keep, unsendable

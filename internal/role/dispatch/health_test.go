@@ -190,6 +190,7 @@ func TestAnOutageOfAPlatformWithUnknownOutcomes(t *testing.T) {
 		len(keys), *outageDown, whileDown, probes, parked, took.Round(100*time.Millisecond), states(intents),
 		e.Count(`SELECT count(DISTINCT delivery_key) FROM history WHERE to_state = 'indeterminate'`))
 	require.Zero(t, parked, "nothing parked by the outage")
+	require.LessOrEqual(t, whileDown-probes, 3, "a trial, then trip_failures - 1 through the suspect slot, then only probes")
 	require.Equal(t, map[ledger.State]int{ledger.Published: len(keys)}, states(intents))
 	for _, k := range keys {
 		require.Equal(t, 1, e.sim.Created(k.String()), "published once")

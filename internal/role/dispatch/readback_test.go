@@ -52,6 +52,7 @@ func TestABatchsSendsAreReadBackAndRecordedTogether(t *testing.T) {
 	cfg := e.config()
 	cfg.Batch, cfg.Linger = 8, time.Second
 	cfg = dispatch.WithTakeGap(cfg, time.Second) // the eight are one batch however they arrive
+	cfg = dispatch.WithoutTrials(cfg)            // and none waits for a cold account's trial
 	cfg.ReadBackTimeout, cfg.InFlightLease = 3*time.Second, 10*time.Second
 	e.run(cfg)
 	intents := e.settle(keys, 30*time.Second)
@@ -185,7 +186,8 @@ func TestGroupedReadBacksSurviveAdaptersThatBreakTheirContract(t *testing.T) {
 				}
 				return c.wrap(ad), nil
 			}}
-			stop := e.run(cfg)
+			// Every send here is unknown, which keeps a cold account to one send at a time.
+			stop := e.run(dispatch.WithoutTrials(cfg))
 			intents := e.settle(keys, 30*time.Second)
 			if c.published {
 				require.Equal(t, map[ledger.State]int{ledger.Published: 30}, states(intents))

@@ -30,18 +30,19 @@ type RoleConfig struct {
 	ReadBackTimeout time.Duration // ATMOST_READBACK_TIMEOUT
 	Margin          time.Duration // ATMOST_LEASE_MARGIN
 	GateDelay       time.Duration // ATMOST_GATE_DELAY
+	ColdAfter       time.Duration // ATMOST_COLD_AFTER
 }
 
 func (c RoleConfig) dispatchConfig(platforms platform.Registry, log *zap.Logger) Config {
 	return Config{Batch: c.Batch, Concurrency: c.Concurrency, Pipelines: c.Pipelines, ClaimLease: c.ClaimLease, InFlightLease: c.InFlightLease,
 		SendTimeout: c.SendTimeout, ReadBackTimeout: c.ReadBackTimeout, Margin: c.Margin, GateDelay: c.GateDelay,
-		Platforms: platforms, Logger: log}
+		ColdAfter: c.ColdAfter, Platforms: platforms, Logger: log}
 }
 
 func (c RoleConfig) validate() error {
 	// Zero means "default" to Config; on the command line it is a mistake.
 	for name, v := range map[string]time.Duration{"claim lease": c.ClaimLease, "in-flight lease": c.InFlightLease, "send timeout": c.SendTimeout,
-		"read-back timeout": c.ReadBackTimeout, "lease margin": c.Margin, "gate delay": c.GateDelay} {
+		"read-back timeout": c.ReadBackTimeout, "lease margin": c.Margin, "gate delay": c.GateDelay, "cold after": c.ColdAfter} {
 		if v <= 0 {
 			return fmt.Errorf("%s %s: must be positive", name, v)
 		}
@@ -80,6 +81,7 @@ func parseRoleConfig(args []string, getenv func(string) (string, bool), stderr i
 	fs.DurationVar(&cfg.ReadBackTimeout, "readback-timeout", env.Duration("ATMOST_READBACK_TIMEOUT", DefaultReadBackTimeout), "bound of the read-back after a claimed success (env ATMOST_READBACK_TIMEOUT)")
 	fs.DurationVar(&cfg.Margin, "lease-margin", env.Duration("ATMOST_LEASE_MARGIN", DefaultMargin), "the send's context ends this long before the in-flight lease (env ATMOST_LEASE_MARGIN)")
 	fs.DurationVar(&cfg.GateDelay, "gate-delay", env.Duration("ATMOST_GATE_DELAY", DefaultGateDelay), "how long work waits while a kill switch or a revoked credential refuses it (env ATMOST_GATE_DELAY)")
+	fs.DurationVar(&cfg.ColdAfter, "cold-after", env.Duration("ATMOST_COLD_AFTER", DefaultColdAfter), "an account with no success seen for this long sends one intent at a time until one succeeds (env ATMOST_COLD_AFTER)")
 	code := role.Parse(fs, env, "dispatcher", "Works the intents of ATMOST_DISPATCH: gates, Begin, Authorize, the witness on ATMOST_EVENTS, one send, read-back, Complete.", args, stderr, func() error { return cfg.validate() })
 	return cfg, code
 }

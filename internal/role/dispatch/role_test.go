@@ -22,7 +22,7 @@ func TestDispatcherRoleRefusesABadCommandLine(t *testing.T) {
 	t.Parallel()
 	none := func(string) (string, bool) { return "", false }
 	for _, args := range [][]string{{"--batch", "0"}, {"--isolation", "snapshot"}, {"--replicas", "2"}, {"extra"}, {"--nope"},
-		{"--inflight-lease", "10s", "--send-timeout", "9s"}, {"--lease-margin", "100ms"}, {"--claim-lease", "1s"}, {"--concurrency", "0"}, {"--pipelines", "0"}, {"--gate-delay", "0s"}} {
+		{"--inflight-lease", "10s", "--send-timeout", "9s"}, {"--lease-margin", "100ms"}, {"--claim-lease", "1s"}, {"--concurrency", "0"}, {"--pipelines", "0"}, {"--gate-delay", "0s"}, {"--cold-after", "0s"}} {
 		var stderr bytes.Buffer
 		require.Equal(t, 2, dispatch.Main(context.Background(), args, none, &stderr), "%v", args)
 		require.NotEmpty(t, stderr.String())
@@ -38,7 +38,7 @@ func TestDispatcherRoleRefusesABadCommandLine(t *testing.T) {
 	require.Equal(t, 0, dispatch.Main(context.Background(), []string{"--help"}, none, &stderr))
 	for _, name := range []string{"ATMOST_DATABASE_URL", "ATMOST_NATS_URL", "ATMOST_HTTP_ADDR", "ATMOST_STREAM_REPLICAS", "ATMOST_LEDGER_ISOLATION",
 		"ATMOST_DISPATCH_BATCH", "ATMOST_DISPATCH_CONCURRENCY", "ATMOST_DISPATCH_PIPELINES", "ATMOST_CLAIM_LEASE", "ATMOST_INFLIGHT_LEASE", "ATMOST_SEND_TIMEOUT",
-		"ATMOST_READBACK_TIMEOUT", "ATMOST_LEASE_MARGIN", "ATMOST_GATE_DELAY"} {
+		"ATMOST_READBACK_TIMEOUT", "ATMOST_LEASE_MARGIN", "ATMOST_GATE_DELAY", "ATMOST_COLD_AFTER"} {
 		require.True(t, strings.Contains(stderr.String(), name), "--help documents %s", name)
 	}
 }

@@ -26,6 +26,8 @@ type work struct {
 	claim    ledger.Claim
 	// reserved: the gate set a rate token aside for this work until Authorize takes it.
 	reserved bool
+	// trial: the one send of a cold account this dispatcher lets through (cold.go).
+	trial bool
 	// credentialVersion is the one the adapter was opened with.
 	credentialVersion int64
 	// deadline is when the send's context ends, on this process's monotonic clock;
@@ -83,6 +85,7 @@ func (w *work) endKeepAlive() {
 func (d *Dispatcher) release(w *work, result string) {
 	w.endKeepAlive()
 	d.unreserve(w)
+	d.endTrial(w)
 	endStep(w, result, nil)
 	if w.span != nil {
 		if w.span.IsRecording() {
