@@ -282,6 +282,9 @@ func TestUnknownOutcomesHoldOneAccountAndTheOthersGoOn(t *testing.T) {
 		require.Zero(t, in.AttemptsAuthorized)
 	}
 	require.Zero(t, e.Count(`SELECT count(*) FROM intents WHERE account_id = 'acct-1' AND state IN ('parked', 'failed')`), "nothing parked or failed by the hold")
+	// The account was cold and never succeeded: one trial at a time, each unknown, until the
+	// fourth unknown (more than trip_unknowns) held it.
+	require.LessOrEqual(t, sentAtTrip, 4, "one send at a time to an account that never succeeded")
 	t.Logf("acct-1: %d of %d intents sent before it held (trip_unknowns 3), %d more waiting with no attempt; acct-2: %d of %d published, one attempt each",
 		sentAtTrip, len(stalled), len(waiting), states(intents)[ledger.Published], len(healthy))
 }

@@ -134,7 +134,8 @@ JOIN LATERAL (
     SELECT i.delivery_key, i.account_id, i.transition_seq, i.traceparent, i.updated_at
     FROM intents i
     WHERE i.account_id = h.account_id
-      AND (i.state = 'pending') IS TRUE
+      -- Plain, so that intents_pending_account_idx serves it: one range per account.
+      AND i.state = 'pending'
       AND i.reason = ANY($1::TEXT[]) AND i.lease_expires_at IS NULL
       AND (h.state <> 'serving' OR i.updated_at <= h.since)
     ORDER BY i.updated_at
