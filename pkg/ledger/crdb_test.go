@@ -251,6 +251,7 @@ var cockroachSuite = []func(*testing.T){
 	TestAPolicyGovernsEveryFailedReasonItMayName,
 	// A suspect account's one attempt in flight, the neutral signal, the adapter's signal.
 	TestASuspectAccountLetsOneAttemptInFlight,
+	TestALoneIntentDueThroughAnOutageIsNotParkedAtTheTrip,
 	TestAuthorizeHoldsAClaimOpenedBeforeTheFirstFailure,
 	TestSuspectSlotIsTakenOnce,
 	TestNeutralOutcomesNeverTripAnAccount,

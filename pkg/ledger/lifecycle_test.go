@@ -163,7 +163,9 @@ func TestAttemptCapExhaustionParksInsteadOfLooping(t *testing.T) {
 		a, err := e.l.Authorize(e.ctx, c, inFlight, contract)
 		require.NoError(t, err)
 		require.True(t, a.Authorized())
-		_, err = e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed})
+		// Neutral: a failure seen on the platform would make the next attempt the suspect
+		// slot's, which is not counted.
+		_, err = e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed, Signal: ledger.SignalNeutral})
 		require.NoError(t, err)
 		if i == 0 {
 			require.NoError(t, e.l.Retry(e.ctx, key))

@@ -55,6 +55,8 @@ func TestASuspectAccountLetsOneAttemptInFlight(t *testing.T) {
 	a, err := e.l.Authorize(e.ctx, slot, inFlight, contract)
 	require.NoError(t, err)
 	require.Equal(t, ledger.Authorized, a.State, "the slot's holder is authorized")
+	require.Equal(t, 1, e.count(`SELECT attempts_uncounted FROM intents WHERE delivery_key = $1`, slot.Key.Bytes()),
+		"the suspect slot's attempt, sent to a platform seen failing, is not counted against the cap")
 	res, err = e.l.BeginMany(e.ctx, reqs, lease)
 	require.NoError(t, err)
 	for _, r := range res {
@@ -231,4 +233,40 @@ func TestSuspectSlotIsTakenOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The issue's complaint, for one intent alone: due while its platform is down, it takes every
+// attempt until the account trips (trip_failures 3, the default attempt cap 3). Only the first
+// counts: the others went through the suspect slot to a platform already seen failing. So the
+// trip leaves it failed and retryable, waiting for the platform, not parked attempts_exhausted.
+func TestALoneIntentDueThroughAnOutageIsNotParkedAtTheTrip(t *testing.T) {
+	t.Parallel()
+	e := healthEnv(t)
+	e.setPolicy("attempt_cap", 3)
+	e.setPolicy("backoff_base_ms", 0)
+	key := e.submit("alone through an outage")
+	for i := range 3 {
+		if i > 0 {
+			pass, err := e.l.RetryDue(e.ctx, 100)
+			require.NoError(t, err)
+			require.Equal(t, 1, pass.Retried, "attempt %d: retried, not exhausted", i+1)
+		}
+		c, err := e.l.Begin(e.ctx, key, requestHash("alone through an outage"), lease)
+		require.NoError(t, err)
+		a, err := e.l.Authorize(e.ctx, c, inFlight, contract)
+		require.NoError(t, err)
+		require.Equal(t, ledger.Authorized, a.State)
+		_, err = e.l.Complete(e.ctx, c, connectionFailed())
+		require.NoError(t, err)
+	}
+	require.Equal(t, ledger.Holding, e.healthOf(account).State)
+	require.Equal(t, 2, e.count(`SELECT attempts_uncounted FROM intents WHERE delivery_key = $1`, key.Bytes()), "the suspect slot's two attempts")
+	pass, err := e.l.RetryDue(e.ctx, 100)
+	require.NoError(t, err)
+	require.Equal(t, 1, pass.Retried)
+	require.Zero(t, pass.Exhausted)
+	in := e.intent(key)
+	require.Equal(t, ledger.Pending, in.State, "it waits for the platform")
+	_, err = e.l.Begin(e.ctx, key, requestHash("alone through an outage"), lease)
+	require.ErrorIs(t, err, ledger.ErrAccountHolding, "and spends nothing while the account holds")
 }

@@ -25,7 +25,9 @@ func (e *env) age(key identity.DeliveryKey, d time.Duration) {
 func (e *env) failed(text string, reason ledger.Reason) identity.DeliveryKey {
 	e.t.Helper()
 	c := e.authorized(text)
-	res, err := e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.NotSent, Reason: reason})
+	// Neutral: these are tests of retries, not of the account's health, whose suspect slot
+	// would leave the next attempts uncounted (suspect_test.go).
+	res, err := e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.NotSent, Reason: reason, Signal: ledger.SignalNeutral})
 	require.NoError(e.t, err)
 	require.Equal(e.t, ledger.Failed, res.State)
 	return c.Key
@@ -263,7 +265,10 @@ func TestRetryDueParksAnIntentAtItsAttemptCap(t *testing.T) {
 		require.NoError(t, err)
 		_, err = e.l.Authorize(e.ctx, c, inFlight, contract)
 		require.NoError(t, err)
-		_, err = e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed})
+		// A failure that says nothing of the platform (the dispatcher's own not-sent): each
+		// attempt counts. One sent while the platform is seen failing does not
+		// (TestALoneIntentDueThroughAnOutageIsNotParkedAtTheTrip).
+		_, err = e.l.Complete(e.ctx, c, ledger.Outcome{Result: ledger.NotSent, Reason: ledger.ReasonConnectionFailed, Signal: ledger.SignalNeutral})
 		require.NoError(t, err)
 	}
 	require.Equal(t, 1, retried, "cap 2: the first attempt and one retry")

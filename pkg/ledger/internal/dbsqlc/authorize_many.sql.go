@@ -69,7 +69,9 @@ facts AS (
            coalesce(hh.state, 'serving') AS health_state,
            (hh.state = 'serving' AND hh.failures > 0) IS TRUE AS suspect,
            (hh.state IN ('probing', 'serving') AND hh.probe_token = cur.claim_token) IS TRUE AS probe,
-           (hh.state = 'probing' AND hh.probe_token = cur.claim_token) IS TRUE AS uncounted,
+           -- A probe's attempt, and a suspect account's single attempt, are sent to a platform
+           -- already seen failing: neither counts against the intent's cap.
+           (hh.state IN ('probing', 'serving') AND hh.probe_token = cur.claim_token) IS TRUE AS uncounted,
            (SELECT par.state FROM intents par WHERE par.delivery_key = cur.reply_to) AS parent_state
     FROM claimed cur
     JOIN accounts a ON a.account_id = cur.account_id
