@@ -150,6 +150,35 @@ func TestAnImageUploadFailureSendsNothing(t *testing.T) {
 	require.EqualValues(t, 1, e.proxy.Forwarded(), "one createRecord, after the upload succeeded")
 }
 
+// An upload whose answer is lost after the PDS stored the blob (the proxy drops the
+// connection once the PDS answers) is a failed staging: no attempt is begun and no createRecord
+// reaches the PDS, however often it happens; the intent stays pending, and once an upload's
+// answer arrives the post is created once, referencing the blob uploaded again.
+func TestALostUploadAnswerSendsNothing(t *testing.T) {
+	t.Parallel()
+	im := newImages(t, 1)
+	e := newLaneWith(t, im.settings(t))
+	e.proxy.DropUploads(true)
+	e.dispatcher()
+
+	key := e.submit(envelope("post", "", map[string]any{"text": "an image whose upload answer is lost", "images": im.refs(1)}))[0]
+	require.Eventually(t, func() bool { return e.proxy.Dropped() >= 3 }, time.Minute, 50*time.Millisecond, "the dispatcher staged it again and again")
+	rec, err := e.Ledger.Inspect(e.Ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, ledger.Pending, rec.Intent.State, "nothing happened to the intent")
+	require.Empty(t, rec.Attempts, "no attempt was begun")
+	require.EqualValues(t, 0, e.proxy.Forwarded(), "no createRecord reached the PDS")
+	require.Empty(t, e.allRecords(posts))
+
+	e.proxy.DropUploads(false)
+	in := e.await([]identity.DeliveryKey{key}, time.Minute, ledger.Published)[key]
+	require.Equal(t, ledger.ReasonPublished, in.Reason)
+	require.Len(t, e.allRecords(posts), 1)
+	require.EqualValues(t, 1, e.proxy.Forwarded(), "one createRecord, after an upload was answered")
+	require.Greater(t, e.proxy.Uploads(), e.proxy.Dropped(), "the PDS answered the last upload")
+	t.Logf("%d uploads reached the PDS, %d answers lost, then 1 createRecord", e.proxy.Uploads(), e.proxy.Dropped())
+}
+
 // Images the account's media settings do not allow are never fetched: an intent naming one
 // (a host not among media_hosts, a cloud's metadata address, the image server's own loopback
 // address when media_private_networks does not name it) is parked request_unsendable with the
