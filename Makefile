@@ -47,7 +47,7 @@ test-crdb: ## the ledger suite on CockroachDB: ATMOST_CRDB_URL, or a cockroach b
 	$(GO) test -race -count=1 -timeout 30m -run '^TestCockroachDB$$' -v ./pkg/ledger/
 
 .PHONY: test-bluesky
-test-bluesky: ## the Bluesky lane on a real PDS on loopback: installs Node 22 and @atproto/dev-env (scripts/bluesky-pds/install: minutes the first time), then runs every action, the lost answers and 500 intents with 5 % of the answers lost; fails, never skips, without them
+test-bluesky: ## the Bluesky lane on a real PDS on loopback: installs Node 22 and @atproto/dev-env (scripts/bluesky-pds/install: minutes the first time), then runs the conformance suite, every action, the lost answers, images and 500 intents with 5 % of the answers lost; fails, never skips, without them
 	scripts/bluesky-pds/install
 	ATMOST_BLUESKY_LANE=1 $(GO) test -race -count=1 -timeout 10m -v ./internal/testkit/blueskylane/
 

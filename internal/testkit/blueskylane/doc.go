@@ -10,5 +10,7 @@
 //
 // Start runs the PDS; Proxy sits between the adapter and the PDS and drops a connection at a
 // chosen step of a createRecord (one planned, or a seeded share of them), so that the outcome the adapter sees is unknown while what the
-// PDS did is known.
+// PDS did is known; it also drops uploadBlob answers on demand (DropUploads). FaultProxy is an
+// HTTP proxy that plays the conformance suite's endings of one createRecord (platformtest) and
+// records the creates and the tokens it saw.
 package blueskylane

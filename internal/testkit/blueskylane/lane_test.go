@@ -3,6 +3,7 @@ package blueskylane_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -48,6 +49,12 @@ var credentials atomic.Int64
 
 func newLane(t *testing.T) *lane {
 	t.Helper()
+	return newLaneWith(t, nil)
+}
+
+// newLaneWith is newLane with settings added to the account's (the media settings).
+func newLaneWith(t *testing.T, extra map[string]any) *lane {
+	t.Helper()
 	dbtest.SkipInShortLane(t, "it starts a PDS")
 	pds := blueskylane.Start(t)
 	u, err := url.Parse(pds.URL)
@@ -61,7 +68,9 @@ func newLane(t *testing.T) *lane {
 	secret := fmt.Sprintf("ATMOST_TEST_BLUESKY_APP_PASSWORD_%d_%d", os.Getpid(), credentials.Add(1))
 	require.NoError(t, os.Setenv(secret, pds.Password))
 	t.Cleanup(func() { _ = os.Unsetenv(secret) })
-	settings, err := json.Marshal(map[string]string{"pds": proxy.URL(), "identifier": pds.DID, "reconcile_delay": reconcileDelay.String()})
+	fields := map[string]any{"pds": proxy.URL(), "identifier": pds.DID, "reconcile_delay": reconcileDelay.String()}
+	maps.Copy(fields, extra)
+	settings, err := json.Marshal(fields)
 	require.NoError(t, err)
 	acct := ledger.Account{ID: account, Platform: bluesky.Name, Settings: settings, CredentialRef: "env:" + secret, CredentialVersion: 1}
 	require.NoError(t, l.AddAccount(ctx, acct, ledger.Actor{Name: "test", Reason: "a test account"}))

@@ -26,8 +26,11 @@ const (
 	DropBeforeRequest
 )
 
-// createRecordPath is the request path the Proxy watches.
-const createRecordPath = "/xrpc/com.atproto.repo.createRecord"
+// createRecordPath and uploadBlobPath are the request paths the Proxy watches.
+const (
+	createRecordPath = "/xrpc/com.atproto.repo.createRecord"
+	uploadBlobPath   = "/xrpc/com.atproto.repo.uploadBlob"
+)
 
 // Proxy is a TCP proxy in front of a PDS that relays every request byte for byte, and drops a
 // connection at a chosen step of one createRecord (DropNext). It counts the createRecord
@@ -41,8 +44,10 @@ type Proxy struct {
 	rate float64    // the share of createRecords dropped after the request (DropRate)
 	rng  *rand.Rand // draws them, seeded
 
-	forwarded atomic.Int64 // createRecord requests the PDS received through the proxy
-	dropped   atomic.Int64 // connections dropped by a plan
+	forwarded   atomic.Int64 // createRecord requests the PDS received through the proxy
+	uploads     atomic.Int64 // uploadBlob requests the PDS received through the proxy
+	dropUploads atomic.Bool  // every uploadBlob meets DropAfterRequest (DropUploads)
+	dropped     atomic.Int64 // connections dropped by a plan
 }
 
 // NewProxy listens on a loopback port and relays to target (host:port) until the test ends.
@@ -91,6 +96,13 @@ func (p *Proxy) DropRate(rate float64, seed uint64) {
 	p.rate = rate
 	p.rng = rand.New(rand.NewPCG(seed, seed))
 }
+
+// DropUploads makes every uploadBlob request meet DropAfterRequest while on is true: the PDS
+// stores the blob, the client hears nothing.
+func (p *Proxy) DropUploads(on bool) { p.dropUploads.Store(on) }
+
+// Uploads is how many uploadBlob requests reached the PDS through the proxy.
+func (p *Proxy) Uploads() int64 { return p.uploads.Load() }
 
 // Forwarded is how many createRecord requests reached the PDS through the proxy.
 func (p *Proxy) Forwarded() int64 { return p.forwarded.Load() }
@@ -160,6 +172,12 @@ func (p *Proxy) serve(client net.Conn) {
 		drop := Forward
 		if req.Method == http.MethodPost && req.URL.Path == createRecordPath {
 			drop = p.take()
+		}
+		if req.URL.Path == uploadBlobPath {
+			p.uploads.Add(1)
+			if p.dropUploads.Load() {
+				drop = DropAfterRequest
+			}
 		}
 		switch drop {
 		case DropBeforeRequest:

@@ -33,6 +33,7 @@ type adapter struct {
 	cfg      config
 	sessions *sessions
 	client   *transport.Client // createRecord and getRecord: one request per call, never replayed
+	media    *http.Client      // the images' fetches, as cfg.media allows
 	now      func() time.Time
 }
 
@@ -56,7 +57,7 @@ func Open(a platform.Account) (platform.Adapter, error) {
 	if password == "" {
 		return nil, invalid("the credential %s names is empty", a.CredentialRef)
 	}
-	ad := &adapter{account: a.ID, cfg: cfg, client: transport.New(transport.Config{}), now: time.Now}
+	ad := &adapter{account: a.ID, cfg: cfg, client: transport.New(transport.Config{}), media: cfg.media.client(), now: time.Now}
 	ad.sessions = newSessions(cfg, password, func() time.Time { return ad.now() })
 	return ad, nil
 }
@@ -98,6 +99,9 @@ func (a *adapter) Prepare(r platform.Request) (platform.Prepared, error) {
 	in, err := parseIntent(r)
 	if err == nil && in.reply && in.parent == nil {
 		err = errors.New("a reply whose parent's references were not read (ResolveReply)")
+	}
+	if err == nil {
+		err = a.checkImages(in.images)
 	}
 	if err != nil {
 		return platform.Prepared{}, fmt.Errorf("prepare %s: %w", r.Key, err)

@@ -7,8 +7,10 @@ import (
 	"encoding/base32"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -44,9 +46,7 @@ func (im imageRef) check() error {
 	u, err := url.Parse(im.URL)
 	switch {
 	case err != nil || u.Host == "" || u.User != nil || u.Fragment != "":
-		return fmt.Errorf("url %q: an absolute http(s) URL without user or fragment", im.URL)
-	case u.Scheme != "https" && (u.Scheme != "http" || !loopback(u.Hostname())):
-		return fmt.Errorf("url %q: https, or http for a loopback host only", im.URL)
+		return fmt.Errorf("url %q: an absolute URL without user or fragment (https, as the account's media settings allow)", im.URL)
 	case len(im.SHA256) != 64 || strings.ToLower(im.SHA256) != im.SHA256:
 		return fmt.Errorf("sha256 %q: 64 lower-case hex digits", im.SHA256)
 	case !slices.Contains(ImageTypes, im.MimeType):
@@ -96,8 +96,9 @@ type embedImage struct {
 // references. An uploaded blob that no record references is a temporary file of the PDS that
 // no person sees, so Stage may be repeated: the post that references the blobs, Send, is the
 // one irreversible step. A fetch or an upload that failed is an error (the dispatcher stages
-// again later, having sent nothing); bytes that are not the ones the request names, or a blob
-// the PDS stores otherwise, wrap platform.ErrUnsendable.
+// again later, having sent nothing); a URL, redirect or address the account's media settings
+// refuse (ErrMediaRefused), bytes that are not the ones the request names, or a blob the PDS
+// stores otherwise, wrap platform.ErrUnsendable.
 func (a *adapter) Stage(ctx context.Context, r platform.Request) error {
 	in, err := parseIntent(r)
 	if err != nil || len(in.images) == 0 {
@@ -108,7 +109,7 @@ func (a *adapter) Stage(ctx context.Context, r platform.Request) error {
 		return fmt.Errorf("bluesky: stage: %w", redactedError{err: err, secrets: a.secrets(nil)})
 	}
 	for i, im := range in.images {
-		body, err := fetch(ctx, im)
+		body, err := a.fetch(ctx, im)
 		if err != nil {
 			return fmt.Errorf("bluesky: stage: image %d: %w", i, err)
 		}
@@ -139,14 +140,32 @@ func (a *adapter) Stage(ctx context.Context, r platform.Request) error {
 	return nil
 }
 
-// fetch reads an image's bytes from its URL and checks them against its size and digest.
-func fetch(ctx context.Context, im imageRef) ([]byte, error) {
+// checkImages refuses the images whose URLs the account's media settings do not allow
+// (ErrMediaRefused), before anything is fetched.
+func (a *adapter) checkImages(images []imageRef) error {
+	for i, im := range images {
+		if err := a.cfg.media.checkURL(im.URL); err != nil {
+			return fmt.Errorf("images[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// fetch reads an image's bytes from its URL, as the account's media settings allow
+// (mediaPolicy: the URL, every redirect and every address dialed are checked), and checks them
+// against its size and digest.
+func (a *adapter) fetch(ctx context.Context, im imageRef) ([]byte, error) {
+	if err := a.cfg.media.checkURL(im.URL); err != nil {
+		return nil, err
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, im.URL, nil)
 	if err != nil {
 		return nil, err
 	}
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := client.Do(req)
+	resp, err := a.media.Do(req)
+	if errors.Is(err, ErrMediaRefused) {
+		return nil, fmt.Errorf("fetching %s: %w", im.URL, mediaRefusal(err))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("fetching %s: %w", im.URL, err)
 	}
@@ -164,6 +183,21 @@ func fetch(ctx context.Context, im imageRef) ([]byte, error) {
 			im.URL, len(body), sum, im.Size, im.SHA256, platform.ErrUnsendable)
 	}
 	return body, nil
+}
+
+// mediaRefusal is the refusal inside err without the *url.Error and *net.OpError around it,
+// which repeat the URL and the address.
+func mediaRefusal(err error) error {
+	for {
+		switch e := err.(type) {
+		case *url.Error:
+			err = e.Err
+		case *net.OpError:
+			err = e.Err
+		default:
+			return err
+		}
+	}
 }
 
 func mustHex(s string) []byte {

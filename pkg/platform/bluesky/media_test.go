@@ -4,9 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,13 +24,44 @@ import (
 
 var imageBytes = []byte("\x89PNG\r\n\x1a\n not really an image, but bytes with a digest")
 
-// imageServer serves body at /a.png.
-func imageServer(t *testing.T, body []byte) string {
+// imageServer serves body at /a.png over https on loopback, and the settings that let an
+// adapter fetch from it: the host, the loopback network and the server's certificate.
+func imageServer(t *testing.T, body []byte) (string, string) {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(body) }))
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(body) }))
 	t.Cleanup(srv.Close)
-	return srv.URL + "/a.png"
+	return srv.URL + "/a.png", loopbackMedia(t, srv)
 }
+
+// loopbackMedia are the media settings that allow srv, an https server of the tests on
+// 127.0.0.1: its host, the loopback network, its certificate.
+func loopbackMedia(t *testing.T, srv *httptest.Server) string {
+	t.Helper()
+	return `"media_hosts":["127.0.0.1"],"media_private_networks":["127.0.0.1/32"],"media_ca_file":` + strconv.Quote(caFile(t, srv))
+}
+
+// caFile writes srv's certificate to a PEM file.
+func caFile(t *testing.T, srv *httptest.Server) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "media-ca.pem")
+	require.NoError(t, os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600))
+	return path
+}
+
+// openMedia opens the adapter for acct-1 against pds with the media settings media (JSON
+// members, without braces).
+func openMedia(t *testing.T, pds string, c *clock, media string) platform.Adapter {
+	t.Helper()
+	t.Setenv(passwordEnv, password)
+	ad, err := bluesky.Open(platform.Account{ID: "acct-1", Platform: bluesky.Name,
+		Settings:      json.RawMessage(`{"pds":"` + pds + `","identifier":"` + did + `",` + media + `}`),
+		CredentialRef: "env:" + passwordEnv, CredentialVersion: 1})
+	require.NoError(t, err)
+	bluesky.SetClock(ad, c.now)
+	return ad
+}
+
+const mediaExample = `"media_hosts":["media.example"]`
 
 func imageRequest(t *testing.T, url string, body []byte, extra string) platform.Request {
 	sum := sha256.Sum256(body)
@@ -37,8 +72,8 @@ func imageRequest(t *testing.T, url string, body []byte, extra string) platform.
 // Prepare renders the images' blob references from the request alone: the CID of the digest,
 // the type and the size the request names, and the alt text.
 func TestPrepareEmbedsTheImagesTheRequestNames(t *testing.T) {
-	ad := open(t, "http://127.0.0.1:1", newClock(time.Unix(1_700_000_000, 0)))
-	p, err := ad.Prepare(imageRequest(t, "http://127.0.0.1:9/a.png", imageBytes, ""))
+	ad := openMedia(t, "http://127.0.0.1:1", newClock(time.Unix(1_700_000_000, 0)), mediaExample)
+	p, err := ad.Prepare(imageRequest(t, "https://media.example/a.png", imageBytes, ""))
 	require.NoError(t, err)
 	var body struct {
 		Record struct {
@@ -69,13 +104,16 @@ func TestPrepareEmbedsTheImagesTheRequestNames(t *testing.T) {
 
 // Images outside the documented limits are refused by Prepare (unsendable), never fetched.
 func TestPrepareRefusesImagesOutsideTheLimits(t *testing.T) {
-	ad := open(t, "http://127.0.0.1:1", newClock(time.Unix(1_700_000_000, 0)))
+	ad := openMedia(t, "http://127.0.0.1:1", newClock(time.Unix(1_700_000_000, 0)), mediaExample)
 	sum := sha256.Sum256(imageBytes)
 	good := fmt.Sprintf(`{"url":"https://media.example/a.png","sha256":%q,"mime_type":"image/png","size":10,"alt":""}`, hex.EncodeToString(sum[:]))
+	_, err := ad.Prepare(request(t, "post", "", `{"text":"x","images":[`+good+`]}`))
+	require.NoError(t, err, "the image within the limits")
 	for name, images := range map[string]string{
 		"none":          `[]`,
 		"five":          "[" + strings.Repeat(good+",", 4) + good + "]",
 		"plain http":    strings.Replace("["+good+"]", "https://media.example", "http://media.example", 1),
+		"loopback http": strings.Replace("["+good+"]", "https://media.example", "http://127.0.0.1", 1),
 		"other type":    strings.Replace("["+good+"]", "image/png", "image/svg+xml", 1),
 		"too large":     strings.Replace("["+good+"]", `"size":10`, `"size":1000001`, 1),
 		"empty":         strings.Replace("["+good+"]", `"size":10`, `"size":0`, 1),
@@ -85,7 +123,7 @@ func TestPrepareRefusesImagesOutsideTheLimits(t *testing.T) {
 		_, err := ad.Prepare(request(t, "post", "", `{"text":"x","images":`+images+`}`))
 		require.ErrorIs(t, err, platform.ErrUnsendable, name)
 	}
-	_, err := ad.Prepare(request(t, "like", "at://did:plc:abc/app.bsky.feed.post/3k", `{"subject":{"uri":"at://did:plc:abc/app.bsky.feed.post/3k","cid":"bafyreiabc123"},"images":[`+good+`]}`))
+	_, err = ad.Prepare(request(t, "like", "at://did:plc:abc/app.bsky.feed.post/3k", `{"subject":{"uri":"at://did:plc:abc/app.bsky.feed.post/3k","cid":"bafyreiabc123"},"images":[`+good+`]}`))
 	require.ErrorIs(t, err, platform.ErrUnsendable, "a like takes no images")
 }
 
@@ -95,14 +133,16 @@ func TestPrepareRefusesImagesOutsideTheLimits(t *testing.T) {
 func TestStageUploadsOnlyTheBytesTheRequestNames(t *testing.T) {
 	c := newClock(time.Unix(1_700_000_000, 0))
 	pds := newPDS(t, c)
-	ad := open(t, pds.URL, c)
+	otherURL, media := imageServer(t, []byte("other bytes"))
+	goodURL, _ := imageServer(t, imageBytes) // the same certificate: httptest's
+	ad := openMedia(t, pds.URL, c, media)
 	st := ad.(platform.Stager)
 
-	other := imageRequest(t, imageServer(t, []byte("other bytes")), imageBytes, "")
+	other := imageRequest(t, otherURL, imageBytes, "")
 	require.ErrorIs(t, st.Stage(ctx(t), other), platform.ErrUnsendable)
 	require.Zero(t, pds.count("com.atproto.repo.uploadBlob"), "nothing uploaded")
 
-	r := imageRequest(t, imageServer(t, imageBytes), imageBytes, "")
+	r := imageRequest(t, goodURL, imageBytes, "")
 	p, err := ad.Prepare(r)
 	require.NoError(t, err)
 	var prepared struct {
@@ -135,7 +175,7 @@ func TestStageUploadsOnlyTheBytesTheRequestNames(t *testing.T) {
 func TestAPostWithOtherImagesDoesNotReadBack(t *testing.T) {
 	clk := newClock(t0)
 	pds := newPDS(t, clk)
-	ad := open(t, pds.URL, clk)
+	ad := openMedia(t, pds.URL, clk, mediaExample)
 	r := imageRequest(t, "https://media.example/a.png", imageBytes, "")
 	p, err := ad.Prepare(r)
 	require.NoError(t, err)

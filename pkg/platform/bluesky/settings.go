@@ -2,11 +2,14 @@ package bluesky
 
 import (
 	"bytes"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -33,6 +36,21 @@ type Settings struct {
 	// ContractVersion names the API contract; an account pinned to another one is refused at
 	// authorization. Default "bluesky/v1".
 	ContractVersion string `json:"contract_version,omitempty"`
+	// MediaHosts are the hosts a post's images may be fetched from: a host name
+	// ("media.example.org"), "*." and a name for any of its subdomains ("*.cdn.example.org",
+	// not the name itself), or an address literal ("192.0.2.7", "2001:db8::7"). The URL's port
+	// is not restricted. Default none: an intent with images is refused (parked), because the
+	// URLs are the producer's and the dispatcher fetches them from inside the operator's
+	// network; only the operator can say which hosts serve the account's media.
+	MediaHosts []string `json:"media_hosts,omitempty"`
+	// MediaPrivateNetworks are the prefixes ("127.0.0.1/32", "10.20.0.0/16") of the non-public
+	// addresses (loopback, link-local, private and other special-purpose ranges) an image may be
+	// fetched from, a host of MediaHosts having resolved to one. Default none: only public
+	// addresses.
+	MediaPrivateNetworks []string `json:"media_private_networks,omitempty"`
+	// MediaCAFile is a PEM file of the certificates trusted for the media hosts' https, instead
+	// of the system's roots (a private CA). Read when the adapter opens.
+	MediaCAFile string `json:"media_ca_file,omitempty"`
 }
 
 const (
@@ -46,6 +64,7 @@ type config struct {
 	identifier     string
 	reconcileDelay time.Duration
 	contract       string
+	media          mediaPolicy
 }
 
 // parseSettings decodes and validates raw.
@@ -100,8 +119,51 @@ func (s Settings) validate() (config, error) {
 	if s.ContractVersion != "" {
 		c.contract = s.ContractVersion
 	}
-	return c, nil
+	c.media, err = s.mediaPolicy()
+	return c, err
 }
+
+// mediaPolicy validates the media settings.
+func (s Settings) mediaPolicy() (mediaPolicy, error) {
+	var p mediaPolicy
+	for _, h := range s.MediaHosts {
+		name, wild := strings.CutPrefix(h, "*.")
+		_, addrErr := netip.ParseAddr(h)
+		switch {
+		case h != normalHost(h):
+			return p, invalid("media_hosts: %q: lower case, without a trailing dot", h)
+		case addrErr == nil:
+		case !validHostName(name):
+			return p, invalid("media_hosts: %q: a host name, \"*.\" and a host name, or an address (no scheme, port or path)", h)
+		case wild && !strings.Contains(name, "."):
+			return p, invalid("media_hosts: %q: a wildcard for a name of one label would allow a whole top-level domain", h)
+		}
+		p.hosts = append(p.hosts, h)
+	}
+	for _, n := range s.MediaPrivateNetworks {
+		prefix, err := netip.ParsePrefix(n)
+		if err != nil {
+			return p, invalid("media_private_networks: %q: %v", n, err)
+		}
+		p.networks = append(p.networks, prefix.Masked())
+	}
+	if s.MediaCAFile != "" {
+		pem, err := os.ReadFile(s.MediaCAFile)
+		if err != nil {
+			return p, invalid("media_ca_file: %v", err)
+		}
+		p.roots = x509.NewCertPool()
+		if !p.roots.AppendCertsFromPEM(pem) {
+			return p, invalid("media_ca_file %s holds no PEM certificate", s.MediaCAFile)
+		}
+	}
+	return p, nil
+}
+
+// hostNameRE is a DNS host name: labels of letters, digits and inner hyphens.
+var hostNameRE = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+func validHostName(s string) bool { return len(s) <= 253 && hostNameRE.MatchString(s) }
 
 // checkPDS validates the PDS base URL and returns it without a trailing slash.
 func checkPDS(raw string) (string, error) {
