@@ -69,6 +69,9 @@ type HTTPConfig struct {
 	KeepAlive time.Duration
 	// MaxStreams is HTTPMaxStreams.
 	MaxStreams int
+	// StreamWriteTimeout bounds each write of an event stream, its end included (10 s, the
+	// API's write timeout).
+	StreamWriteTimeout time.Duration
 	// Logger; nil means no logging.
 	Logger *zap.Logger
 }
@@ -101,6 +104,7 @@ type HTTPAPI struct {
 func NewHTTPAPI(ctx context.Context, js jetstream.JetStream, l APILedger, cfg HTTPConfig) (*HTTPAPI, error) {
 	cfg.KeepAlive = cmp.Or(cfg.KeepAlive, HTTPKeepAlive)
 	cfg.MaxStreams = cmp.Or(cfg.MaxStreams, HTTPMaxStreams)
+	cfg.StreamWriteTimeout = cmp.Or(cfg.StreamWriteTimeout, httpWriteTimeout)
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
@@ -601,12 +605,16 @@ func (a *HTTPAPI) events(w http.ResponseWriter, r *http.Request) {
 	// Each write has its own deadline: a reader that stops reading is dropped, one that reads
 	// stays connected for as long as it likes.
 	write := func(s string) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(httpWriteTimeout))
+		_ = rc.SetWriteDeadline(time.Now().Add(a.cfg.StreamWriteTimeout))
 		if _, err := io.WriteString(w, s); err != nil {
 			return false
 		}
 		return rc.Flush() == nil
 	}
+	// net/http writes the stream's end (the last, empty chunk) after the handler returns, under
+	// the last write's deadline, which a keep-alive interval longer than the write timeout has
+	// passed: the end would fail, and the reader see a broken transfer instead of an end.
+	defer func() { _ = rc.SetWriteDeadline(time.Now().Add(a.cfg.StreamWriteTimeout)) }()
 	if !write(": atmost events of " + strconv.Quote(account) + "\n\n") {
 		return
 	}

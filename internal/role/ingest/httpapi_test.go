@@ -254,10 +254,12 @@ func TestATokenCannotPublishReadOrStreamAnotherAccount(t *testing.T) {
 }
 
 // No token, a malformed one, an unknown one and a revoked one are 401 on every route; a
-// revoked token's open event stream ends.
+// revoked token's open event stream ends, with the end of its chunked transfer, though its
+// last write's deadline had passed (keep-alives further apart than the write timeout, as the
+// defaults are: 15 s and 10 s).
 func TestARevokedOrUnknownTokenIsRefused(t *testing.T) {
 	t.Parallel()
-	e := newAPIEnv(t, ingest.HTTPConfig{KeepAlive: 50 * time.Millisecond})
+	e := newAPIEnv(t, ingest.HTTPConfig{KeepAlive: 300 * time.Millisecond, StreamWriteTimeout: 100 * time.Millisecond})
 	stream := e.openEvents(e.token1, "acct-1", "")
 
 	_, err := e.Ledger.RevokeProducer(e.Ctx, "bot-1", ledger.Actor{Name: "user:test", Reason: "leaked"})
@@ -275,8 +277,9 @@ func TestARevokedOrUnknownTokenIsRefused(t *testing.T) {
 		}
 	}
 	require.Equal(t, before, e.stored())
-	// The stream opened before the revocation ends at its next keep-alive (50 ms here; the
-	// bound only keeps a stream that never ends from hanging the test).
+	// The stream opened before the revocation ends at its next keep-alive (300 ms here; the
+	// bound only keeps a stream that never ends from hanging the test), and ends cleanly: a
+	// transfer cut short is an error here (unexpected EOF).
 	ended := make(chan error, 1)
 	go func() { _, err := io.ReadAll(stream.Body); ended <- err }()
 	select {
