@@ -35,8 +35,13 @@ const (
 	// as a NATS server refuses a message over its max_payload; one between
 	// identity.MaxEnvelopeBytes and it is stored as a too_large reject, as on NATS.
 	HTTPMaxBody = 256 << 10
-	// HTTPMaxHeader bounds a request's header block (net/http answers 431 over it).
+	// HTTPMaxHeader bounds a request's head: its request line and header lines with their line
+	// ends and the blank line after them (net/http answers 431 over it).
 	HTTPMaxHeader = 16 << 10
+	// httpHeaderSlop is what net/http reads of a request's head beyond the server's
+	// MaxHeaderBytes ("bufio slop", Server.initialReadLimitSize): the server is given
+	// HTTPMaxHeader less it, so the bound is HTTPMaxHeader itself.
+	httpHeaderSlop = 4096
 	// HTTPMaxWait bounds a long poll's ?wait=.
 	HTTPMaxWait = 60 * time.Second
 	// HTTPMaxStreams bounds the event streams one producer token holds open at once.
@@ -150,7 +155,7 @@ func (a *HTTPAPI) Handler() http.Handler {
 // Serve serves the API on ln until ctx ends, with the limits of docs/http-api.yaml.
 func (a *HTTPAPI) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: httpReadHeaderTimeout, ReadTimeout: httpReadTimeout,
-		WriteTimeout: httpWriteTimeout, IdleTimeout: httpIdleTimeout, MaxHeaderBytes: HTTPMaxHeader,
+		WriteTimeout: httpWriteTimeout, IdleTimeout: httpIdleTimeout, MaxHeaderBytes: HTTPMaxHeader - httpHeaderSlop,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	done := make(chan struct{})
 	go func() {

@@ -397,6 +397,9 @@ func TestBadRequestsAreJSONRefusals(t *testing.T) {
 		require.Equal(t, c.code, a.code(), "%s %s", c.method, c.path)
 		require.Equal(t, "application/json", a.header.Get("Content-Type"))
 	}
+	// The head's bound is the documented one to the byte: net/http alone would take 4 KiB more.
+	require.Equal(t, http.StatusNotFound, e.headStatus(ingest.HTTPMaxHeader), "a head of exactly the limit is served")
+	require.Equal(t, http.StatusRequestHeaderFieldsTooLarge, e.headStatus(ingest.HTTPMaxHeader+1), "one byte more is refused")
 	req, err := http.NewRequestWithContext(e.Ctx, http.MethodGet, e.url+"/v1/intents/dk1:"+strings.Repeat("0", 64), nil)
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+e.token1)
@@ -405,6 +408,24 @@ func TestBadRequestsAreJSONRefusals(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusRequestHeaderFieldsTooLarge, resp.StatusCode)
+}
+
+// headStatus sends, on a connection of its own, a GET of a key nobody published whose head
+// (request line, headers, their line ends and the blank line) is n bytes, and returns the
+// answer's status.
+func (e *apiEnv) headStatus(n int) int {
+	e.T.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	require.NoError(e.T, err)
+	defer conn.Close()
+	head := "GET /v1/intents/dk1:" + strings.Repeat("0", 64) + " HTTP/1.1\r\nHost: atmost\r\nAuthorization: Bearer " + e.token1 + "\r\nX-Padding: "
+	const end = "\r\n\r\n"
+	_, err = io.WriteString(conn, head+strings.Repeat("x", n-len(head)-len(end))+end)
+	require.NoError(e.T, err)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(e.T, err)
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // openEvents opens the account's event stream and requires it to start.
