@@ -140,6 +140,10 @@ func runDev(ctx context.Context, c *line, opts dev.Options, simAddr, logFile str
 		roles[i] = role + " " + opts.HTTPAddrs[role]
 	}
 	fmt.Fprintf(io.Stdout, "roles (/healthz, /readyz and /metrics): %s\n", strings.Join(roles, ", "))
+	if api := setting(io.Env, "ATMOST_INGEST_HTTP_API", ""); api != "" {
+		// ingest reads it as it reads every setting of its own: say where producers find it.
+		fmt.Fprintf(io.Stdout, "producers' HTTP API (ATMOST_INGEST_HTTP_API): http://%s (a token: bin/atmost producers add NAME --account ACCOUNT --reason WHY)\n", api)
+	}
 	nextSteps(io.Stdout, stack, opts, simAddr)
 	fmt.Fprintln(io.Stdout, "running; Ctrl-C stops every role cleanly")
 	select {

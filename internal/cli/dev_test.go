@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"strconv"
@@ -89,7 +90,11 @@ func TestDevGivesEachRoleItsOwnAddressWhateverATMOST_HTTP_ADDRSays(t *testing.T)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer ln.Close()
-	env := map[string]string{"ATMOST_DATABASE_URL": db.URL, "ATMOST_HTTP_ADDR": ln.Addr().String()}
+	api, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	apiAddr := api.Addr().String()
+	require.NoError(t, api.Close())
+	env := map[string]string{"ATMOST_DATABASE_URL": db.URL, "ATMOST_HTTP_ADDR": ln.Addr().String(), "ATMOST_INGEST_HTTP_API": apiAddr}
 	var stdout, stderr lockedBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -104,6 +109,16 @@ func TestDevGivesEachRoleItsOwnAddressWhateverATMOST_HTTP_ADDRSays(t *testing.T)
 	require.Contains(t, stdout.String(), "roles (/healthz, /readyz and /metrics): ingest 127.0.0.1:0, dispatcher 127.0.0.1:0, sweeper 127.0.0.1:0, reconciler 127.0.0.1:0")
 	require.Contains(t, stderr.String(), "atmost dev: ATMOST_HTTP_ADDR is one role's address and is not used")
 	require.Regexp(t, `(?m)^console: http://127\.0\.0\.1:[1-9][0-9]*$`, stdout.String(), "the console's address, printed")
+	// ingest's own setting reaches it, and dev says where the producers' HTTP API is.
+	require.Contains(t, stdout.String(), "producers' HTTP API (ATMOST_INGEST_HTTP_API): http://"+apiAddr+" ")
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + apiAddr + "/v1/intents/dk1:" + strings.Repeat("0", 64))
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusUnauthorized
+	}, 20*time.Second, 50*time.Millisecond, "the API answers, and wants a token")
 	// Every role keeps running: none failed on a taken address.
 	time.Sleep(2 * time.Second)
 	select {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -212,4 +213,48 @@ func TestFollowWithDeliverNewChangedKeepsTheConsumersPosition(t *testing.T) {
 	require.Len(t, got, 1, "the event published while it was stopped, and only it")
 	require.Equal(t, c[0], got[0].Key(), "an event names its key as a receipt and an outcome do")
 	require.NoError(t, f.stop(t))
+}
+
+// Follow hands each event over as it arrives, not when its fetch ends (a fetch that is not
+// filled waits out its second, which held every event back as long): against a plain
+// subscription to the same subjects, which sees each event as JetStream stores it, Follow is
+// never half a second behind. Eight events 150 ms apart span more than one fetch, so a Follow
+// that waited for its fetch's end would hold at least one of them back most of a second.
+func TestFollowHandsOverEachEventAsItArrives(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, client.Config{})
+	var mu sync.Mutex
+	stored, handled := map[string]time.Time{}, map[string]time.Time{}
+	sub, err := e.nc.Subscribe(events.AccountSubjects("acct-1"), func(m *nats.Msg) {
+		if ev, err := events.Unmarshal(m.Data); err == nil {
+			mu.Lock()
+			defer mu.Unlock()
+			stored[fmt.Sprint(ev.ID)] = time.Now()
+		}
+	})
+	require.NoError(t, err)
+	defer func() { _ = sub.Unsubscribe() }()
+	require.NoError(t, e.nc.Flush())
+
+	f := e.follow(client.FollowConfig{Durable: "prompt", Accounts: []string{"acct-1"}}, func(ev events.Event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		handled[fmt.Sprint(ev.ID)] = time.Now()
+		return nil
+	})
+	time.Sleep(300 * time.Millisecond) // Follow is fetching
+	const n = 8
+	for i := range n {
+		e.Submit("acct-1", fmt.Sprintf("as it arrives %d", i))
+		time.Sleep(150 * time.Millisecond)
+	}
+	require.Len(t, f.events(t, n), n)
+	require.NoError(t, f.stop(t))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, stored, n, "the subscription saw every event")
+	for id, at := range handled {
+		behind := at.Sub(stored[id])
+		require.Less(t, behind, 500*time.Millisecond, "event %s handed over %s after it was stored", id, behind)
+	}
 }

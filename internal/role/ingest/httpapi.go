@@ -35,8 +35,13 @@ const (
 	// as a NATS server refuses a message over its max_payload; one between
 	// identity.MaxEnvelopeBytes and it is stored as a too_large reject, as on NATS.
 	HTTPMaxBody = 256 << 10
-	// HTTPMaxHeader bounds a request's header block (net/http answers 431 over it).
+	// HTTPMaxHeader bounds a request's head: its request line and header lines with their line
+	// ends and the blank line after them (net/http answers 431 over it).
 	HTTPMaxHeader = 16 << 10
+	// httpHeaderSlop is what net/http reads of a request's head beyond the server's
+	// MaxHeaderBytes ("bufio slop", Server.initialReadLimitSize): the server is given
+	// HTTPMaxHeader less it, so the bound is HTTPMaxHeader itself.
+	httpHeaderSlop = 4096
 	// HTTPMaxWait bounds a long poll's ?wait=.
 	HTTPMaxWait = 60 * time.Second
 	// HTTPMaxStreams bounds the event streams one producer token holds open at once.
@@ -69,6 +74,9 @@ type HTTPConfig struct {
 	KeepAlive time.Duration
 	// MaxStreams is HTTPMaxStreams.
 	MaxStreams int
+	// StreamWriteTimeout bounds each write of an event stream, its end included (10 s, the
+	// API's write timeout).
+	StreamWriteTimeout time.Duration
 	// Logger; nil means no logging.
 	Logger *zap.Logger
 }
@@ -101,6 +109,7 @@ type HTTPAPI struct {
 func NewHTTPAPI(ctx context.Context, js jetstream.JetStream, l APILedger, cfg HTTPConfig) (*HTTPAPI, error) {
 	cfg.KeepAlive = cmp.Or(cfg.KeepAlive, HTTPKeepAlive)
 	cfg.MaxStreams = cmp.Or(cfg.MaxStreams, HTTPMaxStreams)
+	cfg.StreamWriteTimeout = cmp.Or(cfg.StreamWriteTimeout, httpWriteTimeout)
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
@@ -146,7 +155,7 @@ func (a *HTTPAPI) Handler() http.Handler {
 // Serve serves the API on ln until ctx ends, with the limits of docs/http-api.yaml.
 func (a *HTTPAPI) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: httpReadHeaderTimeout, ReadTimeout: httpReadTimeout,
-		WriteTimeout: httpWriteTimeout, IdleTimeout: httpIdleTimeout, MaxHeaderBytes: HTTPMaxHeader,
+		WriteTimeout: httpWriteTimeout, IdleTimeout: httpIdleTimeout, MaxHeaderBytes: HTTPMaxHeader - httpHeaderSlop,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	done := make(chan struct{})
 	go func() {
@@ -601,12 +610,16 @@ func (a *HTTPAPI) events(w http.ResponseWriter, r *http.Request) {
 	// Each write has its own deadline: a reader that stops reading is dropped, one that reads
 	// stays connected for as long as it likes.
 	write := func(s string) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(httpWriteTimeout))
+		_ = rc.SetWriteDeadline(time.Now().Add(a.cfg.StreamWriteTimeout))
 		if _, err := io.WriteString(w, s); err != nil {
 			return false
 		}
 		return rc.Flush() == nil
 	}
+	// net/http writes the stream's end (the last, empty chunk) after the handler returns, under
+	// the last write's deadline, which a keep-alive interval longer than the write timeout has
+	// passed: the end would fail, and the reader see a broken transfer instead of an end.
+	defer func() { _ = rc.SetWriteDeadline(time.Now().Add(a.cfg.StreamWriteTimeout)) }()
 	if !write(": atmost events of " + strconv.Quote(account) + "\n\n") {
 		return
 	}

@@ -254,10 +254,12 @@ func TestATokenCannotPublishReadOrStreamAnotherAccount(t *testing.T) {
 }
 
 // No token, a malformed one, an unknown one and a revoked one are 401 on every route; a
-// revoked token's open event stream ends.
+// revoked token's open event stream ends, with the end of its chunked transfer, though its
+// last write's deadline had passed (keep-alives further apart than the write timeout, as the
+// defaults are: 15 s and 10 s).
 func TestARevokedOrUnknownTokenIsRefused(t *testing.T) {
 	t.Parallel()
-	e := newAPIEnv(t, ingest.HTTPConfig{KeepAlive: 50 * time.Millisecond})
+	e := newAPIEnv(t, ingest.HTTPConfig{KeepAlive: 300 * time.Millisecond, StreamWriteTimeout: 100 * time.Millisecond})
 	stream := e.openEvents(e.token1, "acct-1", "")
 
 	_, err := e.Ledger.RevokeProducer(e.Ctx, "bot-1", ledger.Actor{Name: "user:test", Reason: "leaked"})
@@ -275,8 +277,9 @@ func TestARevokedOrUnknownTokenIsRefused(t *testing.T) {
 		}
 	}
 	require.Equal(t, before, e.stored())
-	// The stream opened before the revocation ends at its next keep-alive (50 ms here; the
-	// bound only keeps a stream that never ends from hanging the test).
+	// The stream opened before the revocation ends at its next keep-alive (300 ms here; the
+	// bound only keeps a stream that never ends from hanging the test), and ends cleanly: a
+	// transfer cut short is an error here (unexpected EOF).
 	ended := make(chan error, 1)
 	go func() { _, err := io.ReadAll(stream.Body); ended <- err }()
 	select {
@@ -394,6 +397,9 @@ func TestBadRequestsAreJSONRefusals(t *testing.T) {
 		require.Equal(t, c.code, a.code(), "%s %s", c.method, c.path)
 		require.Equal(t, "application/json", a.header.Get("Content-Type"))
 	}
+	// The head's bound is the documented one to the byte: net/http alone would take 4 KiB more.
+	require.Equal(t, http.StatusNotFound, e.headStatus(ingest.HTTPMaxHeader), "a head of exactly the limit is served")
+	require.Equal(t, http.StatusRequestHeaderFieldsTooLarge, e.headStatus(ingest.HTTPMaxHeader+1), "one byte more is refused")
 	req, err := http.NewRequestWithContext(e.Ctx, http.MethodGet, e.url+"/v1/intents/dk1:"+strings.Repeat("0", 64), nil)
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+e.token1)
@@ -402,6 +408,24 @@ func TestBadRequestsAreJSONRefusals(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusRequestHeaderFieldsTooLarge, resp.StatusCode)
+}
+
+// headStatus sends, on a connection of its own, a GET of a key nobody published whose head
+// (request line, headers, their line ends and the blank line) is n bytes, and returns the
+// answer's status.
+func (e *apiEnv) headStatus(n int) int {
+	e.T.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	require.NoError(e.T, err)
+	defer conn.Close()
+	head := "GET /v1/intents/dk1:" + strings.Repeat("0", 64) + " HTTP/1.1\r\nHost: atmost\r\nAuthorization: Bearer " + e.token1 + "\r\nX-Padding: "
+	const end = "\r\n\r\n"
+	_, err = io.WriteString(conn, head+strings.Repeat("x", n-len(head)-len(end))+end)
+	require.NoError(e.T, err)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(e.T, err)
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // openEvents opens the account's event stream and requires it to start.
