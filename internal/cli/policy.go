@@ -165,8 +165,8 @@ rate-burst, text-window, retryable, trip-failures, trip-unknowns, trip-window, p
 probe-max), so the account follows the default again. The default policy always
 sets every field. Durations are Go durations (500ms, 5s, 10m, 24h); a rate of 0 a minute is
 unlimited. Only reasons of the failed state can be retried by policy, and of them
-account_disabled is retried always (its intents wait until the account is enabled), so
---retryable governs the others and refuses it. Every change is written to
+account_disabled and credential_refused are retried always (their intents wait until the account
+is enabled, or serves again), so --retryable governs the others and refuses them. Every change is written to
 the control history (atmost controls log) with the operator.`,
 		Subs: []*Command{
 			{Name: "get", Summary: "the policy in force, and which fields an account overrides",

@@ -29,6 +29,7 @@ var reasonMeaning = map[ledger.Reason]string{
 	ledger.ReasonRateLimited:        "the account's rate limit at authorization",
 	ledger.ReasonCredentialRotating: "the credential changed since the attempt began",
 	ledger.ReasonAccountDisabled:    "an operator disabled the account; it is retried once the account is enabled",
+	ledger.ReasonCredentialRefused:  "the platform refused the account's credential; it is retried once the account serves again",
 	ledger.ReasonCredentialRevoked:  "the account's credential is revoked",
 	ledger.ReasonReconciledNotSent:  "the platform's idempotency-status lookup proved it was not sent",
 	ledger.ReasonOperatorFailed:     "a person resolved it as not sent",

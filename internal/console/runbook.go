@@ -112,9 +112,12 @@ var runbook = map[ledger.Reason]runbookEntry{
 		Fits:  []string{fitResend, fitFailed},
 	},
 	ledger.ReasonRequestUnsendable: {
-		What: "The platform adapter cannot render the request (a field the platform does not take, a text too long). " +
-			"Nothing was sent and nothing can be: sending it again would only park it again.",
-		Then: "resolve as failed, and tell the producer; the exact request is on the intent's page.",
+		What: "The platform adapter cannot render the request (a field the platform does not take, a text too long), " +
+			"or the account's settings refuse what it names (a Bluesky image from a host or an address they do not " +
+			"allow; the detail says which). Nothing was sent and nothing can be: sending it again would only park it again.",
+		Then: "resolve as failed, and tell the producer; the exact request is on the intent's page. When the image's " +
+			"host should have been allowed, add it to the account's `media_hosts` (docs/platforms.md, \"Where images " +
+			"are fetched from\") before the producer publishes again.",
 		Fits: []string{fitFailed},
 	},
 	ledger.ReasonDependencyUnmet: {

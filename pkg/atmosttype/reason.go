@@ -54,6 +54,7 @@ const (
 	ReasonRateLimited        Reason = "rate_limited"        // the account's rate limit at authorization
 	ReasonCredentialRotating Reason = "credential_rotating" // the credential changed since Begin
 	ReasonCredentialRevoked  Reason = "credential_revoked"  // the account's credential is revoked
+	ReasonCredentialRefused  Reason = "credential_refused"  // the platform refused the credential (401, 403 as declared): nothing sent
 	ReasonReconciledNotSent  Reason = "reconciled_not_sent" // an idempotency-status lookup proved not sent
 	ReasonOperatorFailed     Reason = "operator_failed"     // a human resolved it as not sent
 
@@ -108,6 +109,7 @@ var reasons = map[Reason]ReasonRule{
 	ReasonPlatformRejected:   {Failed, RetryByPolicy},
 	ReasonKillSwitch:         {Failed, RetryByPolicy},
 	ReasonAccountDisabled:    {Failed, RetryYes},
+	ReasonCredentialRefused:  {Failed, RetryYes},
 	ReasonRateLimited:        {Failed, RetryByPolicy},
 	ReasonCredentialRotating: {Failed, RetryByPolicy},
 	ReasonCredentialRevoked:  {Failed, RetryByPolicy},

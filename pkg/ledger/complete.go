@@ -57,6 +57,12 @@ func (o Outcome) verdict() (State, Reason, error) {
 		if o.Reason != ReasonConnectionFailed && o.Reason != ReasonPlatformRejected {
 			return "", "", fmt.Errorf("%w: a not-sent outcome needs reason %s or %s, got %q", ErrMalformedOutcome, ReasonConnectionFailed, ReasonPlatformRejected, o.Reason)
 		}
+		if SignalOf(o) == SignalAuth {
+			// Refused for the account's credential, which holds the account (auth_failed):
+			// retried always, so the intent waits with the others and is sent once an
+			// operator rotated the credential and resumed the account.
+			return Failed, ReasonCredentialRefused, nil
+		}
 		return Failed, o.Reason, nil
 	case Unknown:
 		switch o.Reason {

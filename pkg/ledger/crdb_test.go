@@ -256,6 +256,7 @@ var cockroachSuite = []func(*testing.T){
 	TestSuspectSlotIsTakenOnce,
 	TestNeutralOutcomesNeverTripAnAccount,
 	TestTheAdaptersSignalDecides,
+	TestARefusedCredentialIsRetriedWhateverThePolicy,
 }
 
 // cockroachLeftOut are the tests of this package the lane does not run, and why: what touches

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger"
 )
 
@@ -360,4 +361,23 @@ func TestAPolicyGovernsEveryFailedReasonItMayName(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, ledger.GovernedReasons(), ledger.ReasonConnectionFailed)
 	require.NotContains(t, ledger.GovernedReasons(), ledger.ReasonAccountDisabled)
+}
+
+// A send refused for the account's credential (an auth status) fails as credential_refused,
+// which is retried whatever the policy lists: its intent waits with the account's others for
+// the rotated credential, and no operator retries it. A refusal of the content stays
+// platform_rejected, the policy's to retry.
+func TestARefusedCredentialIsRetriedWhateverThePolicy(t *testing.T) {
+	t.Parallel()
+	e := healthEnv(t)
+	e.setPolicy("backoff_base_ms", 0)
+	e.exec(`UPDATE policies SET retryable_reasons = ARRAY[]::TEXT[] WHERE scope = ''`)
+	refused := e.completeAuthorized("refused credential", refusedWith(401))
+	content := e.completeAuthorized("refused content", refusedWith(400))
+	require.Equal(t, ledger.ReasonCredentialRefused, e.intent(refused.Key).Reason)
+	require.Equal(t, ledger.ReasonPlatformRejected, e.intent(content.Key).Reason)
+	pass, err := e.l.RetryDue(e.ctx, 100)
+	require.NoError(t, err)
+	require.Equal(t, []identity.DeliveryKey{refused.Key}, pass.Changed, "retried always; the content's refusal is the policy's")
+	require.Equal(t, ledger.Pending, e.intent(refused.Key).State)
 }

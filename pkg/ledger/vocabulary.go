@@ -48,6 +48,7 @@ const (
 	ReasonPlatformRejected     = atmosttype.ReasonPlatformRejected
 	ReasonKillSwitch           = atmosttype.ReasonKillSwitch
 	ReasonAccountDisabled      = atmosttype.ReasonAccountDisabled
+	ReasonCredentialRefused    = atmosttype.ReasonCredentialRefused
 	ReasonRateLimited          = atmosttype.ReasonRateLimited
 	ReasonCredentialRotating   = atmosttype.ReasonCredentialRotating
 	ReasonCredentialRevoked    = atmosttype.ReasonCredentialRevoked

@@ -198,7 +198,8 @@ func TestAnOutageOfAPlatformWithUnknownOutcomes(t *testing.T) {
 }
 
 // A credential that starts answering 401: the account holds after trip_failures of them, for
-// an operator (no probe), its other intents open no attempt; rotated and resumed, they are sent.
+// an operator (no probe), its other intents open no attempt; rotated and resumed, they are all
+// sent, those that drew the 401s too.
 func TestACredentialAnswering401HoldsTheAccountUntilResumed(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, platformsim.Config{Plan: platformsim.Plan{Seed: 3, Rates: map[platformsim.Fault]float64{platformsim.FaultReject: 1}, DefinitiveStatus: 401}})
@@ -228,10 +229,14 @@ func TestACredentialAnswering401HoldsTheAccountUntilResumed(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.Ledger.ResumeAccount(e.Ctx, "acct-1", ledger.Actor{Name: "alice", Reason: "rotated"})
 	require.NoError(t, err)
-	intents := e.settle(waiting, 30*time.Second)
-	require.Equal(t, map[ledger.State]int{ledger.Published: len(waiting)}, states(intents))
-	for _, k := range first {
-		require.Equal(t, ledger.Failed, e.Intent(k).State, "refused: failed, for an operator's retry (the policy does not retry platform_rejected)")
+	// The intents whose sends drew the 401s ended failed credential_refused, which is retried
+	// always: they waited with the others, and no operator retries them.
+	all := append(append([]identity.DeliveryKey{}, first...), waiting...)
+	intents := e.Settle(all, 60*time.Second, func(s ledger.State) bool { return s != ledger.Published && s != ledger.Parked })
+	require.Equal(t, map[ledger.State]int{ledger.Published: len(all)}, states(intents))
+	require.Equal(t, len(first), e.Count(`SELECT count(DISTINCT delivery_key) FROM history WHERE reason = 'credential_refused'`), "the refused sends, failed for their credential")
+	for _, k := range all {
+		require.Equal(t, 1, e.sim.Created(k.String()), "published once")
 	}
 }
 

@@ -151,6 +151,16 @@ FROM (
                     transition_seq, attempts_authorized, attempt_token, epoch, generation, lease_expires_at,
                     object_id, created_at, updated_at
              FROM intents
+             WHERE state = 'failed' AND reason = 'credential_refused' AND @state::TEXT IN ('', 'failed')
+               AND (updated_at, delivery_key) < (@before_at::TIMESTAMPTZ, @before_key::BYTEA)
+               AND updated_at >= @since::TIMESTAMPTZ
+             ORDER BY updated_at DESC, delivery_key DESC
+             LIMIT @scan_rows::INT)
+            UNION ALL
+            (SELECT delivery_key, account_id, action, target, request, occurrence, source_id, state, reason,
+                    transition_seq, attempts_authorized, attempt_token, epoch, generation, lease_expires_at,
+                    object_id, created_at, updated_at
+             FROM intents
              WHERE state = 'failed' AND reason = 'credential_revoked' AND @state::TEXT IN ('', 'failed')
                AND (updated_at, delivery_key) < (@before_at::TIMESTAMPTZ, @before_key::BYTEA)
                AND updated_at >= @since::TIMESTAMPTZ

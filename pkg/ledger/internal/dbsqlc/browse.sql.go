@@ -153,6 +153,16 @@ FROM (
                     transition_seq, attempts_authorized, attempt_token, epoch, generation, lease_expires_at,
                     object_id, created_at, updated_at
              FROM intents
+             WHERE state = 'failed' AND reason = 'credential_refused' AND $4::TEXT IN ('', 'failed')
+               AND (updated_at, delivery_key) < ($5::TIMESTAMPTZ, $6::BYTEA)
+               AND updated_at >= $7::TIMESTAMPTZ
+             ORDER BY updated_at DESC, delivery_key DESC
+             LIMIT $8::INT)
+            UNION ALL
+            (SELECT delivery_key, account_id, action, target, request, occurrence, source_id, state, reason,
+                    transition_seq, attempts_authorized, attempt_token, epoch, generation, lease_expires_at,
+                    object_id, created_at, updated_at
+             FROM intents
              WHERE state = 'failed' AND reason = 'credential_revoked' AND $4::TEXT IN ('', 'failed')
                AND (updated_at, delivery_key) < ($5::TIMESTAMPTZ, $6::BYTEA)
                AND updated_at >= $7::TIMESTAMPTZ
