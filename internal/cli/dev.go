@@ -226,9 +226,9 @@ publishes intents the way producers do (re-publishes, redeliveries, bad input, n
 flips the kill switch mid-run, and prints the count per state and reason and the platform's own count.`,
 		Flags: func(f *Flags) {
 			f.String(&f.c.databaseURL, "database-url", "URL", dev.DemoDatabaseURL, "the demo's database, dropped and created afresh on each run; one it did not create is refused").Env("ATMOST_DEMO_DATABASE_URL")
-			f.Int(&intents, "intents", "N", 3000, "messages the producer publishes (bad input and re-publishes included)")
-			f.Int64(&seed, "seed", "N", 1, "seed of the producer's choices and the platform's faults")
-			f.Duration(&timeout, "timeout", "D", 3*time.Minute, "how long to wait for every intent to settle")
+			f.Int(&intents, "intents", "N", dev.DefaultDemoIntents, "messages the producer publishes (bad input and re-publishes included)")
+			f.Int64(&seed, "seed", "N", dev.DefaultDemoSeed, "seed of the producer's choices and the platform's faults")
+			f.Duration(&timeout, "timeout", "D", dev.DefaultDemoTimeout, "how long to wait for every intent to settle")
 			f.String(&logFile, "log", "FILE", "", "the roles' JSON logs (default: a new file in $TMPDIR for each run, named at the start)")
 			f.String(&consoleAddr, "console", "ADDR", console.DefaultListen, "serve the operator console here while the demo runs (empty: none); its token is $"+console.TokenVariable+", or one made for the run")
 			f.Bool(&stay, "stay", "after the final count, keep every role and the console running until interrupted (make demo sets it on a terminal)")

@@ -17,10 +17,15 @@ import (
 // DefaultNATSURL is the NATS server events tail reads when ATMOST_NATS_URL is unset.
 const DefaultNATSURL = nats.DefaultURL
 
+// tailFlags are the flags of `atmost events tail`.
+type tailFlags struct {
+	subject, since, natsURL string
+	limit                   int
+	follow                  bool
+}
+
 func eventsCommand() *Command {
-	var subject, since, natsURL string
-	var limit int
-	var follow bool
+	var fl tailFlags
 	return &Command{Name: "events", Summary: "events tail: the transitions on ATMOST_EVENTS, the last few or from a time, --follow for new ones",
 		About: `Prints the transitions published on ATMOST_EVENTS, oldest first, one line each: time, subject,
 delivery key, from -> to, reason, actor; with --json, each event's payload (the published
@@ -33,40 +38,39 @@ prints every event from then on. Reads with an ordered consumer: nothing is ackn
 left behind on the server.`,
 		Subs: []*Command{{Name: "tail", Summary: "the last events, or those from a time on",
 			Flags: func(f *Flags) {
-				f.String(&subject, "subject", "FILTER", events.EventSubjects, "only events on subjects matching this filter")
-				f.String(&since, "since", "DURATION|TIME", "", "start at this time: a duration back from now (15m, 2h) or an RFC 3339 time")
-				f.Int(&limit, "limit", "N", 20, "at most this many events already in the stream (1 to 10000)")
-				f.Bool(&follow, "follow", "keep printing new events until interrupted")
-				f.String(&natsURL, "nats-url", "URL", DefaultNATSURL, "the NATS server").Env("ATMOST_NATS_URL")
+				f.String(&fl.subject, "subject", "FILTER", events.EventSubjects, "only events on subjects matching this filter")
+				f.String(&fl.since, "since", "DURATION|TIME", "", "start at this time: a duration back from now (15m, 2h) or an RFC 3339 time")
+				f.Int(&fl.limit, "limit", "N", 20, "at most this many events already in the stream (1 to 10000)")
+				f.Bool(&fl.follow, "follow", "keep printing new events until interrupted")
+				f.String(&fl.natsURL, "nats-url", "URL", DefaultNATSURL, "the NATS server").Env("ATMOST_NATS_URL")
 				f.JSON("print each event's payload as JSON, one per line")
 			},
 			Run: func(ctx context.Context, c *line) int {
-				return tailEvents(ctx, c, subject, since, natsURL, limit, follow)
+				return tailEvents(ctx, c, fl)
 			},
 		}},
 	}
 }
 
-func tailEvents(ctx context.Context, c *line, subjectFlag, sinceFlag, natsFlag string, limitFlag int, followFlag bool) int {
+func tailEvents(ctx context.Context, c *line, fl tailFlags) int {
 	io := c.io
-	subject, since, natsURL, limit, follow := &subjectFlag, &sinceFlag, &natsFlag, &limitFlag, &followFlag
-	filter := strings.TrimSpace(*subject)
+	filter := strings.TrimSpace(fl.subject)
 	if err := checkEventFilter(filter); err != nil {
-		return c.usageError("--subject %q: %v; give a filter inside %s, e.g. \"atmost.event.parked.>\"", *subject, err, events.EventSubjects)
+		return c.usageError("--subject %q: %v; give a filter inside %s, e.g. \"atmost.event.parked.>\"", fl.subject, err, events.EventSubjects)
 	}
 	var start *time.Time
 	if c.given("since") {
-		t, err := parseSince(*since, time.Now())
+		t, err := parseSince(fl.since, time.Now())
 		if err != nil {
-			return c.usageError("--since %q: %v", *since, err)
+			return c.usageError("--since %q: %v", fl.since, err)
 		}
 		start = &t
 	}
-	if *limit < 1 || *limit > 10000 {
-		return c.usageError("--limit %d: give 1 to 10000", *limit)
+	if fl.limit < 1 || fl.limit > 10000 {
+		return c.usageError("--limit %d: give 1 to 10000", fl.limit)
 	}
 
-	nc, err := connectNATS(*natsURL)
+	nc, err := connectNATS(fl.natsURL)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -77,10 +81,10 @@ func tailEvents(ctx context.Context, c *line, subjectFlag, sinceFlag, natsFlag s
 	}
 	stream, err := js.Stream(ctx, events.EventsStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return c.fail(fmt.Errorf("NATS at %s has no %s stream: no atmost role has run against it yet (is ATMOST_NATS_URL the right server?)", redact.URL(*natsURL), events.EventsStream))
+		return c.fail(fmt.Errorf("NATS at %s has no %s stream: no atmost role has run against it yet (is ATMOST_NATS_URL the right server?)", redact.URL(fl.natsURL), events.EventsStream))
 	}
 	if err != nil {
-		return c.fail(fmt.Errorf("look up %s at %s: %w", events.EventsStream, redact.URL(*natsURL), err))
+		return c.fail(fmt.Errorf("look up %s at %s: %w", events.EventsStream, redact.URL(fl.natsURL), err))
 	}
 
 	// Where to start, and how many events are there already from that point on.
@@ -91,13 +95,13 @@ func tailEvents(ctx context.Context, c *line, subjectFlag, sinceFlag, natsFlag s
 		ready, err = matching(ctx, stream, jetstream.ConsumerConfig{FilterSubject: filter, DeliverPolicy: cfg.DeliverPolicy, OptStartTime: start})
 	} else {
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
-		cfg.OptStartSeq, ready, err = startOfLast(ctx, stream, filter, uint64(*limit))
+		cfg.OptStartSeq, ready, err = startOfLast(ctx, stream, filter, uint64(fl.limit))
 	}
 	if err != nil {
 		return c.fail(fmt.Errorf("read %s: %w", events.EventsStream, err))
 	}
-	want := min(ready, uint64(*limit)) // with --follow, only where the first wait begins
-	if want == 0 && !*follow {
+	want := min(ready, uint64(fl.limit)) // with --follow, only where the first wait begins
+	if want == 0 && !fl.follow {
 		return ExitOK
 	}
 	cons, err := stream.OrderedConsumer(ctx, cfg)
@@ -109,9 +113,9 @@ func tailEvents(ctx context.Context, c *line, subjectFlag, sinceFlag, natsFlag s
 		return c.fail(fmt.Errorf("read %s: %w", events.EventsStream, err))
 	}
 	defer it.Stop()
-	for printed := uint64(0); *follow || printed < want; {
+	for printed := uint64(0); fl.follow || printed < want; {
 		wait, cancel := ctx, context.CancelFunc(func() {})
-		if !*follow {
+		if !fl.follow {
 			// Events counted above may age out of the stream before they are read.
 			wait, cancel = context.WithTimeout(ctx, 10*time.Second)
 		}
@@ -120,7 +124,7 @@ func tailEvents(ctx context.Context, c *line, subjectFlag, sinceFlag, natsFlag s
 		cancel()
 		switch {
 		case err == nil:
-		case ctx.Err() != nil && *follow:
+		case ctx.Err() != nil && fl.follow:
 			return ExitOK // interrupted: the normal end of --follow
 		case waited && ctx.Err() == nil:
 			return ExitOK
@@ -138,7 +142,7 @@ func tailEvents(ctx context.Context, c *line, subjectFlag, sinceFlag, natsFlag s
 		} else {
 			fmt.Fprintf(io.Stdout, "%s  %-36s  %s  %-26s  %-22s  %s\n", timestamp(e.At), msg.Subject(), e.DeliveryKey, transition(e.From, e.To), e.Reason, e.Actor)
 		}
-		if !*follow {
+		if !fl.follow {
 			if meta, err := msg.Metadata(); err == nil && meta.NumPending == 0 {
 				return ExitOK
 			}

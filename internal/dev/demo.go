@@ -1,6 +1,7 @@
 package dev
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,11 +35,12 @@ type DemoOptions struct {
 	// DemoDatabaseURL.
 	DatabaseURL string
 	// Intents is how many intents the producer publishes (bad input and re-publishes
-	// included). Default 3000.
+	// included). Default DefaultDemoIntents.
 	Intents int
-	// Seed makes the producer's choices and the platform's faults repeatable. Default 1.
+	// Seed makes the producer's choices and the platform's faults repeatable. Default
+	// DefaultDemoSeed.
 	Seed int64
-	// Timeout bounds the wait for every intent to settle. Default 3 min.
+	// Timeout bounds the wait for every intent to settle. Default DefaultDemoTimeout.
 	Timeout time.Duration
 	// Out receives the progress lines and the final table.
 	Out io.Writer
@@ -52,6 +54,13 @@ type DemoOptions struct {
 	// Stay keeps every role and the console running after the final count, until ctx ends.
 	Stay bool
 }
+
+// The demo's defaults, which atmost demo's flags show.
+const (
+	DefaultDemoIntents       = 3000
+	DefaultDemoSeed    int64 = 1
+	DefaultDemoTimeout       = 3 * time.Minute
+)
 
 // DemoDatabaseURL is the demo's database when none is named: the local server's atmost_demo,
 // beside atmost dev's ledger (DefaultDatabaseURL), never it.
@@ -144,21 +153,13 @@ func (r DemoReport) OK() bool {
 // Demo runs the stack with the platform simulator and a producer, and prints progress and a
 // final table to opts.Out.
 func Demo(ctx context.Context, opts DemoOptions) (DemoReport, error) {
-	if opts.Intents == 0 {
-		opts.Intents = 3000
-	}
-	if opts.Seed == 0 {
-		opts.Seed = 1
-	}
-	if opts.Timeout == 0 {
-		opts.Timeout = 3 * time.Minute
-	}
+	opts.Intents = cmp.Or(opts.Intents, DefaultDemoIntents)
+	opts.Seed = cmp.Or(opts.Seed, DefaultDemoSeed)
+	opts.Timeout = cmp.Or(opts.Timeout, DefaultDemoTimeout)
 	if opts.Out == nil {
 		opts.Out = io.Discard
 	}
-	if opts.DatabaseURL == "" {
-		opts.DatabaseURL = DemoDatabaseURL
-	}
+	opts.DatabaseURL = cmp.Or(opts.DatabaseURL, DemoDatabaseURL)
 	dbURL := opts.DatabaseURL
 	if err := freshDatabase(ctx, dbURL); err != nil {
 		return DemoReport{}, err

@@ -12,12 +12,14 @@ import (
 
 	"github.com/atmost/atmost/internal/natsconn"
 	"github.com/atmost/atmost/internal/role"
+	"github.com/atmost/atmost/internal/testkit/dbtest"
 	"github.com/atmost/atmost/internal/testkit/natstest"
 )
 
 // A server that stops answering but keeps its connections open (paused, frozen) is left for
 // another server of the URL list within seconds, not the minutes nats.go's default PINGs take.
 func TestARoleLeavesANATSServerThatStopsAnswering(t *testing.T) {
+	dbtest.SkipInShortLane(t, "it waits out three unanswered PINGs, about 15 s")
 	t.Parallel()
 	a, b := natstest.NewProxy(t, natstest.New(t).URL), natstest.NewProxy(t, natstest.New(t).URL)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

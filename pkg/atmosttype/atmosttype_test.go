@@ -23,6 +23,11 @@ func TestTheVocabularyIsHandedOutAsCopies(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, atmosttype.ReasonRule{State: atmosttype.Indeterminate, Retry: atmosttype.RetryNever}, rule)
 	require.Contains(t, atmosttype.Reasons(), atmosttype.ReasonSubmitted)
+
+	atmosttype.DefaultUnavailableStatuses()[0] = 200
+	require.Equal(t, []int{429, 503}, atmosttype.DefaultUnavailableStatuses())
+	atmosttype.DefaultAuthStatuses()[0] = 200
+	require.Equal(t, []int{401, 403}, atmosttype.DefaultAuthStatuses())
 }
 
 // Every reason leads to one of the six states.

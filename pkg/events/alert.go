@@ -3,6 +3,7 @@ package events
 import (
 	"time"
 
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/identity"
 )
 
@@ -46,7 +47,7 @@ type Alert struct {
 	NextProbe string `json:"next_probe,omitempty"`
 	// For parked: the intent and the reason it parked for (docs/operators.md#parked-reasons).
 	DeliveryKey *identity.DeliveryKey `json:"delivery_key,omitempty"`
-	Reason      string                `json:"reason,omitempty"`
+	Reason      atmosttype.Reason     `json:"reason,omitempty"`
 }
 
 // Subject is where a is published.

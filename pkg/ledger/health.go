@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/atmost/atmost/pkg/atmosttype"
 	"github.com/atmost/atmost/pkg/identity"
 	"github.com/atmost/atmost/pkg/ledger/internal/dbsqlc"
 )
@@ -48,37 +49,9 @@ const (
 	CauseUnknownOutcomes = "unknown_outcomes"
 )
 
-// Signal is what one completed send says about its account's platform.
-type Signal string
-
-// The signals a completion feeds to its account's health.
-const (
-	// SignalOK: the platform took the send, or refused it for its content: it is up.
-	SignalOK Signal = "ok"
-	// SignalUnavailable: a definitive failure that says the platform cannot take anything now.
-	SignalUnavailable Signal = "unavailable"
-	// SignalAuth: the platform refused the credential.
-	SignalAuth Signal = "auth"
-	// SignalUnknown: the outcome is unknown.
-	SignalUnknown Signal = "unknown"
-	// SignalNeutral: the dispatcher's own not-sent (a send it refused to start at its deadline
-	// margin, a local error before any request, an Authorize whose answer was lost): nothing
-	// reached the platform, so it says nothing of it and never counts toward a trip. It only
-	// frees the suspect account's slot its attempt held.
-	SignalNeutral Signal = "neutral"
-)
-
-// UnavailableStatuses and AuthStatuses are the statuses of a definitive refusal
-// (ReasonPlatformRejected, the outcome's detail "status") that say the platform cannot take
-// anything now, and that it refused the credential. An adapter that declares otherwise sets
-// Outcome.Signal itself.
-var (
-	UnavailableStatuses = []int{429, 503}
-	AuthStatuses        = []int{401, 403}
-)
-
 // SignalOf is the signal of an outcome: its Signal when the adapter set one, otherwise derived
-// from its result, reason and status.
+// from its result, reason and status (the outcome's detail "status" of a definitive refusal:
+// atmosttype's DefaultAuthStatuses and DefaultUnavailableStatuses).
 func SignalOf(o Outcome) Signal {
 	if o.Signal != "" {
 		return o.Signal
@@ -94,12 +67,12 @@ func SignalOf(o Outcome) Signal {
 			return SignalUnavailable
 		}
 		status := statusOf(o.Detail)
-		for _, s := range AuthStatuses {
+		for _, s := range atmosttype.DefaultAuthStatuses() {
 			if status == s {
 				return SignalAuth
 			}
 		}
-		for _, s := range UnavailableStatuses {
+		for _, s := range atmosttype.DefaultUnavailableStatuses() {
 			if status == s {
 				return SignalUnavailable
 			}

@@ -12,10 +12,11 @@ type (
 	ReasonRule      = atmosttype.ReasonRule
 	TransportResult = atmosttype.TransportResult
 	LookupResult    = atmosttype.LookupResult
+	Signal          = atmosttype.Signal
 )
 
-// The states, retryabilities, reasons, transport results and lookup results, as atmosttype
-// names them.
+// The states, retryabilities, reasons, transport results, lookup results and signals, as
+// atmosttype names them.
 const (
 	Pending                    = atmosttype.Pending
 	Authorized                 = atmosttype.Authorized
@@ -78,4 +79,9 @@ const (
 	ProvenNotSent              = atmosttype.ProvenNotSent
 	NotFound                   = atmosttype.NotFound
 	Unavailable                = atmosttype.Unavailable
+	SignalOK                   = atmosttype.SignalOK
+	SignalUnavailable          = atmosttype.SignalUnavailable
+	SignalAuth                 = atmosttype.SignalAuth
+	SignalUnknown              = atmosttype.SignalUnknown
+	SignalNeutral              = atmosttype.SignalNeutral
 )

@@ -117,27 +117,30 @@ type Outcome struct {
 	Signal Signal
 }
 
-// Signal is what a definitive ending of a send says about the account's platform.
-type Signal string
+// Signal is what a definitive ending of a send says about the account's platform: atmosttype's
+// Signal, which the ledger's health reads as it is.
+type Signal = atmosttype.Signal
 
-// The signals an adapter declares; the ledger's health reads them under the same names.
+// The signals an adapter declares.
 const (
 	// SignalOK: the platform is up: it refused this request for what it is.
-	SignalOK Signal = "ok"
+	SignalOK = atmosttype.SignalOK
 	// SignalUnavailable: the platform cannot take anything now (connection refused, DNS or TLS
 	// failure, a status of Capabilities.UnavailableStatuses).
-	SignalUnavailable Signal = "unavailable"
+	SignalUnavailable = atmosttype.SignalUnavailable
 	// SignalAuth: the platform refused the credential (a status of Capabilities.AuthStatuses).
-	SignalAuth Signal = "auth"
+	SignalAuth = atmosttype.SignalAuth
 )
 
-// The statuses an adapter declares unless it knows its platform better: of its definitive
-// statuses, those that say the platform cannot take anything now, and those that refuse the
-// credential.
-var (
-	DefaultUnavailableStatuses = []int{429, 503}
-	DefaultAuthStatuses        = []int{401, 403}
-)
+// DefaultUnavailableStatuses returns the statuses an adapter declares, unless it knows its
+// platform better, as saying the platform cannot take anything now (429 and 503; a new slice at
+// each call). Of them, an adapter declares those that are also its definitive statuses
+// (DeclaredStatuses).
+func DefaultUnavailableStatuses() []int { return atmosttype.DefaultUnavailableStatuses() }
+
+// DefaultAuthStatuses returns the statuses an adapter declares, unless it knows its platform
+// better, as refusing the credential (401 and 403; a new slice at each call).
+func DefaultAuthStatuses() []int { return atmosttype.DefaultAuthStatuses() }
 
 // DeclaredStatuses are the statuses of declared that are also definitive: what an adapter whose
 // definitive statuses are configurable declares as UnavailableStatuses or AuthStatuses.

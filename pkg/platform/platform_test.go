@@ -129,6 +129,6 @@ func TestCapabilitiesSignalWhatTheyDeclare(t *testing.T) {
 	require.Equal(t, platform.SignalOK, platform.Capabilities{}.Signal(refused(401)), "an adapter that declares nothing signals no auth failure")
 	require.Equal(t, []int{401}, platform.DeclaredStatuses([]int{401, 403}, []int{400, 401}))
 	for _, s := range []platform.Signal{platform.SignalOK, platform.SignalUnavailable, platform.SignalAuth} {
-		require.Contains(t, []ledger.Signal{ledger.SignalOK, ledger.SignalUnavailable, ledger.SignalAuth}, ledger.Signal(s), "the ledger reads the adapter's signal under its name")
+		require.Contains(t, []ledger.Signal{ledger.SignalOK, ledger.SignalUnavailable, ledger.SignalAuth}, s, "the ledger reads the adapter's signal under its name")
 	}
 }

@@ -65,8 +65,8 @@ func (a *adapter) Capabilities() platform.Capabilities {
 		ContractVersion: "notes/v1", ReconcileDelay: 2 * time.Second,
 		// Which definitive statuses say the platform cannot take anything now, and which that
 		// the credential is refused: the account holds on them instead of spending attempts.
-		UnavailableStatuses: platform.DeclaredStatuses(platform.DefaultUnavailableStatuses, transport.DefaultDefinitive()),
-		AuthStatuses:        platform.DeclaredStatuses(platform.DefaultAuthStatuses, transport.DefaultDefinitive())}
+		UnavailableStatuses: platform.DeclaredStatuses(platform.DefaultUnavailableStatuses(), transport.DefaultDefinitive()),
+		AuthStatuses:        platform.DeclaredStatuses(platform.DefaultAuthStatuses(), transport.DefaultDefinitive())}
 }
 
 // Prepare renders the create request: the same bytes for the same request.

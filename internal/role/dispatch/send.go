@@ -58,7 +58,7 @@ func (d *Dispatcher) send(w *work) {
 		w.step.SetAttributes(tracing.Reason.String(string(o.Reason)), tracing.ObjectID.String(o.ObjectID))
 	}
 	endStep(w, string(o.Result), nil)
-	w.outcome = ledger.Outcome{Result: o.Result, ObjectID: o.ObjectID, Reason: o.Reason, Detail: o.Detail, Signal: ledger.Signal(o.Signal)}
+	w.outcome = ledger.Outcome{Result: o.Result, ObjectID: o.ObjectID, Reason: o.Reason, Detail: o.Detail, Signal: o.Signal}
 	d.counts.send(string(o.Result))
 	switch {
 	case o.Result == platform.Sent && o.ObjectID != "" && w.adapter.Capabilities().ConfirmedByResponse:

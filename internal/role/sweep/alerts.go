@@ -98,7 +98,7 @@ func (a *alerter) tell(ctx context.Context, l Ledger, max int) error {
 	for _, p := range parked {
 		key := p.Key
 		out = append(out, events.Alert{V: events.AlertVersion, ID: fmt.Sprintf("alert:parked:%s:%d", p.Key, p.Seq), Kind: events.AlertParked,
-			Account: p.Account, At: p.At, DeliveryKey: &key, Reason: string(p.Reason)})
+			Account: p.Account, At: p.At, DeliveryKey: &key, Reason: p.Reason})
 	}
 	for _, c := range changes {
 		a.since = maxTime(a.since, c.At)

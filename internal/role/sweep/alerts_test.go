@@ -92,7 +92,7 @@ func TestTripsHealsAndParksAreToldOnNATSAndTheWebhook(t *testing.T) {
 	require.Equal(t, "alice", kinds[events.AlertHealed].Actor)
 	require.Equal(t, "rotated", kinds[events.AlertHealed].Why)
 	require.Equal(t, parked, *kinds[events.AlertParked].DeliveryKey)
-	require.Equal(t, string(ledger.ReasonOperatorParked), kinds[events.AlertParked].Reason)
+	require.Equal(t, ledger.ReasonOperatorParked, kinds[events.AlertParked].Reason)
 
 	require.Eventually(t, func() bool { a, _ := hook.alerts(); return len(a) == 3 }, 20*time.Second, 20*time.Millisecond)
 	posted, signed := hook.alerts()

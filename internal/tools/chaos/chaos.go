@@ -14,6 +14,7 @@ package chaos
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,6 +40,14 @@ import (
 	"github.com/atmost/atmost/pkg/ledger"
 )
 
+// The defaults of a run's Options.
+const (
+	DefaultIntents         = 1000
+	DefaultSeed      int64 = 1
+	DefaultIsolation       = "serializable"
+	DefaultSettle          = 3 * time.Minute
+)
+
 // Options configure a run.
 type Options struct {
 	// DatabaseURL is a migrated, empty ledger the run may use as it likes (the owner's URL).
@@ -46,19 +55,20 @@ type Options struct {
 	// AppDatabaseURL is the same ledger as the application role, what the roles connect as.
 	// Default DatabaseURL.
 	AppDatabaseURL string
-	// Intents is how many messages the producer publishes. Default 1000.
+	// Intents is how many messages the producer publishes. Default DefaultIntents.
 	Intents int
 	// Seed makes the producer's and the driver's choices and the platform's faults
-	// repeatable. Default 1.
+	// repeatable. Default DefaultSeed.
 	Seed int64
 	// Dir holds the binaries, the logs and the NATS server's store.
 	Dir string
 	// Bin, when set, is a directory that already holds the binaries (ingest, dispatcher,
 	// sweeper, reconciler, platformsim, nats-server); otherwise they are built into Dir/bin.
 	Bin string
-	// Isolation is the roles' ledger isolation. Default serializable.
+	// Isolation is the roles' ledger isolation. Default DefaultIsolation.
 	Isolation string
-	// Settle bounds the wait for every intent to come to rest at the end. Default 3 min.
+	// Settle bounds the wait for every intent to come to rest at the end. Default
+	// DefaultSettle.
 	Settle time.Duration
 	// Topology is the NATS servers and the processes of each role. Default Single.
 	Topology Topology
@@ -208,21 +218,11 @@ func (r *run) elapsed() string { return time.Since(r.began).Round(time.Second).S
 // Run runs the suite and returns what it found; an error means the run itself could not be
 // carried out (a build, a start), not that a promise failed: see Result.OK.
 func Run(ctx context.Context, opts Options) (Result, error) {
-	if opts.Intents == 0 {
-		opts.Intents = 1000
-	}
-	if opts.Seed == 0 {
-		opts.Seed = 1
-	}
-	if opts.Isolation == "" {
-		opts.Isolation = "serializable"
-	}
-	if opts.Settle == 0 {
-		opts.Settle = 3 * time.Minute
-	}
-	if opts.AppDatabaseURL == "" {
-		opts.AppDatabaseURL = opts.DatabaseURL
-	}
+	opts.Intents = cmp.Or(opts.Intents, DefaultIntents)
+	opts.Seed = cmp.Or(opts.Seed, DefaultSeed)
+	opts.Isolation = cmp.Or(opts.Isolation, DefaultIsolation)
+	opts.Settle = cmp.Or(opts.Settle, DefaultSettle)
+	opts.AppDatabaseURL = cmp.Or(opts.AppDatabaseURL, opts.DatabaseURL)
 	if opts.Out == nil {
 		opts.Out = io.Discard
 	}

@@ -19,8 +19,8 @@ import (
 
 var (
 	intents   = flag.Int("chaos.intents", 600, "messages the producer publishes (make chaos, make chaos-cluster and make chaos-conn: 10000)")
-	seed      = flag.Int64("chaos.seed", 1, "seed of the producer's, the driver's and the platform's choices")
-	isolation = flag.String("chaos.isolation", "serializable", "the roles' ledger isolation")
+	seed      = flag.Int64("chaos.seed", chaos.DefaultSeed, "seed of the producer's, the driver's and the platform's choices")
+	isolation = flag.String("chaos.isolation", chaos.DefaultIsolation, "the roles' ledger isolation")
 	keep      = flag.Bool("chaos.keep-logs", false, "keep the processes' logs also when the run passed")
 )
 

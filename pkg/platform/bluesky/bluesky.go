@@ -70,8 +70,8 @@ func (a *adapter) Capabilities() platform.Capabilities {
 		DefinitiveStatuses:  slices.Clone(definitiveStatuses),
 		ContractVersion:     a.cfg.contract,
 		ReconcileDelay:      a.cfg.reconcileDelay,
-		UnavailableStatuses: platform.DeclaredStatuses(platform.DefaultUnavailableStatuses, definitiveStatuses),
-		AuthStatuses:        platform.DeclaredStatuses(platform.DefaultAuthStatuses, definitiveStatuses),
+		UnavailableStatuses: platform.DeclaredStatuses(platform.DefaultUnavailableStatuses(), definitiveStatuses),
+		AuthStatuses:        platform.DeclaredStatuses(platform.DefaultAuthStatuses(), definitiveStatuses),
 	}
 }
 
@@ -197,7 +197,7 @@ func sessionSignal(detail map[string]any) platform.Signal {
 	switch {
 	case status == 0 || status == 429 || status >= 500:
 		return platform.SignalUnavailable
-	case slices.Contains(platform.DefaultAuthStatuses, status):
+	case slices.Contains(platform.DefaultAuthStatuses(), status):
 		return platform.SignalAuth
 	}
 	return platform.SignalOK

@@ -27,8 +27,8 @@ const (
 	embedImages   = "app.bsky.embed.images"
 )
 
-// ImageTypes are the media types an image may have.
-var ImageTypes = []string{"image/gif", "image/jpeg", "image/png", "image/webp"}
+// ImageTypes returns the media types an image may have (a new slice at each call).
+func ImageTypes() []string { return []string{"image/gif", "image/jpeg", "image/png", "image/webp"} }
 
 // imageRef is one image of a post's request: the bytes by reference (a URL the dispatcher
 // fetches) and pinned by their digest, type and size, so that the request, and so the delivery
@@ -49,8 +49,8 @@ func (im imageRef) check() error {
 		return fmt.Errorf("url %q: an absolute URL without user or fragment (https, as the account's media settings allow)", im.URL)
 	case len(im.SHA256) != 64 || strings.ToLower(im.SHA256) != im.SHA256:
 		return fmt.Errorf("sha256 %q: 64 lower-case hex digits", im.SHA256)
-	case !slices.Contains(ImageTypes, im.MimeType):
-		return fmt.Errorf("mime_type %q: one of %s", im.MimeType, strings.Join(ImageTypes, ", "))
+	case !slices.Contains(ImageTypes(), im.MimeType):
+		return fmt.Errorf("mime_type %q: one of %s", im.MimeType, strings.Join(ImageTypes(), ", "))
 	case im.Size <= 0 || im.Size > MaxImageBytes:
 		return fmt.Errorf("size %d: 1 to %d bytes", im.Size, MaxImageBytes)
 	}

@@ -76,8 +76,8 @@ func (a *adapter) Capabilities() platform.Capabilities {
 		DefinitiveStatuses:  slices.Clone(definitiveStatuses),
 		ContractVersion:     a.cfg.contract,
 		ReconcileDelay:      a.cfg.reconcileDelay,
-		UnavailableStatuses: platform.DeclaredStatuses(platform.DefaultUnavailableStatuses, definitiveStatuses),
-		AuthStatuses:        platform.DeclaredStatuses(platform.DefaultAuthStatuses, definitiveStatuses),
+		UnavailableStatuses: platform.DeclaredStatuses(platform.DefaultUnavailableStatuses(), definitiveStatuses),
+		AuthStatuses:        platform.DeclaredStatuses(platform.DefaultAuthStatuses(), definitiveStatuses),
 	}
 }
 

@@ -102,8 +102,8 @@ func Open(a platform.Account) (platform.Adapter, error) {
 			DefinitiveStatuses:  transport.DefaultDefinitive(),
 			ContractVersion:     version,
 			ReconcileDelay:      delay,
-			UnavailableStatuses: platform.DeclaredStatuses(platform.DefaultUnavailableStatuses, transport.DefaultDefinitive()),
-			AuthStatuses:        platform.DeclaredStatuses(platform.DefaultAuthStatuses, transport.DefaultDefinitive()),
+			UnavailableStatuses: platform.DeclaredStatuses(platform.DefaultUnavailableStatuses(), transport.DefaultDefinitive()),
+			AuthStatuses:        platform.DeclaredStatuses(platform.DefaultAuthStatuses(), transport.DefaultDefinitive()),
 		},
 		client: transport.New(transport.Config{}),
 	}, nil

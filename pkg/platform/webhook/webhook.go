@@ -81,8 +81,8 @@ func (a *adapter) Capabilities() platform.Capabilities {
 		ContractVersion:     a.cfg.contract,
 		ReconcileDelay:      a.cfg.reconcileDelay,
 		ConfirmedByResponse: a.cfg.byResponse,
-		UnavailableStatuses: platform.DeclaredStatuses(platform.DefaultUnavailableStatuses, a.cfg.definitive),
-		AuthStatuses:        platform.DeclaredStatuses(platform.DefaultAuthStatuses, a.cfg.definitive),
+		UnavailableStatuses: platform.DeclaredStatuses(platform.DefaultUnavailableStatuses(), a.cfg.definitive),
+		AuthStatuses:        platform.DeclaredStatuses(platform.DefaultAuthStatuses(), a.cfg.definitive),
 	}
 }
 

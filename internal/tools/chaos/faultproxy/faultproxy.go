@@ -10,6 +10,7 @@ package faultproxy
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -76,6 +77,13 @@ var Faults = map[Protocol][]Fault{
 	NATS:     {CutAfterPublish, CutAfterMessage, Stall, Reset, Delay},
 }
 
+// The defaults of a Plan's bounds.
+const (
+	DefaultStallMin = 5 * time.Second
+	DefaultStallMax = 40 * time.Second
+	DefaultDelayMax = 300 * time.Millisecond
+)
+
 // Plan says what the proxy does.
 type Plan struct {
 	// Seed seeds every connection's draws (each connection its own stream of them).
@@ -83,8 +91,8 @@ type Plan struct {
 	// Rates is each fault's probability at a moment it applies to; the zero Plan injects
 	// nothing.
 	Rates map[Fault]float64
-	// StallMin and StallMax bound a stall (default 5 s and 40 s); DelayMax a delay (default
-	// 300 ms).
+	// StallMin and StallMax bound a stall (default DefaultStallMin, and DefaultStallMax or
+	// StallMin if longer); DelayMax a delay (default DefaultDelayMax).
 	StallMin, StallMax, DelayMax time.Duration
 	// Until is when the faults stop (zero: they do not); Proxy.StopFaults moves it.
 	Until time.Time
@@ -120,15 +128,11 @@ func Start(protocol Protocol, target string, plan Plan) (*Proxy, error) {
 			return nil, fmt.Errorf("faultproxy: rate of %s %v: must be in [0, 1]", f, rate)
 		}
 	}
-	if plan.StallMin == 0 {
-		plan.StallMin = 5 * time.Second
-	}
+	plan.StallMin = cmp.Or(plan.StallMin, DefaultStallMin)
 	if plan.StallMax < plan.StallMin {
-		plan.StallMax = max(40*time.Second, plan.StallMin)
+		plan.StallMax = max(DefaultStallMax, plan.StallMin)
 	}
-	if plan.DelayMax == 0 {
-		plan.DelayMax = 300 * time.Millisecond
-	}
+	plan.DelayMax = cmp.Or(plan.DelayMax, DefaultDelayMax)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
