@@ -23,8 +23,10 @@ import (
 //	                          canonical_envelope, text_hash (or null), account_token
 //	key_header                envelope + header -> reason (or null)
 //	envelope_rejection        envelope | envelope_hex -> reason
-//	source_version            source_id + body -> canonical_source_id,
-//	                          normalized_body, source_version, raw_hash
+//	source_version            source_id | source_id_hex + body | body_hex ->
+//	                          canonical_source_id, normalized_body,
+//	                          source_version, raw_hash
+//	source_version_rejection  source_id | source_id_hex + body -> error
 //	claim                     source_version + content -> claim_id
 //	text_hash                 text | text_hex -> normalized, text_hash
 //	canonical_json            input -> output
@@ -43,7 +45,9 @@ type vector struct {
 	EnvelopeHex *string `json:"envelope_hex"`
 	Header      *string `json:"header"`
 	SourceID    *string `json:"source_id"`
+	SourceIDHex *string `json:"source_id_hex"`
 	Body        *string `json:"body"`
+	BodyHex     *string `json:"body_hex"`
 	Version     *string `json:"source_version"`
 	Content     *string `json:"content"`
 	Text        *string `json:"text"`
@@ -143,14 +147,23 @@ func TestSharedIdentityVectorsHold(t *testing.T) {
 				require.ErrorAs(t, err, &re)
 				require.Equal(t, req(t, v.Reason), string(re.Reason), re.Detail)
 			case "source_version":
-				sv, rh, err := NewSourceVersion(req(t, v.SourceID), req(t, v.Body))
+				sourceID, body := string(bytesOf(t, v.SourceID, v.SourceIDHex)), string(bytesOf(t, v.Body, v.BodyHex))
+				sv, rh, err := NewSourceVersion(sourceID, body)
 				require.NoError(t, err)
-				id, err := CanonicalSourceID(*v.SourceID)
+				id, err := CanonicalSourceID(sourceID)
 				require.NoError(t, err)
 				require.Equal(t, req(t, v.CanonicalSourceID), id)
-				require.Equal(t, req(t, v.NormalizedBody), NormalizeBody(*v.Body))
+				require.Equal(t, req(t, v.NormalizedBody), NormalizeBody(body))
 				require.Equal(t, req(t, v.Version), sv.String())
 				require.Equal(t, req(t, v.RawHash), rh.String())
+			case "source_version_rejection":
+				sourceID := string(bytesOf(t, v.SourceID, v.SourceIDHex))
+				want, ok := map[string]error{"empty_source_id": ErrEmptySourceID, "invalid_utf8": ErrInvalidUTF8}[req(t, v.Error)]
+				require.True(t, ok, "unknown error name %q", *v.Error)
+				_, _, err := NewSourceVersion(sourceID, req(t, v.Body))
+				require.ErrorIs(t, err, want)
+				_, err = CanonicalSourceID(sourceID)
+				require.ErrorIs(t, err, want)
 			case "claim":
 				sv, err := ParseSourceVersion(req(t, v.Version))
 				require.NoError(t, err)
@@ -186,8 +199,8 @@ func TestSharedIdentityVectorsHold(t *testing.T) {
 			}
 		})
 	}
-	for _, kind := range []string{"delivery_key", "key_header", "envelope_rejection", "source_version", "claim",
-		"text_hash", "canonical_json", "canonical_json_rejection", "account_token"} {
+	for _, kind := range []string{"delivery_key", "key_header", "envelope_rejection", "source_version", "source_version_rejection",
+		"claim", "text_hash", "canonical_json", "canonical_json_rejection", "account_token"} {
 		require.Positive(t, count[kind], "the vector file has no %s case", kind)
 	}
 }

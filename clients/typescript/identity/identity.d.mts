@@ -15,6 +15,23 @@ export class RejectError extends Error {
   reason: string;
 }
 
+/** A source id NewSourceVersion refuses. */
+export class SourceIDError extends Error {
+  constructor(code: string, detail: string);
+  /** empty_source_id (nothing left after trimming) or invalid_utf8 */
+  code: string;
+}
+
+/** A source's version, as pkg/identity's NewSourceVersion derives it. */
+export interface SourceVersion {
+  /** The canonical source id: what an envelope's source.id is stored as. */
+  id: string;
+  /** sv1: and 64 lower-case hex digits: an envelope's source.version. */
+  version: string;
+  /** raw1: and the SHA-256 of the body's exact bytes, for the producer's own records. */
+  rawHash: string;
+}
+
 /** The parts of a valid envelope, canonical: request is RFC 8785 JSON, its text normalized. */
 export interface ParsedEnvelope {
   account: string;
@@ -47,3 +64,7 @@ export function parseEnvelope(input: string | Uint8Array): ParsedEnvelope;
 export function canonicalEnvelope(e: ParsedEnvelope): string;
 export function deliveryKey(e: ParsedEnvelope): string;
 export function envelopeText(e: ParsedEnvelope): string | null;
+export function canonicalSourceID(id: string | Uint8Array): string;
+export function normalizeBody(body: string | Uint8Array): string;
+export function rawHash(body: string | Uint8Array): string;
+export function sourceVersion(sourceID: string | Uint8Array, body: string | Uint8Array): SourceVersion;

@@ -1,8 +1,10 @@
 // atmost's identity rules in JavaScript, for producers that are not written in Go: the text
 // normalization, RFC 8785 canonical JSON with atmost's strictness, the envelope and the
-// delivery key. It is the rule docs/producers.md#the-delivery-key states, written from that page;
-// check-vectors.mjs holds it to every case of testdata/identity-vectors.json. Node 20 or later,
-// no packages: node:crypto for SHA-256, String.prototype.normalize for NFC.
+// delivery key, and the source version (the canonical source id and the normalized body). It is
+// the rule docs/producers.md#the-delivery-key and #the-source-version state, written from that
+// page and pkg/identity; check-vectors.mjs holds it to every case of
+// testdata/identity-vectors.json. Node 20 or later, no packages: node:crypto for SHA-256,
+// String.prototype.normalize for NFC.
 
 import { createHash } from 'node:crypto';
 
@@ -37,6 +39,12 @@ export function isWhiteSpace(c) {
  * one per ill-formed subsequence).
  */
 export function decodeUTF8(bytes) {
+  try {
+    // Valid UTF-8, the common case, in one call; the loop below only for the rest.
+    return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    // fall through
+  }
   let out = '';
   let bad = false;
   for (let i = 0; i < bytes.length;) {
@@ -376,8 +384,8 @@ function stringField(obj, name, required, reason, maxBytes) {
 /**
  * parseEnvelope validates an intent message (bytes or string) and returns its canonical parts
  * {account, action, target, request, occurrence, source}, or throws a RejectError. source.id is
- * returned trimmed and in NFC only: the http(s) URL canonicalization of pkg/identity is not
- * written here, and source is no part of the delivery key.
+ * returned canonical (canonicalSourceID), as ingest stores it; source is no part of the delivery
+ * key.
  */
 export function parseEnvelope(input) {
   const bytes = toBytes(input);
@@ -424,12 +432,18 @@ export function parseEnvelope(input) {
     const id = s.get('id');
     if (id === undefined) throw new RejectError('missing_field', 'missing field source.id');
     if (id.kind !== 'string') throw new RejectError('invalid_source', 'source.id must be a string');
-    const trimmed = id.value.normalize('NFC').replace(TRIM, '');
-    if (trimmed === '' || isControl(trimmed) || utf8.encode(trimmed).length > 2048) throw new RejectError('invalid_source', 'bad source.id');
+    let canonical;
+    try {
+      canonical = canonicalSourceID(id.value);
+    } catch (err) {
+      if (!(err instanceof SourceIDError)) throw err;
+      throw new RejectError('invalid_source', `source.id: ${err.message}`);
+    }
+    if (isControl(canonical) || utf8.encode(canonical).length > 2048) throw new RejectError('invalid_source', 'bad source.id');
     const ver = s.get('version');
     if (ver === undefined) throw new RejectError('missing_field', 'missing field source.version');
     if (ver.kind !== 'string' || !/^sv1:[0-9a-f]{64}$/.test(ver.value) || /^sv1:0{64}$/.test(ver.value)) throw new RejectError('invalid_source', 'bad source.version');
-    source = { id: trimmed, version: ver.value };
+    source = { id: canonical, version: ver.value };
   }
   let replyTo = '';
   const rt = obj.get('reply_to');
@@ -514,4 +528,382 @@ export function deliveryKey(e) {
 export function envelopeText(e) {
   const t = new Map(parseJSON(e.request).value).get('text');
   return t ? t.value : null;
+}
+
+// ---- the source version ---------------------------------------------------------------------
+
+/** A source id NewSourceVersion refuses: code empty_source_id or invalid_utf8. */
+export class SourceIDError extends Error {
+  constructor(code, detail) {
+    super(`${code}: ${detail}`);
+    this.code = code;
+  }
+}
+
+/**
+ * normalizeBody is pkg/identity's NormalizeBody: the body (a string, or bytes whose invalid
+ * UTF-8 runs become one U+FFFD each) through normalizeText, then, line by line (LF only): each
+ * run of White_Space inside a line becomes one U+0020, the line is trimmed, and each run of
+ * blank lines becomes one blank line.
+ */
+export function normalizeBody(body) {
+  const s = normalizeText(bodyText(body));
+  let out = '';
+  let blank = 0; // consecutive blank lines written so far
+  s.split('\n').forEach((line, i) => {
+    line = line.split(SPACE_RUN).filter((f) => f !== '').join(' ');
+    if (line === '') {
+      blank++;
+      if (blank > 1) return;
+    } else {
+      blank = 0;
+    }
+    if (i > 0) out += '\n';
+    out += line;
+  });
+  return out;
+}
+
+const SPACE_RUN = new RegExp(`[${WHITE_SPACE}]+`, 'u');
+
+// bodyText is the text Go's NormalizeBody sees of a body: a string as its UTF-8 bytes would
+// decode (a lone surrogate, which TextEncoder writes as U+FFFD, is U+FFFD), bytes decoded as
+// strings.ToValidUTF8 does.
+function bodyText(body) {
+  return typeof body === 'string' ? body.toWellFormed() : decodeUTF8(body);
+}
+
+/** rawHash is raw1: and the plain SHA-256 of the exact bytes (a string as UTF-8). */
+export function rawHash(body) {
+  return 'raw1:' + createHash('sha256').update(toBytes(body)).digest('hex');
+}
+
+/**
+ * canonicalSourceID is pkg/identity's CanonicalSourceID: the id (a string, or UTF-8 bytes)
+ * in NFC with White_Space trimmed at both ends; if that is an absolute http or https URL with a
+ * host, as Go's net/url.Parse decides it, the scheme and the host's ASCII letters are
+ * lower-cased, a default or empty port and the fragment removed, and an empty path made "/".
+ * Throws a SourceIDError: invalid_utf8 (bytes that are not UTF-8, a string with a lone
+ * surrogate), empty_source_id (nothing left after trimming).
+ */
+export function canonicalSourceID(id) {
+  let s;
+  if (typeof id === 'string') {
+    if (!id.isWellFormed()) throw new SourceIDError('invalid_utf8', 'the source id has a lone surrogate');
+    s = id;
+  } else {
+    try {
+      s = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(id);
+    } catch {
+      throw new SourceIDError('invalid_utf8', 'the source id is not valid UTF-8');
+    }
+  }
+  s = s.normalize('NFC').replace(TRIM, '');
+  if (s === '') throw new SourceIDError('empty_source_id', 'the source id is empty after trimming');
+  return canonicalHTTPURL(s);
+}
+
+/**
+ * sourceVersion is pkg/identity's NewSourceVersion: {id, version, rawHash}, id the canonical
+ * source id, version sv1: over "atmost/source-version/v1", id and normalizeBody(body), rawHash
+ * that of body's exact bytes. The id and version are what an envelope's source carries.
+ */
+export function sourceVersion(sourceID, body) {
+  const id = canonicalSourceID(sourceID);
+  const version = 'sv1:' + hashFields('atmost/source-version/v1', [utf8.encode(id), utf8.encode(normalizeBody(body))]);
+  return { id, version, rawHash: rawHash(body) };
+}
+
+// What follows is Go's (1.26) net/url.Parse, as far as canonicalHTTPURL's decision rests on it:
+// whether it accepts a string, its Scheme, Opaque and Host, and Host's port. It works, as Go
+// does, on bytes: a "binary" string of one char per UTF-8 byte, so that every index, every
+// "byte < 0x80" and every %-escape is Go's.
+
+const binary = (s) => Buffer.from(s, 'utf8').toString('latin1');
+const fromBinary = (b) => Buffer.from(b, 'latin1').toString('utf8');
+const lowerASCII = (b) => b.replace(/[A-Z]/g, (c) => c.toLowerCase());
+const isHex = (c) => /^[0-9a-fA-F]$/.test(c);
+
+// canonicalHTTPURL rewrites s in place, as pkg/identity's canonicalHTTPURL does.
+function canonicalHTTPURL(s) {
+  const b = binary(s);
+  const u = parseURL(b);
+  if (u === null || u.opaque !== '' || u.host === '') return s;
+  const scheme = lowerASCII(u.scheme);
+  if (scheme !== 'http' && scheme !== 'https') return s;
+  if (!b.slice(u.scheme.length).startsWith('://')) return s;
+  let rest = b.slice(u.scheme.length + 3);
+  const hash = rest.indexOf('#');
+  if (hash >= 0) rest = rest.slice(0, hash);
+  let authEnd = rest.search(/[/?]/);
+  if (authEnd < 0) authEnd = rest.length;
+  const authority = rest.slice(0, authEnd);
+  let tail = rest.slice(authEnd);
+  let userinfo = '';
+  let hostport = authority;
+  const at = authority.lastIndexOf('@');
+  if (at >= 0) {
+    userinfo = authority.slice(0, at + 1);
+    hostport = authority.slice(at + 1);
+  }
+  hostport = lowerASCII(hostport);
+  const port = hostPort(u.host);
+  if (port === '' || (scheme === 'http' && port === '80') || (scheme === 'https' && port === '443')) {
+    if (hostport.endsWith(':' + port)) hostport = hostport.slice(0, hostport.length - port.length - 1);
+  }
+  if (tail === '' || tail[0] === '?') tail = '/' + tail;
+  return fromBinary(scheme + '://' + userinfo + hostport + tail);
+}
+
+// parseURL is url.Parse: {scheme, opaque, host} (host unescaped), or null where Go errs.
+function parseURL(raw) {
+  const hash = raw.indexOf('#');
+  const u = parse(hash < 0 ? raw : raw.slice(0, hash));
+  if (u === null) return null;
+  if (hash >= 0 && unescape(raw.slice(hash + 1), FRAGMENT) === null) return null;
+  return u;
+}
+
+const PATH = 'path';
+const HOST = 'host';
+const ZONE = 'zone';
+const USERINFO = 'userinfo';
+const FRAGMENT = 'fragment';
+
+// parse is url.parse(rawURL, false).
+function parse(raw) {
+  // Any ASCII control byte, before the fragment: "invalid control character in URL".
+  if (/[\x00-\x1f\x7f]/.test(raw)) return null;
+  if (raw === '*') return { scheme: '', opaque: '', host: '' };
+  const sch = getScheme(raw);
+  if (sch === null) return null;
+  const scheme = lowerASCII(sch.scheme);
+  let rest = sch.rest;
+  if (rest.endsWith('?') && rest.indexOf('?') === rest.length - 1) {
+    rest = rest.slice(0, -1);
+  } else {
+    const q = rest.indexOf('?');
+    if (q >= 0) rest = rest.slice(0, q);
+  }
+  if (!rest.startsWith('/')) {
+    // A rootless path after a scheme is opaque.
+    if (scheme !== '') return { scheme, opaque: rest, host: '' };
+    const slash = rest.indexOf('/');
+    if ((slash < 0 ? rest : rest.slice(0, slash)).includes(':')) return null;
+  }
+  let host = '';
+  if ((scheme !== '' || !rest.startsWith('///')) && rest.startsWith('//')) {
+    let authority = rest.slice(2);
+    rest = '';
+    const slash = authority.indexOf('/');
+    if (slash >= 0) {
+      rest = authority.slice(slash);
+      authority = authority.slice(0, slash);
+    }
+    host = parseAuthority(scheme, authority);
+    if (host === null) return null;
+  }
+  if (unescape(rest, PATH) === null) return null;
+  return { scheme, opaque: '', host };
+}
+
+// getScheme is url.getScheme: {scheme, rest}, or null for a leading ':'.
+function getScheme(raw) {
+  for (let i = 0; i < raw.length; i++) {
+    const c = raw[i];
+    if (/[a-zA-Z]/.test(c)) continue;
+    if (/[0-9+\-.]/.test(c)) {
+      if (i === 0) return { scheme: '', rest: raw };
+      continue;
+    }
+    if (c === ':') {
+      if (i === 0) return null; // missing protocol scheme
+      return { scheme: raw.slice(0, i), rest: raw.slice(i + 1) };
+    }
+    return { scheme: '', rest: raw };
+  }
+  return { scheme: '', rest: raw };
+}
+
+// parseAuthority is url.parseAuthority: the unescaped host, or null.
+function parseAuthority(scheme, authority) {
+  const at = authority.lastIndexOf('@');
+  const host = parseHost(scheme, at < 0 ? authority : authority.slice(at + 1));
+  if (host === null || at < 0) return host;
+  const userinfo = authority.slice(0, at);
+  // validUserinfo: RFC 3986's userinfo characters and '@'; any non-ASCII rune is refused.
+  if (!/^[A-Za-z0-9\-._:~!$&'()*+,;=%@]*$/.test(userinfo)) return null;
+  const colon = userinfo.indexOf(':');
+  const parts = colon < 0 ? [userinfo] : [userinfo.slice(0, colon), userinfo.slice(colon + 1)];
+  for (const p of parts) if (unescape(p, USERINFO) === null) return null;
+  return host;
+}
+
+// parseHost is url.parseHost: host[:port] unescaped, or null.
+function parseHost(scheme, host) {
+  const open = host.lastIndexOf('[');
+  if (open > 0) return null; // invalid IP-literal
+  if (open === 0) {
+    const close = host.lastIndexOf(']');
+    if (close < 0) return null; // missing ']' in host
+    const colonPort = host.slice(close + 1);
+    if (!validOptionalPort(colonPort)) return null;
+    const port = unescape(colonPort, HOST);
+    if (port === null) return null;
+    const hostname = host.slice(1, close);
+    let unescaped;
+    const zone = hostname.indexOf('%25');
+    if (zone >= 0) {
+      const h = unescape(hostname.slice(0, zone), HOST);
+      const z = unescape(hostname.slice(zone), ZONE);
+      if (h === null || z === null) return null;
+      unescaped = h + z;
+    } else {
+      unescaped = unescape(hostname, HOST);
+      if (unescaped === null) return null;
+    }
+    // Only an IPv6 address goes in brackets (an IPv4-mapped one too, not an IPv4 one).
+    if (parseAddr(unescaped) !== 6) return null;
+    return '[' + unescaped + ']' + port;
+  }
+  const first = host.indexOf(':');
+  if (first !== -1) {
+    let i = first;
+    // Go 1.26 (urlstrictcolons=1, the default for go.mod's go 1.26) refuses a second colon
+    // in an http(s) host; other schemes take the last colon as the port's.
+    if (host.lastIndexOf(':') !== first && scheme !== 'http' && scheme !== 'https') i = host.lastIndexOf(':');
+    if (!validOptionalPort(host.slice(i))) return null;
+  }
+  return unescape(host, HOST);
+}
+
+// validOptionalPort: "" or ':' and ASCII digits.
+function validOptionalPort(port) {
+  return /^(:[0-9]*)?$/.test(port);
+}
+
+// hostPort is URL.Port: the digits after Host's last colon, if they are all digits, else "".
+function hostPort(host) {
+  const colon = host.lastIndexOf(':');
+  return colon !== -1 && validOptionalPort(host.slice(colon)) ? host.slice(colon + 1) : '';
+}
+
+// hostByte reports whether the ASCII byte c may stand unescaped in a host or zone
+// (!shouldEscape(c, encodeHost)): letters, digits, -_.~ and !$&'()*+,;=:[]<>".
+function hostByte(c) {
+  return /^[A-Za-z0-9\-_.~!$&'()*+,;=:[\]<>"]$/.test(c);
+}
+
+// unescape is url.unescape in the given mode: the unescaped string, or null where Go errs
+// (a '%' without two hex digits; in a host an escaped ASCII byte other than %25, or an
+// unescaped ASCII byte a host may not hold; in a zone, an escape of such a byte).
+function unescape(s, mode) {
+  let out = '';
+  for (let i = 0; i < s.length;) {
+    const c = s[i];
+    if (c === '%') {
+      if (i + 2 >= s.length || !isHex(s[i + 1]) || !isHex(s[i + 2])) return null;
+      const v = parseInt(s.slice(i + 1, i + 3), 16);
+      if (mode === HOST && v < 0x80 && s.slice(i, i + 3) !== '%25') return null;
+      if (mode === ZONE && s.slice(i, i + 3) !== '%25' && v !== 0x20 && !(v < 0x80 && hostByte(String.fromCharCode(v)))) return null;
+      out += String.fromCharCode(v);
+      i += 3;
+      continue;
+    }
+    if ((mode === HOST || mode === ZONE) && c.charCodeAt(0) < 0x80 && !hostByte(c)) return null;
+    out += c;
+    i++;
+  }
+  return out;
+}
+
+// parseAddr is net/netip.ParseAddr, for the brackets of a host: 4 or 6 for an address it
+// accepts (IPv4, IPv6 with an optional non-empty %zone), null for one it refuses.
+function parseAddr(s) {
+  for (let i = 0; i < s.length; i++) {
+    if (s[i] === '.') return parseIPv4Fields(s, 0, s.length) ? 4 : null;
+    if (s[i] === ':') return parseIPv6(s) ? 6 : null;
+    if (s[i] === '%') return null; // missing IPv6 address
+  }
+  return null;
+}
+
+// parseIPv4Fields is netip's: in[off:end] is four decimal octets, no leading zeros, none > 255.
+function parseIPv4Fields(inp, off, end) {
+  const s = inp.slice(off, end);
+  let val = 0;
+  let pos = 0;
+  let digLen = 0;
+  for (let i = 0; i < s.length; i++) {
+    if (s[i] >= '0' && s[i] <= '9') {
+      if (digLen === 1 && val === 0) return false;
+      val = val * 10 + Number(s[i]);
+      digLen++;
+      if (val > 255) return false;
+    } else if (s[i] === '.') {
+      if (i === 0 || i === s.length - 1 || s[i - 1] === '.') return false;
+      if (pos === 3) return false;
+      pos++;
+      val = 0;
+      digLen = 0;
+    } else {
+      return false;
+    }
+  }
+  return pos === 3;
+}
+
+// parseIPv6 is netip's parseIPv6, reporting only whether it accepts inp.
+function parseIPv6(inp) {
+  let s = inp;
+  let zone = '';
+  const pct = s.indexOf('%');
+  if (pct !== -1) {
+    zone = s.slice(pct + 1);
+    s = s.slice(0, pct);
+    if (zone === '') return false;
+  }
+  let ellipsis = -1;
+  if (s.length >= 2 && s[0] === ':' && s[1] === ':') {
+    ellipsis = 0;
+    s = s.slice(2);
+    if (s.length === 0) return true;
+  }
+  let i = 0;
+  while (i < 16) {
+    let off = 0;
+    let acc = 0;
+    for (; off < s.length; off++) {
+      if (!isHex(s[off])) break;
+      acc = acc * 16 + parseInt(s[off], 16);
+      if (off > 3) return false; // more than 4 digits in a group
+      if (acc > 0xffff) return false;
+    }
+    if (off === 0) return false;
+    if (off < s.length && s[off] === '.') {
+      // An embedded IPv4 address, in place of the last two groups.
+      if (ellipsis < 0 && i !== 12) return false;
+      if (i + 4 > 16) return false;
+      let end = inp.length;
+      if (zone.length > 0) end -= zone.length + 1;
+      if (!parseIPv4Fields(inp, end - s.length, end)) return false;
+      s = '';
+      i += 4;
+      break;
+    }
+    i += 2;
+    s = s.slice(off);
+    if (s.length === 0) break;
+    if (s[0] !== ':' || s.length === 1) return false;
+    s = s.slice(1);
+    if (s[0] === ':') {
+      if (ellipsis >= 0) return false; // multiple ::
+      ellipsis = i;
+      s = s.slice(1);
+      if (s.length === 0) break;
+    }
+  }
+  if (s.length !== 0) return false;
+  if (i < 16) return ellipsis >= 0;
+  return ellipsis < 0; // :: must stand for at least one group of zeros
 }
