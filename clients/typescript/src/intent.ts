@@ -3,8 +3,11 @@
 
 import * as id from '../identity/identity.mjs';
 
-export { JSONError, RejectError, normalizeText, canonicalJSON, textHash, accountToken } from '../identity/identity.mjs';
-export type { ParsedEnvelope } from '../identity/identity.mjs';
+export {
+  JSONError, RejectError, SourceIDError, normalizeText, canonicalJSON, textHash, accountToken,
+  canonicalSourceID, normalizeBody, rawHash, sourceVersion,
+} from '../identity/identity.mjs';
+export type { ParsedEnvelope, SourceVersion } from '../identity/identity.mjs';
 
 /** The reasons ingest refuses a message for (docs/producers.md#reject-reasons). */
 export type RejectReason =
@@ -14,8 +17,12 @@ export type RejectReason =
   | 'invalid_key_header' | 'key_mismatch' | 'subject_mismatch' | 'unknown_account'
   | 'invalid_header' | 'unstorable' | 'misdirected_reply' | 'invalid_time';
 
-/** The source version an intent rests on; no part of the delivery key. */
+/**
+ * The source version an intent rests on; no part of the delivery key. sourceVersion(id, body)
+ * derives both: `const { id, version } = sourceVersion(url, visibleText)`.
+ */
 export interface Source {
+  /** The source's stable id; ingest stores it canonical (canonicalSourceID). */
   id: string;
   /** sv1: and 64 lower-case hex digits. */
   version: string;

@@ -13,6 +13,7 @@ import { jetstreamManager, AckPolicy } from '@nats-io/jetstream';
 import {
   Client, RejectError, Rejection, MaybePublishedError, NotPublishedError, NotFoundError, AwaitAbortedError,
   deliveryKey, envelope, followFilters, settled, DELIVERY_KEY_HEADER, MSG_ID_HEADER, INTENTS_STREAM,
+  sourceVersion, canonicalSourceID, normalizeBody, SourceIDError,
 } from '../dist/index.js';
 
 const url = process.env.ATMOST_NATS_URL;
@@ -45,15 +46,43 @@ test('an intent built from its fields has the key of every delivery_key vector',
   assert.ok(vectors.length > 20);
   for (const v of vectors) {
     const e = JSON.parse(v.envelope);
-    const intent = { account: e.account, action: e.action, target: e.target, request: e.request, occurrence: e.occurrence, source: e.source, replyTo: e.reply_to };
+    const intent = {
+      account: e.account, action: e.action, target: e.target, request: e.request, occurrence: e.occurrence, source: e.source, replyTo: e.reply_to,
+      notBefore: e.not_before, expiresAt: e.expires_at,
+    };
     const env = envelope(intent);
     assert.equal(env.key, v.delivery_key, v.name);
     assert.equal(env.parts.request, v.canonical_request, v.name);
+    // What the client publishes is ingest's canonical form, a source id canonicalized too.
+    assert.equal(env.canonical, v.canonical_envelope, v.name);
     // The request as JSON text the producer wrote, exactly as given, is the same intent.
     const raw = JSON.stringify(e.request);
     assert.equal(deliveryKey({ ...intent, request: raw }), v.delivery_key, v.name);
     assert.equal(deliveryKey({ ...intent, request: new TextEncoder().encode(raw) }), v.delivery_key, v.name);
   }
+});
+
+test('the client derives the source version of every source_version vector, and refuses the ids Go refuses', () => {
+  const vectors = JSON.parse(readFileSync(vectorsPath, 'utf8'));
+  const bytes = (plain, hex) => (hex !== undefined ? Buffer.from(hex, 'hex') : plain);
+  const versions = vectors.filter((v) => v.kind === 'source_version');
+  assert.ok(versions.length > 50);
+  for (const v of versions) {
+    const sv = sourceVersion(bytes(v.source_id, v.source_id_hex), bytes(v.body, v.body_hex));
+    assert.deepEqual(sv, { id: v.canonical_source_id, version: v.source_version, rawHash: v.raw_hash }, v.name);
+    assert.equal(normalizeBody(bytes(v.body, v.body_hex)), v.normalized_body, v.name);
+  }
+  const refused = vectors.filter((v) => v.kind === 'source_version_rejection');
+  assert.ok(refused.length >= 4);
+  for (const v of refused) {
+    assert.throws(() => sourceVersion(bytes(v.source_id, v.source_id_hex), v.body), (e) => e instanceof SourceIDError && e.code === v.error, v.name);
+  }
+  // A source made from it goes into an intent as it is: the id is already canonical.
+  const { id, version } = sourceVersion(' HTTPS://Example.ORG:443/a#top ', 'Title\n\n Some  text.');
+  assert.equal(id, 'https://example.org/a');
+  assert.equal(canonicalSourceID(id), id);
+  const env = envelope({ account: 'a', action: 'post', request: { text: 'x' }, source: { id, version } });
+  assert.deepEqual(env.parts.source, { id, version });
 });
 
 test('an intent ingest would refuse is refused before anything is sent, with its reason', () => {
