@@ -20,6 +20,8 @@
 //     fence (fresh).
 //   - gate.go: the cheap gates, the adapter and the rendered request (gate); an unsendable
 //     request parked (park).
+//   - cold.go: a cold account's trial: one send at a time until one succeeds, learnt from each
+//     outcome (learn).
 //   - stage.go: an adapter's staging (platform.Stager: Bluesky's image uploads), before any
 //     attempt exists; a failure makes the work wait, nothing sent.
 //   - begin.go: Begin opens one attempt per intent; its claims are published (witnessClaims).
