@@ -252,6 +252,7 @@ var cockroachSuite = []func(*testing.T){
 	// A suspect account's one attempt in flight, the neutral signal, the adapter's signal.
 	TestASuspectAccountLetsOneAttemptInFlight,
 	TestALoneIntentDueThroughAnOutageIsNotParkedAtTheTrip,
+	TestASuspectSlotRefusedAtAuthorizeIsFreedAtOnce,
 	TestAuthorizeHoldsAClaimOpenedBeforeTheFirstFailure,
 	TestSuspectSlotIsTakenOnce,
 	TestNeutralOutcomesNeverTripAnAccount,

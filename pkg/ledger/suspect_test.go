@@ -270,3 +270,21 @@ func TestALoneIntentDueThroughAnOutageIsNotParkedAtTheTrip(t *testing.T) {
 	_, err = e.l.Begin(e.ctx, key, requestHash("alone through an outage"), lease)
 	require.ErrorIs(t, err, ledger.ErrAccountHolding, "and spends nothing while the account holds")
 }
+
+// A suspect account's slot whose claim a gate refuses at Authorize (a kill switch, here) is
+// freed by that refusal: nothing will be sent or reported, so the account's next intent takes
+// the slot at once, not when the refused claim's lease would have run out.
+func TestASuspectSlotRefusedAtAuthorizeIsFreedAtOnce(t *testing.T) {
+	t.Parallel()
+	e := healthEnv(t)
+	e.completeAuthorized("first failure", connectionFailed())
+	slot := e.claim("takes the slot")
+	e.exec(`INSERT INTO switches (scope, engaged, actor) VALUES ('', true, 'test')`)
+	a, err := e.l.Authorize(e.ctx, slot, inFlight, contract)
+	require.NoError(t, err)
+	require.Equal(t, ledger.ReasonKillSwitch, a.Reason)
+	e.exec(`DELETE FROM switches`)
+	next := e.submit("the next intent")
+	_, err = e.l.Begin(e.ctx, next, requestHash("the next intent"), lease)
+	require.NoError(t, err, "the refused claim freed the slot")
+}

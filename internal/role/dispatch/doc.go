@@ -18,6 +18,8 @@
 //   - dispatch.go: the Dispatcher, Run, and dispatch, which takes one batch through the stages.
 //   - take.go: take a batch of work items, read their intents (pending), and the freshness
 //     fence (fresh).
+//   - replies.go: a reply's parent: published, it goes on to the parent's object; ended
+//     without a publication, parked; otherwise it waits for the relay.
 //   - gate.go: the cheap gates, the adapter and the rendered request (gate); an unsendable
 //     request parked (park).
 //   - cold.go: a cold account's trial: one send at a time until one succeeds, learnt from each
