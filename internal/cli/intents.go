@@ -302,6 +302,9 @@ func showIntent(ctx context.Context, c *line, key identity.DeliveryKey) int {
 	fmt.Fprintf(w, "account\t%s\n", in.Account)
 	fmt.Fprintf(w, "action\t%s\n", in.Action)
 	fmt.Fprintf(w, "target\t%s\n", dash(in.Target))
+	if !in.ReplyTo.IsZero() {
+		fmt.Fprintf(w, "reply to\t%s\n", in.ReplyTo)
+	}
 	fmt.Fprintf(w, "request\t%s\n", compact([]byte(in.Request)))
 	if in.Occurrence != "" {
 		fmt.Fprintf(w, "occurrence\t%s\n", in.Occurrence)

@@ -413,6 +413,20 @@ func TestIntentsShowPrintsEverySection(t *testing.T) {
 	require.Contains(t, res.stdout, `"reconciliations": []`)
 	require.Contains(t, res.stdout, `"attempt": null`)
 
+	// A reply names its parent, which `atmost intents show` then shows in turn.
+	req, err := json.Marshal(map[string]string{"text": "a reply"})
+	require.NoError(t, err)
+	env, err := identity.NewEnvelope("acct-1", "post", "", req, "", nil)
+	require.NoError(t, err)
+	env, err = env.InReplyTo(fresh)
+	require.NoError(t, err)
+	sub, err := s.l.Submit(s.ctx, []identity.Envelope{env})
+	require.NoError(t, err)
+	res = s.run("intents", "show", sub[0].Key.String())
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	require.Regexp(t, `(?m)^reply to\s+`+fresh.String()+`$`, res.stdout)
+	require.NotContains(t, s.run("intents", "show", fresh.String()).stdout, "reply to", "only a reply names a parent")
+
 	res = s.run("intents", "show", "dk1:"+strings.Repeat("0", 63)+"1")
 	require.Equal(t, cli.ExitError, res.code)
 	require.Contains(t, res.stderr, "no intent has the delivery key dk1:000")
