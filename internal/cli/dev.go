@@ -162,10 +162,17 @@ func runDev(ctx context.Context, c *line, opts dev.Options, simAddr, logFile str
 // then the first intent of their own, its events and the console. README.md shows the same
 // lines, and a test runs them from there.
 func nextSteps(w stdio.Writer, stack *dev.Stack, opts dev.Options, simAddr string) {
+	// Only the embedded server's URL: one given to dev is the user's, and may hold a password.
+	export := opts.NATSURL == "" && stack.NATSURL != DefaultNATSURL
 	if stack.SimAccount == "" {
 		if simAddr == "" {
 			fmt.Fprintf(w, "no account %s: --sim %s serves the platform simulator, and a ledger without accounts gets %s on it\n",
 				dev.SimAccount, DefaultSimAddr, dev.SimAccount)
+		}
+		if export {
+			// atmost's commands and producers look at the default URL; without this line they
+			// would read another NATS, or none.
+			fmt.Fprintf(w, "in another terminal, for atmost's commands and your producers:\n  export ATMOST_NATS_URL=%s\n", stack.NATSURL)
 		}
 		return
 	}
@@ -173,8 +180,7 @@ func nextSteps(w stdio.Writer, stack *dev.Stack, opts dev.Options, simAddr strin
 		fmt.Fprintf(w, "account %s: created on the platform simulator (this ledger had no account)\n", dev.SimAccount)
 	}
 	fmt.Fprintln(w, "next, in another terminal, in this directory:")
-	if opts.NATSURL == "" && stack.NATSURL != DefaultNATSURL {
-		// Only the embedded server's URL: one given to dev is the user's, and may hold a password.
+	if export {
 		fmt.Fprintf(w, "  export ATMOST_NATS_URL=%s\n", stack.NATSURL)
 	}
 	fmt.Fprintf(w, "  go run ./examples/producer -account %s -text \"my first intent\"   # publishes it and waits until it is published\n", dev.SimAccount)

@@ -193,3 +193,25 @@ func TestDemoLogsToAFileOfItsOwnAndRefusesADatabaseItDidNotCreate(t *testing.T) 
 	}
 	require.Len(t, logs, 2, "each run its own log file")
 }
+
+// atmost dev on a NATS port of its own prints the ATMOST_NATS_URL to export, with no account on
+// the simulator too (an empty --sim): without it atmost's commands would read another NATS, or none.
+func TestDevPrintsItsNATSURLWithoutTheSimulator(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t, dbtest.Empty())
+	env := map[string]string{"ATMOST_DATABASE_URL": db.URL}
+	var stdout, stderr lockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Run(ctx, cli.IO{Stdout: &stdout, Stderr: &stderr, Env: func(name string) (string, bool) { v, ok := env[name]; return v, ok }},
+			[]string{"dev", "--nats-port", "0", "--data-dir", t.TempDir(), "--log", t.TempDir() + "/roles.log", "--ingest-http-addr", "127.0.0.1:0",
+				"--dispatcher-http-addr", "127.0.0.1:0", "--sweeper-http-addr", "127.0.0.1:0", "--reconciler-http-addr", "127.0.0.1:0", "--console", "", "--sim", ""})
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(stdout.String(), "running; Ctrl-C") }, 30*time.Second, 50*time.Millisecond,
+		"stdout: %s\nstderr: %s", &stdout, &stderr)
+	require.Regexp(t, `(?m)^  export ATMOST_NATS_URL=nats://127\.0\.0\.1:[1-9][0-9]*$`, stdout.String())
+	cancel()
+	require.Equal(t, cli.ExitOK, <-done, stderr.String())
+}
