@@ -401,9 +401,11 @@ func (r *run) configure(ctx context.Context) error {
 		return err
 	}
 	for i, id := range accounts {
-		// The delay covers the slowest create (the delay fault commits 3 s after the request,
-		// a second past the send timeout): a lookup made while it is in flight proves nothing.
-		settings, err := json.Marshal(map[string]any{"url": r.simURL, "reconcile_delay": "2s", "status_lookup": i%2 == 1})
+		// The delay covers the slowest create: the delay fault commits 3 s after the request,
+		// which may reach the platform as late as the send's deadline when a stalled connection
+		// held the send back (the witness's publish, under connection faults). A lookup made
+		// while it is in flight answers in_progress, which proves nothing and parks the intent.
+		settings, err := json.Marshal(map[string]any{"url": r.simURL, "reconcile_delay": "5s", "status_lookup": i%2 == 1})
 		if err != nil {
 			return err
 		}
