@@ -178,7 +178,8 @@ func TestHotStatementsReachRowsByPrimaryKey(t *testing.T) {
 		require.ErrorIs(t, run(), errExplained, name)
 		require.NotContains(t, x.plan, "Seq Scan", "%s scans a table:\n%s", name, scans(x.plan))
 		require.Contains(t, x.plan, "intents_pkey", "%s must reach intents by primary key:\n%s", name, scans(x.plan))
-		shared := []string{"intents_sweep_idx", "intents_lease_expires_idx", "intents_parked_idx", "intents_parked_at_idx", "intents_published_at_idx"}
+		shared := []string{"intents_sweep_idx", "intents_lease_expires_idx", "intents_parked_idx", "intents_parked_at_idx", "intents_published_at_idx",
+			"intents_pending_account_idx"}
 		if strings.Contains(name, "Superseded") {
 			// Submit asks intents_source_idx whether a version was seen; the fence must not
 			// scan it for a batch of keys.
